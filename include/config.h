@@ -1,0 +1,77 @@
+/*
+ * config.h - outboxd's configuration: INI file, environment, --set.
+ *
+ * Precedence: --set section.key=value > OUTBOXD_<SECTION>_<KEY> environment
+ * variable (upper case, dots as '_') > file > built-in default.
+ * [kafka] keys are not interpreted: they go to librdkafka as they are, on
+ * top of outboxd's own defaults (enable.idempotence=true, acks=all,
+ * partitioner=murmur2_random).
+ */
+#ifndef OUTBOXD_CONFIG_H
+#define OUTBOXD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "outbox.h"
+
+struct kv {
+    char *key;   /* owned */
+    char *value; /* owned */
+};
+
+struct config {
+    /* [postgres] */
+    char *pg_conninfo;
+    char *pg_slot;
+    char *pg_publication;
+    char *pg_plugin; /* "pgoutput" (later: "wal2json") */
+    bool pg_create_slot;
+    int pg_status_interval_ms;
+
+    /* [outbox] */
+    char *outbox_table;
+    char *outbox_topic;
+    char *outbox_columns[OC__COUNT];
+
+    /* [kafka]: in order of first appearance; later sets replace values. */
+    struct kv *kafka;
+    size_t nkafka;
+
+    /* [offsets] */
+    char *offsets_file;
+
+    /* [log] */
+    int log_level; /* enum log_level */
+};
+
+/* Fills c with the built-in defaults. Returns 0, -1 on out of memory. */
+int config_init(struct config *c);
+void config_free(struct config *c);
+
+/* Sets one key. Returns 0, or -1 with a reason naming section and key in
+ * err (unknown section or key, bad value). */
+int config_set(struct config *c, const char *section, const char *key,
+               const char *value, char *err, size_t errlen);
+
+/* Reads an INI file over c. Returns 0 or -1 with "FILE:LINE: reason". */
+int config_load_file(struct config *c, const char *path, char *err,
+                     size_t errlen);
+
+/* Applies OUTBOXD_* variables from envp (NULL-terminated "NAME=value"
+ * strings) over c. Returns 0 or -1. */
+int config_load_env(struct config *c, char *const *envp, char *err,
+                    size_t errlen);
+
+/* Applies one "section.key=value" (from --set). Returns 0 or -1. */
+int config_apply_set(struct config *c, const char *assignment, char *err,
+                     size_t errlen);
+
+/* Checks cross-key consistency after loading (conninfo present, plugin
+ * known, ...). Returns 0 or -1. */
+int config_validate(const struct config *c, char *err, size_t errlen);
+
+/* Value of a [kafka] key, NULL if not set. */
+const char *config_kafka_get(const struct config *c, const char *key);
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * outbox.h - from an outbox row to a Kafka message. Pure: no I/O.
+ *
+ * Given the configured outbox table and column names, decides whether a
+ * decoded relation is the outbox, and turns one inserted row into the
+ * message outboxd produces: topic (rendered from a template such as
+ * "outbox.event.${aggregate_type}"), key = aggregate_id, value = payload
+ * text or NULL, and headers event_id, event_type, aggregate_type,
+ * aggregate_id, aggregate_version (if present and not NULL), commit_lsn.
+ */
+#ifndef OUTBOXD_OUTBOX_H
+#define OUTBOXD_OUTBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "decode.h"
+
+enum outbox_col {
+    OC_EVENT_ID = 0,
+    OC_AGGREGATE_TYPE,
+    OC_AGGREGATE_ID,
+    OC_AGGREGATE_VERSION,
+    OC_EVENT_TYPE,
+    OC_PAYLOAD,
+    OC__COUNT
+};
+
+/* "event_id", "aggregate_type", ... : the config key suffix and header name. */
+const char *outbox_col_name(enum outbox_col c);
+
+/* A parsed topic template: literal text and ${column} references. */
+struct topic_template;
+
+/* Parses tmpl. Returns NULL and a reason in err on a bad template (unclosed
+ * "${", empty name). Free with topic_template_free(). */
+struct topic_template *topic_template_parse(const char *tmpl, char *err,
+                                            size_t errlen);
+void topic_template_free(struct topic_template *t);
+
+/* Renders the template for one row into out (NUL-terminated). Returns the
+ * length, or -1 with a reason in err: a referenced column is missing from
+ * the relation or NULL in the row, or the result does not fit outlen. */
+int topic_template_render(const struct topic_template *t,
+                          const struct relation *rel,
+                          const struct col_value *values, int nvalues,
+                          char *out, size_t outlen, char *err, size_t errlen);
+
+/* Byte slice; data is borrowed and not NUL-terminated. */
+struct slice {
+    const char *data;
+    size_t len;
+};
+
+#define OUTBOX_MAX_HEADERS 6
+#define OUTBOX_TOPIC_MAX 256
+
+struct outbox_header {
+    const char *name; /* static string */
+    struct slice value;
+};
+
+/* One message to produce. Borrows from the row's values; valid as long as
+ * they are. */
+struct outbox_event {
+    char topic[OUTBOX_TOPIC_MAX];
+    struct slice key;
+    struct slice value;
+    bool value_null;
+    struct slice event_id;
+    int nheaders;
+    struct outbox_header headers[OUTBOX_MAX_HEADERS];
+    char commit_lsn[LSN_STRLEN];
+};
+
+struct outbox_map {
+    char *schema;                  /* owned */
+    char *table;                   /* owned */
+    char *columns[OC__COUNT];      /* owned */
+    struct topic_template *topic; /* owned */
+};
+
+/* Fills m from a "schema.table" (or "table", meaning public) name, the
+ * column names (indexed by enum outbox_col) and a topic template.
+ * Returns 0, or -1 with a reason in err. Free with outbox_map_free(). */
+int outbox_map_init(struct outbox_map *m, const char *table,
+                    const char *const columns[OC__COUNT], const char *topic,
+                    char *err, size_t errlen);
+void outbox_map_free(struct outbox_map *m);
+
+/* True when rel is the configured outbox table. */
+bool outbox_is_table(const struct outbox_map *m, const struct relation *rel);
+
+/*
+ * Builds the event for one inserted row. commit_lsn is the transaction's
+ * commit record LSN. Returns 0, or -1 with a reason in err naming the
+ * column (required column missing from the table, NULL aggregate_id or
+ * event_id or event_type, unchanged-TOAST marker, bad topic).
+ */
+int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
+                       const struct col_value *values, int nvalues,
+                       lsn_t commit_lsn, struct outbox_event *ev, char *err,
+                       size_t errlen);
+
+#endif

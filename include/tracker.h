@@ -1,0 +1,78 @@
+/*
+ * tracker.h - which LSN may be confirmed to Postgres. Pure: no I/O.
+ *
+ * Every replicated transaction gets a sequence number at Begin. Each event
+ * produced for it is counted as pending; the broker's delivery report
+ * (in any order, across partitions) counts it off. The flush position is the
+ * commit end LSN of the longest prefix of received transactions that are
+ * committed and have no pending events. A transaction whose Commit has not
+ * been seen is never flushable. When nothing at all is in flight (no open
+ * transaction, no pending event), a keepalive's walEnd may be confirmed, so
+ * an idle database does not pin WAL.
+ *
+ * A delivery failure marks its transaction failed: the flush position never
+ * moves past it (tracker_failed() tells the relay to stop).
+ */
+#ifndef OUTBOXD_TRACKER_H
+#define OUTBOXD_TRACKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lsn.h"
+
+struct tracker;
+
+/* New tracker whose flush position starts at start_lsn (the stored offset or
+ * the slot's confirmed position). NULL on out of memory. Free with
+ * tracker_free(). */
+struct tracker *tracker_new(lsn_t start_lsn);
+void tracker_free(struct tracker *t);
+
+/* Opens a transaction; returns its sequence number (>= 1), 0 on out of
+ * memory. Only one transaction may be open at a time; opening one while
+ * another is open is an error (returns 0). */
+uint64_t tracker_begin(struct tracker *t, lsn_t final_lsn);
+
+/* Counts one more event of the open transaction seq as pending. Returns 0,
+ * or -1 if seq is not the open transaction. */
+int tracker_event_sent(struct tracker *t, uint64_t seq);
+
+/* Closes the open transaction seq with its commit end LSN. Returns 0 or -1
+ * (seq not open, or end_lsn going backwards). */
+int tracker_commit(struct tracker *t, uint64_t seq, lsn_t end_lsn);
+
+/* Drops the open transaction without committing it (the stream broke
+ * mid-transaction; it will be re-sent from an earlier position). Its
+ * later acks are ignored. */
+void tracker_abort_open(struct tracker *t);
+
+/* One event of transaction seq was ACKed by the broker. Returns 0, 1 if
+ * seq is unknown or already complete (ignored), -1 if seq had no pending
+ * event (a double ack: a bug). */
+int tracker_ack(struct tracker *t, uint64_t seq);
+
+/* One event of transaction seq failed permanently. */
+void tracker_fail(struct tracker *t, uint64_t seq);
+
+/* A keepalive reported the server's walEnd; advances the flush position to
+ * it only when nothing is in flight. */
+void tracker_keepalive(struct tracker *t, lsn_t wal_end);
+
+/* The LSN that may be confirmed now (monotonic). */
+lsn_t tracker_flush_lsn(const struct tracker *t);
+
+/* True when no transaction is open and no event is pending. */
+bool tracker_idle(const struct tracker *t);
+
+/* True once any event failed; the flush position is frozen before it. */
+bool tracker_failed(const struct tracker *t);
+
+/* Events sent but not yet ACKed, over all transactions. */
+uint64_t tracker_pending_events(const struct tracker *t);
+
+/* Transactions received (open or committed) but not yet flushable. */
+size_t tracker_pending_txns(const struct tracker *t);
+
+#endif
