@@ -1,0 +1,78 @@
+/*
+ * producer.h - the Kafka side: one librdkafka producer, delivery reports
+ * handed back as (transaction seq, error) to a callback.
+ *
+ * Ownership: outboxd passes key, value and headers by copy
+ * (RD_KAFKA_MSG_F_COPY), so the caller's buffers may be released as soon as
+ * producer_send() returns. The per-message opaque is the transaction's
+ * sequence number, not a pointer, so a late report can never touch freed
+ * memory.
+ */
+#ifndef OUTBOXD_PRODUCER_H
+#define OUTBOXD_PRODUCER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "outbox.h"
+
+struct producer;
+
+/* One delivery report. Strings are borrowed for the callback's duration. */
+struct delivery_report {
+    uint64_t seq; /* the opaque given to producer_send() */
+    int err;      /* 0 (RD_KAFKA_RESP_ERR_NO_ERROR): the broker ACKed it */
+    const char *reason; /* NULL when err == 0 */
+    const char *topic;
+    struct slice event_id;   /* the event_id header */
+    struct slice commit_lsn; /* the commit_lsn header */
+};
+
+/*
+ * Called from producer_poll() (on the caller's thread) once per message.
+ * A non-zero err means the message failed for good: librdkafka has already
+ * retried what it could.
+ */
+typedef void (*producer_delivery_fn)(void *ctx, const struct delivery_report *dr);
+
+/* Creates the producer from [kafka] (outboxd's defaults already merged by
+ * config). NULL with a reason in err (librdkafka's own message for a bad
+ * property). Free with producer_free(). */
+struct producer *producer_new(const struct config *c, producer_delivery_fn fn, void *ctx,
+                              char *err, size_t errlen);
+
+/* Destroys the producer without waiting; undelivered messages are dropped
+ * (never confirmed, so they are re-delivered after restart). */
+void producer_free(struct producer *p);
+
+#define PRODUCER_OK 0
+#define PRODUCER_QUEUE_FULL 1
+#define PRODUCER_ERROR (-1)
+
+/* Enqueues ev with opaque seq. Returns PRODUCER_OK, PRODUCER_QUEUE_FULL
+ * (serve reports with producer_poll() and try again), or PRODUCER_ERROR with
+ * a reason in err (permanent: e.g. message larger than message.max.bytes). */
+int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
+                  char *err, size_t errlen);
+
+/* Serves delivery reports and errors, waiting up to timeout_ms for the first.
+ * Returns the number of events served. */
+int producer_poll(struct producer *p, int timeout_ms);
+
+/* A descriptor that becomes readable when reports are waiting; used in the
+ * event loop's select(). producer_poll() drains it. */
+int producer_wakeup_fd(const struct producer *p);
+
+/* Waits up to timeout_ms for every queued message to be reported.
+ * Returns the number of messages still outstanding. */
+int producer_flush(struct producer *p, int timeout_ms);
+
+/* Messages queued or in flight. */
+int producer_outq_len(const struct producer *p);
+
+/* Returns 1 and a reason in err when librdkafka hit a fatal error (e.g. the
+ * idempotent producer lost its state); the producer is then unusable. */
+int producer_fatal(struct producer *p, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * stream.h - the replication connection: a libpq connection in
+ * replication=database mode, the slot, START_REPLICATION and the CopyBoth
+ * stream (frames in, standby status updates out).
+ */
+#ifndef OUTBOXD_STREAM_H
+#define OUTBOXD_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lsn.h"
+
+struct stream;
+
+/* Connects with conninfo (string or URI) plus replication=database.
+ * NULL with the server's message in err. Close with stream_close(). */
+struct stream *stream_connect(const char *conninfo, char *err, size_t errlen);
+void stream_close(struct stream *s);
+
+struct slot_info {
+    bool exists;
+    char plugin[64];
+    char database[64];
+    lsn_t confirmed_flush;
+    bool active;
+    int active_pid;
+};
+
+/* Reads pg_replication_slots for slot. Returns 0 or -1 with err. */
+int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
+                     char *err, size_t errlen);
+
+/* CREATE_REPLICATION_SLOT slot LOGICAL plugin. Returns 0 or -1 with err. */
+int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
+                       char *err, size_t errlen);
+
+/* Returns 1 if publication exists in the connected database, 0 if not,
+ * -1 on error. */
+int stream_publication_exists(struct stream *s, const char *publication, char *err,
+                              size_t errlen);
+
+/* START_REPLICATION SLOT slot LOGICAL start (pgoutput options for
+ * publication). After this the connection is in CopyBoth mode and
+ * non-blocking. Returns 0 or -1 with err. */
+int stream_start_pgoutput(struct stream *s, const char *slot, lsn_t start,
+                          const char *publication, char *err, size_t errlen);
+
+/* Socket to wait on for readability. */
+int stream_fd(const struct stream *s);
+
+/*
+ * Returns the next CopyData payload without blocking: 1 with *buf and *len set
+ * (the caller frees *buf with stream_free_buf()), 0 when nothing complete
+ * has arrived, -1 when the stream ended or failed (err says why).
+ */
+int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen);
+void stream_free_buf(char *buf);
+
+/* Sends a standby status update and flushes it. Returns 0 or -1 with err. */
+int stream_send_status(struct stream *s, lsn_t written, lsn_t flushed, bool reply,
+                       char *err, size_t errlen);
+
+/* Ends the copy stream cleanly (CopyDone) and drains the server's reply. */
+void stream_finish(struct stream *s);
+
+#endif

@@ -1,0 +1,380 @@
+/*
+ * config.c - outboxd's configuration: defaults, INI file (libinih),
+ * OUTBOXD_* environment variables and --set assignments, applied in that
+ * order so that the last one wins: --set > environment > file > default.
+ *
+ * Known keys are described once, in the table below; the file parser, the
+ * environment scan and --set all go through config_set(), so a key behaves
+ * the same wherever it comes from.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+enum key_type { KT_STRING, KT_BOOL, KT_POSINT, KT_LOGLEVEL, KT_PLUGIN };
+
+struct key_def {
+    const char *section;
+    const char *key;
+    enum key_type type;
+    size_t offset; /* into struct config */
+};
+
+#define CFG(field) offsetof(struct config, field)
+
+static const struct key_def key_defs[] = {
+    {"postgres", "conninfo", KT_STRING, CFG(pg_conninfo)},
+    {"postgres", "slot", KT_STRING, CFG(pg_slot)},
+    {"postgres", "publication", KT_STRING, CFG(pg_publication)},
+    {"postgres", "plugin", KT_PLUGIN, CFG(pg_plugin)},
+    {"postgres", "create_slot", KT_BOOL, CFG(pg_create_slot)},
+    {"postgres", "status_interval_ms", KT_POSINT, CFG(pg_status_interval_ms)},
+    {"outbox", "table", KT_STRING, CFG(outbox_table)},
+    {"outbox", "topic", KT_STRING, CFG(outbox_topic)},
+    {"outbox", "column.event_id", KT_STRING, CFG(outbox_columns[OC_EVENT_ID])},
+    {"outbox", "column.aggregate_type", KT_STRING,
+     CFG(outbox_columns[OC_AGGREGATE_TYPE])},
+    {"outbox", "column.aggregate_id", KT_STRING, CFG(outbox_columns[OC_AGGREGATE_ID])},
+    {"outbox", "column.aggregate_version", KT_STRING,
+     CFG(outbox_columns[OC_AGGREGATE_VERSION])},
+    {"outbox", "column.event_type", KT_STRING, CFG(outbox_columns[OC_EVENT_TYPE])},
+    {"outbox", "column.payload", KT_STRING, CFG(outbox_columns[OC_PAYLOAD])},
+    {"offsets", "file", KT_STRING, CFG(offsets_file)},
+    {"log", "level", KT_LOGLEVEL, CFG(log_level)},
+};
+#define NKEYS (sizeof(key_defs) / sizeof(key_defs[0]))
+
+static const char *const known_sections[] = {"postgres", "outbox", "kafka", "offsets",
+                                             "log"};
+
+/* outboxd's own librdkafka defaults; the file may override them. */
+static const char *const kafka_defaults[][2] = {
+    {"enable.idempotence", "true"},
+    {"acks", "all"},
+    {"partitioner", "murmur2_random"},
+};
+
+static char **str_field(struct config *c, const struct key_def *d)
+{
+    return (char **)((char *)c + d->offset);
+}
+
+static int set_string(char **field, const char *value)
+{
+    char *copy = strdup(value);
+    if (!copy) return -1;
+    free(*field);
+    *field = copy;
+    return 0;
+}
+
+static int parse_bool(const char *v, bool *out)
+{
+    static const char *const yes[] = {"true", "on", "yes", "1"};
+    static const char *const no[] = {"false", "off", "no", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0) return *out = true, 0;
+        if (strcasecmp(v, no[i]) == 0) return *out = false, 0;
+    }
+    return -1;
+}
+
+static int parse_posint(const char *v, int *out)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0' || n <= 0 || n > 86400000) return -1;
+    *out = (int)n;
+    return 0;
+}
+
+int config_init(struct config *c)
+{
+    static const struct {
+        const char *section, *key, *value;
+    } defaults[] = {
+        {"postgres", "slot", "outboxd"},
+        {"postgres", "publication", "outboxd_pub"},
+        {"postgres", "plugin", "pgoutput"},
+        {"postgres", "create_slot", "true"},
+        {"postgres", "status_interval_ms", "1000"},
+        {"outbox", "table", "public.outbox_events"},
+        {"outbox", "topic", "outbox.event.${aggregate_type}"},
+        {"offsets", "file", "outboxd.offset"},
+        {"log", "level", "info"},
+    };
+    char err[256];
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
+        if (config_set(c, defaults[i].section, defaults[i].key, defaults[i].value, err,
+                       sizeof(err)) != 0)
+            goto fail;
+    for (int i = 0; i < OC__COUNT; i++)
+        if (set_string(&c->outbox_columns[i], outbox_col_name(i)) != 0) goto fail;
+    for (size_t i = 0; i < sizeof(kafka_defaults) / sizeof(kafka_defaults[0]); i++)
+        if (config_set(c, "kafka", kafka_defaults[i][0], kafka_defaults[i][1], err,
+                       sizeof(err)) != 0)
+            goto fail;
+    return 0;
+fail:
+    config_free(c);
+    return -1;
+}
+
+void config_free(struct config *c)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (key_defs[i].type == KT_STRING || key_defs[i].type == KT_PLUGIN) {
+            char **f = str_field(c, &key_defs[i]);
+            free(*f);
+            *f = NULL;
+        }
+    for (size_t i = 0; i < c->nkafka; i++) {
+        free(c->kafka[i].key);
+        free(c->kafka[i].value);
+    }
+    free(c->kafka);
+    c->kafka = NULL;
+    c->nkafka = 0;
+}
+
+static int set_kafka(struct config *c, const char *key, const char *value)
+{
+    for (size_t i = 0; i < c->nkafka; i++)
+        if (strcmp(c->kafka[i].key, key) == 0) return set_string(&c->kafka[i].value, value);
+    struct kv *n = realloc(c->kafka, (c->nkafka + 1) * sizeof(*n));
+    if (!n) return -1;
+    c->kafka = n;
+    n[c->nkafka].key = strdup(key);
+    n[c->nkafka].value = strdup(value);
+    if (!n[c->nkafka].key || !n[c->nkafka].value) {
+        free(n[c->nkafka].key);
+        free(n[c->nkafka].value);
+        return -1;
+    }
+    c->nkafka++;
+    return 0;
+}
+
+const char *config_kafka_get(const struct config *c, const char *key)
+{
+    for (size_t i = 0; i < c->nkafka; i++)
+        if (strcmp(c->kafka[i].key, key) == 0) return c->kafka[i].value;
+    return NULL;
+}
+
+static bool section_known(const char *section)
+{
+    for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++)
+        if (strcmp(section, known_sections[i]) == 0) return true;
+    return false;
+}
+
+static int set_known(struct config *c, const struct key_def *d, const char *value,
+                     char *err, size_t errlen)
+{
+    int lvl;
+    switch (d->type) {
+    case KT_STRING:
+        if (*value == '\0' && strcmp(d->key, "conninfo") != 0) {
+            snprintf(err, errlen, "[%s] %s: must not be empty", d->section, d->key);
+            return -1;
+        }
+        break;
+    case KT_PLUGIN:
+        if (strcmp(value, "pgoutput") != 0) {
+            snprintf(err, errlen, "[%s] %s: unknown plugin \"%s\" (supported: pgoutput)",
+                     d->section, d->key, value);
+            return -1;
+        }
+        break;
+    case KT_BOOL:
+        if (parse_bool(value, (bool *)((char *)c + d->offset)) != 0) {
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not a boolean (true/false)",
+                     d->section, d->key, value);
+            return -1;
+        }
+        return 0;
+    case KT_POSINT:
+        if (parse_posint(value, (int *)((char *)c + d->offset)) != 0) {
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not a positive integer", d->section,
+                     d->key, value);
+            return -1;
+        }
+        return 0;
+    case KT_LOGLEVEL:
+        if ((lvl = log_level_parse(value)) < 0) {
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of error|warn|info|debug",
+                     d->section, d->key, value);
+            return -1;
+        }
+        c->log_level = lvl;
+        return 0;
+    }
+    if (set_string(str_field(c, d), value) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int config_set(struct config *c, const char *section, const char *key,
+               const char *value, char *err, size_t errlen)
+{
+    if (!section_known(section)) {
+        snprintf(err, errlen,
+                 "unknown section [%s] (known: postgres, outbox, kafka, offsets, log)",
+                 section);
+        return -1;
+    }
+    if (strcmp(section, "kafka") == 0) {
+        if (*key == '\0') {
+            snprintf(err, errlen, "[kafka]: empty key");
+            return -1;
+        }
+        if (set_kafka(c, key, value) != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(key_defs[i].section, section) == 0 && strcmp(key_defs[i].key, key) == 0)
+            return set_known(c, &key_defs[i], value, err, errlen);
+    snprintf(err, errlen, "unknown key \"%s\" in section [%s]", key, section);
+    return -1;
+}
+
+struct ini_ctx {
+    struct config *c;
+    char reason[512]; /* the first key error; inih reports its line */
+    int failed;
+};
+
+static int on_ini_value(void *user, const char *section, const char *name,
+                        const char *value)
+{
+    struct ini_ctx *ctx = user;
+    if (ctx->failed) return 1; /* keep the first error only */
+    if (config_set(ctx->c, section, name, value, ctx->reason, sizeof(ctx->reason)) != 0) {
+        ctx->failed = 1;
+        return 0; /* inih returns this line number */
+    }
+    return 1;
+}
+
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct ini_ctx ctx = {.c = c};
+    int rc = ini_parse_file(f, on_ini_value, &ctx);
+    fclose(f);
+    if (ctx.failed && rc > 0) {
+        snprintf(err, errlen, "%s:%d: %s", path, rc, ctx.reason);
+        return -1;
+    }
+    if (rc > 0) {
+        snprintf(err, errlen, "%s:%d: syntax error", path, rc);
+        return -1;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: cannot parse (error %d)", path, rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* The environment name of a key: OUTBOXD_<SECTION>_<KEY>, dots as '_'. */
+static void env_name(const char *section, const char *key, char *out, size_t outlen)
+{
+    size_t n = (size_t)snprintf(out, outlen, "OUTBOXD_%s_%s", section, key);
+    if (n >= outlen) n = outlen - 1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = out[i] == '.' ? '_' : (char)toupper((unsigned char)out[i]);
+}
+
+static const char *env_lookup(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (; envp && *envp; envp++)
+        if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=') return *envp + n + 1;
+    return NULL;
+}
+
+int config_load_env(struct config *c, char *const *envp, char *err, size_t errlen)
+{
+    char name[128];
+    for (size_t i = 0; i < NKEYS; i++) {
+        env_name(key_defs[i].section, key_defs[i].key, name, sizeof(name));
+        const char *v = env_lookup(envp, name);
+        if (v && config_set(c, key_defs[i].section, key_defs[i].key, v, err, errlen) != 0)
+            return -1;
+    }
+    /* [kafka] keys are open-ended: OUTBOXD_KAFKA_SASL_USERNAME becomes
+     * sasl.username (librdkafka property names use dots, never '_'). */
+    static const char prefix[] = "OUTBOXD_KAFKA_";
+    for (; envp && *envp; envp++) {
+        if (strncmp(*envp, prefix, sizeof(prefix) - 1) != 0) continue;
+        const char *rest = *envp + sizeof(prefix) - 1;
+        const char *eq = strchr(rest, '=');
+        if (!eq || eq == rest || (size_t)(eq - rest) >= sizeof(name)) continue;
+        size_t n = (size_t)(eq - rest);
+        for (size_t i = 0; i < n; i++)
+            name[i] = rest[i] == '_' ? '.' : (char)tolower((unsigned char)rest[i]);
+        name[n] = '\0';
+        if (config_set(c, "kafka", name, eq + 1, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
+int config_apply_set(struct config *c, const char *assignment, char *err, size_t errlen)
+{
+    const char *dot = strchr(assignment, '.');
+    const char *eq = strchr(assignment, '=');
+    if (!dot || !eq || dot > eq || dot == assignment) {
+        snprintf(err, errlen, "--set \"%s\": expected section.key=value", assignment);
+        return -1;
+    }
+    char section[64], key[256];
+    size_t slen = (size_t)(dot - assignment), klen = (size_t)(eq - dot - 1);
+    if (slen >= sizeof(section) || klen >= sizeof(key) || klen == 0) {
+        snprintf(err, errlen, "--set \"%s\": expected section.key=value", assignment);
+        return -1;
+    }
+    memcpy(section, assignment, slen);
+    section[slen] = '\0';
+    memcpy(key, dot + 1, klen);
+    key[klen] = '\0';
+    return config_set(c, section, key, eq + 1, err, errlen);
+}
+
+int config_validate(const struct config *c, char *err, size_t errlen)
+{
+    if (!c->pg_conninfo || !*c->pg_conninfo) {
+        snprintf(err, errlen,
+                 "[postgres] conninfo is not set (file, OUTBOXD_POSTGRES_CONNINFO or "
+                 "--set postgres.conninfo=...)");
+        return -1;
+    }
+    if (strcmp(c->pg_plugin, "pgoutput") != 0) {
+        snprintf(err, errlen, "[postgres] plugin: unknown plugin \"%s\"", c->pg_plugin);
+        return -1;
+    }
+    if (!config_kafka_get(c, "bootstrap.servers")) {
+        snprintf(err, errlen, "[kafka] bootstrap.servers is not set");
+        return -1;
+    }
+    return 0;
+}

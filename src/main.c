@@ -1,0 +1,122 @@
+/*
+ * main.c - command line, configuration loading and signals; the work is
+ * done by relay_run().
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "relay.h"
+
+extern char **environ;
+
+/* Set by the first SIGTERM/SIGINT; a second one exits at once. Exiting
+ * without the drain is safe: nothing un-ACKed has been confirmed. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (stop_requested) _exit(EXIT_FATAL);
+    stop_requested = 1;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd -c FILE [--set section.key=value ...]\n"
+            "       outboxd --help | --version\n"
+            "\n"
+            "Relays committed INSERTs into a PostgreSQL outbox table to Kafka through a\n"
+            "logical replication slot, confirming the slot only after broker ACK.\n"
+            "\n"
+            "  -c, --config FILE   INI configuration file\n"
+            "      --set S.K=V     override one key (repeatable)\n"
+            "  -h, --help          this text\n"
+            "  -V, --version       print the version\n"
+            "\n"
+            "Every key can also be set as OUTBOXD_<SECTION>_<KEY> (dots as '_').\n"
+            "Precedence: --set > environment > file > default.\n"
+            "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 fatal error, 2 bad usage or "
+            "configuration.\n");
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    /* No SA_RESTART: select() returns at once so the loop sees the stop. */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL;
+    char err[1024];
+    struct config cfg;
+    int code;
+
+    if (config_init(&cfg) != 0) {
+        log_error("out of memory");
+        return EXIT_FATAL;
+    }
+    /* First pass: options that need no configuration. */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            config_free(&cfg);
+            return EXIT_OK;
+        }
+        if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
+            printf("outboxd %s\n", OUTBOXD_VERSION);
+            config_free(&cfg);
+            return EXIT_OK;
+        }
+    }
+    /* Second pass: the file first, then env, then --set, so later wins. */
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
+            path = argv[++i];
+        } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+            i++;
+        } else {
+            fprintf(stderr, "outboxd: unknown or incomplete argument \"%s\"\n", argv[i]);
+            usage(stderr);
+            config_free(&cfg);
+            return EXIT_USAGE;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "outboxd: -c FILE is required\n");
+        usage(stderr);
+        config_free(&cfg);
+        return EXIT_USAGE;
+    }
+    if (config_load_file(&cfg, path, err, sizeof(err)) != 0 ||
+        config_load_env(&cfg, environ, err, sizeof(err)) != 0)
+        goto bad_config;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--set") && config_apply_set(&cfg, argv[++i], err, sizeof(err)))
+            goto bad_config;
+    if (config_validate(&cfg, err, sizeof(err)) != 0) goto bad_config;
+
+    log_set_level((enum log_level)cfg.log_level);
+    install_signals();
+    log_info("outboxd %s starting", OUTBOXD_VERSION);
+    code = relay_run(&cfg, &stop_requested);
+    config_free(&cfg);
+    return code;
+
+bad_config:
+    log_error("configuration: %s", err);
+    config_free(&cfg);
+    return EXIT_USAGE;
+}

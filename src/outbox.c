@@ -1,0 +1,257 @@
+/*
+ * outbox.c - from an inserted outbox row to the Kafka message outboxd
+ * produces: topic routing through a ${column} template, the key, the value
+ * and the headers. Pure: borrows the decoder's values, allocates nothing
+ * per event.
+ */
+#include "outbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const col_names[OC__COUNT] = {
+    "event_id", "aggregate_type", "aggregate_id", "aggregate_version", "event_type",
+    "payload",
+};
+
+const char *outbox_col_name(enum outbox_col c)
+{
+    return (c >= 0 && c < OC__COUNT) ? col_names[c] : NULL;
+}
+
+/* ---- topic template ------------------------------------------------------
+ * A template is a list of segments; each is literal text or a column name.
+ * "outbox.${aggregate_type}.v1" -> [lit "outbox."][col aggregate_type][lit ".v1"]
+ */
+struct segment {
+    bool is_column;
+    char *text; /* literal text or column name; owned */
+    size_t len;
+};
+
+struct topic_template {
+    int nsegs;
+    struct segment *segs;
+};
+
+void topic_template_free(struct topic_template *t)
+{
+    if (!t) return;
+    for (int i = 0; i < t->nsegs; i++) free(t->segs[i].text);
+    free(t->segs);
+    free(t);
+}
+
+static int add_segment(struct topic_template *t, bool is_column, const char *s,
+                       size_t len)
+{
+    struct segment *n = realloc(t->segs, (size_t)(t->nsegs + 1) * sizeof(*n));
+    if (!n) return -1;
+    t->segs = n;
+    char *text = strndup(s, len);
+    if (!text) return -1;
+    n[t->nsegs++] = (struct segment){is_column, text, len};
+    return 0;
+}
+
+struct topic_template *topic_template_parse(const char *tmpl, char *err, size_t errlen)
+{
+    struct topic_template *t = calloc(1, sizeof(*t));
+    if (!t) goto oom;
+    const char *p = tmpl;
+    while (*p) {
+        const char *open = strstr(p, "${");
+        if (!open) {
+            if (add_segment(t, false, p, strlen(p)) != 0) goto oom;
+            break;
+        }
+        if (open > p && add_segment(t, false, p, (size_t)(open - p)) != 0) goto oom;
+        const char *close = strchr(open + 2, '}');
+        if (!close) {
+            snprintf(err, errlen, "topic template \"%s\": unclosed \"${\"", tmpl);
+            goto fail;
+        }
+        if (close == open + 2) {
+            snprintf(err, errlen, "topic template \"%s\": empty \"${}\"", tmpl);
+            goto fail;
+        }
+        if (add_segment(t, true, open + 2, (size_t)(close - open - 2)) != 0) goto oom;
+        p = close + 1;
+    }
+    if (t->nsegs == 0) {
+        snprintf(err, errlen, "topic template is empty");
+        goto fail;
+    }
+    return t;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    topic_template_free(t);
+    return NULL;
+}
+
+static int column_index(const struct relation *rel, const char *name)
+{
+    for (int i = 0; i < rel->ncols; i++)
+        if (strcmp(rel->cols[i].name, name) == 0) return i;
+    return -1;
+}
+
+int topic_template_render(const struct topic_template *t, const struct relation *rel,
+                          const struct col_value *values, int nvalues, char *out,
+                          size_t outlen, char *err, size_t errlen)
+{
+    size_t n = 0;
+    for (int i = 0; i < t->nsegs; i++) {
+        const struct segment *s = &t->segs[i];
+        const char *data = s->text;
+        size_t len = s->len;
+        if (s->is_column) {
+            int ci = column_index(rel, s->text);
+            if (ci < 0 || ci >= nvalues) {
+                snprintf(err, errlen, "topic template: column \"%s\" is not in %s.%s",
+                         s->text, rel->nspname, rel->relname);
+                return -1;
+            }
+            if (values[ci].kind != CV_TEXT) {
+                snprintf(err, errlen, "topic template: column \"%s\" is NULL", s->text);
+                return -1;
+            }
+            data = values[ci].data;
+            len = values[ci].len;
+        }
+        if (n + len >= outlen) {
+            snprintf(err, errlen, "topic template: rendered topic longer than %zu bytes",
+                     outlen - 1);
+            return -1;
+        }
+        memcpy(out + n, data, len);
+        n += len;
+    }
+    out[n] = '\0';
+    return (int)n;
+}
+
+/* ---- outbox map -------------------------------------------------------- */
+
+int outbox_map_init(struct outbox_map *m, const char *table,
+                    const char *const columns[OC__COUNT], const char *topic, char *err,
+                    size_t errlen)
+{
+    memset(m, 0, sizeof(*m));
+    const char *dot = strchr(table, '.');
+    if (dot) {
+        m->schema = strndup(table, (size_t)(dot - table));
+        m->table = strdup(dot + 1);
+    } else {
+        m->schema = strdup("public");
+        m->table = strdup(table);
+    }
+    if (!m->schema || !m->table) goto oom;
+    if (!*m->schema || !*m->table) {
+        snprintf(err, errlen, "[outbox] table \"%s\": expected schema.table", table);
+        goto fail;
+    }
+    for (int i = 0; i < OC__COUNT; i++)
+        if (!(m->columns[i] = strdup(columns[i]))) goto oom;
+    if (!(m->topic = topic_template_parse(topic, err, errlen))) goto fail;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    outbox_map_free(m);
+    return -1;
+}
+
+void outbox_map_free(struct outbox_map *m)
+{
+    free(m->schema);
+    free(m->table);
+    for (int i = 0; i < OC__COUNT; i++) free(m->columns[i]);
+    topic_template_free(m->topic);
+    memset(m, 0, sizeof(*m));
+}
+
+bool outbox_is_table(const struct outbox_map *m, const struct relation *rel)
+{
+    return strcmp(rel->relname, m->table) == 0 && strcmp(rel->nspname, m->schema) == 0;
+}
+
+/* ---- event ------------------------------------------------------------- */
+
+static void add_header(struct outbox_event *ev, const char *name, const char *data,
+                       size_t len)
+{
+    ev->headers[ev->nheaders++] = (struct outbox_header){name, {data, len}};
+}
+
+/* Finds column c of the map in the row. Required columns must be present,
+ * text and (unless nullable) not NULL. Returns 1 found with a value, 0 absent
+ * or NULL (allowed), -1 error. */
+static int get_column(const struct outbox_map *m, const struct relation *rel,
+                      const struct col_value *values, int nvalues, enum outbox_col c,
+                      bool required, struct slice *out, char *err, size_t errlen)
+{
+    int i = column_index(rel, m->columns[c]);
+    if (i < 0 || i >= nvalues) {
+        if (!required) return 0;
+        snprintf(err, errlen, "column \"%s\" (%s) is missing from %s.%s", m->columns[c],
+                 col_names[c], rel->nspname, rel->relname);
+        return -1;
+    }
+    switch (values[i].kind) {
+    case CV_TEXT:
+    case CV_BINARY:
+        out->data = values[i].data;
+        out->len = values[i].len;
+        return 1;
+    case CV_NULL:
+        if (!required) return 0;
+        snprintf(err, errlen, "column \"%s\" (%s) is NULL", m->columns[c], col_names[c]);
+        return -1;
+    case CV_UNCHANGED:
+    default:
+        snprintf(err, errlen, "column \"%s\" (%s) arrived as an unchanged TOAST value",
+                 m->columns[c], col_names[c]);
+        return -1;
+    }
+}
+
+int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
+                       const struct col_value *values, int nvalues, lsn_t commit_lsn,
+                       struct outbox_event *ev, char *err, size_t errlen)
+{
+    struct slice event_id, agg_type, agg_id, version, event_type, payload;
+    int has_version, has_payload;
+
+    if (get_column(m, rel, values, nvalues, OC_EVENT_ID, true, &event_id, err, errlen) < 0 ||
+        get_column(m, rel, values, nvalues, OC_AGGREGATE_TYPE, true, &agg_type, err,
+                   errlen) < 0 ||
+        get_column(m, rel, values, nvalues, OC_AGGREGATE_ID, true, &agg_id, err, errlen) < 0 ||
+        get_column(m, rel, values, nvalues, OC_EVENT_TYPE, true, &event_type, err, errlen) <
+            0 ||
+        (has_version = get_column(m, rel, values, nvalues, OC_AGGREGATE_VERSION, false,
+                                  &version, err, errlen)) < 0 ||
+        (has_payload = get_column(m, rel, values, nvalues, OC_PAYLOAD, false, &payload, err,
+                                  errlen)) < 0)
+        return -1;
+
+    if (topic_template_render(m->topic, rel, values, nvalues, ev->topic, sizeof(ev->topic),
+                              err, errlen) < 0)
+        return -1;
+
+    ev->key = agg_id;
+    ev->value_null = !has_payload;
+    ev->value = has_payload ? payload : (struct slice){NULL, 0};
+    ev->event_id = event_id;
+    lsn_format(commit_lsn, ev->commit_lsn);
+    ev->nheaders = 0;
+    add_header(ev, "event_id", event_id.data, event_id.len);
+    add_header(ev, "event_type", event_type.data, event_type.len);
+    add_header(ev, "aggregate_type", agg_type.data, agg_type.len);
+    add_header(ev, "aggregate_id", agg_id.data, agg_id.len);
+    if (has_version) add_header(ev, "aggregate_version", version.data, version.len);
+    add_header(ev, "commit_lsn", ev->commit_lsn, strlen(ev->commit_lsn));
+    return 0;
+}

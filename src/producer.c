@@ -1,0 +1,212 @@
+/*
+ * producer.c - librdkafka producer wrapper.
+ *
+ * Delivery reports go to librdkafka's main queue; outboxd serves them on
+ * its own thread in producer_poll(), so the ACK tracker is never touched
+ * from librdkafka's threads. The main queue signals a pipe when it becomes
+ * non-empty, which lets the event loop sleep in select() on both the
+ * replication socket and the broker side.
+ */
+#include "producer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+struct producer {
+    rd_kafka_t *rk;
+    rd_kafka_queue_t *mainq;
+    int pipefd[2];
+    producer_delivery_fn on_delivery;
+    void *ctx;
+};
+
+/* Defaults that keep memory bounded however large the backlog; the
+ * [kafka] section may override them. */
+static const char *const bounded_defaults[][2] = {
+    {"queue.buffering.max.kbytes", "65536"},
+};
+
+static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    struct producer *p = opaque;
+    struct delivery_report dr = {
+        .seq = (uint64_t)(uintptr_t)m->_private,
+        .err = (int)m->err,
+        .reason = m->err ? rd_kafka_err2str(m->err) : NULL,
+        .topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "?",
+    };
+    if (m->err) {
+        /* Only failures need to say which event they were. */
+        rd_kafka_headers_t *hdrs = NULL;
+        const void *v;
+        if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            if (!rd_kafka_header_get_last(hdrs, "event_id", &v, &dr.event_id.len))
+                dr.event_id.data = v;
+            if (!rd_kafka_header_get_last(hdrs, "commit_lsn", &v, &dr.commit_lsn.len))
+                dr.commit_lsn.data = v;
+        }
+    }
+    p->on_delivery(p->ctx, &dr);
+}
+
+static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    /* Transport errors while a broker is down are routine: librdkafka
+     * reconnects and retries by itself. */
+    if (err == RD_KAFKA_RESP_ERR__FATAL)
+        log_error("kafka: fatal: %s", reason);
+    else
+        log_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);
+}
+
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    /* syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug */
+    enum log_level l = level <= 3 ? LOG_ERROR : level == 4 ? LOG_WARN : LOG_DEBUG;
+    log_msg(l, "kafka: %s: %s", fac, buf);
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err,
+                    size_t errlen)
+{
+    char reason[512];
+    if (rd_kafka_conf_set(conf, k, v, reason, sizeof(reason)) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errlen, "[kafka] %s: %s", k, reason);
+        return -1;
+    }
+    return 0;
+}
+
+struct producer *producer_new(const struct config *c, producer_delivery_fn fn, void *ctx,
+                              char *err, size_t errlen)
+{
+    struct producer *p = calloc(1, sizeof(*p));
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    p->pipefd[0] = p->pipefd[1] = -1;
+    p->on_delivery = fn;
+    p->ctx = ctx;
+
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    for (size_t i = 0; i < sizeof(bounded_defaults) / sizeof(bounded_defaults[0]); i++)
+        if (!config_kafka_get(c, bounded_defaults[i][0]) &&
+            conf_set(conf, bounded_defaults[i][0], bounded_defaults[i][1], err, errlen))
+            goto fail_conf;
+    for (size_t i = 0; i < c->nkafka; i++)
+        if (conf_set(conf, c->kafka[i].key, c->kafka[i].value, err, errlen) != 0)
+            goto fail_conf;
+    rd_kafka_conf_set_opaque(conf, p);
+    rd_kafka_conf_set_dr_msg_cb(conf, on_dr);
+    rd_kafka_conf_set_error_cb(conf, on_error);
+    rd_kafka_conf_set_log_cb(conf, on_log);
+
+    char reason[512];
+    p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof(reason));
+    if (!p->rk) {
+        snprintf(err, errlen, "kafka: %s", reason);
+        goto fail_conf;
+    }
+    /* conf is owned by p->rk from here on. */
+
+    if (pipe(p->pipefd) != 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        goto fail;
+    }
+    for (int i = 0; i < 2; i++)
+        fcntl(p->pipefd[i], F_SETFL, fcntl(p->pipefd[i], F_GETFL) | O_NONBLOCK);
+    p->mainq = rd_kafka_queue_get_main(p->rk);
+    rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "w", 1);
+    return p;
+
+fail_conf:
+    rd_kafka_conf_destroy(conf);
+fail:
+    producer_free(p);
+    return NULL;
+}
+
+void producer_free(struct producer *p)
+{
+    if (!p) return;
+    if (p->mainq) {
+        rd_kafka_queue_io_event_enable(p->mainq, -1, NULL, 0);
+        rd_kafka_queue_destroy(p->mainq);
+    }
+    if (p->rk) rd_kafka_destroy(p->rk);
+    for (int i = 0; i < 2; i++)
+        if (p->pipefd[i] >= 0) close(p->pipefd[i]);
+    free(p);
+}
+
+static rd_kafka_headers_t *build_headers(const struct outbox_event *ev)
+{
+    rd_kafka_headers_t *h = rd_kafka_headers_new((size_t)ev->nheaders);
+    for (int i = 0; i < ev->nheaders; i++)
+        rd_kafka_header_add(h, ev->headers[i].name, -1, ev->headers[i].value.data,
+                            (ssize_t)ev->headers[i].value.len);
+    return h;
+}
+
+int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
+                  char *err, size_t errlen)
+{
+    rd_kafka_headers_t *h = build_headers(ev);
+    rd_kafka_resp_err_t rc = rd_kafka_producev(
+        p->rk, RD_KAFKA_V_TOPIC(ev->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_KEY(ev->key.data, ev->key.len),
+        RD_KAFKA_V_VALUE(ev->value_null ? NULL : (void *)ev->value.data,
+                         ev->value_null ? 0 : ev->value.len),
+        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)(uintptr_t)seq), RD_KAFKA_V_END);
+    if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) return PRODUCER_OK; /* h now owned by rk */
+    rd_kafka_headers_destroy(h);
+    if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL) return PRODUCER_QUEUE_FULL;
+    snprintf(err, errlen, "produce to %s: %s", ev->topic, rd_kafka_err2str(rc));
+    return PRODUCER_ERROR;
+}
+
+static void drain_pipe(struct producer *p)
+{
+    char buf[64];
+    while (read(p->pipefd[0], buf, sizeof(buf)) > 0) {
+    }
+}
+
+int producer_poll(struct producer *p, int timeout_ms)
+{
+    /* Drain the pipe first: a report that arrives after rd_kafka_poll()
+     * returns writes it again, so no wake-up is lost. */
+    drain_pipe(p);
+    int n = rd_kafka_poll(p->rk, timeout_ms);
+    int more;
+    while ((more = rd_kafka_poll(p->rk, 0)) > 0) n += more;
+    return n;
+}
+
+int producer_wakeup_fd(const struct producer *p) { return p->pipefd[0]; }
+
+int producer_flush(struct producer *p, int timeout_ms)
+{
+    drain_pipe(p);
+    rd_kafka_flush(p->rk, timeout_ms);
+    return rd_kafka_outq_len(p->rk);
+}
+
+int producer_outq_len(const struct producer *p) { return rd_kafka_outq_len(p->rk); }
+
+int producer_fatal(struct producer *p, char *err, size_t errlen)
+{
+    return rd_kafka_fatal_error(p->rk, err, errlen) != RD_KAFKA_RESP_ERR_NO_ERROR;
+}

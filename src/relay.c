@@ -1,0 +1,451 @@
+/*
+ * relay.c - the event loop.
+ *
+ *   replication socket --frames--> decoder --inserts--> outbox map
+ *        ^                                                  |
+ *        | status (flush LSN)                               v
+ *   offset file <-- tracker <--delivery reports-- producer (librdkafka)
+ *
+ * One thread. The loop reads what the socket has (in bounded batches),
+ * produces outbox events as they stream, serves delivery reports, and
+ * sends a standby status update at least every status_interval_ms and at
+ * once when the server asks for a reply: the walsender drops a client that
+ * stays silent for wal_sender_timeout, even while outboxd is waiting for
+ * the broker (backpressure), so the status path never depends on reading.
+ */
+#include "relay.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <time.h>
+
+#include "log.h"
+#include "offset.h"
+#include "outbox.h"
+#include "pgoutput.h"
+#include "producer.h"
+#include "replproto.h"
+#include "stream.h"
+#include "tracker.h"
+
+/* Frames handled before the loop serves reports and status again. */
+#define READ_BATCH 4096
+
+struct relay {
+    const struct config *cfg;
+    volatile sig_atomic_t *stop;
+    struct outbox_map map;
+    struct pgoutput_decoder *dec;
+    struct tracker *trk;
+    struct producer *prod;
+    struct stream *st;
+
+    uint64_t cur_seq;        /* open transaction, 0 if none */
+    lsn_t cur_commit_lsn;    /* its commit record LSN (Begin final_lsn) */
+    lsn_t received_lsn;      /* newest wal_end seen on the stream */
+    lsn_t stored_lsn;        /* last LSN in the offset file */
+    lsn_t sent_lsn;          /* last flush LSN sent to the server */
+    int64_t next_status_ms;  /* monotonic deadline of the next status */
+    uint64_t events_produced;
+    uint64_t events_acked;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- delivery reports ---------------------------------------------------- */
+
+static void on_delivery(void *ctx, const struct delivery_report *dr)
+{
+    struct relay *r = ctx;
+    if (dr->err == 0) {
+        r->events_acked++;
+        if (tracker_ack(r->trk, dr->seq) < 0)
+            log_error("internal: delivery report for transaction %llu with no pending "
+                      "event",
+                      (unsigned long long)dr->seq);
+        return;
+    }
+    tracker_fail(r->trk, dr->seq);
+    log_error("delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s; "
+              "stopping without confirming past it",
+              (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "?",
+              (int)dr->commit_lsn.len, dr->commit_lsn.data ? dr->commit_lsn.data : "?",
+              dr->topic, dr->reason);
+}
+
+/* ---- status -------------------------------------------------------------- */
+
+/*
+ * Confirms the tracker's flush LSN: first to the offset file (durably), then
+ * to the server. The order matters: if outboxd dies between the two, the
+ * file is ahead of the slot, which is safe because it only ever holds ACKed
+ * positions.
+ */
+static int send_status(struct relay *r, bool reply)
+{
+    char err[512], a[LSN_STRLEN];
+    lsn_t flush = tracker_flush_lsn(r->trk);
+    if (flush > r->stored_lsn) {
+        if (offset_write(r->cfg->offsets_file, flush, err, sizeof(err)) != 0) {
+            log_error("%s", err);
+            return -1;
+        }
+        r->stored_lsn = flush;
+    }
+    lsn_t written = r->received_lsn > flush ? r->received_lsn : flush;
+    if (stream_send_status(r->st, written, flush, reply, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    if (flush != r->sent_lsn)
+        log_debug("confirmed %s (pending: %llu events in %zu transactions)",
+                  lsn_format(flush, a), (unsigned long long)tracker_pending_events(r->trk),
+                  tracker_pending_txns(r->trk));
+    r->sent_lsn = flush;
+    r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
+    return 0;
+}
+
+static int status_if_due(struct relay *r)
+{
+    return now_ms() >= r->next_status_ms ? send_status(r, false) : 0;
+}
+
+/* ---- changes ------------------------------------------------------------- */
+
+/* Produces one event, waiting while librdkafka's queue is full. While it
+ * waits, nothing is read from the replication socket (backpressure), but
+ * delivery reports are served and status updates keep the connection
+ * alive. Returns 0, 1 when a stop was requested while waiting, -1 on a
+ * permanent error. */
+static int produce(struct relay *r, const struct outbox_event *ev)
+{
+    char err[512];
+    if (tracker_event_sent(r->trk, r->cur_seq) != 0) {
+        log_error("internal: event outside a transaction");
+        return -1;
+    }
+    for (;;) {
+        int rc = producer_send(r->prod, ev, r->cur_seq, err, sizeof(err));
+        if (rc == PRODUCER_OK) {
+            r->events_produced++;
+            return 0;
+        }
+        if (rc == PRODUCER_ERROR) {
+            tracker_fail(r->trk, r->cur_seq);
+            log_error("event %.*s (commit_lsn %s): %s; stopping without confirming "
+                      "past it",
+                      (int)ev->event_id.len, ev->event_id.data, ev->commit_lsn, err);
+            return -1;
+        }
+        producer_poll(r->prod, 100);
+        if (tracker_failed(r->trk) || status_if_due(r) != 0) return -1;
+        if (*r->stop) return 1;
+    }
+}
+
+static int on_insert(struct relay *r, const struct repl_msg *m)
+{
+    char err[512], a[LSN_STRLEN];
+    const struct relation *rel = m->u.tuple.rel;
+    if (!outbox_is_table(&r->map, rel)) return 0;
+    if (r->cur_seq == 0) {
+        log_error("protocol error: INSERT into %s.%s outside a transaction", rel->nspname,
+                  rel->relname);
+        return -1;
+    }
+    struct outbox_event ev;
+    if (outbox_event_build(&r->map, rel, m->u.tuple.values, m->u.tuple.nvalues,
+                           r->cur_commit_lsn, &ev, err, sizeof(err)) != 0) {
+        tracker_fail(r->trk, r->cur_seq);
+        log_error("cannot publish an outbox row of the transaction with commit_lsn %s: "
+                  "%s; stopping without confirming past it",
+                  lsn_format(r->cur_commit_lsn, a), err);
+        return -1;
+    }
+    return produce(r, &ev);
+}
+
+static int on_message(struct relay *r, const struct repl_msg *m)
+{
+    char a[LSN_STRLEN], b[LSN_STRLEN];
+    switch (m->kind) {
+    case RM_BEGIN:
+        if (r->cur_seq != 0) {
+            log_error("protocol error: BEGIN inside an open transaction");
+            return -1;
+        }
+        r->cur_seq = tracker_begin(r->trk, m->u.begin.final_lsn);
+        if (r->cur_seq == 0) {
+            log_error("out of memory");
+            return -1;
+        }
+        r->cur_commit_lsn = m->u.begin.final_lsn;
+        return 0;
+    case RM_COMMIT:
+        if (r->cur_seq == 0) {
+            log_error("protocol error: COMMIT without BEGIN");
+            return -1;
+        }
+        if (m->u.commit.commit_lsn != r->cur_commit_lsn)
+            log_warn("COMMIT lsn %s differs from BEGIN final_lsn %s",
+                     lsn_format(m->u.commit.commit_lsn, a), lsn_format(r->cur_commit_lsn, b));
+        if (tracker_commit(r->trk, r->cur_seq, m->u.commit.end_lsn) != 0) {
+            log_error("protocol error: COMMIT end %s goes backwards",
+                      lsn_format(m->u.commit.end_lsn, a));
+            return -1;
+        }
+        r->cur_seq = 0;
+        return 0;
+    case RM_RELATION:
+        log_debug("relation %u %s.%s (%d columns)", m->u.relation.rel->relid,
+                  m->u.relation.rel->nspname, m->u.relation.rel->relname,
+                  m->u.relation.rel->ncols);
+        return 0;
+    case RM_INSERT:
+        return on_insert(r, m);
+    default:
+        /* UPDATE, DELETE, TRUNCATE of the outbox and everything else are not
+         * events: the outbox is append-only from outboxd's point of view. */
+        return 0;
+    }
+}
+
+/* Handles one CopyData payload. Returns 0, 1 on stop requested, -1 fatal. */
+static int on_frame(struct relay *r, const char *buf, int len)
+{
+    char err[512];
+    struct repl_frame f;
+    if (repl_parse_frame(buf, (size_t)len, &f, err, sizeof(err)) != 0) {
+        log_error("replication protocol: %s", err);
+        return -1;
+    }
+    if (f.wal_end > r->received_lsn) r->received_lsn = f.wal_end;
+    if (f.kind == RF_KEEPALIVE) {
+        tracker_keepalive(r->trk, f.wal_end);
+        return f.reply_requested ? send_status(r, false) : 0;
+    }
+    struct repl_msg m;
+    if (pgoutput_decode(r->dec, f.data, f.len, &m, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    return on_message(r, &m);
+}
+
+/* Reads and handles up to READ_BATCH frames. Returns 0, 1 stop, -1 fatal. */
+static int read_frames(struct relay *r)
+{
+    char err[512];
+    for (int i = 0; i < READ_BATCH && !*r->stop; i++) {
+        char *buf;
+        int len;
+        int rc = stream_read(r->st, &buf, &len, err, sizeof(err));
+        if (rc == 0) return 0;
+        if (rc < 0) {
+            log_error("%s", err);
+            return -1;
+        }
+        rc = on_frame(r, buf, len);
+        stream_free_buf(buf);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+/* Sleeps until the socket or the producer has something, or the next
+ * status is due. Signals interrupt select() (handlers installed without
+ * SA_RESTART), so a stop is seen at once. */
+static void wait_io(struct relay *r)
+{
+    int sfd = stream_fd(r->st), pfd = producer_wakeup_fd(r->prod);
+    fd_set rfds;
+    FD_ZERO(&rfds);
+    FD_SET(sfd, &rfds);
+    FD_SET(pfd, &rfds);
+    int64_t wait = r->next_status_ms - now_ms();
+    if (wait < 0) wait = 0;
+    if (wait > 1000) wait = 1000;
+    struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)((wait % 1000) * 1000)};
+    select((sfd > pfd ? sfd : pfd) + 1, &rfds, NULL, NULL, &tv);
+}
+
+/* ---- start-up ------------------------------------------------------------ */
+
+/* Connects, checks publication and slot, creates the slot if allowed.
+ * Returns 0, or an exit code. Fills *start with where to stream from. */
+static int prepare_stream(struct relay *r, lsn_t *start)
+{
+    const struct config *c = r->cfg;
+    char err[1024], a[LSN_STRLEN];
+    lsn_t stored = 0;
+    int have_offset = offset_read(c->offsets_file, &stored, err, sizeof(err));
+    if (have_offset < 0) {
+        log_error("%s", err);
+        return EXIT_FATAL;
+    }
+    if (have_offset) r->stored_lsn = stored;
+    int rc;
+
+    if (!(r->st = stream_connect(c->pg_conninfo, err, sizeof(err)))) {
+        log_error("%s", err);
+        return EXIT_FATAL;
+    }
+    rc = stream_publication_exists(r->st, c->pg_publication, err, sizeof(err));
+    if (rc <= 0) {
+        if (rc < 0)
+            log_error("%s", err);
+        else
+            log_error("publication \"%s\" does not exist in this database: create it "
+                      "with CREATE PUBLICATION %s FOR TABLE %s WITH (publish = "
+                      "'insert') (see sql/outbox.sql)",
+                      c->pg_publication, c->pg_publication, c->outbox_table);
+        return EXIT_FATAL;
+    }
+    struct slot_info si;
+    if (stream_slot_info(r->st, c->pg_slot, &si, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        return EXIT_FATAL;
+    }
+    if (!si.exists) {
+        if (!c->pg_create_slot) {
+            log_error("replication slot \"%s\" does not exist and [postgres] create_slot "
+                      "is false: create it with SELECT pg_create_logical_replication_slot"
+                      "('%s', '%s')",
+                      c->pg_slot, c->pg_slot, c->pg_plugin);
+            return EXIT_FATAL;
+        }
+        if (stream_create_slot(r->st, c->pg_slot, c->pg_plugin, err, sizeof(err)) != 0) {
+            log_error("%s", err);
+            return EXIT_FATAL;
+        }
+        log_info("created replication slot \"%s\" (plugin %s)", c->pg_slot, c->pg_plugin);
+        if (stream_slot_info(r->st, c->pg_slot, &si, err, sizeof(err)) != 0) {
+            log_error("%s", err);
+            return EXIT_FATAL;
+        }
+    } else if (strcmp(si.plugin, c->pg_plugin) != 0) {
+        log_error("replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s: "
+                  "set plugin = %s or use another slot",
+                  c->pg_slot, si.plugin, c->pg_plugin, si.plugin);
+        return EXIT_USAGE;
+    } else if (si.active) {
+        log_error("replication slot \"%s\" is in use by another process (pid %d)",
+                  c->pg_slot, si.active_pid);
+        return EXIT_FATAL;
+    }
+    *start = r->stored_lsn;
+    lsn_t from = si.confirmed_flush > *start ? si.confirmed_flush : *start;
+    log_info("streaming slot \"%s\" from %s (offset file %s, slot confirmed %s)",
+             c->pg_slot, lsn_format(from, a), have_offset ? "present" : "absent",
+             lsn_format(si.confirmed_flush, (char[LSN_STRLEN]){0}));
+    *start = from;
+    return 0;
+}
+
+static int relay_init(struct relay *r, const struct config *c, volatile sig_atomic_t *stop)
+{
+    char err[1024];
+    memset(r, 0, sizeof(*r));
+    r->cfg = c;
+    r->stop = stop;
+    if (outbox_map_init(&r->map, c->outbox_table, (const char *const *)c->outbox_columns,
+                        c->outbox_topic, err, sizeof(err)) != 0) {
+        log_error("[outbox] %s", err);
+        return EXIT_USAGE;
+    }
+    if (!(r->dec = pgoutput_decoder_new())) {
+        log_error("out of memory");
+        return EXIT_FATAL;
+    }
+    if (!(r->prod = producer_new(c, on_delivery, r, err, sizeof(err)))) {
+        log_error("%s", err);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static void relay_free(struct relay *r)
+{
+    producer_free(r->prod);
+    stream_close(r->st);
+    tracker_free(r->trk);
+    pgoutput_decoder_free(r->dec);
+    outbox_map_free(&r->map);
+}
+
+/* ---- shutdown ------------------------------------------------------------ */
+
+/* Stops reading, lets outstanding deliveries finish (bounded), confirms
+ * what was ACKed, ends the stream. */
+static void drain_and_confirm(struct relay *r)
+{
+    char a[LSN_STRLEN];
+    int left = producer_flush(r->prod, RELAY_SHUTDOWN_FLUSH_MS);
+    producer_poll(r->prod, 0);
+    if (left > 0)
+        log_warn("%d events not ACKed within %d ms; they will be re-delivered after "
+                 "restart",
+                 left, RELAY_SHUTDOWN_FLUSH_MS);
+    if (send_status(r, false) == 0) stream_finish(r->st);
+    log_info("confirmed %s; produced %llu events, %llu ACKed",
+             lsn_format(tracker_flush_lsn(r->trk), a),
+             (unsigned long long)r->events_produced, (unsigned long long)r->events_acked);
+}
+
+int relay_run(const struct config *c, volatile sig_atomic_t *stop)
+{
+    struct relay r;
+    char err[1024];
+    lsn_t start = 0;
+    int code = relay_init(&r, c, stop);
+    if (code == 0) code = prepare_stream(&r, &start);
+    if (code == 0 && !(r.trk = tracker_new(start))) {
+        log_error("out of memory");
+        code = EXIT_FATAL;
+    }
+    if (code == 0 && stream_start_pgoutput(r.st, c->pg_slot, start, c->pg_publication, err,
+                                           sizeof(err)) != 0) {
+        log_error("%s", err);
+        code = EXIT_FATAL;
+    }
+    if (code != 0) {
+        relay_free(&r);
+        return code;
+    }
+    r.stored_lsn = start > r.stored_lsn ? start : r.stored_lsn;
+    r.sent_lsn = start;
+
+    int rc = 0;
+    while (!*stop && rc == 0) {
+        rc = read_frames(&r);
+        producer_poll(r.prod, 0);
+        if (rc == 0 && tracker_failed(r.trk)) rc = -1;
+        if (rc == 0 && producer_fatal(r.prod, err, sizeof(err))) {
+            log_error("kafka producer failed: %s", err);
+            rc = -1;
+        }
+        if (rc == 0) rc = status_if_due(&r);
+        if (rc == 0 && !*stop) wait_io(&r);
+    }
+    if (rc < 0) {
+        /* Confirm the ACKed prefix (never past the failure), then stop. */
+        producer_poll(r.prod, 0);
+        send_status(&r, false);
+        code = EXIT_FATAL;
+    } else {
+        log_info("stopping: draining outstanding deliveries");
+        drain_and_confirm(&r);
+        code = EXIT_OK;
+    }
+    relay_free(&r);
+    return code;
+}

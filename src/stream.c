@@ -1,0 +1,241 @@
+/*
+ * stream.c - the replication connection (libpq, CopyBoth).
+ *
+ * The same connection serves the few SQL queries outboxd needs before
+ * streaming (slot and publication lookups): a replication=database
+ * walsender accepts simple-protocol SQL, but not the extended protocol, so
+ * parameters are escaped with PQescapeLiteral/PQescapeIdentifier.
+ */
+#include "stream.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replproto.h"
+
+struct stream {
+    PGconn *conn;
+};
+
+/* Copies libpq's message (which ends in a newline) into err. */
+static void pq_error(PGconn *conn, const char *what, char *err, size_t errlen)
+{
+    const char *m = conn ? PQerrorMessage(conn) : "out of memory";
+    size_t n = strlen(m);
+    while (n > 0 && (m[n - 1] == '\n' || m[n - 1] == ' ')) n--;
+    snprintf(err, errlen, "%s: %.*s", what, (int)n, m);
+}
+
+struct stream *stream_connect(const char *conninfo, char *err, size_t errlen)
+{
+    /* expand_dbname=1: the dbname value is parsed as a full conninfo
+     * string or URI; the keywords after it override what it says. */
+    const char *keys[] = {"dbname", "replication", "fallback_application_name", NULL};
+    const char *vals[] = {conninfo, "database", "outboxd", NULL};
+    struct stream *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->conn = PQconnectdbParams(keys, vals, 1);
+    if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
+        pq_error(s->conn, "cannot connect to postgres", err, errlen);
+        stream_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void stream_close(struct stream *s)
+{
+    if (!s) return;
+    PQfinish(s->conn);
+    free(s);
+}
+
+/* Runs one simple-protocol statement; returns the result (caller PQclears)
+ * when its status is expect, else NULL with err. */
+static PGresult *run(struct stream *s, const char *sql, ExecStatusType expect,
+                     const char *what, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(s->conn, sql);
+    if (PQresultStatus(r) != expect) {
+        pq_error(s->conn, what, err, errlen);
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
+int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
+                     char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    char *lit = PQescapeLiteral(s->conn, slot, strlen(slot));
+    if (!lit) {
+        pq_error(s->conn, "slot name", err, errlen);
+        return -1;
+    }
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "SELECT plugin, database, coalesce(confirmed_flush_lsn::text, '0/0'), "
+             "active, coalesce(active_pid, 0) FROM pg_catalog.pg_replication_slots "
+             "WHERE slot_name = %s",
+             lit);
+    PQfreemem(lit);
+    PGresult *r = run(s, sql, PGRES_TUPLES_OK, "reading pg_replication_slots", err, errlen);
+    if (!r) return -1;
+    if (PQntuples(r) == 1) {
+        out->exists = true;
+        snprintf(out->plugin, sizeof(out->plugin), "%s", PQgetvalue(r, 0, 0));
+        snprintf(out->database, sizeof(out->database), "%s", PQgetvalue(r, 0, 1));
+        lsn_parse(PQgetvalue(r, 0, 2), &out->confirmed_flush);
+        out->active = PQgetvalue(r, 0, 3)[0] == 't';
+        out->active_pid = atoi(PQgetvalue(r, 0, 4));
+    }
+    PQclear(r);
+    return 0;
+}
+
+int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
+                       char *err, size_t errlen)
+{
+    char *id = PQescapeIdentifier(s->conn, slot, strlen(slot));
+    char *pl = PQescapeIdentifier(s->conn, plugin, strlen(plugin));
+    char sql[512];
+    if (!id || !pl) {
+        PQfreemem(id);
+        PQfreemem(pl);
+        pq_error(s->conn, "slot name", err, errlen);
+        return -1;
+    }
+    snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL %s NOEXPORT_SNAPSHOT",
+             id, pl);
+    PQfreemem(id);
+    PQfreemem(pl);
+    PGresult *r = run(s, sql, PGRES_TUPLES_OK, "creating replication slot", err, errlen);
+    if (!r) return -1;
+    PQclear(r);
+    return 0;
+}
+
+int stream_publication_exists(struct stream *s, const char *publication, char *err,
+                              size_t errlen)
+{
+    char *lit = PQescapeLiteral(s->conn, publication, strlen(publication));
+    if (!lit) {
+        pq_error(s->conn, "publication name", err, errlen);
+        return -1;
+    }
+    char sql[512];
+    snprintf(sql, sizeof(sql), "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = %s",
+             lit);
+    PQfreemem(lit);
+    PGresult *r = run(s, sql, PGRES_TUPLES_OK, "reading pg_publication", err, errlen);
+    if (!r) return -1;
+    int found = PQntuples(r) == 1;
+    PQclear(r);
+    return found;
+}
+
+int stream_start_pgoutput(struct stream *s, const char *slot, lsn_t start,
+                          const char *publication, char *err, size_t errlen)
+{
+    char lsn[LSN_STRLEN];
+    char *id = PQescapeIdentifier(s->conn, slot, strlen(slot));
+    /* publication_names is a comma-separated list of identifiers inside a
+     * string literal: quote the name as an identifier, then as a literal. */
+    char *pubid = PQescapeIdentifier(s->conn, publication, strlen(publication));
+    char *publit = pubid ? PQescapeLiteral(s->conn, pubid, strlen(pubid)) : NULL;
+    char sql[1024];
+    int ok = id && publit;
+    if (ok)
+        snprintf(sql, sizeof(sql),
+                 "START_REPLICATION SLOT %s LOGICAL %s (proto_version '1', "
+                 "publication_names %s)",
+                 id, lsn_format(start, lsn), publit);
+    PQfreemem(id);
+    PQfreemem(pubid);
+    PQfreemem(publit);
+    if (!ok) {
+        pq_error(s->conn, "START_REPLICATION", err, errlen);
+        return -1;
+    }
+    PGresult *r = run(s, sql, PGRES_COPY_BOTH, "START_REPLICATION", err, errlen);
+    if (!r) return -1;
+    PQclear(r);
+    if (PQsetnonblocking(s->conn, 1) != 0) {
+        pq_error(s->conn, "PQsetnonblocking", err, errlen);
+        return -1;
+    }
+    return 0;
+}
+
+int stream_fd(const struct stream *s) { return PQsocket(s->conn); }
+
+int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen)
+{
+    *buf = NULL;
+    int n = PQgetCopyData(s->conn, buf, 1);
+    if (n == 0) {
+        /* Nothing buffered: pull what the socket has, then try again. */
+        if (PQconsumeInput(s->conn) == 0) {
+            pq_error(s->conn, "replication stream", err, errlen);
+            return -1;
+        }
+        n = PQgetCopyData(s->conn, buf, 1);
+    }
+    if (n > 0) {
+        *len = n;
+        return 1;
+    }
+    if (n == 0) return 0;
+    if (n == -1) {
+        /* The server ended the copy: fetch its reason. */
+        PGresult *r = PQgetResult(s->conn);
+        if (r && PQresultStatus(r) == PGRES_FATAL_ERROR)
+            pq_error(s->conn, "replication stream ended", err, errlen);
+        else
+            snprintf(err, errlen, "replication stream ended by the server");
+        PQclear(r);
+        return -1;
+    }
+    pq_error(s->conn, "replication stream", err, errlen);
+    return -1;
+}
+
+void stream_free_buf(char *buf) { PQfreemem(buf); }
+
+int stream_send_status(struct stream *s, lsn_t written, lsn_t flushed, bool reply,
+                       char *err, size_t errlen)
+{
+    char msg[REPL_STATUS_LEN];
+    repl_build_status(msg, written, flushed, flushed, repl_now(), reply);
+    if (PQputCopyData(s->conn, msg, sizeof(msg)) <= 0) {
+        pq_error(s->conn, "sending status update", err, errlen);
+        return -1;
+    }
+    /* Non-blocking: PQflush returns 1 when data is still queued; it goes out
+     * with the next flush, which the event loop retries. */
+    if (PQflush(s->conn) < 0) {
+        pq_error(s->conn, "sending status update", err, errlen);
+        return -1;
+    }
+    return 0;
+}
+
+void stream_finish(struct stream *s)
+{
+    if (PQputCopyEnd(s->conn, NULL) > 0) {
+        PQsetnonblocking(s->conn, 0);
+        PQflush(s->conn);
+        PGresult *r;
+        /* After CopyDone the walsender answers with CopyDone and the end of
+         * the command; discard any last CopyData. */
+        char *buf;
+        while (PQgetCopyData(s->conn, &buf, 0) > 0) PQfreemem(buf);
+        while ((r = PQgetResult(s->conn)) != NULL) PQclear(r);
+    }
+}
