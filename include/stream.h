@@ -46,6 +46,10 @@ int stream_publication_exists(struct stream *s, const char *publication, char *e
 int stream_start_pgoutput(struct stream *s, const char *slot, lsn_t start,
                           const char *publication, char *err, size_t errlen);
 
+/* SQLSTATE of the last failed statement ("" if none), e.g. "55006" when
+ * the slot is active for another process. */
+const char *stream_sqlstate(const struct stream *s);
+
 /* Socket to wait on for readability. */
 int stream_fd(const struct stream *s);
 

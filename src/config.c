@@ -231,8 +231,8 @@ int config_set(struct config *c, const char *section, const char *key,
 {
     if (!section_known(section)) {
         snprintf(err, errlen,
-                 "unknown section [%s] (known: postgres, outbox, kafka, offsets, log)",
-                 section);
+                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, log)",
+                 key, section);
         return -1;
     }
     if (strcmp(section, "kafka") == 0) {
@@ -253,20 +253,44 @@ int config_set(struct config *c, const char *section, const char *key,
     return -1;
 }
 
+/* libinih is built without line numbers in the handler and with a fixed
+ * line buffer (INI_MAX_LINE, 200 bytes in Debian's build). Feeding it
+ * through our own reader lets us count lines, so every error names its
+ * line, and refuse an over-long line instead of letting libinih silently
+ * split it into two. */
 struct ini_ctx {
     struct config *c;
-    char reason[512]; /* the first key error; inih reports its line */
+    FILE *f;
+    int lineno;
+    char reason[512]; /* the first error, at line lineno */
     int failed;
 };
+
+static char *read_line(char *str, int num, void *stream)
+{
+    struct ini_ctx *ctx = stream;
+    if (ctx->failed || !fgets(str, num, ctx->f)) return NULL;
+    ctx->lineno++;
+    size_t n = strlen(str);
+    if (n == (size_t)num - 1 && str[n - 1] != '\n' && !feof(ctx->f)) {
+        snprintf(ctx->reason, sizeof(ctx->reason),
+                 "line longer than %d bytes (the INI parser's limit); set this key "
+                 "through its OUTBOXD_* environment variable or --set instead",
+                 num - 2);
+        ctx->failed = 1;
+        return NULL;
+    }
+    return str;
+}
 
 static int on_ini_value(void *user, const char *section, const char *name,
                         const char *value)
 {
     struct ini_ctx *ctx = user;
-    if (ctx->failed) return 1; /* keep the first error only */
+    if (ctx->failed) return 0;
     if (config_set(ctx->c, section, name, value, ctx->reason, sizeof(ctx->reason)) != 0) {
         ctx->failed = 1;
-        return 0; /* inih returns this line number */
+        return 0;
     }
     return 1;
 }
@@ -278,19 +302,18 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    struct ini_ctx ctx = {.c = c};
-    int rc = ini_parse_file(f, on_ini_value, &ctx);
+    struct ini_ctx ctx = {.c = c, .f = f};
+    int rc = ini_parse_stream(read_line, &ctx, on_ini_value, &ctx);
     fclose(f);
-    if (ctx.failed && rc > 0) {
-        snprintf(err, errlen, "%s:%d: %s", path, rc, ctx.reason);
+    /* inih reports the first bad line, syntax or ours; we stopped reading at
+     * ours, so a smaller rc is a syntax error before it. */
+    if (ctx.failed && (rc <= 0 || rc >= ctx.lineno)) {
+        snprintf(err, errlen, "%s:%d: %s", path, ctx.lineno, ctx.reason);
         return -1;
     }
-    if (rc > 0) {
-        snprintf(err, errlen, "%s:%d: syntax error", path, rc);
-        return -1;
-    }
-    if (rc < 0) {
-        snprintf(err, errlen, "%s: cannot parse (error %d)", path, rc);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s:%d: syntax error (expected [section] or key = value)",
+                 path, rc);
         return -1;
     }
     return 0;
@@ -321,6 +344,26 @@ int config_load_env(struct config *c, char *const *envp, char *err, size_t errle
         const char *v = env_lookup(envp, name);
         if (v && config_set(c, key_defs[i].section, key_defs[i].key, v, err, errlen) != 0)
             return -1;
+    }
+    /* A misspelt variable for a known section must not be ignored. */
+    for (char *const *e = envp; e && *e; e++) {
+        if (strncmp(*e, "OUTBOXD_", 8) != 0 || strncmp(*e, "OUTBOXD_KAFKA_", 14) == 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+        bool in_section = false, known = false;
+        for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++) {
+            env_name(known_sections[i], "", name, sizeof(name));
+            if (strncmp(*e, name, strlen(name)) == 0) in_section = true;
+        }
+        for (size_t i = 0; i < NKEYS && in_section; i++) {
+            env_name(key_defs[i].section, key_defs[i].key, name, sizeof(name));
+            if (strlen(name) == n && strncmp(*e, name, n) == 0) known = true;
+        }
+        if (in_section && !known) {
+            snprintf(err, errlen, "environment variable %.*s is not a known key", (int)n, *e);
+            return -1;
+        }
     }
     /* [kafka] keys are open-ended: OUTBOXD_KAFKA_SASL_USERNAME becomes
      * sasl.username (librdkafka property names use dots, never '_'). */

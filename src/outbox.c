@@ -114,7 +114,7 @@ int topic_template_render(const struct topic_template *t, const struct relation 
                          s->text, rel->nspname, rel->relname);
                 return -1;
             }
-            if (values[ci].kind != CV_TEXT) {
+            if (values[ci].kind != CV_TEXT && values[ci].kind != CV_BINARY) {
                 snprintf(err, errlen, "topic template: column \"%s\" is NULL", s->text);
                 return -1;
             }
@@ -186,16 +186,24 @@ static void add_header(struct outbox_event *ev, const char *name, const char *da
     ev->headers[ev->nheaders++] = (struct outbox_header){name, {data, len}};
 }
 
-/* Finds column c of the map in the row. Required columns must be present,
- * text and (unless nullable) not NULL. Returns 1 found with a value, 0 absent
- * or NULL (allowed), -1 error. */
+/* How a column may be absent: */
+enum presence {
+    REQUIRED, /* must exist and not be NULL */
+    NULLABLE, /* must exist, may be NULL (payload: a misspelt column name must
+                 not turn every event into a null-valued tombstone) */
+    OPTIONAL, /* may be missing from the table or NULL (aggregate_version) */
+};
+
+/* Finds column c of the map in the row. Returns 1 found with a value, 0
+ * absent or NULL (allowed), -1 error. */
 static int get_column(const struct outbox_map *m, const struct relation *rel,
                       const struct col_value *values, int nvalues, enum outbox_col c,
-                      bool required, struct slice *out, char *err, size_t errlen)
+                      enum presence presence, struct slice *out, char *err, size_t errlen)
 {
+    bool required = presence == REQUIRED;
     int i = column_index(rel, m->columns[c]);
     if (i < 0 || i >= nvalues) {
-        if (!required) return 0;
+        if (presence == OPTIONAL) return 0;
         snprintf(err, errlen, "column \"%s\" (%s) is missing from %s.%s", m->columns[c],
                  col_names[c], rel->nspname, rel->relname);
         return -1;
@@ -225,15 +233,15 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
     struct slice event_id, agg_type, agg_id, version, event_type, payload;
     int has_version, has_payload;
 
-    if (get_column(m, rel, values, nvalues, OC_EVENT_ID, true, &event_id, err, errlen) < 0 ||
-        get_column(m, rel, values, nvalues, OC_AGGREGATE_TYPE, true, &agg_type, err,
+    if (get_column(m, rel, values, nvalues, OC_EVENT_ID, REQUIRED, &event_id, err, errlen) < 0 ||
+        get_column(m, rel, values, nvalues, OC_AGGREGATE_TYPE, REQUIRED, &agg_type, err,
                    errlen) < 0 ||
-        get_column(m, rel, values, nvalues, OC_AGGREGATE_ID, true, &agg_id, err, errlen) < 0 ||
-        get_column(m, rel, values, nvalues, OC_EVENT_TYPE, true, &event_type, err, errlen) <
+        get_column(m, rel, values, nvalues, OC_AGGREGATE_ID, REQUIRED, &agg_id, err, errlen) < 0 ||
+        get_column(m, rel, values, nvalues, OC_EVENT_TYPE, REQUIRED, &event_type, err, errlen) <
             0 ||
-        (has_version = get_column(m, rel, values, nvalues, OC_AGGREGATE_VERSION, false,
+        (has_version = get_column(m, rel, values, nvalues, OC_AGGREGATE_VERSION, OPTIONAL,
                                   &version, err, errlen)) < 0 ||
-        (has_payload = get_column(m, rel, values, nvalues, OC_PAYLOAD, false, &payload, err,
+        (has_payload = get_column(m, rel, values, nvalues, OC_PAYLOAD, NULLABLE, &payload, err,
                                   errlen)) < 0)
         return -1;
 

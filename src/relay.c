@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/select.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "offset.h"
@@ -280,6 +281,11 @@ static void wait_io(struct relay *r)
 
 /* ---- start-up ------------------------------------------------------------ */
 
+/* prepare_stream()/open_stream() result: not an exit code, try again. */
+#define RETRY_LATER (-2)
+#define RETRY_MIN_MS 500
+#define RETRY_MAX_MS 30000
+
 /* Connects, checks publication and slot, creates the slot if allowed.
  * Returns 0, or an exit code. Fills *start with where to stream from. */
 static int prepare_stream(struct relay *r, lsn_t *start)
@@ -338,9 +344,9 @@ static int prepare_stream(struct relay *r, lsn_t *start)
                   c->pg_slot, si.plugin, c->pg_plugin, si.plugin);
         return EXIT_USAGE;
     } else if (si.active) {
-        log_error("replication slot \"%s\" is in use by another process (pid %d)",
-                  c->pg_slot, si.active_pid);
-        return EXIT_FATAL;
+        log_warn("replication slot \"%s\" is in use by another process (pid %d)",
+                 c->pg_slot, si.active_pid);
+        return RETRY_LATER;
     }
     *start = r->stored_lsn;
     lsn_t from = si.confirmed_flush > *start ? si.confirmed_flush : *start;
@@ -401,23 +407,66 @@ static void drain_and_confirm(struct relay *r)
              (unsigned long long)r->events_produced, (unsigned long long)r->events_acked);
 }
 
+/* Connects and starts streaming. Returns 0, an exit code, or RETRY_LATER
+ * when the slot is held by another process (a previous outboxd whose
+ * walsender has not noticed its death yet, or a second instance). */
+static int open_stream(struct relay *r, lsn_t *start)
+{
+    char err[1024];
+    int code = prepare_stream(r, start);
+    if (code != 0) return code;
+    if (stream_start_pgoutput(r->st, r->cfg->pg_slot, *start, r->cfg->pg_publication, err,
+                              sizeof(err)) != 0) {
+        bool in_use = strcmp(stream_sqlstate(r->st), "55006") == 0;
+        in_use ? log_warn("%s", err) : log_error("%s", err);
+        return in_use ? RETRY_LATER : EXIT_FATAL;
+    }
+    return 0;
+}
+
+/* Sleeps ms milliseconds unless a stop is requested first. */
+static void sleep_unless_stopped(volatile sig_atomic_t *stop, int ms)
+{
+    while (ms > 0 && !*stop) {
+        int step = ms < 100 ? ms : 100;
+        struct timespec ts = {0, (long)step * 1000000L};
+        nanosleep(&ts, NULL);
+        ms -= step;
+    }
+}
+
+/* open_stream() until it succeeds, fails for good, or a stop is requested;
+ * waits with exponential backoff and jitter between attempts. */
+static int open_stream_retrying(struct relay *r, lsn_t *start)
+{
+    int backoff = RETRY_MIN_MS;
+    for (int attempt = 1;; attempt++) {
+        int code = open_stream(r, start);
+        if (code != RETRY_LATER) return code;
+        stream_close(r->st);
+        r->st = NULL;
+        int ms = backoff / 2 + rand() % (backoff / 2 + 1);
+        log_info("waiting for the slot: attempt %d, next in %d ms", attempt, ms);
+        sleep_unless_stopped(r->stop, ms);
+        if (*r->stop) return EXIT_OK;
+        backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff * 2;
+    }
+}
+
 int relay_run(const struct config *c, volatile sig_atomic_t *stop)
 {
     struct relay r;
     char err[1024];
     lsn_t start = 0;
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
     int code = relay_init(&r, c, stop);
-    if (code == 0) code = prepare_stream(&r, &start);
+    if (code == 0) code = open_stream_retrying(&r, &start);
+    if (code == 0 && *stop) code = EXIT_OK;
     if (code == 0 && !(r.trk = tracker_new(start))) {
         log_error("out of memory");
         code = EXIT_FATAL;
     }
-    if (code == 0 && stream_start_pgoutput(r.st, c->pg_slot, start, c->pg_publication, err,
-                                           sizeof(err)) != 0) {
-        log_error("%s", err);
-        code = EXIT_FATAL;
-    }
-    if (code != 0) {
+    if (code != 0 || *stop) {
         relay_free(&r);
         return code;
     }

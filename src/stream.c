@@ -17,6 +17,7 @@
 
 struct stream {
     PGconn *conn;
+    char sqlstate[6]; /* of the last failed statement, "" if none */
 };
 
 /* Copies libpq's message (which ends in a newline) into err. */
@@ -61,7 +62,10 @@ static PGresult *run(struct stream *s, const char *sql, ExecStatusType expect,
                      const char *what, char *err, size_t errlen)
 {
     PGresult *r = PQexec(s->conn, sql);
+    s->sqlstate[0] = '\0';
     if (PQresultStatus(r) != expect) {
+        const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+        if (st) snprintf(s->sqlstate, sizeof(s->sqlstate), "%s", st);
         pq_error(s->conn, what, err, errlen);
         PQclear(r);
         return NULL;
@@ -175,9 +179,16 @@ int stream_start_pgoutput(struct stream *s, const char *slot, lsn_t start,
 
 int stream_fd(const struct stream *s) { return PQsocket(s->conn); }
 
+const char *stream_sqlstate(const struct stream *s) { return s->sqlstate; }
+
 int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen)
 {
     *buf = NULL;
+    /* A status update that did not fit the socket earlier goes out now. */
+    if (PQflush(s->conn) < 0) {
+        pq_error(s->conn, "replication stream", err, errlen);
+        return -1;
+    }
     int n = PQgetCopyData(s->conn, buf, 1);
     if (n == 0) {
         /* Nothing buffered: pull what the socket has, then try again. */

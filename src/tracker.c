@@ -32,6 +32,7 @@ struct tracker {
     uint64_t pending_events;
     lsn_t flush_lsn;
     lsn_t last_end_lsn; /* newest commit end seen, to reject going back */
+    size_t aborted;     /* aborted transactions still in the ring */
     bool failed;
 };
 
@@ -81,9 +82,12 @@ static int grow(struct tracker *t)
 /* Pops every completed transaction from the front and advances flush_lsn. */
 static void advance(struct tracker *t)
 {
-    while (t->count > 0 && !t->failed) {
+    /* A failed transaction stops the walk: what precedes it is still
+     * confirmed, nothing after it ever is. */
+    while (t->count > 0) {
         struct txn *x = &t->ring[t->head];
         if (!x->committed || x->pending > 0 || x->failed) break;
+        if (x->aborted) t->aborted--;
         if (x->end_lsn > t->flush_lsn) t->flush_lsn = x->end_lsn;
         t->head = (t->head + 1) % t->cap;
         t->count--;
@@ -138,6 +142,7 @@ void tracker_abort_open(struct tracker *t)
     x->aborted = true;
     x->committed = true;
     x->end_lsn = 0;
+    t->aborted++;
     t->open_seq = 0;
     advance(t);
 }
@@ -183,4 +188,4 @@ bool tracker_failed(const struct tracker *t) { return t->failed; }
 
 uint64_t tracker_pending_events(const struct tracker *t) { return t->pending_events; }
 
-size_t tracker_pending_txns(const struct tracker *t) { return t->count; }
+size_t tracker_pending_txns(const struct tracker *t) { return t->count - t->aborted; }

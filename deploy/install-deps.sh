@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# install-deps.sh - every Debian 12 package outboxd needs to build, test and
+# run its demo. The one list: .ci/run and deploy/demo.sh both call this.
+set -euo pipefail
+
+PACKAGES=(
+    # build
+    build-essential cmake pkg-config
+    # libraries
+    libpq-dev librdkafka-dev libjansson-dev libinih-dev
+    # tests
+    check valgrind kcat procps util-linux iproute2
+    # the test database
+    postgresql-15 postgresql-15-wal2json postgresql-client-15
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps.sh: run as root (apt-get needs it), e.g. sudo $0" >&2
+    exit 2
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Installing postgresql-15 must not start Debian's own cluster: the tests
+# and the demo start throw-away servers of their own.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
+echo "install-deps.sh: ${#PACKAGES[@]} packages present"

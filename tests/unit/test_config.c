@@ -1,0 +1,829 @@
+/*
+ * test_config.c - configuration (include/config.h): defaults, config_set,
+ * INI file, environment, --set, precedence, validation.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "outbox.h"
+
+static struct config C;
+static char err[512];
+
+static void setup(void)
+{
+    memset(&C, 0, sizeof(C));
+    ck_assert_int_eq(config_init(&C), 0);
+    err[0] = '\0';
+}
+
+static void teardown(void) { config_free(&C); }
+
+/* Writes content to a new temp file; path into out (cap >= 64). */
+static void write_temp(const char *content, char *out, size_t cap)
+{
+    snprintf(out, cap, "/tmp/outboxd-test-config.XXXXXX");
+    int fd = mkstemp(out);
+    ck_assert_int_ge(fd, 0);
+    size_t len = strlen(content);
+    ck_assert_int_eq(write(fd, content, len), (ssize_t)len);
+    ck_assert_int_eq(close(fd), 0);
+}
+
+#define ERR_HAS(s)                                                           \
+    ck_assert_msg(strstr(err, (s)) != NULL, "err \"%s\" does not mention \"%s\"", \
+                  err, (s))
+
+/* ---- defaults ---- */
+
+START_TEST(test_defaults)
+{
+    ck_assert_ptr_null(C.pg_conninfo);
+    ck_assert_str_eq(C.pg_slot, "outboxd");
+    ck_assert_str_eq(C.pg_publication, "outboxd_pub");
+    ck_assert_str_eq(C.pg_plugin, "pgoutput");
+    ck_assert(C.pg_create_slot == true);
+    ck_assert_int_eq(C.pg_status_interval_ms, 1000);
+    ck_assert_str_eq(C.outbox_table, "public.outbox_events");
+    ck_assert_str_eq(C.outbox_topic, "outbox.event.${aggregate_type}");
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "event_id");
+    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_TYPE], "aggregate_type");
+    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_ID], "aggregate_id");
+    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_VERSION], "aggregate_version");
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_TYPE], "event_type");
+    ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "payload");
+    ck_assert_str_eq(C.offsets_file, "outboxd.offset");
+    ck_assert_int_eq(C.log_level, LOG_INFO);
+}
+END_TEST
+
+START_TEST(test_kafka_defaults)
+{
+    ck_assert_pstr_eq(config_kafka_get(&C, "enable.idempotence"), "true");
+    ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "all");
+    ck_assert_pstr_eq(config_kafka_get(&C, "partitioner"), "murmur2_random");
+    ck_assert_ptr_null(config_kafka_get(&C, "bootstrap.servers"));
+    ck_assert_ptr_null(config_kafka_get(&C, "nonexistent.key"));
+    /* The kafka array agrees with config_kafka_get. */
+    int seen = 0;
+    for (size_t i = 0; i < C.nkafka; i++) {
+        ck_assert_ptr_nonnull(C.kafka[i].key);
+        ck_assert_ptr_nonnull(C.kafka[i].value);
+        if (strcmp(C.kafka[i].key, "acks") == 0) {
+            ck_assert_str_eq(C.kafka[i].value, "all");
+            seen++;
+        }
+    }
+    ck_assert_int_eq(seen, 1);
+}
+END_TEST
+
+START_TEST(test_col_names)
+{
+    ck_assert_str_eq(outbox_col_name(OC_EVENT_ID), "event_id");
+    ck_assert_str_eq(outbox_col_name(OC_AGGREGATE_TYPE), "aggregate_type");
+    ck_assert_str_eq(outbox_col_name(OC_AGGREGATE_ID), "aggregate_id");
+    ck_assert_str_eq(outbox_col_name(OC_AGGREGATE_VERSION), "aggregate_version");
+    ck_assert_str_eq(outbox_col_name(OC_EVENT_TYPE), "event_type");
+    ck_assert_str_eq(outbox_col_name(OC_PAYLOAD), "payload");
+}
+END_TEST
+
+START_TEST(test_init_free_twice)
+{
+    /* Independent configs do not share storage. */
+    struct config d;
+    memset(&d, 0, sizeof(d));
+    ck_assert_int_eq(config_init(&d), 0);
+    ck_assert_int_eq(config_set(&d, "postgres", "slot", "other", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&d, "kafka", "acks", "1", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.pg_slot, "outboxd");
+    ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "all");
+    config_free(&d);
+    ck_assert_str_eq(C.pg_slot, "outboxd");
+}
+END_TEST
+
+/* ---- config_set ---- */
+
+START_TEST(test_set_postgres)
+{
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "host=db dbname=app", err, sizeof(err)), 0);
+    ck_assert_pstr_eq(C.pg_conninfo, "host=db dbname=app");
+    ck_assert_int_eq(config_set(&C, "postgres", "slot", "s1", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.pg_slot, "s1");
+    ck_assert_int_eq(config_set(&C, "postgres", "publication", "p1", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.pg_publication, "p1");
+    ck_assert_int_eq(config_set(&C, "postgres", "plugin", "pgoutput", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.pg_plugin, "pgoutput");
+    ck_assert_int_eq(config_set(&C, "postgres", "create_slot", "false", err, sizeof(err)), 0);
+    ck_assert(C.pg_create_slot == false);
+    ck_assert_int_eq(config_set(&C, "postgres", "status_interval_ms", "250", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_status_interval_ms, 250);
+    ck_assert_int_eq(config_set(&C, "postgres", "status_interval_ms", "600000", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_status_interval_ms, 600000);
+    /* Setting again replaces. */
+    ck_assert_int_eq(config_set(&C, "postgres", "slot", "s2", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.pg_slot, "s2");
+}
+END_TEST
+
+START_TEST(test_set_value_copied)
+{
+    char buf[32];
+    strcpy(buf, "myslot");
+    ck_assert_int_eq(config_set(&C, "postgres", "slot", buf, err, sizeof(err)), 0);
+    strcpy(buf, "CLOBBERED");
+    ck_assert_str_eq(C.pg_slot, "myslot");
+    strcpy(buf, "k.v");
+    ck_assert_int_eq(config_set(&C, "kafka", buf, "val", err, sizeof(err)), 0);
+    strcpy(buf, "XXX");
+    ck_assert_pstr_eq(config_kafka_get(&C, "k.v"), "val");
+}
+END_TEST
+
+START_TEST(test_set_outbox)
+{
+    ck_assert_int_eq(config_set(&C, "outbox", "table", "app.events", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.outbox_table, "app.events");
+    ck_assert_int_eq(config_set(&C, "outbox", "topic", "t.${event_type}", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.outbox_topic, "t.${event_type}");
+    static const char *const names[OC__COUNT] = {"id", "agg_type", "agg_id",
+                                                 "version", "kind", "body"};
+    for (int i = 0; i < OC__COUNT; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "column.%s", outbox_col_name((enum outbox_col)i));
+        ck_assert_msg(config_set(&C, "outbox", key, names[i], err, sizeof(err)) == 0,
+                      "set outbox.%s: %s", key, err);
+    }
+    for (int i = 0; i < OC__COUNT; i++)
+        ck_assert_str_eq(C.outbox_columns[i], names[i]);
+}
+END_TEST
+
+START_TEST(test_set_offsets_log)
+{
+    ck_assert_int_eq(config_set(&C, "offsets", "file", "/var/lib/outboxd/off", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.offsets_file, "/var/lib/outboxd/off");
+    static const struct {
+        const char *s;
+        int v;
+    } lv[] = {{"error", LOG_ERROR}, {"warn", LOG_WARN}, {"debug", LOG_DEBUG}, {"info", LOG_INFO}};
+    for (size_t i = 0; i < sizeof(lv) / sizeof(lv[0]); i++) {
+        ck_assert_int_eq(config_set(&C, "log", "level", lv[i].s, err, sizeof(err)), 0);
+        ck_assert_int_eq(C.log_level, lv[i].v);
+    }
+}
+END_TEST
+
+START_TEST(test_set_kafka)
+{
+    size_t n0 = C.nkafka;
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "b1:9092,b2:9092", err, sizeof(err)), 0);
+    ck_assert_pstr_eq(config_kafka_get(&C, "bootstrap.servers"), "b1:9092,b2:9092");
+    ck_assert_uint_eq(C.nkafka, n0 + 1);
+    ck_assert_str_eq(C.kafka[C.nkafka - 1].key, "bootstrap.servers");
+    ck_assert_str_eq(C.kafka[C.nkafka - 1].value, "b1:9092,b2:9092");
+
+    /* Any key passes through uninterpreted. */
+    ck_assert_int_eq(config_set(&C, "kafka", "sasl.password", "s3cr=t;x", err, sizeof(err)), 0);
+    ck_assert_pstr_eq(config_kafka_get(&C, "sasl.password"), "s3cr=t;x");
+    ck_assert_uint_eq(C.nkafka, n0 + 2);
+    ck_assert_str_eq(C.kafka[n0 + 1].key, "sasl.password");
+
+    /* Defaults are overridable, in place. */
+    ck_assert_int_eq(config_set(&C, "kafka", "acks", "1", err, sizeof(err)), 0);
+    ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "1");
+    ck_assert_int_eq(config_set(&C, "kafka", "partitioner", "consistent", err, sizeof(err)), 0);
+    ck_assert_pstr_eq(config_kafka_get(&C, "partitioner"), "consistent");
+    ck_assert_int_eq(config_set(&C, "kafka", "enable.idempotence", "false", err, sizeof(err)), 0);
+    ck_assert_pstr_eq(config_kafka_get(&C, "enable.idempotence"), "false");
+    ck_assert_uint_eq(C.nkafka, n0 + 2);
+
+    /* Later sets replace values; order of first appearance is kept. */
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "b3:9092", err, sizeof(err)), 0);
+    ck_assert_pstr_eq(config_kafka_get(&C, "bootstrap.servers"), "b3:9092");
+    ck_assert_uint_eq(C.nkafka, n0 + 2);
+    ck_assert_str_eq(C.kafka[n0].key, "bootstrap.servers");
+    ck_assert_str_eq(C.kafka[n0].value, "b3:9092");
+    ck_assert_str_eq(C.kafka[n0 + 1].key, "sasl.password");
+    /* Exactly one entry per key. */
+    for (size_t i = 0; i < C.nkafka; i++)
+        for (size_t j = i + 1; j < C.nkafka; j++)
+            ck_assert_str_ne(C.kafka[i].key, C.kafka[j].key);
+}
+END_TEST
+
+START_TEST(test_set_many_kafka)
+{
+    char k[32], v[32];
+    size_t n0 = C.nkafka;
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "x.key%d", i);
+        snprintf(v, sizeof(v), "v%d", i);
+        ck_assert_int_eq(config_set(&C, "kafka", k, v, err, sizeof(err)), 0);
+    }
+    ck_assert_uint_eq(C.nkafka, n0 + 200);
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "x.key%d", i);
+        snprintf(v, sizeof(v), "v%d", i);
+        ck_assert_pstr_eq(config_kafka_get(&C, k), v);
+        ck_assert_str_eq(C.kafka[n0 + (size_t)i].key, k);
+    }
+}
+END_TEST
+
+static const struct {
+    const char *v;
+    bool b;
+} bools[] = {{"true", true}, {"false", false}, {"on", true}, {"off", false},
+             {"yes", true},  {"no", false},    {"1", true},  {"0", false}};
+
+START_TEST(test_booleans)
+{
+    /* Start from the opposite so the assignment is observable. */
+    C.pg_create_slot = !bools[_i].b;
+    ck_assert_msg(config_set(&C, "postgres", "create_slot", bools[_i].v, err, sizeof(err)) == 0,
+                  "boolean \"%s\" rejected: %s", bools[_i].v, err);
+    ck_assert_msg(C.pg_create_slot == bools[_i].b, "boolean \"%s\" read as %d",
+                  bools[_i].v, (int)C.pg_create_slot);
+}
+END_TEST
+
+/* ---- config_set errors ---- */
+
+START_TEST(test_unknown_section)
+{
+    ck_assert_int_eq(config_set(&C, "nosuchsection", "slot", "x", err, sizeof(err)), -1);
+    ck_assert(err[0] != '\0');
+    ERR_HAS("nosuchsection");
+}
+END_TEST
+
+START_TEST(test_unknown_key)
+{
+    ck_assert_int_eq(config_set(&C, "postgres", "bogus_key", "x", err, sizeof(err)), -1);
+    ERR_HAS("bogus_key");
+    ERR_HAS("postgres");
+    err[0] = '\0';
+    ck_assert_int_eq(config_set(&C, "outbox", "column.bogus", "x", err, sizeof(err)), -1);
+    ERR_HAS("column.bogus");
+    err[0] = '\0';
+    ck_assert_int_eq(config_set(&C, "outbox", "slot", "x", err, sizeof(err)), -1);
+    ERR_HAS("slot");
+    err[0] = '\0';
+    ck_assert_int_eq(config_set(&C, "offsets", "path", "x", err, sizeof(err)), -1);
+    ERR_HAS("path");
+    err[0] = '\0';
+    ck_assert_int_eq(config_set(&C, "log", "lvl", "x", err, sizeof(err)), -1);
+    ERR_HAS("lvl");
+    /* Nothing changed. */
+    ck_assert_str_eq(C.pg_slot, "outboxd");
+}
+END_TEST
+
+static const char *const bad_bools[] = {"maybe", "2", "", "tru", "truex", "-1", "y e s"};
+
+START_TEST(test_bad_boolean)
+{
+    ck_assert_msg(config_set(&C, "postgres", "create_slot", bad_bools[_i], err, sizeof(err)) == -1,
+                  "boolean \"%s\" accepted", bad_bools[_i]);
+    ERR_HAS("create_slot");
+}
+END_TEST
+
+static const char *const bad_ints[] = {
+    "abc", "-5", "0", "", "12abc", "1.5", "99999999999999999999", " ", "-0",
+};
+
+START_TEST(test_bad_integer)
+{
+    ck_assert_msg(config_set(&C, "postgres", "status_interval_ms", bad_ints[_i], err, sizeof(err)) == -1,
+                  "status_interval_ms \"%s\" accepted (-> %d)", bad_ints[_i],
+                  C.pg_status_interval_ms);
+    ERR_HAS("status_interval_ms");
+}
+END_TEST
+
+START_TEST(test_bad_log_level)
+{
+    ck_assert_int_eq(config_set(&C, "log", "level", "verbose", err, sizeof(err)), -1);
+    ERR_HAS("level");
+    err[0] = '\0';
+    ck_assert_int_eq(config_set(&C, "log", "level", "", err, sizeof(err)), -1);
+    ERR_HAS("level");
+    ck_assert_int_eq(C.log_level, LOG_INFO);
+}
+END_TEST
+
+START_TEST(test_err_small_buffer)
+{
+    /* A tiny err buffer is NUL-terminated and not overrun. */
+    char small[8];
+    memset(small, 'Z', sizeof(small));
+    ck_assert_int_eq(config_set(&C, "nosuchsection", "a_rather_long_key_name", "x", small, 5), -1);
+    ck_assert_ptr_nonnull(memchr(small, '\0', 5));
+    ck_assert_int_eq(small[5], 'Z');
+}
+END_TEST
+
+/* ---- INI file ---- */
+
+static const char *const full_ini =
+    "# a comment\n"
+    "; another comment\n"
+    "\n"
+    "[postgres]\n"
+    "conninfo = host=db.internal port=5433 dbname=app user=outboxd\n"
+    "slot = file_slot\n"
+    "publication = file_pub\n"
+    "create_slot = no\n"
+    "status_interval_ms = 2500\n"
+    "\n"
+    "[outbox]\n"
+    "table = app.events\n"
+    "topic = events.${aggregate_type}.v1\n"
+    "column.event_id = id\n"
+    "column.payload = body\n"
+    "\n"
+    "[kafka]\n"
+    "bootstrap.servers = broker1:9092,broker2:9092\n"
+    "acks = 1\n"
+    "linger.ms = 5\n"
+    "\n"
+    "[offsets]\n"
+    "file = /var/lib/outboxd/outboxd.offset\n"
+    "\n"
+    "[log]\n"
+    "level = debug\n";
+
+START_TEST(test_load_file)
+{
+    char path[64];
+    write_temp(full_ini, path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_msg(rc == 0, "config_load_file: %s", err);
+    ck_assert_pstr_eq(C.pg_conninfo, "host=db.internal port=5433 dbname=app user=outboxd");
+    ck_assert_str_eq(C.pg_slot, "file_slot");
+    ck_assert_str_eq(C.pg_publication, "file_pub");
+    ck_assert_str_eq(C.pg_plugin, "pgoutput");
+    ck_assert(C.pg_create_slot == false);
+    ck_assert_int_eq(C.pg_status_interval_ms, 2500);
+    ck_assert_str_eq(C.outbox_table, "app.events");
+    ck_assert_str_eq(C.outbox_topic, "events.${aggregate_type}.v1");
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "id");
+    ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "body");
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_TYPE], "event_type");
+    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_ID], "aggregate_id");
+    ck_assert_pstr_eq(config_kafka_get(&C, "bootstrap.servers"), "broker1:9092,broker2:9092");
+    ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "1");
+    ck_assert_pstr_eq(config_kafka_get(&C, "linger.ms"), "5");
+    ck_assert_pstr_eq(config_kafka_get(&C, "enable.idempotence"), "true");
+    ck_assert_pstr_eq(config_kafka_get(&C, "partitioner"), "murmur2_random");
+    ck_assert_str_eq(C.offsets_file, "/var/lib/outboxd/outboxd.offset");
+    ck_assert_int_eq(C.log_level, LOG_DEBUG);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+}
+END_TEST
+
+START_TEST(test_load_file_partial_keeps_defaults)
+{
+    char path[64];
+    write_temp("[postgres]\nslot=only_this\n", path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_msg(rc == 0, "config_load_file: %s", err);
+    ck_assert_str_eq(C.pg_slot, "only_this");
+    ck_assert_str_eq(C.pg_publication, "outboxd_pub");
+    ck_assert_int_eq(C.pg_status_interval_ms, 1000);
+    ck_assert_str_eq(C.outbox_table, "public.outbox_events");
+    ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "all");
+    ck_assert_int_eq(C.log_level, LOG_INFO);
+}
+END_TEST
+
+START_TEST(test_load_file_over_previous)
+{
+    /* A file is applied over what is already there. */
+    char path[64];
+    ck_assert_int_eq(config_set(&C, "postgres", "publication", "preset", err, sizeof(err)), 0);
+    write_temp("[postgres]\nslot=s\n", path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(C.pg_publication, "preset");
+    ck_assert_str_eq(C.pg_slot, "s");
+}
+END_TEST
+
+START_TEST(test_load_file_missing)
+{
+    const char *p = "/tmp/outboxd-test-config-does-not-exist-4711.ini";
+    unlink(p);
+    ck_assert_int_eq(config_load_file(&C, p, err, sizeof(err)), -1);
+    ERR_HAS(p);
+}
+END_TEST
+
+START_TEST(test_load_file_syntax_error)
+{
+    char path[64], want[128];
+    write_temp("[postgres]\n"
+               "slot = a\n"
+               "this line has no equals sign\n"
+               "publication = b\n",
+               path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_int_eq(rc, -1);
+    snprintf(want, sizeof(want), "%s:3", path);
+    ERR_HAS(want);
+}
+END_TEST
+
+START_TEST(test_load_file_bad_section_header)
+{
+    char path[64], want[128];
+    write_temp("[postgres]\n"
+               "slot = a\n"
+               "\n"
+               "[outbox\n"
+               "table = x.y\n",
+               path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_int_eq(rc, -1);
+    snprintf(want, sizeof(want), "%s:4", path);
+    ERR_HAS(want);
+}
+END_TEST
+
+START_TEST(test_load_file_bad_value_line)
+{
+    char path[64], want[128];
+    write_temp("[postgres]\n"
+               "slot = a\n"
+               "# comment\n"
+               "\n"
+               "create_slot = perhaps\n",
+               path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_int_eq(rc, -1);
+    snprintf(want, sizeof(want), "%s:5", path);
+    ERR_HAS(want);
+    ERR_HAS("create_slot");
+}
+END_TEST
+
+START_TEST(test_load_file_unknown_key_line)
+{
+    char path[64], want[128];
+    write_temp("[postgres]\n"
+               "slot = a\n"
+               "[nosection]\n"
+               "x = 1\n",
+               path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_int_eq(rc, -1);
+    snprintf(want, sizeof(want), "%s:4", path);
+    ERR_HAS(want);
+    ERR_HAS("nosection");
+}
+END_TEST
+
+START_TEST(test_load_file_syntax_error_then_bad_value)
+{
+    /* Two errors: the one reported must describe the line it names. */
+    char path[64], want[128];
+    write_temp("[postgres]\n"
+               "this line has no equals sign\n"
+               "slot = a\n"
+               "create_slot = perhaps\n",
+               path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_int_eq(rc, -1);
+    snprintf(want, sizeof(want), "%s:2", path);
+    ERR_HAS(want);
+    ck_assert_msg(strstr(err, "create_slot") == NULL,
+                  "line 2 reported with the reason of line 4: \"%s\"", err);
+}
+END_TEST
+
+/* A line longer than a parser's fixed line buffer must be read whole, or
+ * rejected: never silently cut, with its tail read as another line. */
+START_TEST(test_load_file_long_kafka_line)
+{
+    char servers[1024] = "", line[128], path[64];
+    for (int i = 0; i < 12; i++) {
+        snprintf(line, sizeof(line), "%sbroker-%02d.kafka.eu-west-1.internal.example.com:9092",
+                 i ? "," : "", i);
+        strcat(servers, line);
+    }
+    ck_assert_uint_gt(strlen(servers), 400);
+    char content[1200];
+    snprintf(content, sizeof(content), "[kafka]\nbootstrap.servers = %s\nacks = all\n",
+             servers);
+    write_temp(content, path, sizeof(path));
+    size_t n0 = C.nkafka;
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    if (rc == 0) {
+        ck_assert_pstr_eq(config_kafka_get(&C, "bootstrap.servers"), servers);
+        ck_assert_uint_eq(C.nkafka, n0 + 1); /* no stray keys from a cut line */
+    } else {
+        ck_assert_int_eq(rc, -1);
+        ck_assert(err[0] != '\0');
+    }
+}
+END_TEST
+
+START_TEST(test_load_file_long_conninfo)
+{
+    char conninfo[600], path[64], content[800];
+    snprintf(conninfo, sizeof(conninfo),
+             "host=pg-primary.db.eu-west-1.internal.example.com port=5432 dbname=orders "
+             "user=outboxd sslmode=verify-full "
+             "sslrootcert=/etc/outboxd/tls/root-ca-bundle-2024.pem "
+             "sslcert=/etc/outboxd/tls/client-outboxd.pem "
+             "sslkey=/etc/outboxd/tls/client-outboxd.key "
+             "application_name=outboxd connect_timeout=10");
+    ck_assert_uint_gt(strlen(conninfo), 250);
+    snprintf(content, sizeof(content), "[postgres]\nconninfo = %s\n", conninfo);
+    write_temp(content, path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    /* libinih (Debian's build) reads at most 200 bytes a line. A longer
+     * line must be refused with its line number and the way out (the
+     * environment or --set), never cut and half-applied. */
+    ck_assert_int_eq(rc, -1);
+    ck_assert_ptr_nonnull(strstr(err, ":2: line longer than"));
+    ck_assert_ptr_nonnull(strstr(err, "environment variable or --set"));
+    ck_assert_ptr_null(C.pg_conninfo);
+    /* The same value through --set is accepted whole. */
+    char assignment[700];
+    snprintf(assignment, sizeof(assignment), "postgres.conninfo=%s", conninfo);
+    ck_assert_int_eq(config_apply_set(&C, assignment, err, sizeof(err)), 0);
+    ck_assert_pstr_eq(C.pg_conninfo, conninfo);
+}
+END_TEST
+
+/* ---- environment ---- */
+
+START_TEST(test_load_env)
+{
+    char *envp[] = {
+        "PATH=/usr/bin:/bin",
+        "OUTBOXD_POSTGRES_SLOT=x",
+        "HOME=/root",
+        "OUTBOXD_OUTBOX_COLUMN_EVENT_ID=id",
+        "OUTBOXD_KAFKA_BOOTSTRAP_SERVERS=h:1",
+        "OUTBOXD_POSTGRES_STATUS_INTERVAL_MS=333",
+        "OUTBOXD_POSTGRES_CREATE_SLOT=off",
+        "OUTBOXD_POSTGRES_CONNINFO=host=envhost dbname=d",
+        "OUTBOXD_LOG_LEVEL=warn",
+        "OUTBOXD_OFFSETS_FILE=/data/off",
+        "OUTBOXD_OUTBOX_TABLE=s.t",
+        "NOT_OUTBOXD_POSTGRES_PUBLICATION=nope",
+        NULL,
+    };
+    int rc = config_load_env(&C, envp, err, sizeof(err));
+    ck_assert_msg(rc == 0, "config_load_env: %s", err);
+    ck_assert_str_eq(C.pg_slot, "x");
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "id");
+    ck_assert_pstr_eq(config_kafka_get(&C, "bootstrap.servers"), "h:1");
+    ck_assert_int_eq(C.pg_status_interval_ms, 333);
+    ck_assert(C.pg_create_slot == false);
+    ck_assert_pstr_eq(C.pg_conninfo, "host=envhost dbname=d");
+    ck_assert_int_eq(C.log_level, LOG_WARN);
+    ck_assert_str_eq(C.offsets_file, "/data/off");
+    ck_assert_str_eq(C.outbox_table, "s.t");
+    /* Untouched. */
+    ck_assert_str_eq(C.pg_publication, "outboxd_pub");
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_TYPE], "event_type");
+    ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "all");
+}
+END_TEST
+
+START_TEST(test_load_env_uses_envp_not_environ)
+{
+    setenv("OUTBOXD_POSTGRES_PUBLICATION", "from_environ", 1);
+    char *envp[] = {"OUTBOXD_POSTGRES_SLOT=from_envp", NULL};
+    ck_assert_int_eq(config_load_env(&C, envp, err, sizeof(err)), 0);
+    ck_assert_str_eq(C.pg_slot, "from_envp");
+    ck_assert_str_eq(C.pg_publication, "outboxd_pub");
+    unsetenv("OUTBOXD_POSTGRES_PUBLICATION");
+}
+END_TEST
+
+START_TEST(test_load_env_empty)
+{
+    char *envp[] = {NULL};
+    ck_assert_int_eq(config_load_env(&C, envp, err, sizeof(err)), 0);
+    ck_assert_str_eq(C.pg_slot, "outboxd");
+}
+END_TEST
+
+START_TEST(test_load_env_bad_value)
+{
+    char *envp[] = {"OUTBOXD_POSTGRES_STATUS_INTERVAL_MS=soon", NULL};
+    ck_assert_int_eq(config_load_env(&C, envp, err, sizeof(err)), -1);
+    ck_assert(err[0] != '\0');
+}
+END_TEST
+
+START_TEST(test_load_env_kafka_multi_dots)
+{
+    char *envp[] = {"OUTBOXD_KAFKA_SASL_MECHANISMS=PLAIN",
+                    "OUTBOXD_KAFKA_ACKS=0",
+                    "OUTBOXD_KAFKA_QUEUE_BUFFERING_MAX_MESSAGES=1000",
+                    NULL};
+    ck_assert_int_eq(config_load_env(&C, envp, err, sizeof(err)), 0);
+    ck_assert_pstr_eq(config_kafka_get(&C, "sasl.mechanisms"), "PLAIN");
+    ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "0");
+    ck_assert_pstr_eq(config_kafka_get(&C, "queue.buffering.max.messages"), "1000");
+}
+END_TEST
+
+/* ---- --set ---- */
+
+START_TEST(test_apply_set)
+{
+    ck_assert_int_eq(config_apply_set(&C, "postgres.slot=abc", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.pg_slot, "abc");
+    ck_assert_int_eq(config_apply_set(&C, "postgres.conninfo=host=x port=5", err, sizeof(err)), 0);
+    ck_assert_pstr_eq(C.pg_conninfo, "host=x port=5");
+    ck_assert_int_eq(config_apply_set(&C, "kafka.bootstrap.servers=h:9092", err, sizeof(err)), 0);
+    ck_assert_pstr_eq(config_kafka_get(&C, "bootstrap.servers"), "h:9092");
+    ck_assert_int_eq(config_apply_set(&C, "outbox.column.event_id=eid", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "eid");
+    ck_assert_int_eq(config_apply_set(&C, "postgres.create_slot=0", err, sizeof(err)), 0);
+    ck_assert(C.pg_create_slot == false);
+    ck_assert_int_eq(config_apply_set(&C, "postgres.status_interval_ms=42", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_status_interval_ms, 42);
+    ck_assert_int_eq(config_apply_set(&C, "log.level=error", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.log_level, LOG_ERROR);
+    ck_assert_int_eq(config_apply_set(&C, "outbox.topic=a.${b}", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.outbox_topic, "a.${b}");
+}
+END_TEST
+
+START_TEST(test_apply_set_errors)
+{
+    ck_assert_int_eq(config_apply_set(&C, "postgres.slot", err, sizeof(err)), -1); /* no '=' */
+    ck_assert(err[0] != '\0');
+    err[0] = '\0';
+    ck_assert_int_eq(config_apply_set(&C, "slot=abc", err, sizeof(err)), -1); /* no dot */
+    ck_assert(err[0] != '\0');
+    err[0] = '\0';
+    ck_assert_int_eq(config_apply_set(&C, "", err, sizeof(err)), -1);
+    ck_assert(err[0] != '\0');
+    err[0] = '\0';
+    ck_assert_int_eq(config_apply_set(&C, ".slot=abc", err, sizeof(err)), -1);
+    ck_assert(err[0] != '\0');
+    err[0] = '\0';
+    ck_assert_int_eq(config_apply_set(&C, "postgres.=abc", err, sizeof(err)), -1);
+    ck_assert(err[0] != '\0');
+    err[0] = '\0';
+    ck_assert_int_eq(config_apply_set(&C, "postgres.nosuchkey=1", err, sizeof(err)), -1);
+    ERR_HAS("nosuchkey");
+    err[0] = '\0';
+    ck_assert_int_eq(config_apply_set(&C, "postgres.create_slot=sure", err, sizeof(err)), -1);
+    ERR_HAS("create_slot");
+    /* "slot=a.b": the first dot is after '=': no section. */
+    err[0] = '\0';
+    ck_assert_int_eq(config_apply_set(&C, "slot=a.b", err, sizeof(err)), -1);
+    ck_assert(err[0] != '\0');
+    ck_assert_str_eq(C.pg_slot, "outboxd");
+}
+END_TEST
+
+/* ---- precedence ---- */
+
+START_TEST(test_precedence)
+{
+    char path[64];
+    write_temp("[postgres]\n"
+               "slot = file_slot\n"
+               "publication = file_pub\n"
+               "status_interval_ms = 111\n"
+               "[kafka]\n"
+               "acks = file_acks\n"
+               "linger.ms = 1\n"
+               "[log]\n"
+               "level = error\n",
+               path, sizeof(path));
+    char *envp[] = {"OUTBOXD_POSTGRES_SLOT=env_slot",
+                    "OUTBOXD_POSTGRES_PUBLICATION=env_pub",
+                    "OUTBOXD_KAFKA_ACKS=env_acks",
+                    "OUTBOXD_LOG_LEVEL=warn",
+                    NULL};
+    /* The order main() applies them: file, env, --set. */
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_int_eq(config_load_env(&C, envp, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_apply_set(&C, "postgres.slot=set_slot", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_apply_set(&C, "kafka.acks=set_acks", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_apply_set(&C, "log.level=debug", err, sizeof(err)), 0);
+
+    ck_assert_str_eq(C.pg_slot, "set_slot");             /* set > env > file */
+    ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "set_acks");
+    ck_assert_int_eq(C.log_level, LOG_DEBUG);
+    ck_assert_str_eq(C.pg_publication, "env_pub");        /* env > file */
+    ck_assert_int_eq(C.pg_status_interval_ms, 111);        /* file > default */
+    ck_assert_pstr_eq(config_kafka_get(&C, "linger.ms"), "1");
+    ck_assert_str_eq(C.pg_plugin, "pgoutput");             /* default */
+    ck_assert_pstr_eq(config_kafka_get(&C, "enable.idempotence"), "true");
+}
+END_TEST
+
+/* ---- validate ---- */
+
+START_TEST(test_validate)
+{
+    /* bootstrap.servers set so that conninfo is the only thing missing. */
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1); /* no conninfo */
+    ck_assert(err[0] != '\0');
+    err[0] = '\0';
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+}
+END_TEST
+
+START_TEST(test_validate_unknown_plugin)
+{
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    /* Whether config_set rejects it already or not, validate must. */
+    if (config_set(&C, "postgres", "plugin", "decoderbufs", err, sizeof(err)) != 0) {
+        free(C.pg_plugin);
+        C.pg_plugin = strdup("decoderbufs");
+    }
+    err[0] = '\0';
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert(err[0] != '\0');
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_kafka_defaults);
+    tcase_add_test(tc, test_col_names);
+    tcase_add_test(tc, test_init_free_twice);
+    tcase_add_test(tc, test_set_postgres);
+    tcase_add_test(tc, test_set_value_copied);
+    tcase_add_test(tc, test_set_outbox);
+    tcase_add_test(tc, test_set_offsets_log);
+    tcase_add_test(tc, test_set_kafka);
+    tcase_add_test(tc, test_set_many_kafka);
+    tcase_add_loop_test(tc, test_booleans, 0, (int)(sizeof(bools) / sizeof(bools[0])));
+    tcase_add_test(tc, test_unknown_section);
+    tcase_add_test(tc, test_unknown_key);
+    tcase_add_loop_test(tc, test_bad_boolean, 0, (int)(sizeof(bad_bools) / sizeof(bad_bools[0])));
+    tcase_add_loop_test(tc, test_bad_integer, 0, (int)(sizeof(bad_ints) / sizeof(bad_ints[0])));
+    tcase_add_test(tc, test_bad_log_level);
+    tcase_add_test(tc, test_err_small_buffer);
+    tcase_add_test(tc, test_load_file);
+    tcase_add_test(tc, test_load_file_partial_keeps_defaults);
+    tcase_add_test(tc, test_load_file_over_previous);
+    tcase_add_test(tc, test_load_file_missing);
+    tcase_add_test(tc, test_load_file_syntax_error);
+    tcase_add_test(tc, test_load_file_bad_section_header);
+    tcase_add_test(tc, test_load_file_bad_value_line);
+    tcase_add_test(tc, test_load_file_unknown_key_line);
+    tcase_add_test(tc, test_load_file_syntax_error_then_bad_value);
+    tcase_add_test(tc, test_load_file_long_kafka_line);
+    tcase_add_test(tc, test_load_file_long_conninfo);
+    tcase_add_test(tc, test_load_env);
+    tcase_add_test(tc, test_load_env_uses_envp_not_environ);
+    tcase_add_test(tc, test_load_env_empty);
+    tcase_add_test(tc, test_load_env_bad_value);
+    tcase_add_test(tc, test_load_env_kafka_multi_dots);
+    tcase_add_test(tc, test_apply_set);
+    tcase_add_test(tc, test_apply_set_errors);
+    tcase_add_test(tc, test_precedence);
+    tcase_add_test(tc, test_validate);
+    tcase_add_test(tc, test_validate_unknown_plugin);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

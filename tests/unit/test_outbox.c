@@ -1,0 +1,775 @@
+/*
+ * test_outbox.c - outbox row -> Kafka message (include/outbox.h): topic
+ * templates, table matching, event building (topic, key, value, headers).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "lsn.h"
+#include "outbox.h"
+
+/* ---- helpers: hand-built relations and rows ---- */
+
+static struct relation *rel_new(const char *nsp, const char *name,
+                                const char *const *cols, int ncols)
+{
+    struct relation *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    r->relid = 16384;
+    r->nspname = strdup(nsp);
+    r->relname = strdup(name);
+    r->replident = 'd';
+    r->ncols = ncols;
+    r->cols = calloc((size_t)(ncols ? ncols : 1), sizeof(*r->cols));
+    for (int i = 0; i < ncols; i++) {
+        r->cols[i].name = strdup(cols[i]);
+        r->cols[i].typid = 25; /* text */
+        r->cols[i].typmod = -1;
+        r->cols[i].flags = 0;
+    }
+    return r;
+}
+
+static void rel_free(struct relation *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->ncols; i++) free(r->cols[i].name);
+    free(r->cols);
+    free(r->nspname);
+    free(r->relname);
+    free(r);
+}
+
+static struct col_value TXT(const char *s)
+{
+    struct col_value v = {CV_TEXT, (uint32_t)strlen(s), s};
+    return v;
+}
+static struct col_value BYTES(const char *s, size_t n)
+{
+    struct col_value v = {CV_TEXT, (uint32_t)n, s};
+    return v;
+}
+static const struct col_value NUL_V = {CV_NULL, 0, NULL};
+static const struct col_value UNCH_V = {CV_UNCHANGED, 0, NULL};
+
+#define SLICE_EQ(sl, str)                                                     \
+    do {                                                                      \
+        const char *_want = (str);                                            \
+        ck_assert_uint_eq((sl).len, strlen(_want));                           \
+        if ((sl).len) ck_assert_mem_eq((sl).data, _want, (sl).len);           \
+    } while (0)
+
+static char err[512];
+
+#define ERR_HAS(s)                                                            \
+    ck_assert_msg(strstr(err, (s)) != NULL,                                   \
+                  "err \"%s\" does not mention \"%s\"", err, (s))
+
+/* The standard outbox layout. */
+static const char *const std_cols[] = {"event_id",          "aggregate_type",
+                                       "aggregate_id",      "aggregate_version",
+                                       "event_type",        "payload",
+                                       "created_at"};
+#define NSTD 7
+
+static const char *const default_columns[OC__COUNT] = {
+    "event_id", "aggregate_type", "aggregate_id",
+    "aggregate_version", "event_type", "payload"};
+
+#define EVENT_ID "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+/* ---- topic templates ---- */
+
+static int render(const char *tmpl, const struct relation *rel,
+                  const struct col_value *vals, int nvals, char *out,
+                  size_t outlen)
+{
+    char perr[256] = "";
+    struct topic_template *t = topic_template_parse(tmpl, perr, sizeof(perr));
+    ck_assert_msg(t != NULL, "parse \"%s\": %s", tmpl, perr);
+    err[0] = '\0';
+    int n = topic_template_render(t, rel, vals, nvals, out, outlen, err, sizeof(err));
+    topic_template_free(t);
+    return n;
+}
+
+START_TEST(test_template_literal)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("Created"), TXT("{}"), TXT("now")};
+    char out[64];
+    ck_assert_int_eq(render("fixed.topic", r, v, NSTD, out, sizeof(out)), 11);
+    ck_assert_str_eq(out, "fixed.topic");
+    /* A literal template does not even need values. */
+    ck_assert_int_eq(render("fixed.topic", r, NULL, 0, out, sizeof(out)), 11);
+    ck_assert_str_eq(out, "fixed.topic");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_template_substitution)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("OrderCreated"), TXT("{}"), TXT("now")};
+    char out[64];
+    ck_assert_int_eq(render("outbox.event.${aggregate_type}", r, v, NSTD, out, sizeof(out)), 18);
+    ck_assert_str_eq(out, "outbox.event.Order");
+    ck_assert_int_eq(render("${aggregate_type}", r, v, NSTD, out, sizeof(out)), 5);
+    ck_assert_str_eq(out, "Order");
+    ck_assert_int_eq(render("${aggregate_type}-suffix", r, v, NSTD, out, sizeof(out)), 12);
+    ck_assert_str_eq(out, "Order-suffix");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_template_several)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("Created"), TXT("{}"), TXT("now")};
+    char out[128];
+    int n = render("${aggregate_type}.${event_type}-x${aggregate_type}", r, v, NSTD,
+                   out, sizeof(out));
+    ck_assert_str_eq(out, "Order.Created-xOrder");
+    ck_assert_int_eq(n, 20);
+    n = render("${aggregate_type}${event_type}", r, v, NSTD, out, sizeof(out));
+    ck_assert_str_eq(out, "OrderCreated");
+    ck_assert_int_eq(n, 12);
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_template_any_column)
+{
+    static const char *const cols[] = {"event_id", "tenant", "aggregate_type",
+                                       "aggregate_id", "event_type", "payload"};
+    struct relation *r = rel_new("public", "outbox_events", cols, 6);
+    struct col_value v[6] = {TXT(EVENT_ID), TXT("acme"), TXT("Order"),
+                             TXT("o-1"), TXT("Created"), TXT("{}")};
+    char out[64];
+    ck_assert_int_eq(render("t.${tenant}.${aggregate_type}", r, v, 6, out, sizeof(out)), 12);
+    ck_assert_str_eq(out, "t.acme.Order");
+    ck_assert_int_eq(render("${payload}", r, v, 6, out, sizeof(out)), 2);
+    ck_assert_str_eq(out, "{}");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_template_value_not_nul_terminated)
+{
+    /* Values are byte slices: only len bytes may be used. */
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    const char buf[] = "OrderJUNKJUNK";
+    struct col_value v[NSTD] = {TXT(EVENT_ID), BYTES(buf, 5), TXT("o-1"), TXT("1"),
+                                TXT("Created"), TXT("{}"), TXT("now")};
+    char out[64];
+    ck_assert_int_eq(render("x.${aggregate_type}.y", r, v, NSTD, out, sizeof(out)), 9);
+    ck_assert_str_eq(out, "x.Order.y");
+    rel_free(r);
+}
+END_TEST
+
+static const char *const bad_templates[] = {
+    "outbox.${aggregate_type", "outbox.${}", "${", "${}", "a${b", "x.${a}.${",
+};
+
+START_TEST(test_template_parse_errors)
+{
+    char perr[256] = "";
+    struct topic_template *t = topic_template_parse(bad_templates[_i], perr, sizeof(perr));
+    ck_assert_msg(t == NULL, "template \"%s\" accepted", bad_templates[_i]);
+    ck_assert_msg(perr[0] != '\0', "no reason for \"%s\"", bad_templates[_i]);
+}
+END_TEST
+
+START_TEST(test_template_missing_column)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("Created"), TXT("{}"), TXT("now")};
+    char out[64];
+    ck_assert_int_eq(render("t.${tenant}", r, v, NSTD, out, sizeof(out)), -1);
+    ERR_HAS("tenant");
+    /* Case matters: column names are identifiers as stored. */
+    ck_assert_int_eq(render("t.${Aggregate_Type}", r, v, NSTD, out, sizeof(out)), -1);
+    ERR_HAS("Aggregate_Type");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_template_column_beyond_values)
+{
+    /* The relation has the column but the row carries fewer values. */
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("Created"), TXT("{}"), TXT("now")};
+    char out[64];
+    ck_assert_int_eq(render("t.${created_at}", r, v, 6, out, sizeof(out)), -1);
+    ck_assert(err[0] != '\0');
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_template_null_value)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), NUL_V, TXT("o-1"), TXT("1"),
+                                TXT("Created"), TXT("{}"), TXT("now")};
+    char out[64];
+    ck_assert_int_eq(render("outbox.event.${aggregate_type}", r, v, NSTD, out, sizeof(out)), -1);
+    ck_assert(err[0] != '\0');
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_template_too_long)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("Created"), TXT("{}"), TXT("now")};
+    char out[64];
+    /* "outbox.event.Order" is 18 bytes: needs 19 with the NUL. */
+    ck_assert_int_eq(render("outbox.event.${aggregate_type}", r, v, NSTD, out, 19), 18);
+    ck_assert_str_eq(out, "outbox.event.Order");
+    memset(out, 'Z', sizeof(out));
+    ck_assert_int_eq(render("outbox.event.${aggregate_type}", r, v, NSTD, out, 18), -1);
+    ck_assert(err[0] != '\0');
+    ck_assert_int_eq(out[18], 'Z'); /* no write past outlen */
+    memset(out, 'Z', sizeof(out));
+    ck_assert_int_eq(render("outbox.event.${aggregate_type}", r, v, NSTD, out, 10), -1);
+    ck_assert_int_eq(out[10], 'Z');
+    /* Literal part alone too long. */
+    memset(out, 'Z', sizeof(out));
+    ck_assert_int_eq(render("a-very-long-literal-topic-name", r, v, NSTD, out, 8), -1);
+    ck_assert_int_eq(out[8], 'Z');
+    rel_free(r);
+}
+END_TEST
+
+/* ---- outbox_map ---- */
+
+START_TEST(test_map_init_schema_table)
+{
+    struct outbox_map m;
+    memset(&m, 0, sizeof(m));
+    ck_assert_int_eq(outbox_map_init(&m, "app.events", default_columns,
+                                     "outbox.event.${aggregate_type}", err, sizeof(err)), 0);
+    ck_assert_str_eq(m.schema, "app");
+    ck_assert_str_eq(m.table, "events");
+    ck_assert_ptr_nonnull(m.topic);
+    for (int i = 0; i < OC__COUNT; i++) {
+        ck_assert_str_eq(m.columns[i], default_columns[i]);
+        ck_assert_ptr_ne(m.columns[i], default_columns[i]); /* owned copy */
+    }
+    outbox_map_free(&m);
+}
+END_TEST
+
+START_TEST(test_map_init_bare_table)
+{
+    struct outbox_map m;
+    memset(&m, 0, sizeof(m));
+    ck_assert_int_eq(outbox_map_init(&m, "outbox_events", default_columns,
+                                     "fixed", err, sizeof(err)), 0);
+    ck_assert_str_eq(m.schema, "public");
+    ck_assert_str_eq(m.table, "outbox_events");
+    outbox_map_free(&m);
+}
+END_TEST
+
+START_TEST(test_map_init_bad_topic)
+{
+    struct outbox_map m;
+    memset(&m, 0, sizeof(m));
+    ck_assert_int_eq(outbox_map_init(&m, "public.outbox_events", default_columns,
+                                     "outbox.${aggregate_type", err, sizeof(err)), -1);
+    ck_assert(err[0] != '\0');
+}
+END_TEST
+
+START_TEST(test_is_table)
+{
+    struct outbox_map m;
+    memset(&m, 0, sizeof(m));
+    ck_assert_int_eq(outbox_map_init(&m, "app.events", default_columns, "t", err, sizeof(err)), 0);
+    struct relation *yes = rel_new("app", "events", std_cols, NSTD);
+    struct relation *pub = rel_new("public", "events", std_cols, NSTD);
+    struct relation *other = rel_new("app", "events2", std_cols, NSTD);
+    struct relation *prefix = rel_new("app", "event", std_cols, NSTD);
+    struct relation *swapped = rel_new("events", "app", std_cols, NSTD);
+    ck_assert(outbox_is_table(&m, yes));
+    ck_assert(!outbox_is_table(&m, pub));
+    ck_assert(!outbox_is_table(&m, other));
+    ck_assert(!outbox_is_table(&m, prefix));
+    ck_assert(!outbox_is_table(&m, swapped));
+    outbox_map_free(&m);
+
+    memset(&m, 0, sizeof(m));
+    ck_assert_int_eq(outbox_map_init(&m, "events", default_columns, "t", err, sizeof(err)), 0);
+    ck_assert(outbox_is_table(&m, pub));
+    ck_assert(!outbox_is_table(&m, yes));
+    outbox_map_free(&m);
+    rel_free(yes);
+    rel_free(pub);
+    rel_free(other);
+    rel_free(prefix);
+    rel_free(swapped);
+}
+END_TEST
+
+/* ---- outbox_event_build ---- */
+
+static struct outbox_map M;
+
+static void map_setup(void)
+{
+    memset(&M, 0, sizeof(M));
+    err[0] = '\0';
+    ck_assert_int_eq(outbox_map_init(&M, "public.outbox_events", default_columns,
+                                     "outbox.event.${aggregate_type}", err, sizeof(err)), 0);
+}
+
+static void map_teardown(void) { outbox_map_free(&M); }
+
+static void check_header(const struct outbox_event *ev, int i, const char *name,
+                         const char *value)
+{
+    ck_assert_msg(i < ev->nheaders, "header %d (%s) missing, nheaders %d", i, name,
+                  ev->nheaders);
+    ck_assert_ptr_nonnull(ev->headers[i].name);
+    ck_assert_str_eq(ev->headers[i].name, name);
+    ck_assert_msg(ev->headers[i].value.len == strlen(value),
+                  "header %s len %zu want %zu", name, ev->headers[i].value.len,
+                  strlen(value));
+    ck_assert_mem_eq(ev->headers[i].value.data, value, strlen(value));
+}
+
+#define PAYLOAD "{\"total\": 12.5, \"name\": \"Zo\xc3\xab \xe2\x9c\x93\", \"emoji\": \"\xf0\x9f\x93\xa6\"}"
+
+START_TEST(test_build_standard)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("order-42"), TXT("7"),
+                                TXT("OrderCreated"), TXT(PAYLOAD),
+                                TXT("2024-01-01 00:00:00+00")};
+    struct outbox_event ev;
+    memset(&ev, 0xA5, sizeof(ev));
+    int rc = outbox_event_build(&M, r, v, NSTD, 0x16B374D848ULL, &ev, err, sizeof(err));
+    ck_assert_msg(rc == 0, "build: %s", err);
+    ck_assert_str_eq(ev.topic, "outbox.event.Order");
+    SLICE_EQ(ev.key, "order-42");
+    SLICE_EQ(ev.value, PAYLOAD);
+    ck_assert(!ev.value_null);
+    SLICE_EQ(ev.event_id, EVENT_ID);
+    ck_assert_str_eq(ev.commit_lsn, "16/B374D848");
+    ck_assert_int_eq(ev.nheaders, 6);
+    check_header(&ev, 0, "event_id", EVENT_ID);
+    check_header(&ev, 1, "event_type", "OrderCreated");
+    check_header(&ev, 2, "aggregate_type", "Order");
+    check_header(&ev, 3, "aggregate_id", "order-42");
+    check_header(&ev, 4, "aggregate_version", "7");
+    check_header(&ev, 5, "commit_lsn", "16/B374D848");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_build_borrows_and_uses_len)
+{
+    /* Slices point into the row (borrowed) and respect len: buffers are not
+     * NUL-terminated where the value ends. */
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    static const char rowbuf[] =
+        "abc-1XXOrderYYkey-9ZZ3WWTypeQQ{\"a\":1}RRtsSS";
+    struct col_value v[NSTD] = {BYTES(rowbuf, 5),      BYTES(rowbuf + 7, 5),
+                                BYTES(rowbuf + 14, 5), BYTES(rowbuf + 21, 1),
+                                BYTES(rowbuf + 24, 4), BYTES(rowbuf + 30, 7),
+                                BYTES(rowbuf + 39, 2)};
+    struct outbox_event ev;
+    memset(&ev, 0, sizeof(ev));
+    int rc = outbox_event_build(&M, r, v, NSTD, 0x100000000ULL, &ev, err, sizeof(err));
+    ck_assert_msg(rc == 0, "build: %s", err);
+    ck_assert_str_eq(ev.topic, "outbox.event.Order");
+    SLICE_EQ(ev.key, "key-9");
+    SLICE_EQ(ev.value, "{\"a\":1}");
+    SLICE_EQ(ev.event_id, "abc-1");
+    ck_assert_ptr_eq(ev.key.data, rowbuf + 14);
+    ck_assert_ptr_eq(ev.value.data, rowbuf + 30);
+    ck_assert_str_eq(ev.commit_lsn, "1/0");
+    ck_assert_int_eq(ev.nheaders, 6);
+    check_header(&ev, 0, "event_id", "abc-1");
+    check_header(&ev, 1, "event_type", "Type");
+    check_header(&ev, 2, "aggregate_type", "Order");
+    check_header(&ev, 3, "aggregate_id", "key-9");
+    check_header(&ev, 4, "aggregate_version", "3");
+    check_header(&ev, 5, "commit_lsn", "1/0");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_build_binaryish_payload)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    static const char bin[] = "\x01\x02\x7f\x80\xfe\xff\xc3\x28 \t\r\n\\x00end";
+    size_t binlen = sizeof(bin) - 1;
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("Blob"), BYTES(bin, binlen), TXT("now")};
+    struct outbox_event ev;
+    int rc = outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err));
+    ck_assert_msg(rc == 0, "build: %s", err);
+    ck_assert_uint_eq(ev.value.len, binlen);
+    ck_assert_mem_eq(ev.value.data, bin, binlen);
+    ck_assert(!ev.value_null);
+    ck_assert_str_eq(ev.commit_lsn, "0/1");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_build_empty_payload)
+{
+    /* An empty string is not NULL. */
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("T"), TXT(""), TXT("now")};
+    struct outbox_event ev;
+    ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)), 0);
+    ck_assert(!ev.value_null);
+    ck_assert_uint_eq(ev.value.len, 0);
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_build_null_payload)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("OrderDeleted"), NUL_V, TXT("now")};
+    struct outbox_event ev;
+    int rc = outbox_event_build(&M, r, v, NSTD, 0x16B374D848ULL, &ev, err, sizeof(err));
+    ck_assert_msg(rc == 0, "build: %s", err);
+    ck_assert(ev.value_null);
+    ck_assert_uint_eq(ev.value.len, 0);
+    SLICE_EQ(ev.key, "o-1");
+    ck_assert_str_eq(ev.topic, "outbox.event.Order");
+    ck_assert_int_eq(ev.nheaders, 6);
+    check_header(&ev, 1, "event_type", "OrderDeleted");
+    check_header(&ev, 5, "commit_lsn", "16/B374D848");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_build_null_version)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), NUL_V,
+                                TXT("OrderCreated"), TXT("{}"), TXT("now")};
+    struct outbox_event ev;
+    int rc = outbox_event_build(&M, r, v, NSTD, 0x16B374D848ULL, &ev, err, sizeof(err));
+    ck_assert_msg(rc == 0, "build: %s", err);
+    ck_assert_int_eq(ev.nheaders, 5);
+    check_header(&ev, 0, "event_id", EVENT_ID);
+    check_header(&ev, 1, "event_type", "OrderCreated");
+    check_header(&ev, 2, "aggregate_type", "Order");
+    check_header(&ev, 3, "aggregate_id", "o-1");
+    check_header(&ev, 4, "commit_lsn", "16/B374D848");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_build_no_version_column)
+{
+    static const char *const cols[] = {"event_id", "aggregate_type", "aggregate_id",
+                                       "event_type", "payload"};
+    struct relation *r = rel_new("public", "outbox_events", cols, 5);
+    struct col_value v[5] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"),
+                             TXT("OrderCreated"), TXT("{\"x\":1}")};
+    struct outbox_event ev;
+    int rc = outbox_event_build(&M, r, v, 5, 0x2A, &ev, err, sizeof(err));
+    ck_assert_msg(rc == 0, "build: %s", err);
+    ck_assert_str_eq(ev.topic, "outbox.event.Order");
+    SLICE_EQ(ev.key, "o-1");
+    SLICE_EQ(ev.value, "{\"x\":1}");
+    ck_assert_int_eq(ev.nheaders, 5);
+    check_header(&ev, 0, "event_id", EVENT_ID);
+    check_header(&ev, 1, "event_type", "OrderCreated");
+    check_header(&ev, 2, "aggregate_type", "Order");
+    check_header(&ev, 3, "aggregate_id", "o-1");
+    check_header(&ev, 4, "commit_lsn", "0/2A");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_build_column_order)
+{
+    static const char *const cols[] = {"created_at", "payload", "event_type",
+                                       "aggregate_version", "aggregate_id",
+                                       "id_extra", "aggregate_type", "event_id"};
+    struct relation *r = rel_new("public", "outbox_events", cols, 8);
+    struct col_value v[8] = {TXT("now"),    TXT("[1,2]"), TXT("Shipped"), TXT("12"),
+                             TXT("ship-3"), TXT("zzz"),   TXT("Shipment"), TXT("e-77")};
+    struct outbox_event ev;
+    int rc = outbox_event_build(&M, r, v, 8, 0xFFFFFFFFFFFFFFFFULL, &ev, err, sizeof(err));
+    ck_assert_msg(rc == 0, "build: %s", err);
+    ck_assert_str_eq(ev.topic, "outbox.event.Shipment");
+    SLICE_EQ(ev.key, "ship-3");
+    SLICE_EQ(ev.value, "[1,2]");
+    SLICE_EQ(ev.event_id, "e-77");
+    ck_assert_str_eq(ev.commit_lsn, "FFFFFFFF/FFFFFFFF");
+    ck_assert_int_eq(ev.nheaders, 6);
+    check_header(&ev, 0, "event_id", "e-77");
+    check_header(&ev, 1, "event_type", "Shipped");
+    check_header(&ev, 2, "aggregate_type", "Shipment");
+    check_header(&ev, 3, "aggregate_id", "ship-3");
+    check_header(&ev, 4, "aggregate_version", "12");
+    check_header(&ev, 5, "commit_lsn", "FFFFFFFF/FFFFFFFF");
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_build_custom_columns)
+{
+    static const char *const custom[OC__COUNT] = {"id", "agg_type", "agg_id",
+                                                  "version", "kind", "body"};
+    struct outbox_map m;
+    memset(&m, 0, sizeof(m));
+    ck_assert_int_eq(outbox_map_init(&m, "events.stream", custom,
+                                     "evt.${agg_type}.${kind}", err, sizeof(err)), 0);
+    static const char *const cols[] = {"body", "kind", "id", "agg_id", "agg_type",
+                                       "version",
+                                       /* decoys with the default names */
+                                       "event_id", "payload"};
+    struct relation *r = rel_new("events", "stream", cols, 8);
+    ck_assert(outbox_is_table(&m, r));
+    struct col_value v[8] = {TXT("BODY"), TXT("Paid"), TXT("ID-1"), TXT("inv-5"),
+                             TXT("Invoice"), TXT("3"), TXT("DECOY-ID"), TXT("DECOY-PAYLOAD")};
+    struct outbox_event ev;
+    int rc = outbox_event_build(&m, r, v, 8, 0x16B374D848ULL, &ev, err, sizeof(err));
+    ck_assert_msg(rc == 0, "build: %s", err);
+    ck_assert_str_eq(ev.topic, "evt.Invoice.Paid");
+    SLICE_EQ(ev.key, "inv-5");
+    SLICE_EQ(ev.value, "BODY");
+    SLICE_EQ(ev.event_id, "ID-1");
+    /* Header names are the standard ones, whatever the column names. */
+    ck_assert_int_eq(ev.nheaders, 6);
+    check_header(&ev, 0, "event_id", "ID-1");
+    check_header(&ev, 1, "event_type", "Paid");
+    check_header(&ev, 2, "aggregate_type", "Invoice");
+    check_header(&ev, 3, "aggregate_id", "inv-5");
+    check_header(&ev, 4, "aggregate_version", "3");
+    check_header(&ev, 5, "commit_lsn", "16/B374D848");
+    outbox_map_free(&m);
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_build_custom_missing_version_column)
+{
+    /* Custom map whose version column is not in the table: header omitted. */
+    static const char *const custom[OC__COUNT] = {"id", "agg_type", "agg_id",
+                                                  "version", "kind", "body"};
+    struct outbox_map m;
+    memset(&m, 0, sizeof(m));
+    ck_assert_int_eq(outbox_map_init(&m, "public.x", custom, "t", err, sizeof(err)), 0);
+    static const char *const cols[] = {"id", "agg_type", "agg_id", "kind", "body",
+                                       "aggregate_version"};
+    struct relation *r = rel_new("public", "x", cols, 6);
+    struct col_value v[6] = {TXT("i"), TXT("A"), TXT("k"), TXT("K"), TXT("b"), TXT("9")};
+    struct outbox_event ev;
+    int rc = outbox_event_build(&m, r, v, 6, 0, &ev, err, sizeof(err));
+    ck_assert_msg(rc == 0, "build: %s", err);
+    ck_assert_str_eq(ev.topic, "t");
+    ck_assert_int_eq(ev.nheaders, 5);
+    check_header(&ev, 4, "commit_lsn", "0/0");
+    for (int i = 0; i < ev.nheaders; i++)
+        ck_assert_str_ne(ev.headers[i].name, "aggregate_version");
+    outbox_map_free(&m);
+    rel_free(r);
+}
+END_TEST
+
+/* Row with one standard column replaced by v at index idx. */
+static int build_with(int idx, struct col_value repl, struct outbox_event *ev)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("OrderCreated"), TXT("{}"), TXT("now")};
+    v[idx] = repl;
+    err[0] = '\0';
+    int rc = outbox_event_build(&M, r, v, NSTD, 1, ev, err, sizeof(err));
+    rel_free(r);
+    return rc;
+}
+
+START_TEST(test_build_null_required)
+{
+    struct outbox_event ev;
+    ck_assert_int_eq(build_with(2, NUL_V, &ev), -1);
+    ERR_HAS("aggregate_id");
+    ck_assert_int_eq(build_with(0, NUL_V, &ev), -1);
+    ERR_HAS("event_id");
+    ck_assert_int_eq(build_with(4, NUL_V, &ev), -1);
+    ERR_HAS("event_type");
+    /* aggregate_type NULL: the default topic cannot be rendered. */
+    ck_assert_int_eq(build_with(1, NUL_V, &ev), -1);
+    ck_assert(err[0] != '\0');
+}
+END_TEST
+
+START_TEST(test_build_unchanged_toast)
+{
+    struct outbox_event ev;
+    ck_assert_int_eq(build_with(5, UNCH_V, &ev), -1);
+    ERR_HAS("payload");
+    ck_assert_int_eq(build_with(2, UNCH_V, &ev), -1);
+    ERR_HAS("aggregate_id");
+    ck_assert_int_eq(build_with(0, UNCH_V, &ev), -1);
+    ERR_HAS("event_id");
+    ck_assert_int_eq(build_with(4, UNCH_V, &ev), -1);
+    ERR_HAS("event_type");
+}
+END_TEST
+
+START_TEST(test_build_missing_required_column)
+{
+    /* Each required column removed in turn. */
+    static const char *const req[] = {"event_id", "aggregate_type", "aggregate_id",
+                                      "event_type"};
+    for (size_t k = 0; k < sizeof(req) / sizeof(req[0]); k++) {
+        const char *cols[NSTD];
+        struct col_value v[NSTD];
+        struct col_value all[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                      TXT("OrderCreated"), TXT("{}"), TXT("now")};
+        int n = 0;
+        for (int i = 0; i < NSTD; i++) {
+            if (strcmp(std_cols[i], req[k]) == 0) continue;
+            cols[n] = std_cols[i];
+            v[n] = all[i];
+            n++;
+        }
+        struct relation *r = rel_new("public", "outbox_events", cols, n);
+        struct outbox_event ev;
+        err[0] = '\0';
+        int rc = outbox_event_build(&M, r, v, n, 1, &ev, err, sizeof(err));
+        rel_free(r);
+        ck_assert_msg(rc == -1, "built without column %s", req[k]);
+        ERR_HAS(req[k]);
+    }
+}
+END_TEST
+
+START_TEST(test_build_missing_payload_column)
+{
+    /* payload is the message value: a table without the configured payload
+     * column is a misconfiguration (e.g. column.payload misspelt), not a
+     * NULL payload. Producing NULL values instead would emit tombstones that
+     * delete the key on compacted topics. */
+    static const char *const cols[] = {"event_id", "aggregate_type", "aggregate_id",
+                                       "aggregate_version", "event_type", "body"};
+    struct relation *r = rel_new("public", "outbox_events", cols, 6);
+    struct col_value v[6] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                             TXT("OrderCreated"), TXT("{}")};
+    struct outbox_event ev;
+    err[0] = '\0';
+    int rc = outbox_event_build(&M, r, v, 6, 1, &ev, err, sizeof(err));
+    rel_free(r);
+    ck_assert_msg(rc == -1, "built without the payload column (value_null=%d)",
+                  (int)ev.value_null);
+    ERR_HAS("payload");
+}
+END_TEST
+
+START_TEST(test_build_topic_too_long)
+{
+    char longtype[400];
+    memset(longtype, 'A', sizeof(longtype) - 1);
+    longtype[sizeof(longtype) - 1] = '\0';
+    struct outbox_event ev;
+    ck_assert_int_eq(build_with(1, TXT(longtype), &ev), -1);
+    ck_assert(err[0] != '\0');
+    /* The longest topic that fits: OUTBOX_TOPIC_MAX - 1 bytes. */
+    size_t fit = OUTBOX_TOPIC_MAX - 1 - strlen("outbox.event.");
+    longtype[fit] = '\0';
+    ck_assert_msg(build_with(1, TXT(longtype), &ev) == 0, "build: %s", err);
+    ck_assert_uint_eq(strlen(ev.topic), OUTBOX_TOPIC_MAX - 1);
+    longtype[fit] = 'A';
+    longtype[fit + 1] = '\0';
+    ck_assert_int_eq(build_with(1, TXT(longtype), &ev), -1);
+}
+END_TEST
+
+START_TEST(test_build_lsn_formats)
+{
+    static const struct {
+        lsn_t l;
+        const char *s;
+    } cases[] = {{0, "0/0"}, {0x16B374D848ULL, "16/B374D848"}, {0xABCULL, "0/ABC"},
+                 {0x1234567800000000ULL, "12345678/0"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+        struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                    TXT("OrderCreated"), TXT("{}"), TXT("now")};
+        struct outbox_event ev;
+        ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, cases[i].l, &ev, err, sizeof(err)), 0);
+        ck_assert_str_eq(ev.commit_lsn, cases[i].s);
+        check_header(&ev, 5, "commit_lsn", cases[i].s);
+        rel_free(r);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("outbox");
+
+    TCase *tt = tcase_create("template");
+    tcase_add_test(tt, test_template_literal);
+    tcase_add_test(tt, test_template_substitution);
+    tcase_add_test(tt, test_template_several);
+    tcase_add_test(tt, test_template_any_column);
+    tcase_add_test(tt, test_template_value_not_nul_terminated);
+    tcase_add_loop_test(tt, test_template_parse_errors, 0,
+                        (int)(sizeof(bad_templates) / sizeof(bad_templates[0])));
+    tcase_add_test(tt, test_template_missing_column);
+    tcase_add_test(tt, test_template_column_beyond_values);
+    tcase_add_test(tt, test_template_null_value);
+    tcase_add_test(tt, test_template_too_long);
+    suite_add_tcase(s, tt);
+
+    TCase *tm = tcase_create("map");
+    tcase_add_test(tm, test_map_init_schema_table);
+    tcase_add_test(tm, test_map_init_bare_table);
+    tcase_add_test(tm, test_map_init_bad_topic);
+    tcase_add_test(tm, test_is_table);
+    suite_add_tcase(s, tm);
+
+    TCase *tb = tcase_create("build");
+    tcase_add_checked_fixture(tb, map_setup, map_teardown);
+    tcase_add_test(tb, test_build_standard);
+    tcase_add_test(tb, test_build_borrows_and_uses_len);
+    tcase_add_test(tb, test_build_binaryish_payload);
+    tcase_add_test(tb, test_build_empty_payload);
+    tcase_add_test(tb, test_build_null_payload);
+    tcase_add_test(tb, test_build_null_version);
+    tcase_add_test(tb, test_build_no_version_column);
+    tcase_add_test(tb, test_build_column_order);
+    tcase_add_test(tb, test_build_custom_columns);
+    tcase_add_test(tb, test_build_custom_missing_version_column);
+    tcase_add_test(tb, test_build_null_required);
+    tcase_add_test(tb, test_build_unchanged_toast);
+    tcase_add_test(tb, test_build_missing_required_column);
+    tcase_add_test(tb, test_build_missing_payload_column);
+    tcase_add_test(tb, test_build_topic_too_long);
+    tcase_add_test(tb, test_build_lsn_formats);
+    suite_add_tcase(s, tb);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
