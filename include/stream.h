@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "decoder.h"
 #include "lsn.h"
 
 struct stream;
@@ -40,11 +41,27 @@ int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
 int stream_publication_exists(struct stream *s, const char *publication, char *err,
                               size_t errlen);
 
-/* START_REPLICATION SLOT slot LOGICAL start (pgoutput options for
- * publication). After this the connection is in CopyBoth mode and
- * non-blocking. Returns 0 or -1 with err. */
-int stream_start_pgoutput(struct stream *s, const char *slot, lsn_t start,
-                          const char *publication, char *err, size_t errlen);
+/* What to stream: the slot, and what the plugin's options need. */
+struct stream_target {
+    enum plugin_kind plugin;
+    const char *slot;
+    const char *publication; /* pgoutput */
+    const char *schema;      /* wal2json: server-side filter on the outbox */
+    const char *table;
+};
+
+/* START_REPLICATION SLOT slot LOGICAL start with the plugin's options
+ * (pgoutput: proto_version 1 and the publication; wal2json: format-version
+ * 2, transaction records, LSNs, timestamps, only the outbox, only inserts).
+ * After this the connection is in CopyBoth mode and non-blocking.
+ * Returns 0 or -1 with err. */
+int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, char *err,
+                 size_t errlen);
+
+/* Whether the server lets a walsender load plugin: servers that have an
+ * output_plugin_libraries setting must list it. Returns 1 allowed (or no
+ * such setting), 0 not allowed (err names the fix), -1 on error. */
+int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_t errlen);
 
 /* SQLSTATE of the last failed statement ("" if none), e.g. "55006" when
  * the slot is active for another process. */

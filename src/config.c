@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decoder.h"
 #include "log.h"
 
 enum key_type { KT_STRING, KT_BOOL, KT_POSINT, KT_LOGLEVEL, KT_PLUGIN };
@@ -190,8 +191,9 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
         }
         break;
     case KT_PLUGIN:
-        if (strcmp(value, "pgoutput") != 0) {
-            snprintf(err, errlen, "[%s] %s: unknown plugin \"%s\" (supported: pgoutput)",
+        if (plugin_parse(value) < 0) {
+            snprintf(err, errlen,
+                     "[%s] %s: unknown plugin \"%s\" (supported: pgoutput, wal2json)",
                      d->section, d->key, value);
             return -1;
         }
@@ -411,7 +413,7 @@ int config_validate(const struct config *c, char *err, size_t errlen)
                  "--set postgres.conninfo=...)");
         return -1;
     }
-    if (strcmp(c->pg_plugin, "pgoutput") != 0) {
+    if (plugin_parse(c->pg_plugin) < 0) {
         snprintf(err, errlen, "[postgres] plugin: unknown plugin \"%s\"", c->pg_plugin);
         return -1;
     }

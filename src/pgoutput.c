@@ -6,10 +6,10 @@
  * (exactly one pgoutput message) and fills one struct repl_msg (decode.h).
  * The decoder is pure apart from its own state:
  *
- *   - a relation cache (open-addressing hash keyed by relid, linear probing,
- *     never more than half full). pgoutput sends a Relation message before
- *     the first change of a table in a session and again whenever its layout
- *     changes; the newest layout replaces the cached one, which is freed.
+ *   - a relation cache keyed by relid (relcache.h, shared with the wal2json
+ *     decoder). pgoutput sends a Relation message before the first change
+ *     of a table in a session and again whenever its layout changes; the
+ *     newest layout replaces the cached one, which is freed.
  *   - a scratch array of column values, grown on demand and reused, so that
  *     decoding an Insert allocates nothing in steady state.
  *
@@ -32,19 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "relcache.h"
 #include "replproto.h"
 
-/* Postgres' MaxTupleAttributeNumber: no tuple can have more columns. */
-#define PGO_MAX_COLS 1664
-/* Initial relation cache size; must be a power of two. */
-#define PGO_CACHE_INIT 16
 /* Initial size of the scratch value array. */
 #define PGO_VALUES_INIT 16
 
 struct pgoutput_decoder {
-    struct relation **slots; /* cap entries, NULL = empty; owns relations */
-    size_t cap;              /* power of two */
-    size_t count;            /* used slots; kept <= cap / 2 */
+    struct relcache *rels;    /* owns the relations */
     struct col_value *values; /* scratch for tuple values; owned */
     size_t values_cap;
 };
@@ -202,73 +197,10 @@ static int finish(const struct cursor *c)
 /* Relations and the relation cache                                        */
 /* ---------------------------------------------------------------------- */
 
-/* Frees a relation and everything it owns; NULL is fine. */
-static void relation_free(struct relation *rel)
-{
-    if (!rel) return;
-    if (rel->cols)
-        for (int i = 0; i < rel->ncols; i++) free(rel->cols[i].name);
-    free(rel->cols);
-    free(rel->nspname);
-    free(rel->relname);
-    free(rel);
-}
-
-/* Knuth's multiplicative hash, reduced to the table size. */
-static size_t slot_of(uint32_t relid, size_t cap)
-{
-    return (size_t)(relid * UINT32_C(2654435761)) & (cap - 1);
-}
-
-/* Returns the slot holding relid, or the empty slot where it would go. */
-static struct relation **cache_slot(struct relation **slots, size_t cap,
-                                    uint32_t relid)
-{
-    size_t i = slot_of(relid, cap);
-
-    while (slots[i] && slots[i]->relid != relid) i = (i + 1) & (cap - 1);
-    return &slots[i];
-}
-
-/* Doubles the table and rehashes; returns -1 on out of memory. */
-static int cache_grow(struct pgoutput_decoder *d)
-{
-    size_t ncap = d->cap * 2;
-    struct relation **nslots = calloc(ncap, sizeof(*nslots));
-
-    if (!nslots) return -1;
-    for (size_t i = 0; i < d->cap; i++)
-        if (d->slots[i]) *cache_slot(nslots, ncap, d->slots[i]->relid) = d->slots[i];
-    free(d->slots);
-    d->slots = nslots;
-    d->cap = ncap;
-    return 0;
-}
-
-/* Stores rel (taking ownership), freeing any older layout of the same relid.
- * Returns -1 on out of memory, in which case rel is still the caller's. */
-static int cache_put(struct pgoutput_decoder *d, struct relation *rel)
-{
-    struct relation **slot = cache_slot(d->slots, d->cap, rel->relid);
-
-    if (*slot) {
-        relation_free(*slot);
-        *slot = rel;
-        return 0;
-    }
-    if ((d->count + 1) * 2 > d->cap) {
-        if (cache_grow(d) < 0) return -1;
-        slot = cache_slot(d->slots, d->cap, rel->relid);
-    }
-    *slot = rel;
-    d->count++;
-    return 0;
-}
-
 const struct relation *pgoutput_relation(const struct pgoutput_decoder *d,
                                          uint32_t relid)
 {
-    return *cache_slot(d->slots, d->cap, relid);
+    return relcache_get(d->rels, relid);
 }
 
 /* Finds the cached relation a change refers to; unknown relid is an error. */
@@ -292,11 +224,9 @@ struct pgoutput_decoder *pgoutput_decoder_new(void)
     struct pgoutput_decoder *d = calloc(1, sizeof(*d));
 
     if (!d) return NULL;
-    d->cap = PGO_CACHE_INIT;
-    d->slots = calloc(d->cap, sizeof(*d->slots));
-    d->values_cap = PGO_VALUES_INIT;
-    d->values = calloc(d->values_cap, sizeof(*d->values));
-    if (!d->slots || !d->values) {
+    d->rels = relcache_new();
+    if (!d->rels || col_values_reserve(&d->values, &d->values_cap,
+                                       PGO_VALUES_INIT) < 0) {
         pgoutput_decoder_free(d);
         return NULL;
     }
@@ -307,9 +237,7 @@ struct pgoutput_decoder *pgoutput_decoder_new(void)
 void pgoutput_decoder_free(struct pgoutput_decoder *d)
 {
     if (!d) return;
-    if (d->slots)
-        for (size_t i = 0; i < d->cap; i++) relation_free(d->slots[i]);
-    free(d->slots);
+    relcache_free(d->rels);
     free(d->values);
     free(d);
 }
@@ -317,15 +245,8 @@ void pgoutput_decoder_free(struct pgoutput_decoder *d)
 /* Makes the scratch array hold at least n values (contents not kept). */
 static int values_reserve(struct pgoutput_decoder *d, struct cursor *c, int n)
 {
-    size_t ncap = d->values_cap;
-    struct col_value *nv;
-
-    if ((size_t)n <= d->values_cap) return 0;
-    while (ncap < (size_t)n) ncap *= 2;
-    nv = realloc(d->values, ncap * sizeof(*nv));
-    if (!nv) return fail(c, "out of memory for %d column values", n);
-    d->values = nv;
-    d->values_cap = ncap;
+    if (col_values_reserve(&d->values, &d->values_cap, (size_t)n) < 0)
+        return fail(c, "out of memory for %d column values", n);
     return 0;
 }
 
@@ -413,26 +334,6 @@ static int parse_rel_column(struct cursor *c, struct rel_column *col)
     return 0;
 }
 
-/* Allocates a relation with room for ncols columns (none filled in yet);
- * the caller frees it with relation_free(). NULL on out of memory. */
-static struct relation *relation_new(uint32_t relid, const char *nsp,
-                                     const char *name, char ident, int ncols)
-{
-    struct relation *rel = calloc(1, sizeof(*rel));
-
-    if (!rel) return NULL;
-    rel->relid = relid;
-    rel->replident = ident;
-    rel->nspname = strdup(nsp);
-    rel->relname = strdup(name);
-    rel->cols = calloc(ncols ? (size_t)ncols : 1, sizeof(*rel->cols));
-    if (!rel->nspname || !rel->relname || !rel->cols) {
-        relation_free(rel);
-        return NULL;
-    }
-    return rel;
-}
-
 /*
  * Reads the header and columns of a Relation message into a new relation,
  * which the caller owns (free with relation_free) when 0 is returned.
@@ -453,14 +354,13 @@ static int read_relation(struct cursor *c, struct relation **out)
         get_u8(c, "replica identity", &ident) < 0 ||
         get_count16(c, "column count", &ncols) < 0)
         return -1;
-    if (ncols > PGO_MAX_COLS)
+    if (ncols > REL_MAX_COLS)
         return fail(c, "absurd column count %d for relation %u (max %d)",
-                    ncols, relid, PGO_MAX_COLS);
+                    ncols, relid, REL_MAX_COLS);
     rel = relation_new(relid, nsp, name, (char)ident, ncols);
     if (!rel) return fail(c, "out of memory for relation %u", relid);
     for (int i = 0; i < ncols; i++) {
         c->col = i + 1;
-        rel->ncols = i + 1; /* so relation_free frees names read so far */
         if (parse_rel_column(c, &rel->cols[i]) < 0) {
             relation_free(rel);
             return -1;
@@ -483,7 +383,7 @@ static int parse_relation(struct pgoutput_decoder *d, struct cursor *c,
         relation_free(rel);
         return -1;
     }
-    if (cache_put(d, rel) < 0) {
+    if (relcache_put(d->rels, rel) < 0) {
         fail(c, "out of memory caching relation %u", rel->relid);
         relation_free(rel);
         return -1;

@@ -26,7 +26,7 @@
 #include "log.h"
 #include "offset.h"
 #include "outbox.h"
-#include "pgoutput.h"
+#include "decoder.h"
 #include "producer.h"
 #include "replproto.h"
 #include "stream.h"
@@ -39,7 +39,7 @@ struct relay {
     const struct config *cfg;
     volatile sig_atomic_t *stop;
     struct outbox_map map;
-    struct pgoutput_decoder *dec;
+    struct decoder *dec;
     struct tracker *trk;
     struct producer *prod;
     struct stream *st;
@@ -235,7 +235,7 @@ static int on_frame(struct relay *r, const char *buf, int len)
         return f.reply_requested ? send_status(r, false) : 0;
     }
     struct repl_msg m;
-    if (pgoutput_decode(r->dec, f.data, f.len, &m, err, sizeof(err)) != 0) {
+    if (decoder_decode(r->dec, f.data_start, f.data, f.len, &m, err, sizeof(err)) != 0) {
         log_error("%s", err);
         return -1;
     }
@@ -286,6 +286,19 @@ static void wait_io(struct relay *r)
 #define RETRY_MIN_MS 500
 #define RETRY_MAX_MS 30000
 
+/* Logs a server error about loading the output plugin, adding the fix when
+ * the plugin's library is missing on the server (SQLSTATE 58P01,
+ * undefined_file: "could not access file "wal2json""). */
+static void log_plugin_error(const struct relay *r, const char *err)
+{
+    if (strcmp(stream_sqlstate(r->st), "58P01") == 0)
+        log_error("%s: the output plugin %s is not installed on the server (Debian: "
+                  "apt-get install postgresql-15-%s)",
+                  err, r->cfg->pg_plugin, r->cfg->pg_plugin);
+    else
+        log_error("%s", err);
+}
+
 /* Connects, checks publication and slot, creates the slot if allowed.
  * Returns 0, or an exit code. Fills *start with where to stream from. */
 static int prepare_stream(struct relay *r, lsn_t *start)
@@ -305,7 +318,10 @@ static int prepare_stream(struct relay *r, lsn_t *start)
         log_error("%s", err);
         return EXIT_FATAL;
     }
-    rc = stream_publication_exists(r->st, c->pg_publication, err, sizeof(err));
+    /* Only pgoutput reads a publication; wal2json filters by table name. */
+    rc = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT
+             ? stream_publication_exists(r->st, c->pg_publication, err, sizeof(err))
+             : 1;
     if (rc <= 0) {
         if (rc < 0)
             log_error("%s", err);
@@ -314,6 +330,11 @@ static int prepare_stream(struct relay *r, lsn_t *start)
                       "with CREATE PUBLICATION %s FOR TABLE %s WITH (publish = "
                       "'insert') (see sql/outbox.sql)",
                       c->pg_publication, c->pg_publication, c->outbox_table);
+        return EXIT_FATAL;
+    }
+    rc = stream_plugin_allowed(r->st, c->pg_plugin, err, sizeof(err));
+    if (rc <= 0) {
+        log_error("%s", err);
         return EXIT_FATAL;
     }
     struct slot_info si;
@@ -330,7 +351,7 @@ static int prepare_stream(struct relay *r, lsn_t *start)
             return EXIT_FATAL;
         }
         if (stream_create_slot(r->st, c->pg_slot, c->pg_plugin, err, sizeof(err)) != 0) {
-            log_error("%s", err);
+            log_plugin_error(r, err);
             return EXIT_FATAL;
         }
         log_info("created replication slot \"%s\" (plugin %s)", c->pg_slot, c->pg_plugin);
@@ -368,7 +389,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
         log_error("[outbox] %s", err);
         return EXIT_USAGE;
     }
-    if (!(r->dec = pgoutput_decoder_new())) {
+    if (!(r->dec = decoder_new((enum plugin_kind)plugin_parse(c->pg_plugin)))) {
         log_error("out of memory");
         return EXIT_FATAL;
     }
@@ -384,7 +405,7 @@ static void relay_free(struct relay *r)
     producer_free(r->prod);
     stream_close(r->st);
     tracker_free(r->trk);
-    pgoutput_decoder_free(r->dec);
+    decoder_free(r->dec);
     outbox_map_free(&r->map);
 }
 
@@ -415,11 +436,22 @@ static int open_stream(struct relay *r, lsn_t *start)
     char err[1024];
     int code = prepare_stream(r, start);
     if (code != 0) return code;
-    if (stream_start_pgoutput(r->st, r->cfg->pg_slot, *start, r->cfg->pg_publication, err,
-                              sizeof(err)) != 0) {
+    const struct config *c = r->cfg;
+    struct stream_target t = {
+        .plugin = (enum plugin_kind)plugin_parse(c->pg_plugin),
+        .slot = c->pg_slot,
+        .publication = c->pg_publication,
+        .schema = r->map.schema,
+        .table = r->map.table,
+    };
+    if (stream_start(r->st, &t, *start, err, sizeof(err)) != 0) {
         bool in_use = strcmp(stream_sqlstate(r->st), "55006") == 0;
-        in_use ? log_warn("%s", err) : log_error("%s", err);
-        return in_use ? RETRY_LATER : EXIT_FATAL;
+        if (in_use) {
+            log_warn("%s", err);
+            return RETRY_LATER;
+        }
+        log_plugin_error(r, err);
+        return EXIT_FATAL;
     }
     return 0;
 }

@@ -144,25 +144,64 @@ int stream_publication_exists(struct stream *s, const char *publication, char *e
     return found;
 }
 
-int stream_start_pgoutput(struct stream *s, const char *slot, lsn_t start,
-                          const char *publication, char *err, size_t errlen)
+/* Appends to out the value of wal2json's add-tables for schema.table:
+ * wal2json splits on ',' and '.', and reads '*' as a wildcard, so those
+ * (and space, quote and backslash) are escaped with a backslash. */
+static void wal2json_table_filter(const char *schema, const char *table, char *out,
+                                  size_t outlen)
 {
-    char lsn[LSN_STRLEN];
-    char *id = PQescapeIdentifier(s->conn, slot, strlen(slot));
-    /* publication_names is a comma-separated list of identifiers inside a
-     * string literal: quote the name as an identifier, then as a literal. */
-    char *pubid = PQescapeIdentifier(s->conn, publication, strlen(publication));
-    char *publit = pubid ? PQescapeLiteral(s->conn, pubid, strlen(pubid)) : NULL;
-    char sql[1024];
-    int ok = id && publit;
+    size_t n = 0;
+    const char *parts[2] = {schema, table};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && n + 1 < outlen) out[n++] = '.';
+        for (const char *p = parts[i]; *p && n + 2 < outlen; p++) {
+            if (strchr(" ',.*\\", *p)) out[n++] = '\\';
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* Builds the option list of START_REPLICATION for t into out. Returns 0,
+ * or -1 on an escaping failure. */
+static int plugin_options(struct stream *s, const struct stream_target *t, char *out,
+                          size_t outlen)
+{
+    if (t->plugin == PLUGIN_PGOUTPUT) {
+        /* publication_names is a comma-separated list of identifiers inside
+         * a string literal: quote the name as an identifier, then as a
+         * literal. */
+        char *pubid = PQescapeIdentifier(s->conn, t->publication, strlen(t->publication));
+        char *publit = pubid ? PQescapeLiteral(s->conn, pubid, strlen(pubid)) : NULL;
+        if (publit)
+            snprintf(out, outlen, "proto_version '1', publication_names %s", publit);
+        PQfreemem(pubid);
+        PQfreemem(publit);
+        return publit ? 0 : -1;
+    }
+    char filter[512];
+    wal2json_table_filter(t->schema, t->table, filter, sizeof(filter));
+    char *lit = PQescapeLiteral(s->conn, filter, strlen(filter));
+    if (!lit) return -1;
+    snprintf(out, outlen,
+             "\"format-version\" '2', \"include-transaction\" 'true', "
+             "\"include-lsn\" 'true', \"include-timestamp\" 'true', "
+             "\"add-tables\" %s, \"actions\" 'insert'",
+             lit);
+    PQfreemem(lit);
+    return 0;
+}
+
+int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, char *err,
+                 size_t errlen)
+{
+    char lsn[LSN_STRLEN], options[1024], sql[1400];
+    char *id = PQescapeIdentifier(s->conn, t->slot, strlen(t->slot));
+    int ok = id && plugin_options(s, t, options, sizeof(options)) == 0;
     if (ok)
-        snprintf(sql, sizeof(sql),
-                 "START_REPLICATION SLOT %s LOGICAL %s (proto_version '1', "
-                 "publication_names %s)",
-                 id, lsn_format(start, lsn), publit);
+        snprintf(sql, sizeof(sql), "START_REPLICATION SLOT %s LOGICAL %s (%s)", id,
+                 lsn_format(start, lsn), options);
     PQfreemem(id);
-    PQfreemem(pubid);
-    PQfreemem(publit);
     if (!ok) {
         pq_error(s->conn, "START_REPLICATION", err, errlen);
         return -1;
@@ -175,6 +214,44 @@ int stream_start_pgoutput(struct stream *s, const char *slot, lsn_t start,
         return -1;
     }
     return 0;
+}
+
+/* True when the comma-separated list names plugin (spaces around names and
+ * double quotes are ignored). */
+static bool list_has(const char *list, const char *plugin)
+{
+    size_t plen = strlen(plugin);
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '"') p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ' && *e != '"') e++;
+        if ((size_t)(e - p) == plen && strncmp(p, plugin, plen) == 0) return true;
+        p = e;
+    }
+    return false;
+}
+
+int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(s->conn, "SHOW output_plugin_libraries");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        int none = st && strcmp(st, "42704") == 0; /* no such setting: allowed */
+        if (!none) pq_error(s->conn, "SHOW output_plugin_libraries", err, errlen);
+        PQclear(r);
+        return none ? 1 : -1;
+    }
+    const char *list = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "";
+    int allowed = list_has(list, plugin);
+    if (!allowed)
+        snprintf(err, errlen,
+                 "the server's output_plugin_libraries (\"%s\") does not list %s: run "
+                 "ALTER SYSTEM SET output_plugin_libraries = pgoutput, wal2json (an "
+                 "unquoted list), then reload the configuration",
+                 list, plugin);
+    PQclear(r);
+    return allowed;
 }
 
 int stream_fd(const struct stream *s) { return PQsocket(s->conn); }

@@ -1,0 +1,55 @@
+/*
+ * wal2json.h - decoder for the wal2json output plugin, format-version 2
+ * (one JSON object per change), pure: bytes in, struct repl_msg out.
+ *
+ * outboxd starts the stream with
+ *   "format-version" '2', "include-transaction" 'true', "include-lsn" 'true',
+ *   "include-timestamp" 'true', "add-tables" '<schema>.<table>',
+ *   "actions" 'insert'
+ * so each XLogData payload is one line such as
+ *   {"action":"B","timestamp":"2026-11-30 00:58:39.245662+00",
+ *    "lsn":"0/1571240","nextlsn":"0/1571270"}
+ *   {"action":"I","timestamp":"...","lsn":"0/1570EA0","schema":"public",
+ *    "table":"outbox_events","columns":[{"name":"event_id","value":"f8cc..."},
+ *    {"name":"aggregate_version","value":7},{"name":"payload","value":null}]}
+ *   {"action":"C","timestamp":"...","lsn":"0/1571240","nextlsn":"0/1571270"}
+ *
+ * Values: wal2json prints text-like types (text, uuid, jsonb, timestamptz)
+ * as JSON strings, which decode to exactly the text Postgres prints; numbers
+ * as bare JSON numbers, which the decoder keeps as their exact source text
+ * (never through a double: 1.50 stays "1.50", a 30-digit numeric stays
+ * whole); booleans as true/false, which become "t"/"f" as Postgres prints
+ * them; SQL NULL as null. So a row decodes to the same bytes pgoutput sends.
+ *
+ * B: final_lsn = "lsn" (the commit record's LSN).
+ * C: commit_lsn = "lsn"; end_lsn = the XLogData dataStart of the C record,
+ *    which is the end of the commit record (equal to "nextlsn").
+ * I/U/D: a relation is synthesised per schema.table from the column names
+ *    of the row and cached; a row with a different column list (ALTER TABLE)
+ *    replaces the cached layout. Relation ids are assigned by the decoder.
+ * M (logical messages) and T (truncate) decode to RM_MESSAGE/RM_TRUNCATE.
+ */
+#ifndef OUTBOXD_WAL2JSON_H
+#define OUTBOXD_WAL2JSON_H
+
+#include <stddef.h>
+
+#include "decode.h"
+
+struct wal2json_decoder;
+
+/* NULL on out of memory. Free with wal2json_decoder_free(). */
+struct wal2json_decoder *wal2json_decoder_new(void);
+void wal2json_decoder_free(struct wal2json_decoder *d);
+
+/*
+ * Decodes one line. data_start is the XLogData dataStart of the frame that
+ * carried it. Returns 0 and fills *out, or -1 with a one-line reason in err
+ * (not JSON, truncated, unknown action, missing or mistyped field, ...).
+ * Pointers in *out stay valid until the next call or until the decoder is
+ * freed (the decoder owns the parsed document).
+ */
+int wal2json_decode(struct wal2json_decoder *d, lsn_t data_start, const char *buf,
+                    size_t len, struct repl_msg *out, char *err, size_t errlen);
+
+#endif

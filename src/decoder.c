@@ -1,0 +1,58 @@
+/*
+ * decoder.c - one decode call for whichever output plugin the slot uses.
+ */
+#include "decoder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "pgoutput.h"
+#include "wal2json.h"
+
+static const char *const plugin_names[] = {"pgoutput", "wal2json"};
+
+int plugin_parse(const char *name)
+{
+    for (int i = 0; i < 2; i++)
+        if (strcmp(name, plugin_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *plugin_name(enum plugin_kind p) { return plugin_names[p]; }
+
+struct decoder {
+    enum plugin_kind plugin;
+    struct pgoutput_decoder *pg;
+    struct wal2json_decoder *wj;
+};
+
+struct decoder *decoder_new(enum plugin_kind plugin)
+{
+    struct decoder *d = calloc(1, sizeof(*d));
+    if (!d) return NULL;
+    d->plugin = plugin;
+    if (plugin == PLUGIN_PGOUTPUT)
+        d->pg = pgoutput_decoder_new();
+    else
+        d->wj = wal2json_decoder_new();
+    if (!d->pg && !d->wj) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void decoder_free(struct decoder *d)
+{
+    if (!d) return;
+    pgoutput_decoder_free(d->pg);
+    wal2json_decoder_free(d->wj);
+    free(d);
+}
+
+int decoder_decode(struct decoder *d, lsn_t data_start, const char *buf, size_t len,
+                   struct repl_msg *out, char *err, size_t errlen)
+{
+    if (d->plugin == PLUGIN_PGOUTPUT) return pgoutput_decode(d->pg, buf, len, out, err, errlen);
+    return wal2json_decode(d->wj, data_start, buf, len, out, err, errlen);
+}

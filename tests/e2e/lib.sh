@@ -1,0 +1,652 @@
+# shellcheck shell=bash
+#
+# tests/e2e/lib.sh - the library of outboxd's end-to-end tests.
+#
+# A test script does:
+#
+#   source "$(dirname "$0")/lib.sh"
+#   e2e_init my_test            # temp dir $T, traps, strict mode
+#   pg_start                    # a throw-away PostgreSQL 15 with the schema
+#   broker_start                # the mock Kafka cluster
+#   outboxd_start               # the daemon; waits until its slot is active
+#   psql_q "INSERT ..."
+#   wait_caught_up 60           # slot confirmed_flush_lsn >= current WAL LSN
+#   check_delivery --exactly-once
+#   e2e_pass
+#
+# Everything a test starts lives under $T and is killed by the EXIT trap,
+# failure or not; on failure the tails of the logs are printed. Set
+# E2E_KEEP=1 to keep $T after a failure.
+#
+# Environment: OUTBOXD_BUILD_DIR (the CMake build dir, default ../../build),
+# OUTBOXD_TEST_PLUGIN (pgoutput), E2E_TIMEOUT (seconds before the watchdog
+# fails the test, default 270), PG_BINDIR (/usr/lib/postgresql/15/bin).
+
+E2E_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+E2E_SRC_DIR=$(cd "$E2E_LIB_DIR/../.." && pwd)
+: "${OUTBOXD_BUILD_DIR:=$E2E_SRC_DIR/build}"
+: "${OUTBOXD_TEST_PLUGIN:=pgoutput}"
+: "${PG_BINDIR:=/usr/lib/postgresql/15/bin}"
+export OUTBOXD_BUILD_DIR OUTBOXD_TEST_PLUGIN
+
+E2E_NAME=
+T=
+OUTBOXD_PID=
+OUTBOXD_RC=
+OUTBOXD_STARTS=0
+BROKER_PID=
+E2E_WATCHDOG_PID=
+E2E_FAILED_CMD_SHOWN=
+E2E_BG_PIDS=()
+declare -A E2E_SESS_FD=() E2E_SESS_PID=() E2E_SESS_N=()
+
+# ---------------------------------------------------------------- logging
+
+_ts() { date +%H:%M:%S.%3N; }
+
+# step MESSAGE: a visible progress line.
+step() { printf '[%s] %s: == %s\n' "$(_ts)" "${E2E_NAME:-e2e}" "$*" >&2; }
+# info MESSAGE: a detail line.
+info() { printf '[%s] %s:    %s\n' "$(_ts)" "${E2E_NAME:-e2e}" "$*" >&2; }
+
+# fail MESSAGE: reports a failed assertion and exits 1 (the EXIT trap then
+# prints the logs and cleans up).
+fail() {
+    printf '[%s] %s: FAIL: %s\n' "$(_ts)" "${E2E_NAME:-e2e}" "$*" >&2
+    E2E_FAILED_CMD_SHOWN=1
+    exit 1
+}
+
+# assert_eq EXPECTED ACTUAL [WHAT]
+assert_eq() {
+    if [[ "$1" != "$2" ]]; then
+        fail "${3:-value}: expected '$1', got '$2'"
+    fi
+    info "ok: ${3:-value} = '$2'"
+}
+
+# assert_true SQL_OR_SHELL_DESCRIPTION: use as `cond || fail ...` instead;
+# assert_sql SQL [WHAT]: the query must return 't'.
+assert_sql() {
+    local got
+    got=$(psql_q "$1") || fail "query failed: $1"
+    [[ "$got" == t ]] || fail "${2:-$1}: got '$got'"
+    info "ok: ${2:-$1}"
+}
+
+_e2e_on_err() {
+    local rc=$?
+    if [[ -z "$E2E_FAILED_CMD_SHOWN" ]]; then
+        E2E_FAILED_CMD_SHOWN=1
+        printf '[%s] %s: FAIL: command failed (exit %d) at %s:%s: %s\n' \
+            "$(_ts)" "${E2E_NAME:-e2e}" "$rc" "${BASH_SOURCE[1]:-?}" \
+            "${BASH_LINENO[0]:-?}" "$BASH_COMMAND" >&2
+    fi
+}
+
+_tail_file() { # FILE LINES TITLE
+    if [[ -s "$1" ]]; then
+        printf -- '----- %s (last %d lines of %s) -----\n' "$3" "$2" "$1" >&2
+        tail -n "$2" "$1" | cut -c1-400 >&2
+    fi
+}
+
+e2e_dump_logs() {
+    [[ -n "$T" && -d "$T" ]] || return 0
+    _tail_file "$T/outboxd.log" "${E2E_LOG_LINES:-80}" "outboxd log"
+    _tail_file "$T/postgres.log" 30 "postgres log"
+    _tail_file "$T/broker.err" 20 "mock broker stderr"
+    _tail_file "$T/broker.out" 10 "mock broker replies"
+}
+
+_kill_pid() { # PID [GRACE_SECONDS]: TERM, then KILL
+    local pid=$1 grace=${2:-5} i
+    [[ -n "$pid" ]] || return 0
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < grace * 10; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+_e2e_cleanup() {
+    local rc=$? name pid
+    set +eE
+    trap - ERR
+    trap '' TERM INT # finish cleaning up whatever arrives now
+    if [[ -n "$E2E_WATCHDOG_PID" ]]; then
+        kill "$E2E_WATCHDOG_PID" 2>/dev/null
+        wait "$E2E_WATCHDOG_PID" 2>/dev/null
+    fi
+    if [[ $rc -ne 0 ]]; then
+        e2e_dump_logs
+    fi
+    for name in "${!E2E_SESS_PID[@]}"; do
+        _kill_pid "${E2E_SESS_PID[$name]}" 1
+    done
+    for pid in "${E2E_BG_PIDS[@]}"; do
+        _kill_pid "$pid" 1
+    done
+    _kill_pid "$OUTBOXD_PID" 5
+    _kill_pid "$BROKER_PID" 2
+    if [[ -n "$T" && -f "$T/pgdata/postmaster.pid" ]]; then
+        _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -m immediate -w -t 30 stop \
+            >/dev/null 2>&1
+    fi
+    if [[ -n "$T" && -d "$T" ]]; then
+        if [[ $rc -ne 0 && -n "${E2E_KEEP:-}" ]]; then
+            printf 'e2e: kept %s\n' "$T" >&2
+        else
+            rm -rf "$T"
+        fi
+    fi
+    if [[ $rc -eq 0 ]]; then
+        printf '[%s] %s: PASS\n' "$(_ts)" "${E2E_NAME:-e2e}" >&2
+    else
+        printf '[%s] %s: FAILED (exit %d)\n' "$(_ts)" "${E2E_NAME:-e2e}" "$rc" >&2
+    fi
+    exit "$rc"
+}
+
+# Runs a command as the postgres user when we are root (PostgreSQL refuses
+# to run as root), as ourselves otherwise.
+_as_pg() {
+    if [[ $(id -u) -eq 0 ]]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# e2e_init NAME: strict mode, temp dir $T, traps, watchdog.
+e2e_init() {
+    E2E_NAME=${1:?e2e_init NAME}
+    set -Eeuo pipefail
+    T=$(mktemp -d "${TMPDIR:-/tmp}/outboxd-e2e-$E2E_NAME.XXXXXX")
+    chmod 755 "$T"
+    if [[ $(id -u) -eq 0 ]]; then
+        # PostgreSQL (running as postgres) writes its data, socket and log
+        # here; every parent directory must be traversable.
+        chown postgres "$T"
+    fi
+    export T
+    trap _e2e_cleanup EXIT
+    trap _e2e_on_err ERR
+    trap 'fail "interrupted"' INT
+    trap 'fail "terminated (watchdog: test took longer than ${E2E_TIMEOUT:-270}s?)"' TERM
+    # The watchdog: TERM to this shell after E2E_TIMEOUT seconds. Its sleep
+    # dies with it, and it holds no output pipe (ctest waits for those).
+    (
+        trap 'kill "$sp" 2>/dev/null; exit 0' TERM
+        sleep "${E2E_TIMEOUT:-270}" &
+        sp=$!
+        wait "$sp" && kill -TERM $$
+    ) >/dev/null 2>&1 </dev/null &
+    E2E_WATCHDOG_PID=$!
+    step "test $E2E_NAME in $T (plugin $OUTBOXD_TEST_PLUGIN, build $OUTBOXD_BUILD_DIR)"
+    [[ -x "$OUTBOXD_BUILD_DIR/tests/outboxd-mockbroker" ]] ||
+        fail "$OUTBOXD_BUILD_DIR/tests/outboxd-mockbroker not built"
+    [[ -x "$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" ]] ||
+        fail "$OUTBOXD_BUILD_DIR/tests/outboxd-kdump not built"
+    command -v jq >/dev/null || fail "jq is not installed"
+}
+
+# e2e_pass: the last line of a test.
+e2e_pass() { step "all checks passed"; exit 0; }
+
+# Closes, in a child about to run something in the background, the write
+# ends of the psql session FIFOs: a copy held open there would keep the
+# session from ever seeing EOF.
+_close_sess_fds() {
+    local f
+    for f in "${E2E_SESS_FD[@]}"; do
+        eval "exec $f>&-"
+    done
+}
+
+# e2e_bg CMD...: runs CMD in the background, killed at exit; sets E2E_BG_PID.
+E2E_BG_PID=
+e2e_bg() {
+    { _close_sess_fds; "$@"; } &
+    E2E_BG_PID=$!
+    E2E_BG_PIDS+=("$E2E_BG_PID")
+}
+
+# ---------------------------------------------------------------- postgres
+
+_free_port() {
+    local p i
+    for ((i = 0; i < 200; i++)); do
+        p=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
+PG_CTL_OPTS=
+# pg_start: initdb + start a PostgreSQL 15 on a free 127.0.0.1 port, create
+# the outbox schema, export PGHOST PGPORT PGUSER PGDATABASE PG_CONNINFO.
+pg_start() {
+    local pgdata=$T/pgdata port attempt schema
+    step "starting PostgreSQL"
+    mkdir -p "$T/pgsock"
+    [[ $(id -u) -ne 0 ]] || chown postgres "$T/pgsock"
+    _as_pg "$PG_BINDIR/initdb" -D "$pgdata" -U postgres --auth=trust \
+        -E UTF8 --locale=C.UTF-8 --no-sync >"$T/initdb.log" 2>&1 ||
+        { cat "$T/initdb.log" >&2; fail "initdb failed"; }
+    cat >>"$pgdata/postgresql.conf" <<EOF
+
+# outboxd e2e
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$T/pgsock'
+wal_level = logical
+max_replication_slots = 10
+max_wal_senders = 10
+wal_sender_timeout = 60s
+fsync = off
+full_page_writes = off
+max_wal_size = 2GB
+log_line_prefix = '%m [%p] %q%a: '
+log_min_messages = info
+log_replication_commands = on
+EOF
+    # Some PostgreSQL builds restrict the output plugins a slot may use.
+    PG_CTL_OPTS=
+    if _as_pg "$PG_BINDIR/postgres" -D "$pgdata" -C output_plugin_libraries \
+        >/dev/null 2>&1; then
+        PG_CTL_OPTS="-c output_plugin_libraries=pgoutput,wal2json"
+        info "server has output_plugin_libraries: allowing pgoutput,wal2json"
+    fi
+    for attempt in 1 2 3 4 5; do
+        port=$(_free_port) || fail "no free TCP port"
+        if _as_pg "$PG_BINDIR/pg_ctl" -D "$pgdata" -l "$T/postgres.log" -w \
+            -t 60 -o "-p $port $PG_CTL_OPTS" start >"$T/pg_ctl.log" 2>&1; then
+            break
+        fi
+        info "PostgreSQL did not start on port $port (attempt $attempt)"
+        tail -n 5 "$T/postgres.log" >&2 || true
+        port=
+    done
+    [[ -n "$port" ]] || fail "PostgreSQL did not start"
+    # Keep the port for pg_restart.
+    echo "port = $port" >>"$pgdata/postgresql.conf"
+    export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+    export PG_CONNINFO="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+    info "PostgreSQL $(psql_q 'SHOW server_version') on 127.0.0.1:$port"
+
+    schema=$E2E_SRC_DIR/sql/outbox.sql
+    if [[ -f "$schema" ]]; then
+        psql -XAtq -v ON_ERROR_STOP=1 -f "$schema" >"$T/schema.log" 2>&1 ||
+            { cat "$T/schema.log" >&2; fail "loading $schema failed"; }
+        info "schema from sql/outbox.sql"
+    else
+        fail "$schema is missing"
+    fi
+    assert_sql "SELECT count(*) = 1 FROM pg_publication WHERE pubname = 'outboxd_pub'" \
+        "publication outboxd_pub exists"
+}
+
+pg_stop() {
+    step "stopping PostgreSQL"
+    _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -m fast -w -t 60 stop \
+        >>"$T/pg_ctl.log" 2>&1 || fail "pg_ctl stop failed"
+}
+
+pg_restart() {
+    step "restarting PostgreSQL"
+    _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -l "$T/postgres.log" -m fast -w \
+        -t 60 -o "$PG_CTL_OPTS" restart >>"$T/pg_ctl.log" 2>&1 ||
+        fail "pg_ctl restart failed"
+}
+
+# psql_q [SQL]: runs SQL (or stdin) with psql -XAtq -v ON_ERROR_STOP=1;
+# statements run one by one as in a script (not one implicit transaction).
+psql_q() {
+    if [[ $# -gt 0 ]]; then
+        psql -XAtq -v ON_ERROR_STOP=1 <<<"$1"
+    else
+        psql -XAtq -v ON_ERROR_STOP=1
+    fi
+}
+
+# psql sessions kept open across calls, for interleaved transactions.
+# sess_open NAME / sess_run NAME SQL / sess_close NAME
+sess_open() {
+    local name=$1 fd
+    mkfifo "$T/sess.$name.in"
+    { _close_sess_fds; exec psql -XAtq -v ON_ERROR_STOP=1 <"$T/sess.$name.in" >"$T/sess.$name.out" 2>&1; } &
+    E2E_SESS_PID[$name]=$!
+    exec {fd}>"$T/sess.$name.in"
+    E2E_SESS_FD[$name]=$fd
+    E2E_SESS_N[$name]=0
+    info "session $name open (psql pid ${E2E_SESS_PID[$name]})"
+}
+
+# sess_run NAME SQL: sends SQL to session NAME and waits until psql has
+# executed it (SQL must end with ';'). Prints nothing; output is in
+# $T/sess.NAME.out.
+sess_run() {
+    local name=$1 sql=$2 n i mark="$T/sess.$1.mark"
+    n=$((E2E_SESS_N[$name] + 1))
+    E2E_SESS_N[$name]=$n
+    info "[$name] $sql"
+    printf '%s\n\\! echo %d > %s\n' "$sql" "$n" "$mark" >&"${E2E_SESS_FD[$name]}"
+    for ((i = 0; i < 600; i++)); do
+        [[ "$(cat "$mark" 2>/dev/null)" == "$n" ]] && return 0
+        if ! kill -0 "${E2E_SESS_PID[$name]}" 2>/dev/null; then
+            cat "$T/sess.$name.out" >&2
+            fail "session $name: psql exited while running: $sql"
+        fi
+        sleep 0.1
+    done
+    cat "$T/sess.$name.out" >&2
+    fail "session $name: timed out running: $sql"
+}
+
+# sess_close NAME: ends psql (an open transaction is rolled back).
+sess_close() {
+    local name=$1 rc=0 fd=${E2E_SESS_FD[$1]}
+    exec {fd}>&-
+    wait "${E2E_SESS_PID[$name]}" || rc=$?
+    unset "E2E_SESS_PID[$name]"
+    [[ $rc -eq 0 ]] || { cat "$T/sess.$name.out" >&2; fail "session $name: psql exit $rc"; }
+    info "session $name closed"
+}
+
+# Creates table public.other (never in the publication).
+create_other_table() {
+    psql_q "CREATE TABLE public.other (id bigserial PRIMARY KEY, note text, at timestamptz DEFAULT now())"
+}
+
+# install_expected: table public.expected records every row ever inserted
+# into the outbox (trigger), with the inserting transaction's id, whatever
+# later UPDATEs/DELETEs do to the outbox; rolled-back inserts vanish with
+# their transaction. Use with check_delivery --expected.
+install_expected() {
+    psql_q <<'EOF'
+CREATE TABLE public.expected (
+    event_id uuid PRIMARY KEY,
+    aggregate_type text NOT NULL,
+    aggregate_id text NOT NULL,
+    aggregate_version bigint,
+    event_type text NOT NULL,
+    payload jsonb,
+    txid xid8 NOT NULL DEFAULT pg_current_xact_id()
+);
+CREATE FUNCTION public.expected_capture() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.expected (event_id, aggregate_type, aggregate_id,
+                                 aggregate_version, event_type, payload)
+    VALUES (NEW.event_id, NEW.aggregate_type, NEW.aggregate_id,
+            NEW.aggregate_version, NEW.event_type, NEW.payload);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER expected_capture AFTER INSERT ON public.outbox_events
+    FOR EACH ROW EXECUTE FUNCTION public.expected_capture();
+EOF
+}
+
+# ---------------------------------------------------------------- LSNs
+
+current_lsn() { psql_q "SELECT pg_current_wal_lsn()"; }
+
+slot_confirmed_lsn() {
+    psql_q "SELECT coalesce(confirmed_flush_lsn::text, '') FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'"
+}
+
+# lsn_ge A B: true when LSN A >= LSN B.
+lsn_ge() { [[ "$(psql_q "SELECT '$1'::pg_lsn >= '$2'::pg_lsn")" == t ]]; }
+
+# wait_for_confirmed_lsn LSN [TIMEOUT_S]: waits until the slot's
+# confirmed_flush_lsn >= LSN; returns 1 (after saying so) on timeout.
+wait_for_confirmed_lsn() {
+    local lsn=$1 timeout=${2:-60} start=$SECONDS got
+    info "waiting up to ${timeout}s for confirmed_flush_lsn >= $lsn"
+    while :; do
+        got=$(psql_q "SELECT coalesce((confirmed_flush_lsn >= '$lsn'::pg_lsn)::text, 'none') || ' ' || coalesce(confirmed_flush_lsn::text, '-') FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'")
+        if [[ "$got" == "true "* ]]; then
+            info "confirmed_flush_lsn ${got#true } >= $lsn after $((SECONDS - start))s"
+            return 0
+        fi
+        if ((SECONDS - start >= timeout)); then
+            info "TIMEOUT: confirmed_flush_lsn is '${got#* }', wanted >= $lsn"
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+# wait_caught_up [TIMEOUT_S]: the slot confirmed everything written so far.
+wait_caught_up() {
+    local lsn
+    lsn=$(current_lsn)
+    wait_for_confirmed_lsn "$lsn" "${1:-60}" ||
+        fail "outboxd did not confirm $lsn within ${1:-60}s (confirmed: $(slot_confirmed_lsn))"
+}
+
+# ---------------------------------------------------------------- broker
+
+# broker_start [mockbroker options: --partitions N --brokers N --topic T]
+broker_start() {
+    local i
+    step "starting mock Kafka cluster $*"
+    rm -f "$T/broker.port"
+    { _close_sess_fds; exec "$OUTBOXD_BUILD_DIR/tests/outboxd-mockbroker" --control "$T/broker.ctl" \
+        --port-file "$T/broker.port" "$@" >"$T/broker.out" 2>"$T/broker.err" \
+        </dev/null; } &
+    BROKER_PID=$!
+    for ((i = 0; i < 100; i++)); do
+        [[ -s "$T/broker.port" ]] && break
+        kill -0 "$BROKER_PID" 2>/dev/null || fail "mock broker exited: $(cat "$T/broker.err")"
+        sleep 0.1
+    done
+    [[ -s "$T/broker.port" ]] || fail "mock broker did not start"
+    KAFKA_BOOTSTRAP=$(cat "$T/broker.port")
+    export KAFKA_BOOTSTRAP
+    info "mock cluster at $KAFKA_BOOTSTRAP (pid $BROKER_PID)"
+}
+
+# broker_cmd "COMMAND ARGS": sends a command, prints nothing, fails the test
+# unless the reply is "ok".
+broker_cmd() {
+    local cmd=$1 n i reply=
+    kill -0 "$BROKER_PID" 2>/dev/null || fail "mock broker is not running"
+    n=$(grep -cE '^(ok|error)' "$T/broker.out" || true)
+    timeout 10 bash -c 'printf "%s\n" "$1" >"$2"' _ "$cmd" "$T/broker.ctl" ||
+        fail "could not write to the mock broker's control FIFO"
+    for ((i = 0; i < 200; i++)); do
+        reply=$(grep -E '^(ok|error)' "$T/broker.out" | sed -n "$((n + 1))p")
+        [[ -n "$reply" ]] && break
+        sleep 0.05
+    done
+    info "broker: $cmd -> ${reply:-no reply}"
+    [[ "$reply" == ok* ]] || fail "mock broker command '$cmd' failed: ${reply:-no reply}"
+}
+
+# kdump_all: every message of every topic, one JSON object per line.
+kdump_all() {
+    "$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" --all-topics \
+        --timeout-ms "${KDUMP_TIMEOUT_MS:-60000}"
+}
+
+# ---------------------------------------------------------------- outboxd
+
+# outboxd_start [--no-wait] [outboxd args, e.g. --set kafka.linger.ms=5]:
+# writes $T/outboxd.ini, starts outboxd in the background (log appended to
+# $T/outboxd.log) and, unless --no-wait, waits until its slot is active.
+outboxd_start() {
+    local wait=1 i
+    if [[ "${1:-}" == --no-wait ]]; then
+        wait=0
+        shift
+    fi
+    [[ -x "$OUTBOXD_BUILD_DIR/outboxd" ]] || fail "$OUTBOXD_BUILD_DIR/outboxd is not built"
+    [[ -z "$OUTBOXD_PID" ]] || fail "outboxd_start: outboxd already running (pid $OUTBOXD_PID)"
+    cat >"$T/outboxd.ini" <<EOF
+[postgres]
+conninfo = $PG_CONNINFO
+slot = ${OUTBOXD_SLOT:-outboxd}
+publication = outboxd_pub
+plugin = $OUTBOXD_TEST_PLUGIN
+
+[kafka]
+bootstrap.servers = $KAFKA_BOOTSTRAP
+
+[offsets]
+file = $T/outboxd.offset
+
+[log]
+level = debug
+EOF
+    OUTBOXD_STARTS=$((OUTBOXD_STARTS + 1))
+    step "starting outboxd (#$OUTBOXD_STARTS) $*"
+    printf '===== e2e: start #%d at %s: outboxd -c %s %s\n' "$OUTBOXD_STARTS" \
+        "$(_ts)" "$T/outboxd.ini" "$*" >>"$T/outboxd.log"
+    { _close_sess_fds; exec "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/outboxd.ini" "$@" >>"$T/outboxd.log" 2>&1 </dev/null; } &
+    OUTBOXD_PID=$!
+    ((wait)) || return 0
+    for ((i = 0; i < 300; i++)); do
+        if [[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'")" == t ]]; then
+            info "outboxd (pid $OUTBOXD_PID) is streaming from slot ${OUTBOXD_SLOT:-outboxd}"
+            return 0
+        fi
+        if ! kill -0 "$OUTBOXD_PID" 2>/dev/null; then
+            OUTBOXD_RC=0
+            wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
+            OUTBOXD_PID=
+            fail "outboxd exited with status $OUTBOXD_RC while starting"
+        fi
+        sleep 0.1
+    done
+    fail "outboxd's slot did not become active within 30s"
+}
+
+# outboxd_assert_running: fails when outboxd has exited.
+outboxd_assert_running() {
+    [[ -n "$OUTBOXD_PID" ]] && kill -0 "$OUTBOXD_PID" 2>/dev/null && return 0
+    OUTBOXD_RC=0
+    [[ -z "$OUTBOXD_PID" ]] || wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
+    OUTBOXD_PID=
+    fail "outboxd is not running (exit status $OUTBOXD_RC)"
+}
+
+# outboxd_stop [TIMEOUT_S]: SIGTERM, waits; returns (and sets OUTBOXD_RC
+# to) outboxd's exit status; kills -9 and returns 124 on timeout.
+outboxd_stop() {
+    local timeout=${1:-60} i
+    [[ -n "$OUTBOXD_PID" ]] || fail "outboxd_stop: outboxd is not running"
+    step "stopping outboxd (SIGTERM)"
+    kill -TERM "$OUTBOXD_PID" 2>/dev/null || true
+    for ((i = 0; i < timeout * 10; i++)); do
+        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$OUTBOXD_PID" 2>/dev/null; then
+        info "outboxd did not exit within ${timeout}s of SIGTERM: killing it"
+        kill -KILL "$OUTBOXD_PID" 2>/dev/null || true
+        wait "$OUTBOXD_PID" 2>/dev/null || true
+        OUTBOXD_PID=
+        OUTBOXD_RC=124
+        return 124
+    fi
+    OUTBOXD_RC=0
+    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
+    OUTBOXD_PID=
+    info "outboxd exited with status $OUTBOXD_RC"
+    return "$OUTBOXD_RC"
+}
+
+outboxd_kill9() {
+    [[ -n "$OUTBOXD_PID" ]] || fail "outboxd_kill9: outboxd is not running"
+    step "killing outboxd (SIGKILL)"
+    kill -KILL "$OUTBOXD_PID" 2>/dev/null || true
+    wait "$OUTBOXD_PID" 2>/dev/null || true
+    OUTBOXD_PID=
+}
+
+# ---------------------------------------------------------------- checks
+
+# check_delivery [--expected] [--exactly-once] [--dump FILE]
+#
+# Dumps every topic (or reads FILE) and compares the messages with the
+# committed rows of public.outbox_events (--expected: of public.expected,
+# see install_expected):
+#  - every committed event_id arrived at least once (--exactly-once: once);
+#  - no message whose event_id was not committed (rolled back, unknown);
+#  - topic = outbox.event.<aggregate_type>, key bytes = aggregate_id,
+#    value bytes = payload::text (null when payload is NULL);
+#  - headers exactly event_id, event_type, aggregate_type, aggregate_id,
+#    aggregate_version (only when not NULL), commit_lsn, with the row's
+#    values; commit_lsn is the same for all events of a transaction (and,
+#    with --expected, which knows top-level transaction ids, differs
+#    between transactions);
+#  - all messages of a key are on one partition; in partition offset order
+#    (first delivery of each event) aggregate_version never goes backwards
+#    per key, and commit_lsn never goes backwards per partition.
+# The rows and messages compared are left in $T/check.*.
+check_delivery() {
+    local src=outbox dump= once=0 txcol strict=0
+    while [[ $# -gt 0 ]]; do
+        case $1 in
+        --expected) src=expected ;;
+        --exactly-once) once=1 ;;
+        --dump) dump=$2; shift ;;
+        *) fail "check_delivery: unknown option $1" ;;
+        esac
+        shift
+    done
+    step "checking delivery (rows of ${src}, exactly-once=$once)"
+    if [[ -z "$dump" ]]; then
+        dump=$T/check.dump.jsonl
+        kdump_all >"$dump" 2>"$T/check.kdump.err" ||
+            { cat "$T/check.kdump.err" >&2; fail "outboxd-kdump failed"; }
+    fi
+    if [[ $src == expected ]]; then
+        src=public.expected txcol="txid::text" strict=1
+    else
+        src=public.outbox_events txcol="xmin::text"
+    fi
+    psql -XAtq -v ON_ERROR_STOP=1 -F $'\t' >"$T/check.rows.tsv" <<EOF ||
+SELECT encode(convert_to(event_id::text, 'UTF8'), 'hex'),
+       $txcol,
+       'outbox.event.' || aggregate_type,
+       encode(convert_to(aggregate_type, 'UTF8'), 'hex'),
+       encode(convert_to(aggregate_id, 'UTF8'), 'hex'),
+       coalesce(aggregate_version::text, '-'),
+       encode(convert_to(event_type, 'UTF8'), 'hex'),
+       coalesce(encode(convert_to(payload::text, 'UTF8'), 'hex'), '-')
+FROM $src
+EOF
+        fail "reading $src failed"
+    jq -r '[.topic, (.partition | tostring), (.offset | tostring),
+            (.key_hex // "-"), (.value_hex // "-"),
+            (.headers_hex.event_id // "-"),
+            (.headers_hex.event_type // "-"),
+            (.headers_hex.aggregate_type // "-"),
+            (.headers_hex.aggregate_id // "-"),
+            (.headers.aggregate_version // "-"),
+            (.headers.commit_lsn // "-"),
+            ([.headers_list[][0]] | sort | join(",")),
+            (.headers_list | length | tostring)] | @tsv' \
+        <"$dump" >"$T/check.msgs.tsv" || fail "jq could not read the dump"
+    info "$(wc -l <"$T/check.rows.tsv") rows, $(wc -l <"$T/check.msgs.tsv") messages"
+    awk -F '\t' -v once="$once" -v strict_tx="$strict" -f "$E2E_LIB_DIR/check_delivery.awk" \
+        "$T/check.rows.tsv" "$T/check.msgs.tsv" >&2 ||
+        fail "delivery check failed (rows: $T/check.rows.tsv, messages: $T/check.msgs.tsv)"
+}
+
+# dump_count [FILE]: number of messages in a dump (or a fresh one).
+dump_count() {
+    if [[ $# -gt 0 ]]; then
+        wc -l <"$1"
+    else
+        kdump_all | wc -l
+    fi
+}

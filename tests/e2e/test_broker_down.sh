@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The broker goes down: events committed meanwhile are not confirmed to
+# PostgreSQL (confirmed_flush_lsn stays before them) and outboxd keeps
+# running; when the broker is back everything arrives and the slot
+# advances. Then the same with dropped connections and added latency.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_init broker_down
+pg_start
+broker_start
+outboxd_start
+
+cols="event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload"
+
+step "warm-up: events flow"
+psql_q "INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Pay', 'pay-' || (i % 4), i, 'Warm', '{}' FROM generate_series(1, 20) AS i"
+wait_caught_up 60
+check_delivery --exactly-once
+
+step "broker down; insert events"
+broker_cmd "down 1"
+sleep 1
+# The WAL position right before the first insert of the outage, taken
+# inside its transaction.
+before=$(psql_q <<SQL
+BEGIN;
+SELECT pg_current_wal_insert_lsn();
+INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Pay', 'pay-' || (i % 4), 100 + i, 'DuringOutage', jsonb_build_object('i', i) FROM generate_series(1, 20) AS i;
+COMMIT;
+SQL
+)
+info "WAL insert position before the outage's first insert: $before"
+for i in $(seq 1 5); do
+    psql_q "INSERT INTO public.outbox_events ($cols) VALUES (gen_random_uuid(), 'Pay', 'pay-$((i % 4))', $((200 + i)), 'DuringOutage', '{}')"
+done
+after=$(current_lsn)
+step "waiting 8s with the broker down"
+sleep 8
+outboxd_assert_running
+confirmed=$(slot_confirmed_lsn)
+info "confirmed_flush_lsn $confirmed, before $before, after $after"
+lsn_ge "$before" "$confirmed" ||
+    fail "confirmed_flush_lsn $confirmed passed $before (before the outage's events) while the broker was down"
+
+step "broker up: everything arrives and the slot advances"
+broker_cmd "up 1"
+wait_for_confirmed_lsn "$after" 120 || fail "slot did not advance to $after after the broker came back"
+wait_caught_up 60
+check_delivery
+first=$(jq -r 'select(.headers.event_type == "DuringOutage") | .headers.commit_lsn' "$T/check.dump.jsonl" | sort -u | head -n 1)
+lsn_ge "$first" "$confirmed" ||
+    fail "during the outage the slot was confirmed at $confirmed, past the commit_lsn $first of an undelivered transaction"
+assert_eq 45 "$(jq -r .headers.event_id "$T/check.dump.jsonl" | sort -u | wc -l)" "distinct events"
+
+step "a longer outage during a stream of transactions"
+broker_cmd "down 1"
+for i in $(seq 1 30); do
+    psql_q "INSERT INTO public.outbox_events ($cols) VALUES (gen_random_uuid(), 'Pay', 'pay-$((i % 4))', $((300 + i)), 'Outage2', '{}')"
+    sleep 0.3
+done
+outboxd_assert_running
+broker_cmd "up 1"
+wait_caught_up 120
+check_delivery
+
+step "dropped connections on Produce"
+broker_cmd "error produce _TRANSPORT 3"
+psql_q "INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Pay', 'pay-' || (i % 4), 400 + i, 'Dropped', '{}' FROM generate_series(1, 40) AS i"
+for i in $(seq 1 10); do
+    psql_q "INSERT INTO public.outbox_events ($cols) VALUES (gen_random_uuid(), 'Pay', 'pay-$((i % 4))', $((500 + i)), 'Dropped', '{}')"
+done
+wait_caught_up 120
+check_delivery
+
+step "500 ms broker latency"
+broker_cmd "rtt 1 500"
+for i in $(seq 1 10); do
+    psql_q "INSERT INTO public.outbox_events ($cols) VALUES (gen_random_uuid(), 'Pay', 'pay-$((i % 4))', $((600 + i)), 'Slow', '{}')"
+done
+wait_caught_up 120
+broker_cmd "rtt 1 0"
+check_delivery
+
+outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
+e2e_pass
