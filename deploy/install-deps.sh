@@ -9,7 +9,7 @@ PACKAGES=(
     # libraries
     libpq-dev librdkafka-dev libjansson-dev libinih-dev
     # tests
-    check valgrind kcat procps util-linux iproute2
+    check valgrind kcat jq procps util-linux iproute2
     # the test database
     postgresql-15 postgresql-15-wal2json postgresql-client-15
 )
