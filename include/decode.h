@@ -10,8 +10,10 @@
  * the input buffer given to the decoder or into memory owned by the decoder
  * (relation cache, scratch arrays). They stay valid until the next decode
  * call on the same decoder or until the input buffer is released, whichever
- * comes first. Relations stay valid until the decoder is freed or the same
- * relid is redefined by a later Relation message.
+ * comes first. Relations stay valid until the decoder is freed or the
+ * relation is redefined (pgoutput: a Relation message for the same relid;
+ * wal2json: a row of the same table with another column list). Callers keep
+ * no relation pointer across decode calls.
  */
 #ifndef OUTBOXD_DECODE_H
 #define OUTBOXD_DECODE_H

@@ -19,7 +19,11 @@
  * as bare JSON numbers, which the decoder keeps as their exact source text
  * (never through a double: 1.50 stays "1.50", a 30-digit numeric stays
  * whole); booleans as true/false, which become "t"/"f" as Postgres prints
- * them; SQL NULL as null. So a row decodes to the same bytes pgoutput sends.
+ * them; SQL NULL as null. So a row of the outbox (uuid, text, bigint,
+ * jsonb, timestamptz) decodes to the same bytes pgoutput sends. Known
+ * exceptions, all from wal2json itself: bytea comes without the "\x"
+ * prefix, numeric/float NaN and Infinity come as null, and bytes of a
+ * logical message that are not valid UTF-8 are dropped.
  *
  * B: final_lsn = "lsn" (the commit record's LSN).
  * C: commit_lsn = "lsn"; end_lsn = the XLogData dataStart of the C record,

@@ -5,9 +5,9 @@
  * linear probing, Knuth's multiplicative (Fibonacci) hash taking the top
  * bits of relid * 2654435761 (the low bits would map relids that differ
  * only in high bits, e.g. multiples of the table size, to one slot), never
- * more than half full, doubled when it would be. Removal shifts later entries of the same probe
- * run back into the hole (no tombstones), so lookups stay a short scan that
- * stops at the first empty slot.
+ * more than half full, doubled when it would be. Removal shifts later entries of the same
+ * probe run back into the hole (no tombstones), so lookups stay a short scan that stops at
+ * the first empty slot.
  */
 #include "relcache.h"
 
@@ -54,7 +54,8 @@ void relation_free(struct relation *rel)
 {
     if (!rel) return;
     if (rel->cols)
-        for (int i = 0; i < rel->ncols; i++) free(rel->cols[i].name);
+        for (int i = 0; i < rel->ncols; i++)
+            free(rel->cols[i].name);
     free(rel->cols);
     free(rel->nspname);
     free(rel->relname);
@@ -72,12 +73,12 @@ static size_t slot_of(uint32_t relid, unsigned bits)
 }
 
 /* Returns the slot holding relid, or the empty slot where it would go. */
-static struct relation **cache_slot(struct relation **slots, unsigned bits,
-                                    uint32_t relid)
+static struct relation **cache_slot(struct relation **slots, unsigned bits, uint32_t relid)
 {
     size_t mask = ((size_t)1 << bits) - 1, i = slot_of(relid, bits);
 
-    while (slots[i] && slots[i]->relid != relid) i = (i + 1) & mask;
+    while (slots[i] && slots[i]->relid != relid)
+        i = (i + 1) & mask;
     return &slots[i];
 }
 
@@ -91,8 +92,7 @@ static int cache_grow(struct relcache *c)
     nslots = calloc(ncap, sizeof(*nslots));
     if (!nslots) return -1;
     for (size_t i = 0; i < c->cap; i++)
-        if (c->slots[i])
-            *cache_slot(nslots, c->bits + 1, c->slots[i]->relid) = c->slots[i];
+        if (c->slots[i]) *cache_slot(nslots, c->bits + 1, c->slots[i]->relid) = c->slots[i];
     free(c->slots);
     c->slots = nslots;
     c->cap = ncap;
@@ -118,7 +118,8 @@ struct relcache *relcache_new(void)
 void relcache_free(struct relcache *c)
 {
     if (!c) return;
-    for (size_t i = 0; i < c->cap; i++) relation_free(c->slots[i]);
+    for (size_t i = 0; i < c->cap; i++)
+        relation_free(c->slots[i]);
     free(c->slots);
     free(c);
 }
@@ -151,8 +152,7 @@ const struct relation *relcache_find(const struct relcache *c, const char *nsp,
 {
     for (size_t i = 0; i < c->cap; i++) {
         const struct relation *r = c->slots[i];
-        if (r && strcmp(r->relname, relname) == 0 && strcmp(r->nspname, nsp) == 0)
-            return r;
+        if (r && strcmp(r->relname, relname) == 0 && strcmp(r->nspname, nsp) == 0) return r;
     }
     return NULL;
 }
@@ -184,7 +184,10 @@ int relcache_remove(struct relcache *c, uint32_t relid)
     return 0;
 }
 
-size_t relcache_count(const struct relcache *c) { return c->count; }
+size_t relcache_count(const struct relcache *c)
+{
+    return c->count;
+}
 
 /* ---------------------------------------------------------------------- */
 /* Scratch values                                                          */
@@ -196,7 +199,8 @@ int col_values_reserve(struct col_value **values, size_t *cap, size_t n)
     struct col_value *nv;
 
     if (n <= *cap && *values) return 0;
-    while (ncap < n) ncap *= 2;
+    while (ncap < n)
+        ncap *= 2;
     nv = realloc(*values, ncap * sizeof(*nv));
     if (!nv) return -1;
     *values = nv;

@@ -63,7 +63,7 @@ struct wal2json_decoder {
     json_t *root;                /* document of the previous call, or NULL */
     char *buf;                   /* number-rewrite output; owned */
     size_t buf_len, buf_cap;
-    struct col_value *values;    /* scratch for tuple values; owned */
+    struct col_value *values; /* scratch for tuple values; owned */
     size_t values_cap;
 };
 
@@ -133,7 +133,10 @@ static int buf_put(struct wal2json_decoder *d, const char *p, size_t n)
     return 0;
 }
 
-static bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+static bool is_digit(char ch)
+{
+    return ch >= '0' && ch <= '9';
+}
 
 /*
  * Length of the JSON number at s[0..n), 0 when s does not start with one:
@@ -146,19 +149,23 @@ static size_t number_length(const char *s, size_t n)
     size_t p = 0;
 
     if (p < n && s[p] == '-') p++;
-    if (p < n && s[p] == '0') p++;
+    if (p < n && s[p] == '0')
+        p++;
     else if (p < n && s[p] >= '1' && s[p] <= '9')
-        while (p < n && is_digit(s[p])) p++;
+        while (p < n && is_digit(s[p]))
+            p++;
     else
         return 0;
     if (p < n && s[p] == '.') {
         if (++p >= n || !is_digit(s[p])) return 0;
-        while (p < n && is_digit(s[p])) p++;
+        while (p < n && is_digit(s[p]))
+            p++;
     }
     if (p < n && (s[p] == 'e' || s[p] == 'E')) {
         if (++p < n && (s[p] == '+' || s[p] == '-')) p++;
         if (p >= n || !is_digit(s[p])) return 0;
-        while (p < n && is_digit(s[p])) p++;
+        while (p < n && is_digit(s[p]))
+            p++;
     }
     if (p < n && s[p] != '\0' && strchr("0123456789.eE+-", s[p])) return 0;
     return p;
@@ -197,8 +204,7 @@ static int rewrite_numbers(struct wal2json_decoder *d, const struct ctx *c,
         bool nul;
 
         /* Structural characters, whitespace, literals: copied as they are. */
-        while (run < len && line[run] != '"' && line[run] != '-' &&
-               !is_digit(line[run]))
+        while (run < len && line[run] != '"' && line[run] != '-' && !is_digit(line[run]))
             run++;
         if (run > i && buf_put(d, line + i, run - i) < 0) goto oom;
         i = run;
@@ -206,14 +212,16 @@ static int rewrite_numbers(struct wal2json_decoder *d, const struct ctx *c,
         if (line[i] == '"') {
             n = string_length(line + i, len - i, &nul);
             if (nul)
-                return fail(c, "string at offset %zu holds \\u0000, which "
-                               "Postgres text cannot", i);
+                return fail(c,
+                            "string at offset %zu holds \\u0000, which "
+                            "Postgres text cannot",
+                            i);
             if (buf_put(d, line + i, n) < 0) goto oom;
         } else {
             n = number_length(line + i, len - i);
             if (n == 0) return fail(c, "invalid number at offset %zu", i);
-            if (buf_put(d, open, sizeof(open) - 1) < 0 ||
-                buf_put(d, line + i, n) < 0 || buf_put(d, "\"", 1) < 0)
+            if (buf_put(d, open, sizeof(open) - 1) < 0 || buf_put(d, line + i, n) < 0 ||
+                buf_put(d, "\"", 1) < 0)
                 goto oom;
         }
         i += n;
@@ -235,7 +243,10 @@ static bool is_number(const json_t *v)
 }
 
 /* True for a real JSON string (not a rewritten number). */
-static bool is_text(const json_t *v) { return json_is_string(v) && !is_number(v); }
+static bool is_text(const json_t *v)
+{
+    return json_is_string(v) && !is_number(v);
+}
 
 /* Names the JSON type of v for errors. */
 static const char *type_name(const json_t *v)
@@ -243,20 +254,27 @@ static const char *type_name(const json_t *v)
     if (!v) return "missing";
     if (is_number(v)) return "a number";
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_TRUE: return "true";
-    case JSON_FALSE: return "false";
-    case JSON_NULL: return "null";
-    default: return "a number";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_TRUE:
+        return "true";
+    case JSON_FALSE:
+        return "false";
+    case JSON_NULL:
+        return "null";
+    default:
+        return "a number";
     }
 }
 
 /* Reads string field key of obj into *out (NUL-terminated, borrowed).
  * Missing or null is an error when required, else leaves *out = NULL. */
-static int get_text(const struct ctx *c, const json_t *obj, const char *key,
-                    bool required, const char **out)
+static int get_text(const struct ctx *c, const json_t *obj, const char *key, bool required,
+                    const char **out)
 {
     const json_t *v = json_object_get(obj, key);
 
@@ -270,16 +288,15 @@ static int get_text(const struct ctx *c, const json_t *obj, const char *key,
 
 /* Reads field key as an LSN ("%X/%X"). Missing or null is an error when
  * required, else *present = false. */
-static int get_lsn(const struct ctx *c, const json_t *obj, const char *key,
-                   bool required, lsn_t *out, bool *present)
+static int get_lsn(const struct ctx *c, const json_t *obj, const char *key, bool required,
+                   lsn_t *out, bool *present)
 {
     const char *s;
 
     *present = false;
     if (get_text(c, obj, key, required, &s) < 0) return -1;
     if (!s) return 0;
-    if (!lsn_parse(s, out))
-        return fail(c, "\"%s\" is \"%.40s\", not an LSN", key, s);
+    if (!lsn_parse(s, out)) return fail(c, "\"%s\" is \"%.40s\", not an LSN", key, s);
     *present = true;
     return 0;
 }
@@ -302,8 +319,7 @@ static bool parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 
 /* Reads field key as a JSON number in 0..UINT32_MAX; missing or null
  * leaves *out = 0. */
-static int get_u32(const struct ctx *c, const json_t *obj, const char *key,
-                   uint32_t *out)
+static int get_u32(const struct ctx *c, const json_t *obj, const char *key, uint32_t *out)
 {
     const json_t *v = json_object_get(obj, key);
     uint64_t n;
@@ -311,8 +327,7 @@ static int get_u32(const struct ctx *c, const json_t *obj, const char *key,
     *out = 0;
     if (!v || json_is_null(v)) return 0;
     if (!is_number(v)) return fail(c, "\"%s\" is %s, not a number", key, type_name(v));
-    if (!parse_uint(json_string_value(v) + 1, json_string_length(v) - 1,
-                    UINT32_MAX, &n))
+    if (!parse_uint(json_string_value(v) + 1, json_string_length(v) - 1, UINT32_MAX, &n))
         return fail(c, "\"%s\" is %.40s, not a 32-bit unsigned integer", key,
                     json_string_value(v) + 1);
     *out = (uint32_t)n;
@@ -320,8 +335,7 @@ static int get_u32(const struct ctx *c, const json_t *obj, const char *key,
 }
 
 /* Reads a required boolean field. */
-static int get_bool(const struct ctx *c, const json_t *obj, const char *key,
-                    bool *out)
+static int get_bool(const struct ctx *c, const json_t *obj, const char *key, bool *out)
 {
     const json_t *v = json_object_get(obj, key);
 
@@ -400,9 +414,11 @@ static bool parse_timestamp(const char *s, size_t len, int64_t *out)
         return false;
     if (lit(&p, end, '.')) {
         int n = 0;
-        for (; n < 6 && p < end && is_digit(*p); n++, p++) usec = usec * 10 + (*p - '0');
+        for (; n < 6 && p < end && is_digit(*p); n++, p++)
+            usec = usec * 10 + (*p - '0');
         if (n == 0) return false;
-        for (; n < 6; n++) usec *= 10;
+        for (; n < 6; n++)
+            usec *= 10;
     }
     if (p >= end || (*p != '+' && *p != '-')) return false;
     sign = *p++ == '-' ? -1 : 1;
@@ -411,11 +427,11 @@ static bool parse_timestamp(const char *s, size_t len, int64_t *out)
         if (!digits(&p, end, 2, &tzm)) return false;
         if (lit(&p, end, ':') && !digits(&p, end, 2, &tzs)) return false;
     }
-    if (p != end || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) ||
-        h > 23 || mi > 59 || sec > 59 || tzh > 15 || tzm > 59 || tzs > 59)
+    if (p != end || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 ||
+        mi > 59 || sec > 59 || tzh > 15 || tzm > 59 || tzs > 59)
         return false;
-    secs = (days_from_civil(y, mo, d) - PG_EPOCH_DAYS) * SECS_PER_DAY +
-           h * 3600 + mi * 60 + sec - sign * (tzh * 3600 + tzm * 60 + tzs);
+    secs = (days_from_civil(y, mo, d) - PG_EPOCH_DAYS) * SECS_PER_DAY + h * 3600 + mi * 60 +
+           sec - sign * (tzh * 3600 + tzm * 60 + tzs);
     *out = secs * USECS_PER_SEC + usec;
     return true;
 }
@@ -432,8 +448,10 @@ static int get_timestamp(const struct ctx *c, const json_t *obj, int64_t *out)
     if (!s) return 0;
     v = json_object_get(obj, "timestamp");
     if (!parse_timestamp(s, json_string_length(v), out))
-        return fail(c, "\"timestamp\" is \"%.40s\", not YYYY-MM-DD "
-                       "HH:MM:SS[.ffffff]+TZ", s);
+        return fail(c,
+                    "\"timestamp\" is \"%.40s\", not YYYY-MM-DD "
+                    "HH:MM:SS[.ffffff]+TZ",
+                    s);
     return 0;
 }
 
@@ -483,8 +501,10 @@ static uint32_t type_oid(const char *type)
     bool in_mod = false;
 
     for (const char *p = type; *p; p++) {
-        if (*p == '(') in_mod = true;
-        else if (*p == ')') in_mod = false;
+        if (*p == '(')
+            in_mod = true;
+        else if (*p == ')')
+            in_mod = false;
         else if (!in_mod) {
             if (n + 1 >= sizeof(base)) return 0;
             base[n++] = *p;
@@ -497,15 +517,14 @@ static uint32_t type_oid(const char *type)
 }
 
 /* Reads the name and type OID of one element of "columns"/"identity". */
-static int read_column_head(const struct ctx *c, const json_t *col,
-                            const char **name, uint32_t *typid)
+static int read_column_head(const struct ctx *c, const json_t *col, const char **name,
+                            uint32_t *typid)
 {
     const char *type;
 
     if (!json_is_object(col)) return fail(c, "is %s, not an object", type_name(col));
     if (get_text(c, col, "name", true, name) < 0 ||
-        get_text(c, col, "type", false, &type) < 0 ||
-        get_u32(c, col, "typeoid", typid) < 0)
+        get_text(c, col, "type", false, &type) < 0 || get_u32(c, col, "typeoid", typid) < 0)
         return -1;
     if (**name == '\0') return fail(c, "empty \"name\"");
     if (*typid == 0 && type) *typid = type_oid(type);
@@ -555,8 +574,8 @@ static bool same_column(const struct relation *rel, size_t i, const char *name,
 /* Caches a new layout for nsp.table built from the (already validated)
  * heads of cols, replacing the old layout if any, and points *out at it. */
 static int new_layout(struct wal2json_decoder *d, struct ctx *c, const char *nsp,
-                      const char *table, const json_t *cols,
-                      const struct relation *old, const struct relation **out)
+                      const char *table, const json_t *cols, const struct relation *old,
+                      const struct relation **out)
 {
     int ncols = (int)json_array_size(cols);
     struct relation *rel;
@@ -726,8 +745,8 @@ static int parse_delete(struct wal2json_decoder *d, struct ctx *c, const json_t 
 }
 
 /* T: {"action":"T", ..., "schema", "table"}, one line per table. */
-static int parse_truncate(struct wal2json_decoder *d, struct ctx *c,
-                          const json_t *obj, lsn_t data_start, struct repl_msg *out)
+static int parse_truncate(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+                          lsn_t data_start, struct repl_msg *out)
 {
     const char *nsp, *table;
 
@@ -744,8 +763,8 @@ static int parse_truncate(struct wal2json_decoder *d, struct ctx *c,
 
 /* M: {"action":"M", ["xid",] "timestamp":string|null, ["lsn":LSN,]
  *     "transactional":bool, "prefix":string, "content":string} */
-static int parse_message(struct wal2json_decoder *d, struct ctx *c,
-                         const json_t *obj, lsn_t data_start, struct repl_msg *out)
+static int parse_message(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+                         lsn_t data_start, struct repl_msg *out)
 {
     const json_t *content = json_object_get(obj, "content");
     bool transactional = false, present;
@@ -795,17 +814,17 @@ void wal2json_decoder_free(struct wal2json_decoder *d)
     free(d);
 }
 
-typedef int (*parse_fn)(struct wal2json_decoder *, struct ctx *, const json_t *,
-                        lsn_t, struct repl_msg *);
+typedef int (*parse_fn)(struct wal2json_decoder *, struct ctx *, const json_t *, lsn_t,
+                        struct repl_msg *);
 
 static const struct {
     char action;
     const char *name;
     parse_fn parse;
 } parsers[] = {
-    {'B', "Begin", parse_begin},   {'C', "Commit", parse_commit},
-    {'I', "Insert", parse_insert}, {'U', "Update", parse_update},
-    {'D', "Delete", parse_delete}, {'T', "Truncate", parse_truncate},
+    {'B', "Begin", parse_begin},     {'C', "Commit", parse_commit},
+    {'I', "Insert", parse_insert},   {'U', "Update", parse_update},
+    {'D', "Delete", parse_delete},   {'T', "Truncate", parse_truncate},
     {'M', "Message", parse_message},
 };
 
@@ -825,8 +844,10 @@ static int load(struct wal2json_decoder *d, const struct ctx *c, size_t srclen)
         /* jansson may quote a rewritten number: drop the markers. */
         char text[JSON_ERROR_TEXT_LENGTH], *p = text;
         for (const char *s = jerr.text; *s;)
-            if (strncmp(s, "\\u0000", 6) == 0) s += 6;
-            else *p++ = *s++;
+            if (strncmp(s, "\\u0000", 6) == 0)
+                s += 6;
+            else
+                *p++ = *s++;
         *p = '\0';
         return fail(c, "not valid JSON (%zu-byte line): %s", srclen, text);
     }

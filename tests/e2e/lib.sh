@@ -97,6 +97,14 @@ e2e_dump_logs() {
     _tail_file "$T/postgres.log" 30 "postgres log"
     _tail_file "$T/broker.err" 20 "mock broker stderr"
     _tail_file "$T/broker.out" 10 "mock broker replies"
+    if [[ -n "${PGPORT:-}" && -f "$T/pgdata/postmaster.pid" ]]; then
+        printf -- '----- replication state -----\n' >&2
+        timeout 10 psql -X -v ON_ERROR_STOP=1 >&2 2>&1 <<'EOF' || true
+SELECT pg_current_wal_lsn() AS current_wal_lsn;
+SELECT slot_name, active, active_pid, restart_lsn, confirmed_flush_lsn FROM pg_replication_slots;
+SELECT pid, application_name, state, sent_lsn, write_lsn, flush_lsn, reply_time FROM pg_stat_replication;
+EOF
+    fi
 }
 
 _kill_pid() { # PID [GRACE_SECONDS]: TERM, then KILL

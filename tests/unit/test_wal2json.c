@@ -82,19 +82,19 @@ static int decode_j(const char *s)
     return rc;
 }
 
-#define DECODE_OK(s)                                                         \
-    do {                                                                     \
-        int rc_ = decode_j(s);                                               \
-        ck_assert_msg(rc_ == 0, "decode failed: %s", err);                   \
+#define DECODE_OK(s)                                                                       \
+    do {                                                                                   \
+        int rc_ = decode_j(s);                                                             \
+        ck_assert_msg(rc_ == 0, "decode failed: %s", err);                                 \
     } while (0)
 
 /* Expects -1 and an error mentioning needle. */
-#define DECODE_ERR(s, needle)                                                \
-    do {                                                                     \
-        int rc_ = decode_j(s);                                               \
-        ck_assert_msg(rc_ == -1, "decode of %s unexpectedly succeeded", s);  \
-        ck_assert_msg(strstr(err, (needle)) != NULL,                        \
-                      "error \"%s\" does not mention \"%s\"", err, (needle)); \
+#define DECODE_ERR(s, needle)                                                              \
+    do {                                                                                   \
+        int rc_ = decode_j(s);                                                             \
+        ck_assert_msg(rc_ == -1, "decode of %s unexpectedly succeeded", s);                \
+        ck_assert_msg(strstr(err, (needle)) != NULL,                                       \
+                      "error \"%s\" does not mention \"%s\"", err, (needle));              \
     } while (0)
 
 /* Checks a CV_TEXT value against exactly n bytes. */
@@ -103,8 +103,8 @@ static void check_textn(const struct col_value *v, const char *data, size_t n)
     ck_assert_int_eq(v->kind, CV_TEXT);
     ck_assert_uint_eq(v->len, n);
     ck_assert_ptr_nonnull(v->data);
-    ck_assert_msg(memcmp(v->data, data, n) == 0, "value \"%.*s\" != \"%.*s\"",
-                  (int)v->len, v->data, (int)n, data);
+    ck_assert_msg(memcmp(v->data, data, n) == 0, "value \"%.*s\" != \"%.*s\"", (int)v->len,
+                  v->data, (int)n, data);
 }
 
 static void check_text(const struct col_value *v, const char *s)
@@ -195,7 +195,8 @@ static struct lines load(const char *name)
 
 static void free_lines(struct lines *l)
 {
-    for (size_t i = 0; i < l->n; i++) free(l->line[i]);
+    for (size_t i = 0; i < l->n; i++)
+        free(l->line[i]);
     free(l->line);
     free(l->len);
 }
@@ -229,10 +230,10 @@ static int decode_line(const struct lines *l, size_t i)
     return decode_at(data_start_of(l->line[i]), l->line[i], l->len[i]);
 }
 
-#define LINE_OK(l, i)                                                        \
-    do {                                                                     \
-        int rc_ = decode_line(&(l), (i));                                    \
-        ck_assert_msg(rc_ == 0, "line %d: %s", (int)(i), err);               \
+#define LINE_OK(l, i)                                                                      \
+    do {                                                                                   \
+        int rc_ = decode_line(&(l), (i));                                                  \
+        ck_assert_msg(rc_ == 0, "line %d: %s", (int)(i), err);                             \
     } while (0)
 
 /* 2026-11-30 01:00:36.000729 UTC in microseconds since 2000-01-01 UTC, as
@@ -241,8 +242,8 @@ static int decode_line(const struct lines *l, size_t i)
 #define TS_TXN2 INT64_C(849315636001253)
 
 static const char *const outbox_names[] = {
-    "event_id", "aggregate_type", "aggregate_id", "aggregate_version",
-    "event_type", "payload", "created_at"};
+    "event_id",   "aggregate_type", "aggregate_id", "aggregate_version",
+    "event_type", "payload",        "created_at"};
 /* uuid, text, text, bigint, text, jsonb, timestamptz (from "type") */
 static const uint32_t outbox_types[] = {2950, 25, 25, 20, 25, 3802, 1184};
 
@@ -264,7 +265,8 @@ START_TEST(test_recorded_outbox_transaction)
     r = m.u.tuple.rel;
     check_rel(r, "public", "outbox_events", 7, outbox_names);
     ck_assert_uint_eq(r->relid, 1);
-    for (int i = 0; i < 7; i++) ck_assert_uint_eq(r->cols[i].typid, outbox_types[i]);
+    for (int i = 0; i < 7; i++)
+        ck_assert_uint_eq(r->cols[i].typid, outbox_types[i]);
     ck_assert_int_eq(m.u.tuple.nvalues, 7);
     check_text(&m.u.tuple.values[0], "f8cc3b2e-6d0a-4c4e-9d2b-1a2b3c4d5e6f");
     check_text(&m.u.tuple.values[1], "order");
@@ -317,11 +319,11 @@ START_TEST(test_recorded_outbox_transaction)
 }
 END_TEST
 
-static const char *const types_names[] = {
-    "id", "n", "big", "f", "neg", "b", "e", "r", "s", "vc", "nn", "fi", "arr",
-    "bt", "js", "d", "added"};
+static const char *const types_names[] = {"id",  "n",  "big", "f",  "neg",  "b",
+                                          "e",   "r",  "s",   "vc", "nn",   "fi",
+                                          "arr", "bt", "js",  "d",  "added"};
 /* From "typeoid" (include-type-oids): note int[] = 1007, known only so. */
-static const uint32_t types_oids[] = {23,   1700, 1700, 701, 23,   16,  701, 700, 21,
+static const uint32_t types_oids[] = {23,   1700, 1700, 701,  23, 16,  701,  700, 21,
                                       1043, 1700, 701,  1007, 17, 114, 1082, 25};
 
 START_TEST(test_recorded_types_alter_update_delete)
@@ -349,7 +351,8 @@ START_TEST(test_recorded_types_alter_update_delete)
     ck_assert_int_eq(m.kind, RM_INSERT);
     r1 = m.u.tuple.rel;
     check_rel(r1, "public", "w2j_types", 16, types_names);
-    for (int i = 0; i < 16; i++) ck_assert_uint_eq(r1->cols[i].typid, types_oids[i]);
+    for (int i = 0; i < 16; i++)
+        ck_assert_uint_eq(r1->cols[i].typid, types_oids[i]);
     ck_assert_int_eq(m.u.tuple.nvalues, 16);
     check_text(&m.u.tuple.values[0], "1");
     check_text(&m.u.tuple.values[1], "1.50"); /* numeric(10,2): not 1.5 */
@@ -501,8 +504,9 @@ START_TEST(test_recorded_toast_update_changes_layout)
     ins_relid = ins->relid;
     check_rel(ins, "public", "w2j_toast", 3, names);
     ck_assert_uint_eq(m.u.tuple.values[1].len, 400 * 32);
-    ck_assert_int_eq(memcmp(m.u.tuple.values[1].data,
-                            "c4ca4238a0b923820dcc509a6f75849b", 32), 0); /* md5('1') */
+    ck_assert_int_eq(
+        memcmp(m.u.tuple.values[1].data, "c4ca4238a0b923820dcc509a6f75849b", 32),
+        0); /* md5('1') */
     check_null(&m.u.tuple.values[2]);
 
     /* The UPDATE leaves the unchanged TOASTed "big" out. */
@@ -522,9 +526,9 @@ START_TEST(test_recorded_toast_update_changes_layout)
 }
 END_TEST
 
-static const char *const recorded_files[] = {
-    "outbox_insert.jsonl", "types_kolkata.jsonl", "actions_los_angeles.jsonl",
-    "toast_update.jsonl"};
+static const char *const recorded_files[] = {"outbox_insert.jsonl", "types_kolkata.jsonl",
+                                             "actions_los_angeles.jsonl",
+                                             "toast_update.jsonl"};
 #define NFILES (sizeof(recorded_files) / sizeof(recorded_files[0]))
 
 START_TEST(test_recorded_lines_and_their_prefixes)
@@ -541,11 +545,11 @@ START_TEST(test_recorded_lines_and_their_prefixes)
             lsn_t ds = data_start_of(l.line[i]);
             for (size_t n = 0; n < l.len[i]; n++) {
                 int rc = decode_at(ds, l.line[i], n);
-                ck_assert_msg(rc == -1, "%s line %zu prefix %zu decoded",
-                              recorded_files[f], i, n);
+                ck_assert_msg(rc == -1, "%s line %zu prefix %zu decoded", recorded_files[f],
+                              i, n);
             }
-            ck_assert_msg(decode_line(&l, i) == 0, "%s line %zu: %s",
-                          recorded_files[f], i, err);
+            ck_assert_msg(decode_line(&l, i) == 0, "%s line %zu: %s", recorded_files[f], i,
+                          err);
             total++;
         }
         free_lines(&l);
@@ -571,8 +575,7 @@ START_TEST(test_escapes)
     ck_assert_int_eq(m.u.tuple.nvalues, 5);
     check_text(&m.u.tuple.values[0], "q\"b\\s/");
     check_text(&m.u.tuple.values[1], "\t\n\r\b\f");
-    check_text(&m.u.tuple.values[2],
-               "\xc3\xa9\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    check_text(&m.u.tuple.values[2], "\xc3\xa9\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
     check_text(&m.u.tuple.values[3], "\x01\x1f");
     check_textn(&m.u.tuple.values[4], "", 0);
 
@@ -602,8 +605,7 @@ START_TEST(test_raw_utf8)
     ck_assert_str_eq(m.u.tuple.rel->nspname, "sch\xc3\xa9ma");
     ck_assert_str_eq(m.u.tuple.rel->relname, "\xe8\xa1\xa8");
     ck_assert_str_eq(m.u.tuple.rel->cols[0].name, "n\xc3\xa4me");
-    check_text(&m.u.tuple.values[0],
-               "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x9a\x80 \xc3\xbc");
+    check_text(&m.u.tuple.values[0], "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x9a\x80 \xc3\xbc");
 
     DECODE_ERR("{'action':'I','schema':'s','table':'t','columns':["
                "{'name':'a','value':'bad \xff byte'}]}",
@@ -617,10 +619,20 @@ END_TEST
 START_TEST(test_numbers_keep_their_text)
 {
     static const char *const texts[] = {
-        "0", "-0", "7", "1.50", "123456789012345678901234567890",
+        "0",
+        "-0",
+        "7",
+        "1.50",
+        "123456789012345678901234567890",
         "-123456789012345678901234567890.000000000000000000001",
-        "-1.5e-10", "1E+5", "2e3", "1e+300", "9223372036854775808",
-        "-9223372036854775809", "0.1", "1.0E-0"};
+        "-1.5e-10",
+        "1E+5",
+        "2e3",
+        "1e+300",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "0.1",
+        "1.0E-0"};
     char line[2048];
     size_t n = 0;
 
@@ -629,8 +641,8 @@ START_TEST(test_numbers_keep_their_text)
                           "\"columns\":[");
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
         n += (size_t)snprintf(line + n, sizeof(line) - n,
-                              "%s{\"name\" : \"c%zu\" ,\"value\":\t%s }",
-                              i ? " , " : "", i, texts[i]);
+                              "%s{\"name\" : \"c%zu\" ,\"value\":\t%s }", i ? " , " : "", i,
+                              texts[i]);
     n += (size_t)snprintf(line + n, sizeof(line) - n, "]}");
     ck_assert_uint_lt(n, sizeof(line));
     ck_assert_msg(decode_at(0, line, n) == 0, "%s", err);
@@ -649,10 +661,9 @@ END_TEST
 
 START_TEST(test_invalid_numbers)
 {
-    static const char *const bad[] = {"01",  "1.",   ".5",  "-",     "1e",   "1e+",
-                                      "+1",  "1.e5", "--1", "0x10",  "1..2", "-01",
-                                      "1e5.0", "1-2", "NaN", "Infinity", "-Infinity",
-                                      "1 2"};
+    static const char *const bad[] = {
+        "01",   "1.",   ".5",  "-",     "1e",  "1e+", "+1",       "1.e5",      "--1",
+        "0x10", "1..2", "-01", "1e5.0", "1-2", "NaN", "Infinity", "-Infinity", "1 2"};
     char line[256];
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -812,7 +823,8 @@ START_TEST(test_begin_commit_fields)
     DECODE_ERR("{'action':'C','lsn':'0/1','nextlsn':true}", "\"nextlsn\" is true");
 
     /* xid must be a 32-bit unsigned JSON number. */
-    DECODE_ERR("{'action':'B','lsn':'0/1','xid':'12'}", "\"xid\" is a string, not a number");
+    DECODE_ERR("{'action':'B','lsn':'0/1','xid':'12'}",
+               "\"xid\" is a string, not a number");
     DECODE_ERR("{'action':'B','lsn':'0/1','xid':-1}", "not a 32-bit unsigned integer");
     DECODE_ERR("{'action':'B','lsn':'0/1','xid':4294967296}", "not a 32-bit");
     DECODE_ERR("{'action':'B','lsn':'0/1','xid':1.5}", "not a 32-bit");
@@ -825,7 +837,8 @@ END_TEST
 static int begin_at(const char *ts, int64_t *us)
 {
     char line[256];
-    int n = snprintf(line, sizeof(line), "{\"action\":\"B\",\"lsn\":\"0/1\",\"timestamp\":\"%s\"}", ts);
+    int n = snprintf(line, sizeof(line),
+                     "{\"action\":\"B\",\"lsn\":\"0/1\",\"timestamp\":\"%s\"}", ts);
     int rc = decode_at(0, line, (size_t)n);
 
     *us = rc == 0 ? m.u.begin.commit_time : -1;
@@ -845,7 +858,7 @@ START_TEST(test_timestamps)
         {"2000-01-01 05:30:00+05:30", 0},
         {"1999-12-31 16:00:00-08", 0},
         {"2000-01-01 05:45:00+05:45", 0},
-        {"2000-01-01 00:53:28+00:53:28", 0}, /* an LMT offset */
+        {"2000-01-01 00:53:28+00:53:28", 0},                       /* an LMT offset */
         {"2000-03-01 00:00:00+00", INT64_C(60) * 86400 * 1000000}, /* 2000 is leap */
         {"2024-02-29 12:00:00+00", INT64_C(762523200) * 1000000},
         {"1970-01-01 00:00:00+00", -INT64_C(946684800) * 1000000},
@@ -855,15 +868,15 @@ START_TEST(test_timestamps)
         {"2026-11-29 17:00:36.000729-08:00", TS_TXN1},
     };
     static const char *const bad[] = {
-        "2026-11-30 01:00:36.000729",      /* no zone */
-        "2026-11-30 01:00:36.0007291+00",  /* 7 fraction digits */
-        "2026-11-30 01:00:36.+00",         /* empty fraction */
-        "2026-11-30T01:00:36+00",          /* not Postgres' ISO output */
-        "2026-11-30 01:00:36+0",           /* one-digit zone */
-        "2026-11-30 01:00:36+00:",         /* dangling colon */
+        "2026-11-30 01:00:36.000729",     /* no zone */
+        "2026-11-30 01:00:36.0007291+00", /* 7 fraction digits */
+        "2026-11-30 01:00:36.+00",        /* empty fraction */
+        "2026-11-30T01:00:36+00",         /* not Postgres' ISO output */
+        "2026-11-30 01:00:36+0",          /* one-digit zone */
+        "2026-11-30 01:00:36+00:",        /* dangling colon */
         "2026-11-30 01:00:36+00:00:",
         "2026-11-30 01:00:36+00 ",
-        "2026-02-29 00:00:00+00",          /* not a leap year */
+        "2026-02-29 00:00:00+00", /* not a leap year */
         "2026-04-31 00:00:00+00",
         "2026-13-01 00:00:00+00",
         "2026-00-01 00:00:00+00",
@@ -954,6 +967,12 @@ START_TEST(test_alter_table_and_missing_columns)
     ck_assert_uint_eq(m.u.tuple.rel->relid, 6);
     ck_assert_str_eq(m.u.tuple.rel->cols[0].name, "c");
 
+    /* RENAME COLUMN of the last column: same count, same types. */
+    DECODE_OK("{'action':'I','schema':'s','table':'t','columns':["
+              "{'name':'c','value':null},{'name':'z','type':'text','value':'1'}]}");
+    ck_assert_uint_eq(m.u.tuple.rel->relid, 7);
+    ck_assert_str_eq(m.u.tuple.rel->cols[1].name, "z");
+
     /* Duplicate names cannot be a table. */
     DECODE_ERR("{'action':'I','schema':'s','table':'t','columns':["
                "{'name':'a','value':1},{'name':'a','value':2}]}",
@@ -968,11 +987,14 @@ START_TEST(test_tables_are_told_apart)
      * the others come and go. */
     const struct relation *a, *b, *c;
 
-    DECODE_OK("{'action':'I','schema':'s1','table':'t','columns':[{'name':'x','value':1}]}");
+    DECODE_OK(
+        "{'action':'I','schema':'s1','table':'t','columns':[{'name':'x','value':1}]}");
     a = m.u.tuple.rel;
-    DECODE_OK("{'action':'I','schema':'s2','table':'t','columns':[{'name':'x','value':1}]}");
+    DECODE_OK(
+        "{'action':'I','schema':'s2','table':'t','columns':[{'name':'x','value':1}]}");
     b = m.u.tuple.rel;
-    DECODE_OK("{'action':'I','schema':'s1.t','table':'','columns':[{'name':'x','value':1}]}");
+    DECODE_OK(
+        "{'action':'I','schema':'s1.t','table':'','columns':[{'name':'x','value':1}]}");
     c = m.u.tuple.rel;
     ck_assert_ptr_ne(a, b);
     ck_assert_ptr_ne(a, c);
@@ -983,9 +1005,11 @@ START_TEST(test_tables_are_told_apart)
     ck_assert_str_eq(b->nspname, "s2");
     ck_assert_str_eq(c->relname, "");
     for (int i = 0; i < 3; i++) {
-        DECODE_OK("{'action':'I','schema':'s2','table':'t','columns':[{'name':'x','value':2}]}");
+        DECODE_OK(
+            "{'action':'I','schema':'s2','table':'t','columns':[{'name':'x','value':2}]}");
         ck_assert_ptr_eq(m.u.tuple.rel, b);
-        DECODE_OK("{'action':'D','schema':'s1','table':'t','identity':[{'name':'x','value':2}]}");
+        DECODE_OK(
+            "{'action':'D','schema':'s1','table':'t','identity':[{'name':'x','value':2}]}");
         ck_assert_ptr_eq(m.u.tuple.rel, a);
         ck_assert_int_eq(m.kind, RM_DELETE);
     }
@@ -1047,8 +1071,8 @@ START_TEST(test_type_oids)
     ck_assert_uint_eq(m.u.tuple.rel->cols[0].typid, 1043);
     ck_assert_uint_eq(m.u.tuple.rel->cols[1].typid, 1184);
     ck_assert_uint_eq(m.u.tuple.rel->cols[2].typid, 1700);
-    ck_assert_uint_eq(m.u.tuple.rel->cols[3].typid, 0); /* arrays: unknown */
-    ck_assert_uint_eq(m.u.tuple.rel->cols[4].typid, 0); /* user type */
+    ck_assert_uint_eq(m.u.tuple.rel->cols[3].typid, 0);  /* arrays: unknown */
+    ck_assert_uint_eq(m.u.tuple.rel->cols[4].typid, 0);  /* user type */
     ck_assert_uint_eq(m.u.tuple.rel->cols[5].typid, 20); /* typeoid wins */
     ck_assert_uint_eq(m.u.tuple.rel->cols[6].typid, 16384);
     ck_assert_uint_eq(m.u.tuple.rel->cols[7].typid, 0);
@@ -1088,8 +1112,9 @@ START_TEST(test_relcache)
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5; /* xorshift32: no repeats within its period */
-        pool[i] = i < 800 ? x : i < 1600 ? (uint32_t)(i - 800) << 22 | 0x15
-                                          : (uint32_t)(16384 + i);
+        pool[i] = i < 800    ? x
+                  : i < 1600 ? (uint32_t)(i - 800) << 22 | 0x15
+                             : (uint32_t)(16384 + i);
         present[i] = false;
     }
     for (int step = 0; step < 30000; step++) {
@@ -1126,8 +1151,8 @@ START_TEST(test_relcache)
             size_t count = 0;
             for (int k = 0; k < NPOOL; k++) {
                 const struct relation *r = relcache_get(c, pool[k]);
-                ck_assert_msg((r != NULL) == present[k], "step %d relid %u: %p vs %d",
-                              step, pool[k], (const void *)r, present[k]);
+                ck_assert_msg((r != NULL) == present[k], "step %d relid %u: %p vs %d", step,
+                              pool[k], (const void *)r, present[k]);
                 if (r) {
                     ck_assert_uint_eq(r->relid, pool[k]);
                     count++;
@@ -1203,27 +1228,39 @@ END_TEST
 
 START_TEST(test_not_an_object)
 {
-    static const char *const lines[] = {
-        "[1,2]", "42", "-1.5", "\"str\"", "null", "true", "[]", "[{\"action\":\"B\"}]"};
+    static const char *const lines[] = {"[1,2]", "42",   "-1.5", "\"str\"",
+                                        "null",  "true", "[]",   "[{\"action\":\"B\"}]"};
     static const char *const types[] = {"an array", "a number", "a number", "a string",
-                                        "null", "true", "an array", "an array"};
+                                        "null",     "true",     "an array", "an array"};
 
     for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
         ck_assert_int_eq(decode_at(0, lines[i], strlen(lines[i])), -1);
-        ck_assert_msg(strstr(err, types[i]) && strstr(err, "not a JSON object"),
-                      "%s: %s", lines[i], err);
+        ck_assert_msg(strstr(err, types[i]) && strstr(err, "not a JSON object"), "%s: %s",
+                      lines[i], err);
     }
 }
 END_TEST
 
 START_TEST(test_garbage)
 {
-    static const char *const lines[] = {
-        " ", "\n", "hello", "{", "}", "{\"action\"", "{\"action\":}", "{action:\"B\"}",
-        "{'action':'B'}", "{\"action\":\"B\",}", "\xff\xfe", "{\"action\":\"B\",\"lsn\":\"0/1\"} x",
-        "{\"action\":\"B\",\"lsn\":\"0/1\"}{}", "{\"action\":\"B\",\"lsn\":\"0/1\"\"}",
-        "{\"action\":\"B\",\"lsn\":\"0/1\\q\"}", "{\"action\":\"B\",\"lsn\":\"0/1\\u12\"}",
-        "\"unterminated", "\"ends in a backslash\\"};
+    static const char *const lines[] = {" ",
+                                        "\n",
+                                        "hello",
+                                        "{",
+                                        "}",
+                                        "{\"action\"",
+                                        "{\"action\":}",
+                                        "{action:\"B\"}",
+                                        "{'action':'B'}",
+                                        "{\"action\":\"B\",}",
+                                        "\xff\xfe",
+                                        "{\"action\":\"B\",\"lsn\":\"0/1\"} x",
+                                        "{\"action\":\"B\",\"lsn\":\"0/1\"}{}",
+                                        "{\"action\":\"B\",\"lsn\":\"0/1\"\"}",
+                                        "{\"action\":\"B\",\"lsn\":\"0/1\\q\"}",
+                                        "{\"action\":\"B\",\"lsn\":\"0/1\\u12\"}",
+                                        "\"unterminated",
+                                        "\"ends in a backslash\\"};
 
     ck_assert_int_eq(decode_at(0, "", 0), -1);
     ck_assert_str_eq(err, "wal2json: empty line");
@@ -1262,7 +1299,8 @@ START_TEST(test_unknown_or_bad_action)
     /* A long action name is cut, and control bytes never reach err. */
     DECODE_ERR("{'action':'\\n\\tX\\u001b[31mYYYYYYYYYYYYYYYYYYYYYYYYYYYYYY'}",
                "unknown action \"??X?[31mYYYYYYYY\"");
-    for (const char *p = err; *p; p++) ck_assert_int_ge((unsigned char)*p, 0x20);
+    for (const char *p = err; *p; p++)
+        ck_assert_int_ge((unsigned char)*p, 0x20);
 }
 END_TEST
 
@@ -1281,12 +1319,14 @@ START_TEST(test_wrong_types_in_rows)
                "wal2json Delete: missing \"identity\"");
     DECODE_ERR("{'action':'U','schema':'s','table':'t','columns':[1]}",
                "wal2json Update: column 1: is a number, not an object");
-    DECODE_ERR("{'action':'I','schema':'s','table':'t','columns':[{'name':'a','value':1},[]]}",
-               "column 2: is an array, not an object");
+    DECODE_ERR(
+        "{'action':'I','schema':'s','table':'t','columns':[{'name':'a','value':1},[]]}",
+        "column 2: is an array, not an object");
     DECODE_ERR("{'action':'I','schema':'s','table':'t','columns':[{'name':5,'value':1}]}",
                "column 1: \"name\" is a number, not a string");
-    DECODE_ERR("{'action':'I','schema':'s','table':'t','columns':[{'name':null,'value':1}]}",
-               "column 1: \"name\" is null, not a string");
+    DECODE_ERR(
+        "{'action':'I','schema':'s','table':'t','columns':[{'name':null,'value':1}]}",
+        "column 1: \"name\" is null, not a string");
     DECODE_ERR("{'action':'I','schema':'s','table':'t','columns':[{'value':1}]}",
                "column 1: missing \"name\"");
     DECODE_ERR("{'action':'I','schema':'s','table':'t','columns':[{'name':'','value':1}]}",
@@ -1313,7 +1353,8 @@ START_TEST(test_wrong_types_in_rows)
         size_t cap = 64 + 1665 * 32, n = 0;
         char *line = malloc(cap);
         ck_assert_ptr_nonnull(line);
-        n += (size_t)snprintf(line, cap, "{\"action\":\"I\",\"schema\":\"s\",\"table\":\"t\",\"columns\":[");
+        n += (size_t)snprintf(
+            line, cap, "{\"action\":\"I\",\"schema\":\"s\",\"table\":\"t\",\"columns\":[");
         for (int i = 0; i < 1665; i++)
             n += (size_t)snprintf(line + n, cap - n, "%s{\"name\":\"c%d\",\"value\":1}",
                                   i ? "," : "", i);
@@ -1346,7 +1387,8 @@ START_TEST(test_huge_nesting)
     /* ...and deep objects as a column value. */
     n = (size_t)sprintf(line, "{\"action\":\"I\",\"schema\":\"s\",\"table\":\"t\","
                               "\"columns\":[{\"name\":\"a\",\"value\":");
-    for (size_t i = 0; i < depth / 8; i++) n += (size_t)sprintf(line + n, "{\"a\":");
+    for (size_t i = 0; i < depth / 8; i++)
+        n += (size_t)sprintf(line + n, "{\"a\":");
     n += (size_t)sprintf(line + n, "1");
     memset(line + n, '}', depth / 8);
     n += depth / 8;
@@ -1403,7 +1445,8 @@ START_TEST(test_mutations_never_crash)
     int ok = 0, bad = 0;
 
     ck_assert_ptr_nonnull(buf);
-    for (size_t f = 0; f < NFILES; f++) all[f] = load(recorded_files[f]);
+    for (size_t f = 0; f < NFILES; f++)
+        all[f] = load(recorded_files[f]);
     for (int iter = 0; iter < 20000; iter++) {
         const struct lines *l = &all[rng() % NFILES];
         size_t i = rng() % l->n, n = l->len[i];
@@ -1413,23 +1456,34 @@ START_TEST(test_mutations_never_crash)
         for (int k = 1 + (int)(rng() % 3); k > 0 && n > 0; k--) {
             size_t at = rng() % n;
             switch (rng() % 5) {
-            case 0: buf[at] ^= (char)(1u << (rng() % 8)); break;
-            case 1: buf[at] = (char)rng(); break;
-            case 2: buf[at] = jsonish[rng() % (sizeof(jsonish) - 1)]; break;
+            case 0:
+                buf[at] ^= (char)(1u << (rng() % 8));
+                break;
+            case 1:
+                buf[at] = (char)rng();
+                break;
+            case 2:
+                buf[at] = jsonish[rng() % (sizeof(jsonish) - 1)];
+                break;
             case 3:
                 memmove(buf + at + 1, buf + at, n - at);
                 buf[at] = jsonish[rng() % (sizeof(jsonish) - 1)];
                 n++;
                 break;
-            default: n = at; break;
+            default:
+                n = at;
+                break;
             }
         }
-        if (decode_at(data_start_of(l->line[i]), buf, n) == 0) ok++;
-        else bad++;
+        if (decode_at(data_start_of(l->line[i]), buf, n) == 0)
+            ok++;
+        else
+            bad++;
     }
     ck_assert_int_gt(ok, 100);
     ck_assert_int_gt(bad, 100);
-    for (size_t f = 0; f < NFILES; f++) free_lines(&all[f]);
+    for (size_t f = 0; f < NFILES; f++)
+        free_lines(&all[f]);
     free(buf);
 }
 END_TEST
