@@ -7,6 +7,7 @@
 #ifndef OUTBOXD_DECODER_H
 #define OUTBOXD_DECODER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "decode.h"
@@ -16,6 +17,10 @@ enum plugin_kind { PLUGIN_PGOUTPUT = 0, PLUGIN_WAL2JSON = 1 };
 /* "pgoutput" or "wal2json"; -1 when unknown. */
 int plugin_parse(const char *name);
 const char *plugin_name(enum plugin_kind p);
+
+/* True when list, the value of a server's output_plugin_libraries setting
+ * (comma-separated names, e.g. "pgoutput, test_decoding"), names plugin. */
+bool plugin_listed(const char *list, const char *plugin);
 
 struct decoder;
 

@@ -20,6 +20,20 @@ int plugin_parse(const char *name)
 
 const char *plugin_name(enum plugin_kind p) { return plugin_names[p]; }
 
+bool plugin_listed(const char *list, const char *plugin)
+{
+    size_t plen = strlen(plugin);
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '"') p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ' && *e != '"') e++;
+        if (e > p && (size_t)(e - p) == plen && strncmp(p, plugin, plen) == 0) return true;
+        p = e;
+    }
+    return false;
+}
+
 struct decoder {
     enum plugin_kind plugin;
     struct pgoutput_decoder *pg;

@@ -216,22 +216,6 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
     return 0;
 }
 
-/* True when the comma-separated list names plugin (spaces around names and
- * double quotes are ignored). */
-static bool list_has(const char *list, const char *plugin)
-{
-    size_t plen = strlen(plugin);
-    const char *p = list;
-    while (*p) {
-        while (*p == ' ' || *p == ',' || *p == '"') p++;
-        const char *e = p;
-        while (*e && *e != ',' && *e != ' ' && *e != '"') e++;
-        if ((size_t)(e - p) == plen && strncmp(p, plugin, plen) == 0) return true;
-        p = e;
-    }
-    return false;
-}
-
 int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_t errlen)
 {
     PGresult *r = PQexec(s->conn, "SHOW output_plugin_libraries");
@@ -243,7 +227,7 @@ int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_
         return none ? 1 : -1;
     }
     const char *list = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "";
-    int allowed = list_has(list, plugin);
+    int allowed = plugin_listed(list, plugin);
     if (!allowed)
         snprintf(err, errlen,
                  "the server's output_plugin_libraries (\"%s\") does not list %s: run "

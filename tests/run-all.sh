@@ -12,4 +12,4 @@ cmake --build build -j"$jobs"
 # runs tests in declaration order unless it has timing data from an earlier
 # run (then it reorders by cost): drop that so unit tests always run first.
 rm -f build/Testing/Temporary/CTestCostData.txt
-exec ctest --test-dir build --output-on-failure --no-tests=error "$@"
+exec ctest --test-dir build --output-on-failure --no-tests=error --no-label-summary "$@"

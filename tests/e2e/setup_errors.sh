@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Server-side set-up mistakes end before streaming, with the exit code the
+# interface promises and a message that names the problem and the fix:
+#  - an existing slot made with another plugin than configured: exit 2;
+#  - the publication missing (pgoutput): exit 1;
+#  - the slot missing with create_slot = false: exit 1;
+#  - the wal2json plugin not installed on the server: exit 1, names the
+#    package (the server is pointed at a library directory without it).
+# In every case the slots stay where they were.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_init setup_errors
+pg_start
+broker_start
+
+# expect_exit CODE PATTERN [outboxd args]: runs outboxd in the foreground
+# until it exits; its status must be CODE and its log must match PATTERN.
+expect_exit() {
+    local code=$1 pattern=$2 rc=0
+    shift 2
+    step "expect exit $code matching /$pattern/: $*"
+    outboxd_start --no-wait "$@"
+    local i
+    for ((i = 0; i < 300; i++)); do
+        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd still running after 30s"
+    wait "$OUTBOXD_PID" || rc=$?
+    OUTBOXD_PID=
+    assert_eq "$code" "$rc" "exit status"
+    tail -n 3 "$T/outboxd.log" | grep -E "$pattern" >/dev/null ||
+        fail "log does not match /$pattern/: $(tail -n 3 "$T/outboxd.log")"
+    info "log: $(tail -n 1 "$T/outboxd.log" | cut -c1-300)"
+}
+
+psql_q "SELECT pg_create_logical_replication_slot('made_by_pgoutput', 'pgoutput')" >/dev/null
+before=$(psql_q "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'made_by_pgoutput'")
+OUTBOXD_TEST_PLUGIN=wal2json OUTBOXD_SLOT=made_by_pgoutput \
+    expect_exit 2 'uses plugin pgoutput, but \[postgres\] plugin is wal2json'
+assert_eq "$before" \
+    "$(psql_q "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'made_by_pgoutput'")" \
+    "the slot made by another plugin is untouched"
+
+OUTBOXD_TEST_PLUGIN=pgoutput OUTBOXD_SLOT=not_there \
+    expect_exit 1 'replication slot "not_there" does not exist and \[postgres\] create_slot is false' \
+    --set postgres.create_slot=false
+assert_sql "SELECT count(*) = 0 FROM pg_replication_slots WHERE slot_name = 'not_there'" \
+    "no slot was created"
+
+psql_q "DROP PUBLICATION outboxd_pub"
+OUTBOXD_TEST_PLUGIN=pgoutput OUTBOXD_SLOT=nopub \
+    expect_exit 1 'publication "outboxd_pub" does not exist'
+psql_q "CREATE PUBLICATION outboxd_pub FOR TABLE public.outbox_events WITH (publish = 'insert')"
+
+step "a server whose library directory has no wal2json"
+libdir=$(pg_config --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)
+mkdir -p "$T/libdir"
+for f in "$libdir"/*; do
+    [[ $(basename "$f") == wal2json.so ]] || ln -s "$f" "$T/libdir/"
+done
+[[ -e "$T/libdir/pgoutput.so" ]] || fail "pgoutput.so not found in $libdir"
+psql_q "ALTER SYSTEM SET dynamic_library_path = '$T/libdir'"
+psql_q "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+OUTBOXD_TEST_PLUGIN=wal2json OUTBOXD_SLOT=w2j_missing \
+    expect_exit 1 'output plugin wal2json is not installed on the server \(Debian: apt-get install postgresql-15-wal2json\)'
+assert_sql "SELECT count(*) = 0 FROM pg_replication_slots WHERE slot_name = 'w2j_missing'" \
+    "no slot was left behind"
+step "the same server still streams with pgoutput"
+OUTBOXD_TEST_PLUGIN=pgoutput OUTBOXD_SLOT=outboxd outboxd_start
+psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
+        VALUES (gen_random_uuid(), 'Order', 'o-1', 'Created', '{}')"
+wait_caught_up 60
+check_delivery --exactly-once
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+e2e_pass
