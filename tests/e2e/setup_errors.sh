@@ -4,6 +4,8 @@
 #  - an existing slot made with another plugin than configured: exit 2;
 #  - the publication missing (pgoutput): exit 1;
 #  - the slot missing with create_slot = false: exit 1;
+#  - wal2json not allowed by output_plugin_libraries (on servers that have
+#    that setting): exit 1, names the ALTER SYSTEM fix;
 #  - the wal2json plugin not installed on the server: exit 1, names the
 #    package (the server is pointed at a library directory without it).
 # In every case the slots stay where they were.
@@ -51,6 +53,18 @@ psql_q "DROP PUBLICATION outboxd_pub"
 OUTBOXD_TEST_PLUGIN=pgoutput OUTBOXD_SLOT=nopub \
     expect_exit 1 'publication "outboxd_pub" does not exist'
 psql_q "CREATE PUBLICATION outboxd_pub FOR TABLE public.outbox_events WITH (publish = 'insert')"
+
+if [[ -n "$PG_CTL_OPTS" ]]; then
+    # This server has output_plugin_libraries (superuser-settable per
+    # session): a session that lists only pgoutput must get the fix named.
+    OUTBOXD_TEST_PLUGIN=wal2json OUTBOXD_SLOT=w2j_not_allowed \
+        expect_exit 1 "does not list wal2json: run ALTER SYSTEM SET output_plugin_libraries = pgoutput, wal2json" \
+        --set "postgres.conninfo=$PG_CONNINFO options='-c output_plugin_libraries=pgoutput,test_decoding'"
+    assert_sql "SELECT count(*) = 0 FROM pg_replication_slots WHERE slot_name = 'w2j_not_allowed'" \
+        "no slot was created"
+else
+    info "this server has no output_plugin_libraries setting: nothing to check there"
+fi
 
 step "a server whose library directory has no wal2json"
 libdir=$(pg_config --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)
