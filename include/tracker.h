@@ -56,8 +56,11 @@ int tracker_ack(struct tracker *t, uint64_t seq);
 /* One event of transaction seq failed permanently. */
 void tracker_fail(struct tracker *t, uint64_t seq);
 
-/* A keepalive reported the server's walEnd; advances the flush position to
- * it only when nothing is in flight. */
+/* A keepalive reported the server's walEnd: everything before it has been
+ * sent to us. Advances the flush position to it when nothing is in flight;
+ * otherwise remembers it and advances as soon as everything received so
+ * far is ACKed (the server may send no other keepalive: it only pings a
+ * client whose reported position is behind what it sent). */
 void tracker_keepalive(struct tracker *t, lsn_t wal_end);
 
 /* The LSN that may be confirmed now (monotonic). */

@@ -33,6 +33,7 @@ struct tracker {
     lsn_t flush_lsn;
     lsn_t last_end_lsn; /* newest commit end seen, to reject going back */
     size_t aborted;     /* aborted transactions still in the ring */
+    lsn_t keepalive_lsn; /* newest keepalive walEnd, applied when idle */
     bool failed;
 };
 
@@ -79,6 +80,14 @@ static int grow(struct tracker *t)
     return 0;
 }
 
+/* Everything up to the newest keepalive's walEnd was received before it; once
+ * all of that is ACKed and no transaction is open, it may be confirmed. */
+static void apply_keepalive(struct tracker *t)
+{
+    if (!t->failed && tracker_idle(t) && t->keepalive_lsn > t->flush_lsn)
+        t->flush_lsn = t->keepalive_lsn;
+}
+
 /* Pops every completed transaction from the front and advances flush_lsn. */
 static void advance(struct tracker *t)
 {
@@ -93,6 +102,7 @@ static void advance(struct tracker *t)
         t->count--;
         t->head_seq++;
     }
+    apply_keepalive(t);
 }
 
 uint64_t tracker_begin(struct tracker *t, lsn_t final_lsn)
@@ -143,6 +153,9 @@ void tracker_abort_open(struct tracker *t)
     x->committed = true;
     x->end_lsn = 0;
     t->aborted++;
+    /* A keepalive seen while the dropped transaction streamed may point past
+     * its commit: it must never be confirmed now. */
+    t->keepalive_lsn = 0;
     t->open_seq = 0;
     advance(t);
 }
@@ -173,8 +186,8 @@ void tracker_fail(struct tracker *t, uint64_t seq)
 
 void tracker_keepalive(struct tracker *t, lsn_t wal_end)
 {
-    if (!t->failed && tracker_idle(t) && wal_end > t->flush_lsn)
-        t->flush_lsn = wal_end;
+    if (wal_end > t->keepalive_lsn) t->keepalive_lsn = wal_end;
+    apply_keepalive(t);
 }
 
 lsn_t tracker_flush_lsn(const struct tracker *t) { return t->flush_lsn; }

@@ -260,9 +260,9 @@ START_TEST(test_keepalive_open_txn)
     ck_assert_int_eq(tracker_ack(T, s), 0);
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(START);
+    /* Once nothing is in flight, the remembered walEnd is confirmed without
+     * waiting for another keepalive (the server may not send one). */
     ck_assert_int_eq(tracker_commit(T, s, 0x2010), 0);
-    FLUSH_EQ(0x2010);
-    tracker_keepalive(T, 0x9000);
     FLUSH_EQ(0x9000);
 }
 END_TEST
@@ -276,10 +276,33 @@ START_TEST(test_keepalive_pending_events)
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(START);
     ck_assert_int_eq(tracker_ack(T, s), 0);
-    FLUSH_EQ(0x2010);
-    ck_assert(tracker_idle(T));
-    tracker_keepalive(T, 0x9000);
     FLUSH_EQ(0x9000);
+    ck_assert(tracker_idle(T));
+}
+END_TEST
+
+START_TEST(test_keepalive_forgotten_on_abort)
+{
+    /* A keepalive seen while a transaction streamed, then the stream broke:
+     * the walEnd must not be confirmed past the dropped transaction. */
+    uint64_t s = tracker_begin(T, 0x2000);
+    ck_assert_int_eq(tracker_event_sent(T, s), 0);
+    tracker_keepalive(T, 0x2010);
+    tracker_abort_open(T);
+    ck_assert(tracker_idle(T));
+    FLUSH_EQ(START);
+    /* A keepalive of the new stream applies as usual. */
+    tracker_keepalive(T, 0x1800);
+    FLUSH_EQ(0x1800);
+}
+END_TEST
+
+START_TEST(test_keepalive_not_after_failure)
+{
+    uint64_t s = txn(0x2000, 0x2010, 1);
+    tracker_fail(T, s);
+    tracker_keepalive(T, 0x9000);
+    FLUSH_EQ(START);
 }
 END_TEST
 
@@ -294,7 +317,7 @@ START_TEST(test_keepalive_pending_in_later_txn)
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(0x2010);
     ck_assert_int_eq(tracker_ack(T, s2), 0);
-    FLUSH_EQ(0x3010);
+    FLUSH_EQ(0x9000);
 }
 END_TEST
 
@@ -777,6 +800,8 @@ int main(void)
     tcase_add_test(tc, test_keepalive_below_start);
     tcase_add_test(tc, test_keepalive_open_txn);
     tcase_add_test(tc, test_keepalive_pending_events);
+    tcase_add_test(tc, test_keepalive_forgotten_on_abort);
+    tcase_add_test(tc, test_keepalive_not_after_failure);
     tcase_add_test(tc, test_keepalive_pending_in_later_txn);
     tcase_add_test(tc, test_failure_freezes);
     tcase_add_test(tc, test_failure_of_first_txn);

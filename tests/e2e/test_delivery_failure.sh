@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A delivery that fails for good stops outboxd with exit 1 and the slot is
+# not confirmed past the failed event; after the cause is fixed, a restart
+# re-delivers from the stored position and nothing is lost.
+#  1. a message larger than message.max.bytes (refused by the producer);
+#  2. messages that time out while the broker is down (message.timeout.ms).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_init delivery_failure
+pg_start
+broker_start
+
+cols="event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload"
+
+# wait_exit: waits up to 60 s for outboxd to exit by itself; sets OUTBOXD_RC.
+wait_exit() {
+    local i
+    for ((i = 0; i < 600; i++)); do
+        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd did not stop by itself"
+    OUTBOXD_RC=0
+    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
+    OUTBOXD_PID=
+}
+
+step "1. a message larger than message.max.bytes"
+outboxd_start --set kafka.message.max.bytes=2000
+psql_q "INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Doc', 'd-' || i, 1, 'Small', '{}' FROM generate_series(1, 5) AS i"
+wait_caught_up 60
+before=$(current_lsn)
+psql_q "INSERT INTO public.outbox_events ($cols) VALUES ('00000000-0000-4000-8000-0000000000b1', 'Doc', 'd-big', 1, 'Big',
+        jsonb_build_object('blob', repeat('x', 5000)))"
+wait_exit
+assert_eq 1 "$OUTBOXD_RC" "exit status after a permanent produce error"
+grep -q "event 00000000-0000-4000-8000-0000000000b1 (commit_lsn .*): produce to outbox.event.Doc: .*too large" "$T/outboxd.log" ||
+    fail "the log does not name the event and the reason: $(grep ERROR "$T/outboxd.log" | tail -2)"
+confirmed=$(slot_confirmed_lsn)
+lsn_ge "$before" "$confirmed" || fail "slot confirmed $confirmed, past the failed event (written after $before)"
+lsn_ge "$(cat "$T/outboxd.offset")" "$before" && ! lsn_ge "$before" "$(cat "$T/outboxd.offset")" &&
+    fail "offset file $(cat "$T/outboxd.offset") is past the failed event"
+info "slot stays at $confirmed (failed event written after $before)"
+
+step "restart with the limit lifted: the big event arrives"
+outboxd_start
+wait_caught_up 60
+check_delivery
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+
+step "2. deliveries time out while the broker is down"
+outboxd_start --set kafka.message.timeout.ms=3000
+psql_q "INSERT INTO public.outbox_events ($cols) VALUES (gen_random_uuid(), 'Doc', 'd-1', 2, 'BeforeOutage', '{}')"
+wait_caught_up 60
+before=$(current_lsn)
+broker_cmd "down 1"
+psql_q "INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Doc', 'd-' || i, 3, 'DuringOutage', '{}' FROM generate_series(1, 10) AS i"
+wait_exit
+assert_eq 1 "$OUTBOXD_RC" "exit status after deliveries timed out"
+grep -q "failed: Local: Message timed out; stopping without confirming past it" "$T/outboxd.log" ||
+    fail "the log does not say the delivery timed out: $(grep ERROR "$T/outboxd.log" | tail -2)"
+confirmed=$(slot_confirmed_lsn)
+lsn_ge "$before" "$confirmed" || fail "slot confirmed $confirmed, past undelivered events (written after $before)"
+broker_cmd "up 1"
+outboxd_start
+wait_caught_up 60
+check_delivery
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+e2e_pass
