@@ -46,7 +46,7 @@ broker_cmd "up 1"
 wait_for_confirmed_lsn "$after" 120 || fail "slot did not advance to $after after the broker came back"
 wait_caught_up 60
 check_delivery
-first=$(jq -r 'select(.headers.event_type == "DuringOutage") | .headers.commit_lsn' "$T/check.dump.jsonl" | sort -u | head -n 1)
+first=$(jq -r 'select(.headers.event_type == "DuringOutage") | .headers.commit_lsn' "$T/check.dump.jsonl" | sort -u | sed -n 1p)
 lsn_ge "$first" "$confirmed" ||
     fail "during the outage the slot was confirmed at $confirmed, past the commit_lsn $first of an undelivered transaction"
 assert_eq 45 "$(jq -r .headers.event_id "$T/check.dump.jsonl" | sort -u | wc -l)" "distinct events"
