@@ -28,6 +28,8 @@ struct config {
     char *pg_plugin; /* "pgoutput" (later: "wal2json") */
     bool pg_create_slot;
     int pg_status_interval_ms;
+    int pg_retry_min_ms; /* reconnect backoff bounds */
+    int pg_retry_max_ms;
 
     /* [outbox] */
     char *outbox_table;

@@ -67,6 +67,14 @@ int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_
  * the slot is active for another process. */
 const char *stream_sqlstate(const struct stream *s);
 
+/* True when the connection itself failed (the server went away), as
+ * opposed to a statement the server refused. */
+bool stream_broken(const struct stream *s);
+
+/* True when a connection error from stream_connect() cannot be fixed by
+ * retrying (authentication, missing role or database, bad conninfo). */
+bool stream_error_is_fatal(const char *err);
+
 /* Socket to wait on for readability. */
 int stream_fd(const struct stream *s);
 

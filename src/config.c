@@ -37,6 +37,8 @@ static const struct key_def key_defs[] = {
     {"postgres", "plugin", KT_PLUGIN, CFG(pg_plugin)},
     {"postgres", "create_slot", KT_BOOL, CFG(pg_create_slot)},
     {"postgres", "status_interval_ms", KT_POSINT, CFG(pg_status_interval_ms)},
+    {"postgres", "retry_min_ms", KT_POSINT, CFG(pg_retry_min_ms)},
+    {"postgres", "retry_max_ms", KT_POSINT, CFG(pg_retry_max_ms)},
     {"outbox", "table", KT_STRING, CFG(outbox_table)},
     {"outbox", "topic", KT_STRING, CFG(outbox_topic)},
     {"outbox", "column.event_id", KT_STRING, CFG(outbox_columns[OC_EVENT_ID])},
@@ -107,6 +109,8 @@ int config_init(struct config *c)
         {"postgres", "plugin", "pgoutput"},
         {"postgres", "create_slot", "true"},
         {"postgres", "status_interval_ms", "1000"},
+        {"postgres", "retry_min_ms", "500"},
+        {"postgres", "retry_max_ms", "30000"},
         {"outbox", "table", "public.outbox_events"},
         {"outbox", "topic", "outbox.event.${aggregate_type}"},
         {"offsets", "file", "outboxd.offset"},
@@ -415,6 +419,11 @@ int config_validate(const struct config *c, char *err, size_t errlen)
     }
     if (plugin_parse(c->pg_plugin) < 0) {
         snprintf(err, errlen, "[postgres] plugin: unknown plugin \"%s\"", c->pg_plugin);
+        return -1;
+    }
+    if (c->pg_retry_min_ms > c->pg_retry_max_ms) {
+        snprintf(err, errlen, "[postgres] retry_min_ms (%d) is larger than retry_max_ms (%d)",
+                 c->pg_retry_min_ms, c->pg_retry_max_ms);
         return -1;
     }
     if (!config_kafka_get(c, "bootstrap.servers")) {

@@ -3,6 +3,7 @@
  * done by relay_run().
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "config.h"
 #include "log.h"
 #include "relay.h"
+#include "verify.h"
 
 extern char **environ;
 
@@ -29,6 +31,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: outboxd -c FILE [--set section.key=value ...]\n"
+            "       outboxd verify -c FILE [--set ...] [--since TIMESTAMP] [--json]\n"
             "       outboxd --help | --version\n"
             "\n"
             "Relays committed INSERTs into a PostgreSQL outbox table to Kafka through a\n"
@@ -38,6 +41,10 @@ static void usage(FILE *out)
             "      --set S.K=V     override one key (repeatable)\n"
             "  -h, --help          this text\n"
             "  -V, --version       print the version\n"
+            "\n"
+            "verify compares the outbox table with the topics: events missing from\n"
+            "Kafka, duplicates, unknown events and per-key order violations; it exits\n"
+            "0 only when nothing is missing and nothing is out of order.\n"
             "\n"
             "Every key can also be set as OUTBOXD_<SECTION>_<KEY> (dots as '_').\n"
             "Precedence: --set > environment > file > default.\n"
@@ -82,11 +89,19 @@ int main(int argc, char **argv)
         }
     }
     /* Second pass: the file first, then env, then --set, so later wins. */
-    for (int i = 1; i < argc; i++) {
+    int first = 1;
+    bool verify = argc > 1 && !strcmp(argv[1], "verify");
+    struct verify_options vopt = {.since = NULL, .json = false, .timeout_ms = 60000};
+    if (verify) first = 2;
+    for (int i = first; i < argc; i++) {
         if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
             path = argv[++i];
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
             i++;
+        } else if (verify && !strcmp(argv[i], "--since") && i + 1 < argc) {
+            vopt.since = argv[++i];
+        } else if (verify && !strcmp(argv[i], "--json")) {
+            vopt.json = true;
         } else {
             fprintf(stderr, "outboxd: unknown or incomplete argument \"%s\"\n", argv[i]);
             usage(stderr);
@@ -103,12 +118,22 @@ int main(int argc, char **argv)
     if (config_load_file(&cfg, path, err, sizeof(err)) != 0 ||
         config_load_env(&cfg, environ, err, sizeof(err)) != 0)
         goto bad_config;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--set") && config_apply_set(&cfg, argv[++i], err, sizeof(err)))
+    for (int i = first; i < argc; i++) {
+        if (!strcmp(argv[i], "--since") || !strcmp(argv[i], "-c") ||
+            !strcmp(argv[i], "--config"))
+            i++;
+        else if (!strcmp(argv[i], "--set") &&
+                 config_apply_set(&cfg, argv[++i], err, sizeof(err)))
             goto bad_config;
+    }
     if (config_validate(&cfg, err, sizeof(err)) != 0) goto bad_config;
 
     log_set_level((enum log_level)cfg.log_level);
+    if (verify) {
+        code = verify_run(&cfg, &vopt);
+        config_free(&cfg);
+        return code;
+    }
     install_signals();
     log_info("outboxd %s starting", OUTBOXD_VERSION);
     code = relay_run(&cfg, &stop_requested);

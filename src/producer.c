@@ -27,10 +27,13 @@ struct producer {
     void *ctx;
 };
 
-/* Defaults that keep memory bounded however large the backlog; the
- * [kafka] section may override them. */
+/* outboxd's defaults beyond config.c's; the [kafka] section may override
+ * them. The queue bound keeps memory bounded however large the backlog;
+ * no delivery timeout, because a broker that is down for minutes must
+ * delay events, not fail them (nothing is confirmed while they wait). */
 static const char *const bounded_defaults[][2] = {
     {"queue.buffering.max.kbytes", "65536"},
+    {"message.timeout.ms", "0"},
 };
 
 static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)

@@ -35,6 +35,12 @@
 /* Frames handled before the loop serves reports and status again. */
 #define READ_BATCH 4096
 
+/* Outcome of a step of the stream loop. */
+#define STEP_OK 0
+#define STEP_STOP 1      /* SIGTERM/SIGINT seen */
+#define STEP_FATAL (-1)  /* exit 1: nothing to retry */
+#define STEP_BROKEN (-3) /* the replication connection failed: reconnect */
+
 struct relay {
     const struct config *cfg;
     volatile sig_atomic_t *stop;
@@ -97,14 +103,15 @@ static int send_status(struct relay *r, bool reply)
     if (flush > r->stored_lsn) {
         if (offset_write(r->cfg->offsets_file, flush, err, sizeof(err)) != 0) {
             log_error("%s", err);
-            return -1;
+            return STEP_FATAL;
         }
         r->stored_lsn = flush;
     }
+    if (!r->st) return STEP_OK; /* between connections: the file is enough */
     lsn_t written = r->received_lsn > flush ? r->received_lsn : flush;
     if (stream_send_status(r->st, written, flush, reply, err, sizeof(err)) != 0) {
-        log_error("%s", err);
-        return -1;
+        log_warn("%s", err);
+        return STEP_BROKEN;
     }
     if (flush != r->sent_lsn)
         log_debug("confirmed %s (pending: %llu events in %zu transactions)",
@@ -112,12 +119,12 @@ static int send_status(struct relay *r, bool reply)
                   tracker_pending_txns(r->trk));
     r->sent_lsn = flush;
     r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
-    return 0;
+    return STEP_OK;
 }
 
 static int status_if_due(struct relay *r)
 {
-    return now_ms() >= r->next_status_ms ? send_status(r, false) : 0;
+    return now_ms() >= r->next_status_ms ? send_status(r, false) : STEP_OK;
 }
 
 /* ---- changes ------------------------------------------------------------- */
@@ -125,8 +132,7 @@ static int status_if_due(struct relay *r)
 /* Produces one event, waiting while librdkafka's queue is full. While it
  * waits, nothing is read from the replication socket (backpressure), but
  * delivery reports are served and status updates keep the connection
- * alive. Returns 0, 1 when a stop was requested while waiting, -1 on a
- * permanent error. */
+ * alive. Returns a STEP_* code. */
 static int produce(struct relay *r, const struct outbox_event *ev)
 {
     char err[512];
@@ -148,8 +154,10 @@ static int produce(struct relay *r, const struct outbox_event *ev)
             return -1;
         }
         producer_poll(r->prod, 100);
-        if (tracker_failed(r->trk) || status_if_due(r) != 0) return -1;
-        if (*r->stop) return 1;
+        if (tracker_failed(r->trk)) return STEP_FATAL;
+        int st = status_if_due(r);
+        if (st != STEP_OK) return st;
+        if (*r->stop) return STEP_STOP;
     }
 }
 
@@ -242,7 +250,7 @@ static int on_frame(struct relay *r, const char *buf, int len)
     return on_message(r, &m);
 }
 
-/* Reads and handles up to READ_BATCH frames. Returns 0, 1 stop, -1 fatal. */
+/* Reads and handles up to READ_BATCH frames. Returns a STEP_* code. */
 static int read_frames(struct relay *r)
 {
     char err[512];
@@ -250,10 +258,10 @@ static int read_frames(struct relay *r)
         char *buf;
         int len;
         int rc = stream_read(r->st, &buf, &len, err, sizeof(err));
-        if (rc == 0) return 0;
+        if (rc == 0) return STEP_OK;
         if (rc < 0) {
-            log_error("%s", err);
-            return -1;
+            log_warn("%s", err);
+            return STEP_BROKEN;
         }
         rc = on_frame(r, buf, len);
         stream_free_buf(buf);
@@ -283,8 +291,6 @@ static void wait_io(struct relay *r)
 
 /* prepare_stream()/open_stream() result: not an exit code, try again. */
 #define RETRY_LATER (-2)
-#define RETRY_MIN_MS 500
-#define RETRY_MAX_MS 30000
 
 /* Logs a server error about loading the output plugin, adding the fix when
  * the plugin's library is missing on the server (SQLSTATE 58P01,
@@ -315,13 +321,22 @@ static int prepare_stream(struct relay *r, lsn_t *start)
     int rc;
 
     if (!(r->st = stream_connect(c->pg_conninfo, err, sizeof(err)))) {
-        log_error("%s", err);
-        return EXIT_FATAL;
+        if (stream_error_is_fatal(err)) {
+            log_error("%s: fix the role, password or database in [postgres] conninfo",
+                      err);
+            return EXIT_FATAL;
+        }
+        log_warn("%s", err);
+        return RETRY_LATER;
     }
     /* Only pgoutput reads a publication; wal2json filters by table name. */
     rc = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT
              ? stream_publication_exists(r->st, c->pg_publication, err, sizeof(err))
              : 1;
+    if (rc < 0 && stream_broken(r->st)) {
+        log_warn("%s", err);
+        return RETRY_LATER;
+    }
     if (rc <= 0) {
         if (rc < 0)
             log_error("%s", err);
@@ -334,12 +349,25 @@ static int prepare_stream(struct relay *r, lsn_t *start)
     }
     rc = stream_plugin_allowed(r->st, c->pg_plugin, err, sizeof(err));
     if (rc <= 0) {
+        if (rc < 0 && stream_broken(r->st)) {
+            log_warn("%s", err);
+            return RETRY_LATER;
+        }
         log_error("%s", err);
         return EXIT_FATAL;
     }
     struct slot_info si;
     if (stream_slot_info(r->st, c->pg_slot, &si, err, sizeof(err)) != 0) {
-        log_error("%s", err);
+        log_warn("%s", err);
+        return stream_broken(r->st) ? RETRY_LATER : EXIT_FATAL;
+    }
+    if (!si.exists && (have_offset || r->trk)) {
+        /* Creating it again would start at the current WAL position and
+         * silently skip every event since the stored one. */
+        log_error("replication slot \"%s\" was dropped (outboxd had streamed it up to "
+                  "%s): events committed since may be lost to it. Check with outboxd "
+                  "verify; to start afresh from now, remove the offset file %s",
+                  c->pg_slot, lsn_format(stored, a), c->offsets_file);
         return EXIT_FATAL;
     }
     if (!si.exists) {
@@ -422,7 +450,7 @@ static void drain_and_confirm(struct relay *r)
         log_warn("%d events not ACKed within %d ms; they will be re-delivered after "
                  "restart",
                  left, RELAY_SHUTDOWN_FLUSH_MS);
-    if (send_status(r, false) == 0) stream_finish(r->st);
+    if (send_status(r, false) == STEP_OK && r->st) stream_finish(r->st);
     log_info("confirmed %s; produced %llu events, %llu ACKed",
              lsn_format(tracker_flush_lsn(r->trk), a),
              (unsigned long long)r->events_produced, (unsigned long long)r->events_acked);
@@ -446,7 +474,7 @@ static int open_stream(struct relay *r, lsn_t *start)
     };
     if (stream_start(r->st, &t, *start, err, sizeof(err)) != 0) {
         bool in_use = strcmp(stream_sqlstate(r->st), "55006") == 0;
-        if (in_use) {
+        if (in_use || stream_broken(r->st)) {
             log_warn("%s", err);
             return RETRY_LATER;
         }
@@ -471,61 +499,134 @@ static void sleep_unless_stopped(volatile sig_atomic_t *stop, int ms)
  * waits with exponential backoff and jitter between attempts. */
 static int open_stream_retrying(struct relay *r, lsn_t *start)
 {
-    int backoff = RETRY_MIN_MS;
+    int backoff = r->cfg->pg_retry_min_ms, max = r->cfg->pg_retry_max_ms;
     for (int attempt = 1;; attempt++) {
         int code = open_stream(r, start);
         if (code != RETRY_LATER) return code;
         stream_close(r->st);
         r->st = NULL;
+        /* Full jitter on the upper half: instances restarted together do not
+         * reconnect in lock step. */
         int ms = backoff / 2 + rand() % (backoff / 2 + 1);
-        log_info("waiting for the slot: attempt %d, next in %d ms", attempt, ms);
+        log_info("connecting to the slot: attempt %d failed, next in %d ms", attempt, ms);
         sleep_unless_stopped(r->stop, ms);
         if (*r->stop) return EXIT_OK;
-        backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff * 2;
+        backoff = backoff > max / 2 ? max : backoff * 2;
     }
+}
+
+/* Streams until a stop, a fatal error or a broken connection. Returns a
+ * STEP_* code. */
+static int stream_loop(struct relay *r)
+{
+    char err[512];
+    int rc = STEP_OK;
+    while (!*r->stop && rc == STEP_OK) {
+        rc = read_frames(r);
+        producer_poll(r->prod, 0);
+        if (rc == STEP_OK && tracker_failed(r->trk)) rc = STEP_FATAL;
+        if (rc == STEP_OK && producer_fatal(r->prod, err, sizeof(err))) {
+            log_error("kafka producer failed: %s", err);
+            rc = STEP_FATAL;
+        }
+        if (rc == STEP_OK) rc = status_if_due(r);
+        if (rc == STEP_OK && !*r->stop) wait_io(r);
+    }
+    return rc == STEP_OK ? STEP_STOP : rc;
+}
+
+/*
+ * After the replication connection broke: drop the transaction that was
+ * streaming (it will be sent again), wait for every event already produced
+ * to be reported, and store the position they complete. Reconnecting from
+ * there re-sends nothing that was ACKed, and the tracker starts the new
+ * session idle. There is no connection to keep alive meanwhile, so waiting
+ * for a broker that is down costs nothing but time. Returns a STEP_* code.
+ */
+static int recover_from_broken_stream(struct relay *r)
+{
+    char a[LSN_STRLEN];
+    tracker_abort_open(r->trk);
+    r->cur_seq = 0;
+    stream_close(r->st);
+    r->st = NULL;
+    decoder_free(r->dec);
+    if (!(r->dec = decoder_new((enum plugin_kind)plugin_parse(r->cfg->pg_plugin)))) {
+        log_error("out of memory");
+        return STEP_FATAL;
+    }
+    int64_t next_log = 0;
+    while (!*r->stop && !tracker_failed(r->trk) && producer_outq_len(r->prod) > 0) {
+        if (now_ms() >= next_log) {
+            log_info("replication connection lost: waiting for %d outstanding "
+                     "deliveries before reconnecting",
+                     producer_outq_len(r->prod));
+            next_log = now_ms() + 10000;
+        }
+        producer_poll(r->prod, 100);
+    }
+    producer_poll(r->prod, 0);
+    if (tracker_failed(r->trk)) return STEP_FATAL;
+    if (*r->stop) return STEP_STOP;
+    int rc = send_status(r, false); /* writes the offset file only */
+    if (rc != STEP_OK) return rc;
+    log_info("reconnecting from %s", lsn_format(tracker_flush_lsn(r->trk), a));
+    return STEP_OK;
+}
+
+/* Waits with backoff before a reconnect; the first retry is quick. */
+static void reconnect_pause(struct relay *r, int attempt)
+{
+    int ms = r->cfg->pg_retry_min_ms;
+    for (int i = 1; i < attempt && ms < r->cfg->pg_retry_max_ms / 2; i++) ms *= 2;
+    if (ms > r->cfg->pg_retry_max_ms) ms = r->cfg->pg_retry_max_ms;
+    ms = ms / 2 + rand() % (ms / 2 + 1);
+    sleep_unless_stopped(r->stop, ms);
+}
+
+/* Connects (retrying transient failures) and starts streaming. Returns 0 or
+ * an exit code. The tracker is created on the first connection. */
+static int connect_stream(struct relay *r)
+{
+    lsn_t start = 0;
+    int code = open_stream_retrying(r, &start);
+    if (code != 0 || *r->stop) return code;
+    if (!r->trk && !(r->trk = tracker_new(start))) {
+        log_error("out of memory");
+        return EXIT_FATAL;
+    }
+    if (start > r->stored_lsn) r->stored_lsn = start;
+    r->sent_lsn = start;
+    r->received_lsn = 0;
+    r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
+    return 0;
 }
 
 int relay_run(const struct config *c, volatile sig_atomic_t *stop)
 {
     struct relay r;
-    char err[1024];
-    lsn_t start = 0;
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     int code = relay_init(&r, c, stop);
-    if (code == 0) code = open_stream_retrying(&r, &start);
-    if (code == 0 && *stop) code = EXIT_OK;
-    if (code == 0 && !(r.trk = tracker_new(start))) {
-        log_error("out of memory");
-        code = EXIT_FATAL;
+    int rc = STEP_STOP;
+    for (int broken = 0; code == 0 && !*stop;) {
+        if ((code = connect_stream(&r)) != 0 || *stop) break;
+        uint64_t acked_before = r.events_acked;
+        rc = stream_loop(&r);
+        if (rc != STEP_BROKEN) break;
+        /* A connection that delivered something starts the backoff over. */
+        broken = r.events_acked > acked_before ? 1 : broken + 1;
+        rc = recover_from_broken_stream(&r);
+        if (rc != STEP_OK) break;
+        reconnect_pause(&r, broken);
     }
-    if (code != 0 || *stop) {
-        relay_free(&r);
-        return code;
-    }
-    r.stored_lsn = start > r.stored_lsn ? start : r.stored_lsn;
-    r.sent_lsn = start;
-
-    int rc = 0;
-    while (!*stop && rc == 0) {
-        rc = read_frames(&r);
-        producer_poll(r.prod, 0);
-        if (rc == 0 && tracker_failed(r.trk)) rc = -1;
-        if (rc == 0 && producer_fatal(r.prod, err, sizeof(err))) {
-            log_error("kafka producer failed: %s", err);
-            rc = -1;
-        }
-        if (rc == 0) rc = status_if_due(&r);
-        if (rc == 0 && !*stop) wait_io(&r);
-    }
-    if (rc < 0) {
+    if (code == 0 && rc == STEP_FATAL) {
         /* Confirm the ACKed prefix (never past the failure), then stop. */
         producer_poll(r.prod, 0);
-        send_status(&r, false);
+        if (r.trk) send_status(&r, false);
         code = EXIT_FATAL;
-    } else {
+    } else if (code == 0 && r.trk) {
         log_info("stopping: draining outstanding deliveries");
         drain_and_confirm(&r);
-        code = EXIT_OK;
     }
     relay_free(&r);
     return code;

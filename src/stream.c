@@ -242,6 +242,22 @@ int stream_fd(const struct stream *s) { return PQsocket(s->conn); }
 
 const char *stream_sqlstate(const struct stream *s) { return s->sqlstate; }
 
+bool stream_broken(const struct stream *s) { return PQstatus(s->conn) == CONNECTION_BAD; }
+
+bool stream_error_is_fatal(const char *err)
+{
+    /* Retrying cannot fix these: the server answered and said no. */
+    static const char *const fatal[] = {
+        "password authentication failed", "authentication failed",
+        "no pg_hba.conf entry", "does not exist", /* role or database */
+        "permission denied", "must be superuser or replication role",
+        "invalid connection option", "invalid URI", "missing \"=\"",
+    };
+    for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+        if (strstr(err, fatal[i])) return true;
+    return false;
+}
+
 int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen)
 {
     *buf = NULL;
