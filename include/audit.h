@@ -8,19 +8,21 @@
  *  - missing: in-scope rows whose event_id is in no message;
  *  - duplicates: extra copies of an event_id (n messages = n - 1 extra),
  *    and the number of event_ids delivered more than once;
- *  - unknown: messages whose event_id is not among the rows (known rows
- *    included), and messages without an event_id header;
+ *  - unknown: messages whose event_id is not among the rows (out-of-scope
+ *    rows included), and messages without an event_id header;
  *  - order violations, per topic + key (null keys are not checked):
  *    * a key on more than one partition (counted once per topic + key);
  *    * in (partition, offset) order, considering only the first message of
  *      each event_id under that topic + key, an aggregate_version lower
  *      than the highest one before it on that partition. A re-delivered
  *      older event later in the partition is a duplicate, not a violation.
- *      Messages without a version take no part.
+ *      Messages without a version, and those of events known only from
+ *      rows outside the scope (re-deliveries of events older than --since),
+ *      take no part.
  *
  * Rows come in two kinds: in scope (checked for missing; their topics are
- * the ones to read) and known only (e.g. rows older than --since, or rows
- * found when re-checking unknown ids): they only make messages "known".
+ * the ones to read) and out of scope (rows older than --since): they make
+ * their messages known, and keep them out of the version order check.
  *
  * Memory: struct audit copies everything it is given (one arena) and owns
  * it; report examples and audit_unknown_ids() borrow from it and stay
@@ -45,7 +47,7 @@ struct audit_row {
     struct slice key;  /* aggregate_id */
     bool has_version;
     int64_t version;
-    bool in_scope; /* false: only makes messages with its event_id known */
+    bool in_scope; /* false: older than the checked window; see above */
 };
 
 /* One Kafka message. */
@@ -70,16 +72,16 @@ struct audit_example {
     int64_t offset;        /* -1 for rows (missing) */
     bool has_version;
     int64_t version;
-    size_t copies;          /* AK_DUPLICATE: messages with this event_id */
-    bool split;             /* AK_ORDER: key on another partition (else:
-                               version going backwards) */
-    int32_t first_partition; /* AK_ORDER split: the key's first partition */
+    size_t copies;           /* AK_DUPLICATE: messages with this event_id */
+    bool split;              /* AK_ORDER: key on another partition (else:
+                                version going backwards) */
+    int32_t first_partition; /* AK_ORDER split: the key's lowest partition */
     int64_t prev_version;    /* AK_ORDER version: highest earlier version */
 };
 
 struct audit_report {
     size_t rows;       /* in-scope rows */
-    size_t known_rows; /* all rows, known-only ones included */
+    size_t known_rows; /* all rows, out-of-scope ones included */
     size_t messages;
     size_t topics; /* distinct topics of the in-scope rows */
     size_t missing;

@@ -47,8 +47,8 @@ struct audit {
     const char **topics; /* owned array; strings in the arena */
     bool *topic_of_rows; /* owned; topic of an in-scope row */
     size_t ntopics, topics_cap;
-    uint32_t *slots; /* owned; topic index + 1, 0 = empty */
-    size_t nslots;   /* power of two */
+    uint32_t *slots;       /* owned; topic index + 1, 0 = empty */
+    size_t nslots;         /* power of two */
     struct slice *unknown; /* owned array; data in the arena */
     size_t nunknown;
 };
@@ -90,7 +90,8 @@ static int copy_slice(struct audit *a, struct slice s, struct slice *out)
 static uint32_t hash_str(const char *s)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
     return h;
 }
 
@@ -101,7 +102,8 @@ static int grow_slots(struct audit *a)
     if (!s) return -1;
     for (size_t i = 0; i < a->ntopics; i++) {
         size_t j = hash_str(a->topics[i]) & (n - 1);
-        while (s[j]) j = (j + 1) & (n - 1);
+        while (s[j])
+            j = (j + 1) & (n - 1);
         s[j] = (uint32_t)i + 1;
     }
     free(a->slots);
@@ -137,7 +139,10 @@ static int32_t intern_topic(struct audit *a, const char *t)
 
 /* ---- building ------------------------------------------------------------ */
 
-struct audit *audit_new(void) { return calloc(1, sizeof(struct audit)); }
+struct audit *audit_new(void)
+{
+    return calloc(1, sizeof(struct audit));
+}
 
 void audit_free(struct audit *a)
 {
@@ -206,7 +211,8 @@ int audit_topics(const struct audit *a, const char ***out, size_t *n)
     *out = NULL;
     *n = 0;
     size_t count = 0;
-    for (size_t i = 0; i < a->ntopics; i++) count += a->topic_of_rows[i];
+    for (size_t i = 0; i < a->ntopics; i++)
+        count += a->topic_of_rows[i];
     if (!count) return 0;
     if (!(*out = malloc(count * sizeof(**out)))) return -1;
     for (size_t i = 0; i < a->ntopics; i++)
@@ -257,7 +263,8 @@ static int cmp_slice(struct slice x, struct slice y)
 
 static int cmp_row_id(const void *pa, const void *pb)
 {
-    const struct arow *x = *(const struct arow *const *)pa, *y = *(const struct arow *const *)pb;
+    const struct arow *x = *(const struct arow *const *)pa,
+                      *y = *(const struct arow *const *)pb;
     return cmp_slice(x->id, y->id);
 }
 
@@ -278,7 +285,8 @@ static int cmp_msg_by_key(const void *pa, const void *pb)
 
 static int cmp_msg_by_id(const void *pa, const void *pb)
 {
-    const struct amsg *x = *(const struct amsg *const *)pa, *y = *(const struct amsg *const *)pb;
+    const struct amsg *x = *(const struct amsg *const *)pa,
+                      *y = *(const struct amsg *const *)pb;
     int c = cmp_slice(x->id, y->id);
     return c ? c : cmp_msg_pos(x, y);
 }
@@ -299,17 +307,23 @@ static struct audit_example *add_msg_example(const struct audit *a, struct audit
 {
     if (r->nexamples[k] == AUDIT_MAX_EXAMPLES) return NULL;
     struct audit_example *e = &r->examples[k][r->nexamples[k]++];
-    *e = (struct audit_example){.event_id = m->id, .topic = topic_name(a, m->topic),
-                                .key = m->key, .partition = m->partition,
-                                .offset = m->offset, .has_version = m->has_version,
-                                .version = m->version, .first_partition = -1};
+    *e = (struct audit_example){.event_id = m->id,
+                                .topic = topic_name(a, m->topic),
+                                .key = m->key,
+                                .partition = m->partition,
+                                .offset = m->offset,
+                                .has_version = m->has_version,
+                                .version = m->version,
+                                .first_partition = -1};
     return e;
 }
 
 /* ---- the passes ---------------------------------------------------------- */
 
-/* Marks the rows with event_id id as found. Returns false if there is none. */
-static bool find_rows(struct arow **byid, size_t n, struct slice id)
+enum found { NOT_FOUND = 0, FOUND_OUT_OF_SCOPE, FOUND_IN_SCOPE };
+
+/* Marks the rows with event_id id as found; says whether one is in scope. */
+static enum found find_rows(struct arow **byid, size_t n, struct slice id)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) { /* first row with id >= the one looked for */
@@ -319,14 +333,18 @@ static bool find_rows(struct arow **byid, size_t n, struct slice id)
         else
             hi = mid;
     }
-    bool found = false;
-    for (; lo < n && cmp_slice(byid[lo]->id, id) == 0; lo++) byid[lo]->found = found = true;
-    return found;
+    enum found f = NOT_FOUND;
+    for (; lo < n && cmp_slice(byid[lo]->id, id) == 0; lo++) {
+        byid[lo]->found = true;
+        if (f != FOUND_IN_SCOPE)
+            f = byid[lo]->in_scope ? FOUND_IN_SCOPE : FOUND_OUT_OF_SCOPE;
+    }
+    return f;
 }
 
 /* One group of n messages sharing an event_id. */
 static void check_event(struct audit *a, struct audit_report *r, struct arow **rows,
-                       size_t nrows, struct amsg **g, size_t n)
+                        size_t nrows, struct amsg **g, size_t n)
 {
     if (n > 1) {
         r->duplicates += n - 1;
@@ -334,10 +352,16 @@ static void check_event(struct audit *a, struct audit_report *r, struct arow **r
         struct audit_example *e = add_msg_example(a, r, AK_DUPLICATE, g[1]);
         if (e) e->copies = n;
     }
-    for (size_t i = 0; i < n; i++) g[i]->first = i == 0 || !same_topic_key(g[i - 1], g[i]);
-    if (find_rows(rows, nrows, g[0]->id)) return;
+    enum found f = find_rows(rows, nrows, g[0]->id);
+    /* An event outside the scope (older than --since) first went out before
+     * the messages read: the copies seen are re-deliveries, not ordered. */
+    for (size_t i = 0; i < n; i++)
+        g[i]->first =
+            f != FOUND_OUT_OF_SCOPE && (i == 0 || !same_topic_key(g[i - 1], g[i]));
+    if (f != NOT_FOUND) return;
     r->unknown += n;
-    for (size_t i = 0; i < n; i++) add_msg_example(a, r, AK_UNKNOWN, g[i]);
+    for (size_t i = 0; i < n; i++)
+        add_msg_example(a, r, AK_UNKNOWN, g[i]);
     a->unknown[a->nunknown++] = g[0]->id;
 }
 
@@ -363,7 +387,8 @@ static int pass_events(struct audit *a, struct audit_report *r)
     qsort(rows, nrows, sizeof(*rows), cmp_row_id);
     qsort(msgs, nmsgs, sizeof(*msgs), cmp_msg_by_id);
     for (size_t i = 0, j; i < nmsgs; i = j) {
-        for (j = i + 1; j < nmsgs && cmp_slice(msgs[j]->id, msgs[i]->id) == 0; j++) {}
+        for (j = i + 1; j < nmsgs && cmp_slice(msgs[j]->id, msgs[i]->id) == 0; j++) {
+        }
         check_event(a, r, rows, nrows, msgs + i, j - i);
     }
     for (size_t i = 0; i < a->nmsgs; i++) { /* no event_id: unknown */
@@ -385,15 +410,21 @@ static void pass_missing(const struct audit *a, struct audit_report *r)
         if (!row->in_scope || row->found) continue;
         r->missing++;
         if (r->nexamples[AK_MISSING] == AUDIT_MAX_EXAMPLES) continue;
-        r->examples[AK_MISSING][r->nexamples[AK_MISSING]++] = (struct audit_example){
-            .event_id = row->id, .topic = topic_name(a, row->topic), .key = row->key,
-            .partition = -1, .offset = -1, .has_version = row->has_version,
-            .version = row->version, .first_partition = -1};
+        r->examples[AK_MISSING][r->nexamples[AK_MISSING]++] =
+            (struct audit_example){.event_id = row->id,
+                                   .topic = topic_name(a, row->topic),
+                                   .key = row->key,
+                                   .partition = -1,
+                                   .offset = -1,
+                                   .has_version = row->has_version,
+                                   .version = row->version,
+                                   .first_partition = -1};
     }
 }
 
 /* One topic + key, messages in (partition, offset) order. */
-static void check_key(const struct audit *a, struct audit_report *r, struct amsg **g, size_t n)
+static void check_key(const struct audit *a, struct audit_report *r, struct amsg **g,
+                      size_t n)
 {
     bool split = false, have_max = false;
     int64_t max = 0;
@@ -430,7 +461,8 @@ static int pass_order(const struct audit *a, struct audit_report *r)
         if (a->msgs[i].key.data) msgs[n++] = &a->msgs[i];
     qsort(msgs, n, sizeof(*msgs), cmp_msg_by_key);
     for (size_t i = 0, j; i < n; i = j) {
-        for (j = i + 1; j < n && same_topic_key(msgs[i], msgs[j]); j++) {}
+        for (j = i + 1; j < n && same_topic_key(msgs[i], msgs[j]); j++) {
+        }
         check_key(a, r, msgs + i, j - i);
     }
     free(msgs);
@@ -443,8 +475,10 @@ int audit_run(struct audit *a, struct audit_report *r)
     memset(r, 0, sizeof(*r));
     r->known_rows = a->nrows;
     r->messages = a->nmsgs;
-    for (size_t i = 0; i < a->nrows; i++) r->rows += a->rows[i].in_scope;
-    for (size_t i = 0; i < a->ntopics; i++) r->topics += a->topic_of_rows[i];
+    for (size_t i = 0; i < a->nrows; i++)
+        r->rows += a->rows[i].in_scope;
+    for (size_t i = 0; i < a->ntopics; i++)
+        r->topics += a->topic_of_rows[i];
     if (pass_events(a, r) != 0) return -1;
     pass_missing(a, r);
     return pass_order(a, r);

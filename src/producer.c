@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kafkaconf.h"
 #include "log.h"
 
 struct producer {
@@ -60,37 +61,6 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     p->on_delivery(p->ctx, &dr);
 }
 
-static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
-{
-    (void)rk;
-    (void)opaque;
-    /* Transport errors while a broker is down are routine: librdkafka
-     * reconnects and retries by itself. */
-    if (err == RD_KAFKA_RESP_ERR__FATAL)
-        log_error("kafka: fatal: %s", reason);
-    else
-        log_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);
-}
-
-static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    (void)rk;
-    /* syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug */
-    enum log_level l = level <= 3 ? LOG_ERROR : level == 4 ? LOG_WARN : LOG_DEBUG;
-    log_msg(l, "kafka: %s: %s", fac, buf);
-}
-
-static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err,
-                    size_t errlen)
-{
-    char reason[512];
-    if (rd_kafka_conf_set(conf, k, v, reason, sizeof(reason)) != RD_KAFKA_CONF_OK) {
-        snprintf(err, errlen, "[kafka] %s: %s", k, reason);
-        return -1;
-    }
-    return 0;
-}
-
 struct producer *producer_new(const struct config *c, producer_delivery_fn fn, void *ctx,
                               char *err, size_t errlen)
 {
@@ -106,15 +76,14 @@ struct producer *producer_new(const struct config *c, producer_delivery_fn fn, v
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     for (size_t i = 0; i < sizeof(bounded_defaults) / sizeof(bounded_defaults[0]); i++)
         if (!config_kafka_get(c, bounded_defaults[i][0]) &&
-            conf_set(conf, bounded_defaults[i][0], bounded_defaults[i][1], err, errlen))
+            kafka_conf_set(conf, bounded_defaults[i][0], bounded_defaults[i][1], err, errlen))
             goto fail_conf;
     for (size_t i = 0; i < c->nkafka; i++)
-        if (conf_set(conf, c->kafka[i].key, c->kafka[i].value, err, errlen) != 0)
+        if (kafka_conf_set(conf, c->kafka[i].key, c->kafka[i].value, err, errlen) != 0)
             goto fail_conf;
     rd_kafka_conf_set_opaque(conf, p);
     rd_kafka_conf_set_dr_msg_cb(conf, on_dr);
-    rd_kafka_conf_set_error_cb(conf, on_error);
-    rd_kafka_conf_set_log_cb(conf, on_log);
+    kafka_conf_route_logs(conf);
 
     char reason[512];
     p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof(reason));

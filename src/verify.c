@@ -32,6 +32,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "audit.h"
+#include "kafkaconf.h"
 #include "log.h"
 #include "outbox.h"
 #include "relay.h" /* EXIT_* */
@@ -43,18 +44,34 @@
 /* The longest single wait on the broker (metadata, watermarks, poll). */
 #define KAFKA_STEP_MS 5000
 
-/* [kafka] keys that only mean something to a producer: not given to the
- * consumer (librdkafka would warn or, for some, refuse). */
+/* [kafka] keys that only mean something to a producer (outboxd's own
+ * defaults among them): not given to the consumer, which would warn about
+ * each. Any other key librdkafka refuses is reported as its error. */
 static const char *const producer_only[] = {
-    "enable.idempotence", "acks", "request.required.acks", "partitioner",
-    "queue.buffering.max.kbytes", "queue.buffering.max.messages",
-    "queue.buffering.max.ms", "linger.ms", "message.timeout.ms",
-    "delivery.timeout.ms", "message.send.max.retries", "retries",
-    "batch.num.messages", "batch.size", "compression.codec", "compression.type",
-    "compression.level", "transactional.id", "transaction.timeout.ms",
-    "enable.gapless.guarantee", "sticky.partitioning.linger.ms",
-    "request.timeout.ms", "delivery.report.only.error", "max.in.flight",
-    "max.in.flight.requests.per.connection", NULL,
+    "enable.idempotence",
+    "acks",
+    "request.required.acks",
+    "partitioner",
+    "queue.buffering.max.kbytes",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.ms",
+    "linger.ms",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "message.send.max.retries",
+    "retries",
+    "batch.num.messages",
+    "batch.size",
+    "compression.codec",
+    "compression.type",
+    "compression.level",
+    "transactional.id",
+    "transaction.timeout.ms",
+    "enable.gapless.guarantee",
+    "sticky.partitioning.linger.ms",
+    "request.timeout.ms",
+    "delivery.report.only.error",
+    NULL,
 };
 
 struct part {
@@ -128,8 +145,16 @@ static char *str_printf(const char *fmt, ...)
 static void pg_error(char *err, size_t errlen, const char *what, const char *msg)
 {
     size_t n = strlen(msg);
-    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) n--;
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        n--;
     snprintf(err, errlen, "%s: %.*s", what, (int)n, msg);
+}
+
+/* The primary message of a failed result (no "ERROR:", no LINE detail). */
+static const char *result_error(const PGresult *res, const PGconn *conn)
+{
+    const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    return msg ? msg : PQerrorMessage(conn);
 }
 
 static const char hexdigits[] = "0123456789abcdef";
@@ -162,12 +187,14 @@ static int pg_quote_names(struct verify *v, char *err, size_t errlen)
 {
     const char *names[] = {v->map.schema, v->map.table, v->map.columns[OC_EVENT_ID]};
     char *q[3] = {NULL, NULL, NULL};
-    for (int i = 0; i < 3; i++) q[i] = PQescapeIdentifier(v->conn, names[i], strlen(names[i]));
+    for (int i = 0; i < 3; i++)
+        q[i] = PQescapeIdentifier(v->conn, names[i], strlen(names[i]));
     if (q[0] && q[1] && q[2]) {
         v->qtable = str_printf("%s.%s", q[0], q[1]);
         v->qevent_id = strdup(q[2]);
     }
-    for (int i = 0; i < 3; i++) PQfreemem(q[i]);
+    for (int i = 0; i < 3; i++)
+        PQfreemem(q[i]);
     if (v->qtable && v->qevent_id) return 0;
     pg_error(err, errlen, "postgres: quoting names", PQerrorMessage(v->conn));
     return EXIT_FATAL;
@@ -180,8 +207,7 @@ static int pg_query1(struct verify *v, const char *sql, const char *param, PGres
     *res = PQexecParams(v->conn, sql, 1, NULL, &param, NULL, NULL, 0);
     if (PQresultStatus(*res) == PGRES_TUPLES_OK && PQntuples(*res) == 1) return 0;
     const char *state = PQresultErrorField(*res, PG_DIAG_SQLSTATE);
-    const char *msg = PQresultErrorField(*res, PG_DIAG_MESSAGE_PRIMARY);
-    pg_error(err, errlen, what, msg ? msg : PQerrorMessage(v->conn));
+    pg_error(err, errlen, what, result_error(*res, v->conn));
     /* Class 22 (data exception): the value given was bad. */
     int rc = state && !strncmp(state, "22", 2) ? EXIT_USAGE : EXIT_FATAL;
     PQclear(*res);
@@ -193,10 +219,11 @@ static int pg_query1(struct verify *v, const char *sql, const char *param, PGres
 static int pg_since(struct verify *v, char *err, size_t errlen)
 {
     PGresult *res;
-    int rc = pg_query1(v,
-                       "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass"
-                       " AND attname = 'created_at' AND attnum > 0 AND NOT attisdropped)",
-                       v->qtable, &res, "postgres: reading the outbox columns", err, errlen);
+    int rc =
+        pg_query1(v,
+                  "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass"
+                  " AND attname = 'created_at' AND attnum > 0 AND NOT attisdropped)",
+                  v->qtable, &res, "postgres: reading the outbox columns", err, errlen);
     if (rc) return EXIT_FATAL;
     bool has = PQgetvalue(res, 0, 0)[0] == 't';
     PQclear(res);
@@ -233,8 +260,10 @@ static int set_layout(struct verify *v, const PGresult *res, char *err, size_t e
     v->values = calloc((size_t)n + 1, sizeof(*v->values));
     if (!v->rel.cols || !v->values) goto oom;
     for (; v->rel.ncols < n; v->rel.ncols++)
-        if (!(v->rel.cols[v->rel.ncols].name = strdup(PQfname(res, v->rel.ncols)))) goto oom;
-    for (int c = 0; c < OC__COUNT; c++) v->col[c] = find_column(&v->rel, v->map.columns[c]);
+        if (!(v->rel.cols[v->rel.ncols].name = strdup(PQfname(res, v->rel.ncols))))
+            goto oom;
+    for (int c = 0; c < OC__COUNT; c++)
+        v->col[c] = find_column(&v->rel, v->map.columns[c]);
     const enum outbox_col required[] = {OC_EVENT_ID, OC_AGGREGATE_ID};
     for (size_t i = 0; i < 2; i++) {
         if (v->col[required[i]] >= 0) continue;
@@ -293,14 +322,16 @@ static int add_row(struct verify *v, const PGresult *res, char *err, size_t errl
 }
 
 /* Handles one result of the row query; rc keeps the first error. */
-static void on_rows_result(struct verify *v, PGresult *res, int *rc, char *err, size_t errlen)
+static void on_rows_result(struct verify *v, PGresult *res, int *rc, char *err,
+                           size_t errlen)
 {
     ExecStatusType st = PQresultStatus(res);
     if (*rc) return;
     if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK) {
         char what[300];
-        snprintf(what, sizeof(what), "postgres: reading %s.%s", v->map.schema, v->map.table);
-        pg_error(err, errlen, what, PQresultErrorMessage(res));
+        snprintf(what, sizeof(what), "postgres: reading %s.%s", v->map.schema,
+                 v->map.table);
+        pg_error(err, errlen, what, result_error(res, v->conn));
         *rc = EXIT_FATAL;
         return;
     }
@@ -340,23 +371,14 @@ static int pg_read_rows(struct verify *v, char *err, size_t errlen)
     return rc;
 }
 
-/* One query of the unknown-id re-check: ids[0..n) as hex, those present
- * in the table are added to the audit as known rows. */
-static int recheck_batch(struct verify *v, const struct slice *ids, size_t n, char *err,
-                         size_t errlen)
+/* The "{hex,hex,...}" array literal of ids (the caller frees), NULL on OOM. */
+static char *hex_array(const struct slice *ids, size_t n)
 {
     size_t len = 3;
-    for (size_t i = 0; i < n; i++) len += ids[i].len * 2 + 1;
+    for (size_t i = 0; i < n; i++)
+        len += ids[i].len * 2 + 1;
     char *arr = malloc(len), *p = arr;
-    char *sql = str_printf("SELECT u.h FROM unnest($1::text[]) AS u(h) WHERE EXISTS "
-                           "(SELECT 1 FROM %s t WHERE encode(convert_to(t.%s::text, "
-                           "pg_client_encoding()), 'hex') = u.h)",
-                           v->qtable, v->qevent_id);
-    int rc = EXIT_FATAL;
-    if (!arr || !sql) {
-        snprintf(err, errlen, "out of memory");
-        goto out;
-    }
+    if (!arr) return NULL;
     *p++ = '{';
     for (size_t i = 0; i < n; i++) {
         if (i) *p++ = ',';
@@ -367,62 +389,79 @@ static int recheck_batch(struct verify *v, const struct slice *ids, size_t n, ch
     }
     *p++ = '}';
     *p = '\0';
-    const char *param = arr;
-    PGresult *res = PQexecParams(v->conn, sql, 1, NULL, &param, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        pg_error(err, errlen, "postgres: looking up unknown event_ids", PQresultErrorMessage(res));
-    } else {
-        rc = 0;
-        for (int i = 0; i < PQntuples(res) && !rc; i++) {
-            const char *h = PQgetvalue(res, i, 0);
-            size_t hl = strlen(h) / 2;
-            for (size_t j = 0; j < hl; j++) arr[j] = (char)(hexval(h[2 * j]) << 4 | hexval(h[2 * j + 1]));
-            struct audit_row row = {.event_id = {arr, hl}, .in_scope = false};
-            if (audit_add_row(v->audit, &row) != 0) {
-                snprintf(err, errlen, "out of memory");
-                rc = EXIT_FATAL;
-            }
-        }
+    return arr;
+}
+
+/* Adds the rows of one re-check result: (hex event_id, in scope). */
+static int add_rechecked(struct verify *v, const PGresult *res, char *err, size_t errlen)
+{
+    for (int i = 0; i < PQntuples(res); i++) {
+        const char *h = PQgetvalue(res, i, 0);
+        size_t n = strlen(h) / 2;
+        char *id = malloc(n + 1);
+        if (!id) goto oom;
+        for (size_t j = 0; j < n; j++)
+            id[j] = (char)(hexval(h[2 * j]) << 4 | hexval(h[2 * j + 1]));
+        struct audit_row row = {.event_id = {id, n},
+                                .in_scope = PQgetvalue(res, i, 1)[0] == 't'};
+        int rc = audit_add_row(v->audit, &row);
+        free(id);
+        if (rc) goto oom;
     }
-    PQclear(res);
-out:
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return EXIT_FATAL;
+}
+
+/* One query of the unknown-id re-check: those of ids[0..n) present in the
+ * table (compared as bytes, in hex) become rows, in scope when created at
+ * or after --since. */
+static int recheck_batch(struct verify *v, const struct slice *ids, size_t n, char *err,
+                         size_t errlen)
+{
+    char *arr = hex_array(ids, n);
+    char *sql =
+        str_printf("SELECT u.h, coalesce(bool_or(%s), false) FROM unnest($1::text[]) "
+                   "AS u(h) JOIN %s t ON encode(convert_to(t.%s::text, "
+                   "pg_client_encoding()), 'hex') = u.h GROUP BY u.h",
+                   v->opt->since ? "t.created_at >= $2::timestamptz" : "true", v->qtable,
+                   v->qevent_id);
+    int rc = EXIT_FATAL;
+    if (!arr || !sql) {
+        snprintf(err, errlen, "out of memory");
+    } else {
+        const char *params[2] = {arr, v->opt->since};
+        PGresult *res =
+            PQexecParams(v->conn, sql, v->opt->since ? 2 : 1, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(res) == PGRES_TUPLES_OK)
+            rc = add_rechecked(v, res, err, errlen);
+        else
+            pg_error(err, errlen, "postgres: looking up unknown event_ids",
+                     result_error(res, v->conn));
+        PQclear(res);
+    }
     free(arr);
     free(sql);
     return rc;
 }
 
 /* Looks the unknown event_ids of the last audit_run() up in the whole
- * table. Returns 0 or an exit code; *added says whether any was found. */
+ * table: rows older than --since, or inserted after the rows were read.
+ * Returns 0 or an exit code. */
 static int pg_recheck_unknown(struct verify *v, char *err, size_t errlen)
 {
     size_t n;
     const struct slice *ids = audit_unknown_ids(v->audit, &n);
     for (size_t i = 0; i < n; i += RECHECK_BATCH) {
-        int rc = recheck_batch(v, ids + i, n - i < RECHECK_BATCH ? n - i : RECHECK_BATCH, err,
-                               errlen);
+        int rc = recheck_batch(v, ids + i, n - i < RECHECK_BATCH ? n - i : RECHECK_BATCH,
+                               err, errlen);
         if (rc) return rc;
     }
     return 0;
 }
 
 /* ---- Kafka: the consumer ------------------------------------------------- */
-
-static void on_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
-{
-    (void)rk;
-    (void)opaque;
-    if (err == RD_KAFKA_RESP_ERR__FATAL)
-        log_error("kafka: fatal: %s", reason);
-    else
-        log_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);
-}
-
-static void on_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    (void)rk;
-    enum log_level l = level <= 3 ? LOG_ERROR : level == 4 ? LOG_WARN : LOG_DEBUG;
-    log_msg(l, "kafka: %s: %s", fac, buf);
-}
 
 static bool is_producer_only(const char *key)
 {
@@ -436,25 +475,22 @@ static bool is_producer_only(const char *key)
 static rd_kafka_conf_t *kafka_conf(const struct config *cfg, char *err, size_t errlen)
 {
     static const char *const own[][2] = {
-        {"group.id", "outboxd-verify"}, {"enable.auto.commit", "false"},
+        {"group.id", "outboxd-verify"},        {"enable.auto.commit", "false"},
         {"enable.auto.offset.store", "false"}, {"enable.partition.eof", "true"},
         {"auto.offset.reset", "earliest"},
     };
-    char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     for (size_t i = 0; i < cfg->nkafka + sizeof(own) / sizeof(own[0]); i++) {
         bool mine = i >= cfg->nkafka;
         const char *k = mine ? own[i - cfg->nkafka][0] : cfg->kafka[i].key;
         const char *val = mine ? own[i - cfg->nkafka][1] : cfg->kafka[i].value;
         if (!mine && is_producer_only(k)) continue;
-        if (rd_kafka_conf_set(conf, k, val, reason, sizeof(reason)) != RD_KAFKA_CONF_OK) {
-            snprintf(err, errlen, "[kafka] %s: %s", k, reason);
+        if (kafka_conf_set(conf, k, val, err, errlen) != 0) {
             rd_kafka_conf_destroy(conf);
             return NULL;
         }
     }
-    rd_kafka_conf_set_error_cb(conf, on_kafka_error);
-    rd_kafka_conf_set_log_cb(conf, on_kafka_log);
+    kafka_conf_route_logs(conf);
     return conf;
 }
 
@@ -496,7 +532,8 @@ static int kafka_metadata(struct verify *v, const char **want, size_t nwant,
         for (int i = 0; !e && i < (*md)->topic_cnt; i++) {
             const struct rd_kafka_metadata_topic *mt = &(*md)->topics[i];
             if (bsearch(&mt->topic, want, nwant, sizeof(*want), cmp_str) &&
-                (mt->err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE || mt->partition_cnt == 0))
+                (mt->err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+                 mt->partition_cnt == 0))
                 transient = true;
         }
         if (!e && !transient) return 0;
@@ -516,7 +553,8 @@ static int collect_parts(struct verify *v, const char **want, size_t nwant,
                          const struct rd_kafka_metadata *md, char *err, size_t errlen)
 {
     size_t cap = 0;
-    for (int i = 0; i < md->topic_cnt; i++) cap += (size_t)md->topics[i].partition_cnt;
+    for (int i = 0; i < md->topic_cnt; i++)
+        cap += (size_t)md->topics[i].partition_cnt;
     v->parts = calloc(cap + 1, sizeof(*v->parts));
     if (!v->parts) {
         snprintf(err, errlen, "out of memory");
@@ -527,12 +565,13 @@ static int collect_parts(struct verify *v, const char **want, size_t nwant,
         const char **w = bsearch(&mt->topic, want, nwant, sizeof(*want), cmp_str);
         if (!w || mt->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) continue;
         if (mt->err) {
-            snprintf(err, errlen, "kafka: topic %s: %s", mt->topic, rd_kafka_err2str(mt->err));
+            snprintf(err, errlen, "kafka: topic %s: %s", mt->topic,
+                     rd_kafka_err2str(mt->err));
             return EXIT_FATAL;
         }
         for (int j = 0; j < mt->partition_cnt; j++)
-            v->parts[v->nparts++] = (struct part){.topic = *w,
-                                                  .partition = mt->partitions[j].id};
+            v->parts[v->nparts++] =
+                (struct part){.topic = *w, .partition = mt->partitions[j].id};
     }
     qsort(v->parts, v->nparts, sizeof(*v->parts), cmp_part);
     return 0;
@@ -543,8 +582,10 @@ static void warn_absent_topics(const struct verify *v, const char **want, size_t
 {
     for (size_t i = 0; i < nwant; i++) {
         bool found = false;
-        for (size_t j = 0; j < v->nparts && !found; j++) found = v->parts[j].topic == want[i];
-        if (!found) log_warn("topic %s does not exist: its events count as missing", want[i]);
+        for (size_t j = 0; j < v->nparts && !found; j++)
+            found = v->parts[j].topic == want[i];
+        if (!found)
+            log_warn("topic %s does not exist: its events count as missing", want[i]);
     }
 }
 
@@ -571,8 +612,8 @@ static int kafka_watermarks(struct verify *v, struct part *pt, char *err, size_t
 {
     for (;;) {
         int t = remaining_ms(v);
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(v->rk, pt->topic, pt->partition,
-                                                                 &pt->lo, &pt->hi, t ? t : 1);
+        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+            v->rk, pt->topic, pt->partition, &pt->lo, &pt->hi, t ? t : 1);
         if (!e) break;
         if (!remaining_ms(v)) {
             snprintf(err, errlen, "kafka: watermarks of %s [%" PRId32 "]: %s", pt->topic,
@@ -595,7 +636,8 @@ static int kafka_watermarks(struct verify *v, struct part *pt, char *err, size_t
 static int offsets_for_time(struct verify *v, int64_t ts, bool only_unset,
                             rd_kafka_topic_partition_list_t **out, char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)v->nparts + 1);
+    rd_kafka_topic_partition_list_t *l =
+        rd_kafka_topic_partition_list_new((int)v->nparts + 1);
     for (size_t i = 0; i < v->nparts; i++) {
         const struct part *pt = &v->parts[i];
         if (pt->hi > pt->lo && (!only_unset || pt->next < 0))
@@ -603,7 +645,8 @@ static int offsets_for_time(struct verify *v, int64_t ts, bool only_unset,
     }
     int t = remaining_ms(v);
     rd_kafka_resp_err_t e = l->cnt ? rd_kafka_offsets_for_times(v->rk, l, t ? t : 1) : 0;
-    for (int i = 0; !e && i < l->cnt; i++) e = l->elems[i].err;
+    for (int i = 0; !e && i < l->cnt; i++)
+        e = l->elems[i].err;
     if (e) {
         snprintf(err, errlen, "kafka: offsets for --since: %s", rd_kafka_err2str(e));
         rd_kafka_topic_partition_list_destroy(l);
@@ -662,14 +705,16 @@ static int kafka_seek_since(struct verify *v, char *err, size_t errlen)
 
 static int kafka_assign(struct verify *v, char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)v->nparts + 1);
+    rd_kafka_topic_partition_list_t *l =
+        rd_kafka_topic_partition_list_new((int)v->nparts + 1);
     for (size_t i = 0; i < v->nparts; i++) {
         struct part *pt = &v->parts[i];
         if (pt->next < pt->lo) pt->next = pt->lo;
         if ((pt->done = pt->next >= pt->hi))
             v->ndone++;
         else
-            rd_kafka_topic_partition_list_add(l, pt->topic, pt->partition)->offset = pt->next;
+            rd_kafka_topic_partition_list_add(l, pt->topic, pt->partition)->offset =
+                pt->next;
     }
     rd_kafka_resp_err_t e = l->cnt ? rd_kafka_assign(v->rk, l) : 0;
     rd_kafka_topic_partition_list_destroy(l);
@@ -685,8 +730,10 @@ static int record_message(struct verify *v, const rd_kafka_message_t *m, char *e
     rd_kafka_headers_t *hdrs = NULL;
     const void *val;
     size_t len;
-    struct audit_msg am = {.topic = rd_kafka_topic_name(m->rkt), .partition = m->partition,
-                           .offset = m->offset, .key = {m->key, m->key_len}};
+    struct audit_msg am = {.topic = rd_kafka_topic_name(m->rkt),
+                           .partition = m->partition,
+                           .offset = m->offset,
+                           .key = {m->key, m->key_len}};
     if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (!rd_kafka_header_get_last(hdrs, "event_id", &val, &len) && val)
             am.event_id = (struct slice){val, len};
@@ -707,9 +754,11 @@ static void part_advance(struct verify *v, struct part *pt, int64_t offset)
     }
 }
 
-static int on_message(struct verify *v, const rd_kafka_message_t *m, char *err, size_t errlen)
+static int on_message(struct verify *v, const rd_kafka_message_t *m, char *err,
+                      size_t errlen)
 {
-    struct part *pt = m->rkt ? find_part(v, rd_kafka_topic_name(m->rkt), m->partition) : NULL;
+    struct part *pt =
+        m->rkt ? find_part(v, rd_kafka_topic_name(m->rkt), m->partition) : NULL;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         if (pt && !pt->done && m->offset >= pt->hi) part_advance(v, pt, pt->hi - 1);
         return 0;
@@ -718,14 +767,16 @@ static int on_message(struct verify *v, const rd_kafka_message_t *m, char *err, 
         snprintf(err, errlen, "kafka: %s [%" PRId32 "]: %s",
                  m->rkt ? rd_kafka_topic_name(m->rkt) : "-", m->partition,
                  rd_kafka_message_errstr(m));
-        if (m->err == RD_KAFKA_RESP_ERR__FATAL || m->err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+        if (m->err == RD_KAFKA_RESP_ERR__FATAL ||
+            m->err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
             m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
             return EXIT_FATAL;
         log_warn("%s", err);
         return 0;
     }
     if (!pt || pt->done || m->offset < pt->next) return 0; /* refetched */
-    if (pt->by_time && rd_kafka_message_timestamp(m, NULL) >= v->since_ms) pt->by_time = false;
+    if (pt->by_time && rd_kafka_message_timestamp(m, NULL) >= v->since_ms)
+        pt->by_time = false;
     int rc = m->offset < pt->hi && !pt->by_time ? record_message(v, m, err, errlen) : 0;
     part_advance(v, pt, m->offset);
     return rc;
@@ -737,13 +788,14 @@ static int kafka_consume(struct verify *v, char *err, size_t errlen)
     while (v->ndone < v->nparts) {
         int t = remaining_ms(v);
         if (!t) {
-            for (size_t i = 0; i < v->nparts; i++)
-                if (!v->parts[i].done)
-                    snprintf(err, errlen,
-                             "kafka: %s [%" PRId32 "]: offset %" PRId64 " of %" PRId64
-                             " reached in %d ms (%zu partitions unfinished)",
-                             v->parts[i].topic, v->parts[i].partition, v->parts[i].next,
-                             v->parts[i].hi, v->opt->timeout_ms, v->nparts - v->ndone);
+            size_t i = 0;
+            while (v->parts[i].done)
+                i++;
+            snprintf(err, errlen,
+                     "kafka: %s [%" PRId32 "]: at offset %" PRId64 ", end %" PRId64
+                     " not reached within %d ms (%zu partitions unfinished)",
+                     v->parts[i].topic, v->parts[i].partition, v->parts[i].next,
+                     v->parts[i].hi, v->opt->timeout_ms, v->nparts - v->ndone);
             return EXIT_FATAL;
         }
         rd_kafka_message_t *m = rd_kafka_consumer_poll(v->rk, t < 500 ? t : 500);
@@ -760,12 +812,12 @@ static int kafka_read(struct verify *v, char *err, size_t errlen)
     v->deadline = now_ms() + v->opt->timeout_ms;
     int rc = kafka_open(v, err, errlen);
     if (!rc) rc = kafka_partitions(v, err, errlen);
-    for (size_t i = 0; !rc && i < v->nparts; i++) rc = kafka_watermarks(v, &v->parts[i], err, errlen);
+    for (size_t i = 0; !rc && i < v->nparts; i++)
+        rc = kafka_watermarks(v, &v->parts[i], err, errlen);
     if (!rc && v->opt->since) rc = kafka_seek_since(v, err, errlen);
     if (!rc) rc = kafka_assign(v, err, errlen);
     if (!rc) rc = kafka_consume(v, err, errlen);
-    if (!rc)
-        log_info("read %zu partitions of the outbox topics", v->nparts);
+    if (!rc) log_info("read %zu partitions of the outbox topics", v->nparts);
     return rc;
 }
 
@@ -793,18 +845,21 @@ static void print_example(FILE *f, enum audit_kind k, const struct audit_example
     print_bytes(f, e->event_id);
     fprintf(f, " topic=%s key=", e->topic ? e->topic : "(none)");
     print_bytes(f, e->key);
-    if (e->partition >= 0) fprintf(f, " partition=%" PRId32 " offset=%" PRId64, e->partition, e->offset);
+    if (e->partition >= 0)
+        fprintf(f, " partition=%" PRId32 " offset=%" PRId64, e->partition, e->offset);
     if (k == AK_DUPLICATE) fprintf(f, " (%zu copies)", e->copies);
     if (k == AK_ORDER && e->split)
         fprintf(f, ": key also on partition %" PRId32, e->first_partition);
     else if (k == AK_ORDER)
-        fprintf(f, ": aggregate_version %" PRId64 " after %" PRId64, e->version, e->prev_version);
+        fprintf(f, ": aggregate_version %" PRId64 " after %" PRId64, e->version,
+                e->prev_version);
     fputc('\n', f);
 }
 
 static void print_examples(FILE *f, const struct audit_report *r, enum audit_kind k)
 {
-    for (size_t i = 0; i < r->nexamples[k]; i++) print_example(f, k, &r->examples[k][i]);
+    for (size_t i = 0; i < r->nexamples[k]; i++)
+        print_example(f, k, &r->examples[k][i]);
 }
 
 static void print_human(const struct verify *v, const struct audit_report *r)
@@ -821,11 +876,13 @@ static void print_human(const struct verify *v, const struct audit_report *r)
     print_examples(f, r, AK_DUPLICATE);
     fprintf(f, "unknown:          %zu\n", r->unknown);
     print_examples(f, r, AK_UNKNOWN);
-    fprintf(f, "order violations: %zu (%zu aggregate_version going backwards, %zu keys on "
-               "more than one partition)\n",
+    fprintf(f,
+            "order violations: %zu (%zu aggregate_version going backwards, %zu keys on "
+            "more than one partition)\n",
             r->order_violations, r->version_regressions, r->split_keys);
     print_examples(f, r, AK_ORDER);
-    fprintf(f, "result: %s\n", audit_report_ok(r) ? "OK" : "FAILED (missing or out of order)");
+    fprintf(f, "result: %s\n",
+            audit_report_ok(r) ? "OK" : "FAILED (missing or out of order)");
 }
 
 /* A JSON string of s, or null (NULL slice, or not valid UTF-8). */
@@ -835,52 +892,85 @@ static json_t *json_slice(struct slice s)
     return j ? j : json_null();
 }
 
+/* o[key] = val, stealing val; false when val is NULL (OOM) or on OOM. */
+static bool jset(json_t *o, const char *key, json_t *val)
+{
+    return val && json_object_set_new(o, key, val) == 0;
+}
+
+static bool jint(json_t *o, const char *key, int64_t n)
+{
+    return jset(o, key, json_integer((json_int_t)n));
+}
+
+/* Fields of one example; which ones depends on its kind. */
 static json_t *json_example(enum audit_kind k, const struct audit_example *e)
 {
-    json_t *o = json_pack("{s:o,s:o,s:o}", "event_id", json_slice(e->event_id), "topic",
-                          e->topic ? json_string(e->topic) : json_null(), "key",
-                          json_slice(e->key));
-    if (!o) return NULL;
-    if (e->partition >= 0) {
-        json_object_set_new(o, "partition", json_integer(e->partition));
-        json_object_set_new(o, "offset", json_integer(e->offset));
-    }
-    if (e->has_version) json_object_set_new(o, "aggregate_version", json_integer(e->version));
-    if (k == AK_DUPLICATE) json_object_set_new(o, "copies", json_integer((json_int_t)e->copies));
-    if (k == AK_ORDER) {
-        json_object_set_new(o, "kind", json_string(e->split ? "split" : "version"));
-        json_object_set_new(o, e->split ? "first_partition" : "previous_version",
-                            json_integer(e->split ? e->first_partition : e->prev_version));
-    }
-    return o;
+    json_t *o = json_object();
+    bool ok = o && jset(o, "event_id", json_slice(e->event_id)) &&
+              jset(o, "topic", e->topic ? json_string(e->topic) : json_null()) &&
+              jset(o, "key", json_slice(e->key));
+    if (ok && e->partition >= 0)
+        ok = jint(o, "partition", e->partition) && jint(o, "offset", e->offset);
+    if (ok && e->has_version) ok = jint(o, "aggregate_version", e->version);
+    if (ok && k == AK_DUPLICATE) ok = jint(o, "copies", (int64_t)e->copies);
+    if (ok && k == AK_ORDER && e->split)
+        ok = jset(o, "kind", json_string("split")) &&
+             jint(o, "first_partition", e->first_partition);
+    else if (ok && k == AK_ORDER)
+        ok = jset(o, "kind", json_string("version")) &&
+             jint(o, "previous_version", e->prev_version);
+    if (ok) return o;
+    json_decref(o);
+    return NULL;
 }
 
 static json_t *json_examples(const struct audit_report *r, enum audit_kind k)
 {
     json_t *a = json_array();
-    for (size_t i = 0; a && i < r->nexamples[k]; i++)
-        if (json_array_append_new(a, json_example(k, &r->examples[k][i])) != 0) {
+    for (size_t i = 0; a && i < r->nexamples[k]; i++) {
+        json_t *e = json_example(k, &r->examples[k][i]);
+        if (!e || json_array_append_new(a, e) != 0) {
             json_decref(a);
             return NULL;
         }
+    }
     return a;
 }
 
+/* The whole report as one object (the caller decrefs), NULL on OOM. */
+static json_t *json_report(const struct verify *v, const struct audit_report *r)
+{
+    json_t *o = json_object();
+    bool ok =
+        o && jset(o, "table", json_sprintf("%s.%s", v->map.schema, v->map.table)) &&
+        jset(o, "since", v->opt->since ? json_string(v->opt->since) : json_null()) &&
+        jint(o, "rows", (int64_t)r->rows) && jint(o, "messages", (int64_t)r->messages) &&
+        jint(o, "topics", (int64_t)r->topics) && jint(o, "missing", (int64_t)r->missing) &&
+        jset(o, "missing_examples", json_examples(r, AK_MISSING)) &&
+        jint(o, "duplicates", (int64_t)r->duplicates) &&
+        jint(o, "duplicate_events", (int64_t)r->duplicate_events) &&
+        jset(o, "duplicate_examples", json_examples(r, AK_DUPLICATE)) &&
+        jint(o, "unknown", (int64_t)r->unknown) &&
+        jset(o, "unknown_examples", json_examples(r, AK_UNKNOWN)) &&
+        jint(o, "order_violations", (int64_t)r->order_violations) &&
+        jint(o, "version_regressions", (int64_t)r->version_regressions) &&
+        jint(o, "split_keys", (int64_t)r->split_keys) &&
+        jset(o, "order_examples", json_examples(r, AK_ORDER)) &&
+        jset(o, "ok", json_boolean(audit_report_ok(r)));
+    if (ok) return o;
+    json_decref(o);
+    return NULL;
+}
+
+/* One line of JSON on stdout. Returns 0, -1 on OOM or a write error. */
 static int print_json(const struct verify *v, const struct audit_report *r)
 {
-    json_t *o = json_pack(
-        "{s:o,s:o,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:o,s:I,s:o,s:I,s:I,s:I,s:o,s:b}", "table",
-        json_sprintf("%s.%s", v->map.schema, v->map.table), "since", v->opt->since ? json_string(v->opt->since) : json_null(), "rows",
-        (json_int_t)r->rows, "messages", (json_int_t)r->messages, "topics",
-        (json_int_t)r->topics, "missing", (json_int_t)r->missing, "missing_examples",
-        json_examples(r, AK_MISSING), "duplicates", (json_int_t)r->duplicates,
-        "duplicate_events", (json_int_t)r->duplicate_events, "duplicate_examples",
-        json_examples(r, AK_DUPLICATE), "unknown", (json_int_t)r->unknown, "unknown_examples",
-        json_examples(r, AK_UNKNOWN), "order_violations", (json_int_t)r->order_violations,
-        "version_regressions", (json_int_t)r->version_regressions, "split_keys",
-        (json_int_t)r->split_keys, "order_examples", json_examples(r, AK_ORDER), "ok",
-        (int)audit_report_ok(r));
-    int rc = o && json_dumpf(o, stdout, JSON_COMPACT) == 0 && fputc('\n', stdout) != EOF ? 0 : -1;
+    json_t *o = json_report(v, r);
+    int rc = -1;
+    if (o && json_dumpf(o, stdout, JSON_COMPACT) == 0 && fputc('\n', stdout) != EOF &&
+        fflush(stdout) == 0)
+        rc = 0;
     json_decref(o);
     return rc;
 }
@@ -910,8 +1000,8 @@ static int prepare(struct verify *v, char *err, size_t errlen)
         return EXIT_USAGE;
     }
     if (outbox_map_init(&v->map, v->cfg->outbox_table,
-                        (const char *const *)v->cfg->outbox_columns, v->cfg->outbox_topic, err,
-                        errlen) != 0)
+                        (const char *const *)v->cfg->outbox_columns, v->cfg->outbox_topic,
+                        err, errlen) != 0)
         return EXIT_USAGE;
     if (!(v->audit = audit_new())) {
         snprintf(err, errlen, "out of memory");
@@ -927,7 +1017,8 @@ static void cleanup(struct verify *v)
         rd_kafka_destroy(v->rk);
     }
     free(v->parts);
-    for (int i = 0; i < v->rel.ncols; i++) free(v->rel.cols[i].name);
+    for (int i = 0; i < v->rel.ncols; i++)
+        free(v->rel.cols[i].name);
     free(v->rel.cols);
     free(v->values);
     free(v->qtable);
@@ -955,8 +1046,10 @@ int verify_run(const struct config *cfg, const struct verify_options *opt)
         rc = EXIT_FATAL;
     }
     if (!rc && !opt->json) print_human(&v, &r);
-    if (!rc && !audit_report_ok(&r)) rc = EXIT_FATAL;
-    else if (rc) log_error("verify: %s", err);
+    if (!rc && !audit_report_ok(&r))
+        rc = EXIT_FATAL;
+    else if (rc)
+        log_error("verify: %s", err);
     cleanup(&v);
     return rc;
 }

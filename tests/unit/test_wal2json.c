@@ -543,7 +543,11 @@ START_TEST(test_recorded_lines_and_their_prefixes)
 
         for (size_t i = 0; i < l.n; i++) {
             lsn_t ds = data_start_of(l.line[i]);
-            for (size_t n = 0; n < l.len[i]; n++) {
+            /* Long lines are mostly one string value: cuts in its middle
+             * all look alike, so there every 61st length is enough (the
+             * whole line is quadratic under valgrind). */
+            size_t len = l.len[i];
+            for (size_t n = 0; n < len; n += (n < 1024 || n + 1024 > len) ? 1 : 61) {
                 int rc = decode_at(ds, l.line[i], n);
                 ck_assert_msg(rc == -1, "%s line %zu prefix %zu decoded", recorded_files[f],
                               i, n);
