@@ -1782,6 +1782,35 @@ START_TEST(test_mutations_never_crash)
 }
 END_TEST
 
+/*
+ * Found by tests/fuzz/fuzz_pgoutput (reproducer: a Relation for
+ * "public"."outb\rx_events", then an Insert with the wrong column count).
+ * pgoutput.h promises a one-line reason, and relay.c logs it as it is; a
+ * relation name is the server's text and may hold any byte but NUL, so
+ * control bytes must not reach err (wal2json.c replaces them by '?').
+ */
+START_TEST(test_error_has_no_control_bytes_from_names)
+{
+    static const char *const names[] = {"outb\rx_events", "evil\nINFO: forged",
+                                        "esc\x1b[31mred", "del\x7f"};
+
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        bb_reset(&b);
+        relation(&b, 77, "pub\nlic", names[k], 'd', 3, outbox_cols);
+        DECODE_OK();
+        bb_reset(&b);
+        change(&b, 'I', 77, 'N', 2);
+        bb_text(&b, "1");
+        bb_text(&b, "2");
+        DECODE_ERR("layout mismatch");
+        for (const char *p = err; *p; p++)
+            ck_assert_msg((unsigned char)*p >= 0x20 && *p != 0x7f,
+                          "control byte 0x%02x at %d in error \"%s\"",
+                          (unsigned char)*p, (int)(p - err), err);
+    }
+}
+END_TEST
+
 static Suite *pgoutput_suite(void)
 {
     Suite *s = suite_create("pgoutput");
@@ -1835,6 +1864,7 @@ static Suite *pgoutput_suite(void)
     tcase_add_test(errs, test_trailing_bytes);
     tcase_add_test(errs, test_error_names_column_and_offset);
     tcase_add_test(errs, test_unknown_type_byte);
+    tcase_add_test(errs, test_error_has_no_control_bytes_from_names);
     suite_add_tcase(s, errs);
 
     tcase_set_timeout(robust, 300); /* slow under valgrind */

@@ -1151,7 +1151,7 @@ START_TEST(test_relcache)
             ck_assert_int_eq(relcache_put(c, r), 0);
             ck_assert_ptr_eq(relcache_get(c, pool[i]), r);
         }
-        if (step % 50 == 0) {
+        if (step % 500 == 0 || step == 29999) {
             size_t count = 0;
             for (int k = 0; k < NPOOL; k++) {
                 const struct relation *r = relcache_get(c, pool[k]);
