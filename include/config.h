@@ -15,6 +15,9 @@
 
 #include "outbox.h"
 
+/* [errors] policy: what to do with an event that cannot be published. */
+enum { ERRORS_HALT = 0, ERRORS_DLQ = 1 };
+
 struct kv {
     char *key;   /* owned */
     char *value; /* owned */
@@ -42,6 +45,10 @@ struct config {
 
     /* [offsets] */
     char *offsets_file;
+
+    /* [errors] */
+    int errors_policy; /* ERRORS_HALT or ERRORS_DLQ */
+    char *errors_dlq_topic;
 
     /* [log] */
     int log_level; /* enum log_level */

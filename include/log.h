@@ -20,6 +20,10 @@ enum log_level log_get_level(void);
 /* Parses "error|warn|info|debug"; returns -1 when unknown. */
 int log_level_parse(const char *s);
 
+/* Replaces control bytes in s with '?' so that a message built from data
+ * (table or column names, topics) stays one log line. */
+void log_one_line(char *s);
+
 void log_msg(enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

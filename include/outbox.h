@@ -55,6 +55,26 @@ struct slice {
 #define OUTBOX_MAX_HEADERS 6
 #define OUTBOX_TOPIC_MAX 256
 
+/* Why a row cannot be published as it is. OF_SCHEMA is a configuration or
+ * table problem that affects every row (always halts); the others are one
+ * bad row (a poison event, dead-lettered under [errors] policy = dlq). */
+enum outbox_fault {
+    OF_NONE = 0,
+    OF_SCHEMA,            /* configured column missing, unchanged-TOAST marker */
+    OF_NULL_EVENT_ID,
+    OF_NULL_AGGREGATE_ID,
+    OF_EMPTY_AGGREGATE_ID,
+    OF_NULL_EVENT_TYPE,
+    OF_BAD_TOPIC,         /* template cannot render, or an invalid topic name */
+};
+
+/* "NULL_AGGREGATE_ID" etc.: the dlq_error header value. */
+const char *outbox_fault_name(enum outbox_fault f);
+
+/* True when topic is a legal Kafka topic name (1-249 of [A-Za-z0-9._-],
+ * not "." or ".."); else false with the reason in err. */
+bool outbox_topic_valid(const char *topic, char *err, size_t errlen);
+
 struct outbox_header {
     const char *name; /* static string */
     struct slice value;
@@ -63,8 +83,10 @@ struct outbox_header {
 /* One message to produce. Borrows from the row's values; valid as long as
  * they are. */
 struct outbox_event {
-    char topic[OUTBOX_TOPIC_MAX];
+    char topic[OUTBOX_TOPIC_MAX]; /* "" when it could not be rendered */
+    enum outbox_fault fault;
     struct slice key;
+    bool key_null;
     struct slice value;
     bool value_null;
     struct slice event_id;
@@ -93,9 +115,12 @@ bool outbox_is_table(const struct outbox_map *m, const struct relation *rel);
 
 /*
  * Builds the event for one inserted row. commit_lsn is the transaction's
- * commit record LSN. Returns 0, or -1 with a reason in err naming the
- * column (required column missing from the table, NULL aggregate_id or
- * event_id or event_type, unchanged-TOAST marker, bad topic).
+ * commit record LSN. Returns 0, or -1 with ev->fault set and a reason in
+ * err (required column missing from the table, unchanged-TOAST marker,
+ * NULL event_id, NULL or empty aggregate_id, NULL event_type, a topic that
+ * cannot be rendered or is not a valid name). On a poison row (any fault
+ * but OF_SCHEMA) ev still holds what the row has: key (key_null when
+ * NULL), value, event_id and the headers that exist.
  */
 int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                        const struct col_value *values, int nvalues,

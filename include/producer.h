@@ -11,6 +11,7 @@
 #ifndef OUTBOXD_PRODUCER_H
 #define OUTBOXD_PRODUCER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,11 @@ struct delivery_report {
     const char *topic;
     struct slice event_id;   /* the event_id header */
     struct slice commit_lsn; /* the commit_lsn header */
+    /* Failures only: the message's key and value. */
+    struct slice key;
+    bool key_null;
+    struct slice value;
+    bool value_null;
 };
 
 /*
@@ -52,9 +58,18 @@ void producer_free(struct producer *p);
 
 /* Enqueues ev with opaque seq. Returns PRODUCER_OK, PRODUCER_QUEUE_FULL
  * (serve reports with producer_poll() and try again), or PRODUCER_ERROR with
- * a reason in err (permanent: e.g. message larger than message.max.bytes). */
+ * librdkafka's code in *kafka_err and a reason in err (permanent: e.g.
+ * message larger than message.max.bytes). */
 int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
-                  char *err, size_t errlen);
+                  int *kafka_err, char *err, size_t errlen);
+
+/* True for errors about one message or its topic (too large, invalid or
+ * unauthorised topic...): dead-letter material, unlike broker or network
+ * failures. */
+bool producer_err_is_poison(int err);
+
+/* librdkafka's name of an error code, e.g. "MSG_SIZE_TOO_LARGE". */
+const char *producer_err_name(int err);
 
 /* Serves delivery reports and errors, waiting up to timeout_ms for the first.
  * Returns the number of events served. */

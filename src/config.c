@@ -19,7 +19,7 @@
 #include "decoder.h"
 #include "log.h"
 
-enum key_type { KT_STRING, KT_BOOL, KT_POSINT, KT_LOGLEVEL, KT_PLUGIN };
+enum key_type { KT_STRING, KT_BOOL, KT_POSINT, KT_LOGLEVEL, KT_PLUGIN, KT_POLICY };
 
 struct key_def {
     const char *section;
@@ -50,12 +50,14 @@ static const struct key_def key_defs[] = {
     {"outbox", "column.event_type", KT_STRING, CFG(outbox_columns[OC_EVENT_TYPE])},
     {"outbox", "column.payload", KT_STRING, CFG(outbox_columns[OC_PAYLOAD])},
     {"offsets", "file", KT_STRING, CFG(offsets_file)},
+    {"errors", "policy", KT_POLICY, CFG(errors_policy)},
+    {"errors", "dlq_topic", KT_STRING, CFG(errors_dlq_topic)},
     {"log", "level", KT_LOGLEVEL, CFG(log_level)},
 };
 #define NKEYS (sizeof(key_defs) / sizeof(key_defs[0]))
 
 static const char *const known_sections[] = {"postgres", "outbox", "kafka", "offsets",
-                                             "log"};
+                                             "errors", "log"};
 
 /* outboxd's own librdkafka defaults; the file may override them. */
 static const char *const kafka_defaults[][2] = {
@@ -114,6 +116,8 @@ int config_init(struct config *c)
         {"outbox", "table", "public.outbox_events"},
         {"outbox", "topic", "outbox.event.${aggregate_type}"},
         {"offsets", "file", "outboxd.offset"},
+        {"errors", "policy", "halt"},
+        {"errors", "dlq_topic", "outbox.dlq"},
         {"log", "level", "info"},
     };
     char err[256];
@@ -216,6 +220,14 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
             return -1;
         }
         return 0;
+    case KT_POLICY:
+        if (strcmp(value, "halt") != 0 && strcmp(value, "dlq") != 0) {
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of halt|dlq", d->section,
+                     d->key, value);
+            return -1;
+        }
+        c->errors_policy = strcmp(value, "dlq") == 0 ? ERRORS_DLQ : ERRORS_HALT;
+        return 0;
     case KT_LOGLEVEL:
         if ((lvl = log_level_parse(value)) < 0) {
             snprintf(err, errlen, "[%s] %s: \"%s\" is not one of error|warn|info|debug",
@@ -237,7 +249,7 @@ int config_set(struct config *c, const char *section, const char *key,
 {
     if (!section_known(section)) {
         snprintf(err, errlen,
-                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, log)",
+                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, errors, log)",
                  key, section);
         return -1;
     }

@@ -26,6 +26,12 @@ int log_level_parse(const char *s)
     return -1;
 }
 
+void log_one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
     static const char *const tags[] = {"ERROR", "WARN", "INFO", "DEBUG"};

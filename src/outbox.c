@@ -194,14 +194,16 @@ enum presence {
     OPTIONAL, /* may be missing from the table or NULL (aggregate_version) */
 };
 
-/* Finds column c of the map in the row. Returns 1 found with a value, 0
- * absent or NULL (allowed), -1 error. */
+/* Finds column c of the map in the row: 1 with a value, 0 absent (only
+ * OPTIONAL columns may be) or NULL, -1 a schema fault (column missing, an
+ * unchanged-TOAST marker) with err set. */
 static int get_column(const struct outbox_map *m, const struct relation *rel,
                       const struct col_value *values, int nvalues, enum outbox_col c,
                       enum presence presence, struct slice *out, char *err, size_t errlen)
 {
-    bool required = presence == REQUIRED;
     int i = column_index(rel, m->columns[c]);
+    out->data = NULL;
+    out->len = 0;
     if (i < 0 || i >= nvalues) {
         if (presence == OPTIONAL) return 0;
         snprintf(err, errlen, "column \"%s\" (%s) is missing from %s.%s", m->columns[c],
@@ -215,9 +217,7 @@ static int get_column(const struct outbox_map *m, const struct relation *rel,
         out->len = values[i].len;
         return 1;
     case CV_NULL:
-        if (!required) return 0;
-        snprintf(err, errlen, "column \"%s\" (%s) is NULL", m->columns[c], col_names[c]);
-        return -1;
+        return 0;
     case CV_UNCHANGED:
     default:
         snprintf(err, errlen, "column \"%s\" (%s) arrived as an unchanged TOAST value",
@@ -226,40 +226,103 @@ static int get_column(const struct outbox_map *m, const struct relation *rel,
     }
 }
 
+const char *outbox_fault_name(enum outbox_fault f)
+{
+    static const char *const names[] = {
+        "NONE", "SCHEMA", "NULL_EVENT_ID", "NULL_AGGREGATE_ID", "EMPTY_AGGREGATE_ID",
+        "NULL_EVENT_TYPE", "BAD_TOPIC",
+    };
+    return f <= OF_BAD_TOPIC ? names[f] : "?";
+}
+
+bool outbox_topic_valid(const char *topic, char *err, size_t errlen)
+{
+    size_t n = strlen(topic);
+    if (n == 0 || n > 249) {
+        snprintf(err, errlen, "topic is %s (%zu characters; Kafka allows 1 to 249): \"%.64s\"",
+                 n == 0 ? "empty" : "too long", n, topic);
+        return false;
+    }
+    if (!strcmp(topic, ".") || !strcmp(topic, "..")) {
+        snprintf(err, errlen, "topic \"%s\" is not a valid Kafka topic name", topic);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = topic[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-')) {
+            snprintf(err, errlen,
+                     "topic has the character 0x%02x at %zu (Kafka allows letters, digits, "
+                     "'.', '_' and '-'): \"%.64s\"",
+                     (unsigned char)c, i, topic);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Sets ev's fault and err for a poison row; returns -1. */
+static int poison(struct outbox_event *ev, enum outbox_fault f, char *err, size_t errlen,
+                  const char *why)
+{
+    ev->fault = f;
+    if (why) snprintf(err, errlen, "%s", why);
+    return -1;
+}
+
 int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                        const struct col_value *values, int nvalues, lsn_t commit_lsn,
                        struct outbox_event *ev, char *err, size_t errlen)
 {
     struct slice event_id, agg_type, agg_id, version, event_type, payload;
-    int has_version, has_payload;
+    int has_id, has_type, has_agg, has_version, has_etype, has_payload;
 
-    if (get_column(m, rel, values, nvalues, OC_EVENT_ID, REQUIRED, &event_id, err, errlen) < 0 ||
-        get_column(m, rel, values, nvalues, OC_AGGREGATE_TYPE, REQUIRED, &agg_type, err,
-                   errlen) < 0 ||
-        get_column(m, rel, values, nvalues, OC_AGGREGATE_ID, REQUIRED, &agg_id, err, errlen) < 0 ||
-        get_column(m, rel, values, nvalues, OC_EVENT_TYPE, REQUIRED, &event_type, err, errlen) <
-            0 ||
+    /* Everything the row has is filled in first, so that a poison row can
+     * still be dead-lettered with its key, value and event_id. */
+    memset(ev, 0, sizeof(*ev));
+    lsn_format(commit_lsn, ev->commit_lsn);
+    if ((has_id = get_column(m, rel, values, nvalues, OC_EVENT_ID, REQUIRED, &event_id, err,
+                             errlen)) < 0 ||
+        (has_type = get_column(m, rel, values, nvalues, OC_AGGREGATE_TYPE, REQUIRED, &agg_type,
+                               err, errlen)) < 0 ||
+        (has_agg = get_column(m, rel, values, nvalues, OC_AGGREGATE_ID, REQUIRED, &agg_id, err,
+                              errlen)) < 0 ||
+        (has_etype = get_column(m, rel, values, nvalues, OC_EVENT_TYPE, REQUIRED, &event_type,
+                                err, errlen)) < 0 ||
         (has_version = get_column(m, rel, values, nvalues, OC_AGGREGATE_VERSION, OPTIONAL,
                                   &version, err, errlen)) < 0 ||
         (has_payload = get_column(m, rel, values, nvalues, OC_PAYLOAD, NULLABLE, &payload, err,
                                   errlen)) < 0)
-        return -1;
-
-    if (topic_template_render(m->topic, rel, values, nvalues, ev->topic, sizeof(ev->topic),
-                              err, errlen) < 0)
-        return -1;
+        return poison(ev, OF_SCHEMA, err, errlen, NULL);
 
     ev->key = agg_id;
+    ev->key_null = !has_agg;
     ev->value_null = !has_payload;
-    ev->value = has_payload ? payload : (struct slice){NULL, 0};
+    ev->value = payload;
     ev->event_id = event_id;
-    lsn_format(commit_lsn, ev->commit_lsn);
     ev->nheaders = 0;
-    add_header(ev, "event_id", event_id.data, event_id.len);
-    add_header(ev, "event_type", event_type.data, event_type.len);
-    add_header(ev, "aggregate_type", agg_type.data, agg_type.len);
-    add_header(ev, "aggregate_id", agg_id.data, agg_id.len);
+    if (has_id) add_header(ev, "event_id", event_id.data, event_id.len);
+    if (has_etype) add_header(ev, "event_type", event_type.data, event_type.len);
+    if (has_type) add_header(ev, "aggregate_type", agg_type.data, agg_type.len);
+    if (has_agg) add_header(ev, "aggregate_id", agg_id.data, agg_id.len);
     if (has_version) add_header(ev, "aggregate_version", version.data, version.len);
     add_header(ev, "commit_lsn", ev->commit_lsn, strlen(ev->commit_lsn));
+
+    char why[256];
+    if (!has_id) return poison(ev, OF_NULL_EVENT_ID, err, errlen, "event_id is NULL");
+    if (!has_agg)
+        return poison(ev, OF_NULL_AGGREGATE_ID, err, errlen,
+                      "aggregate_id is NULL: the event would have no key and no order");
+    if (agg_id.len == 0)
+        return poison(ev, OF_EMPTY_AGGREGATE_ID, err, errlen,
+                      "aggregate_id is empty: the event would have no key and no order");
+    if (!has_etype) return poison(ev, OF_NULL_EVENT_TYPE, err, errlen, "event_type is NULL");
+    if (topic_template_render(m->topic, rel, values, nvalues, ev->topic, sizeof(ev->topic),
+                              why, sizeof(why)) < 0) {
+        ev->topic[0] = '\0';
+        return poison(ev, OF_BAD_TOPIC, err, errlen, why);
+    }
+    if (!outbox_topic_valid(ev->topic, why, sizeof(why)))
+        return poison(ev, OF_BAD_TOPIC, err, errlen, why);
     return 0;
 }

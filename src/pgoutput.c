@@ -25,6 +25,7 @@
  * Replication Message Formats" in the PostgreSQL documentation.
  */
 #include "pgoutput.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -74,6 +75,7 @@ static int fail(const struct cursor *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
     va_end(ap);
+    log_one_line(c->err); /* relation and column names may hold any byte */
     return -1;
 }
 

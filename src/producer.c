@@ -48,6 +48,12 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         .topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "?",
     };
     if (m->err) {
+        /* The payload and key are still the message's (F_COPY): a failed
+         * event can be dead-lettered from them. */
+        dr.key = (struct slice){m->key, m->key_len};
+        dr.key_null = m->key == NULL;
+        dr.value = (struct slice){m->payload, m->len};
+        dr.value_null = m->payload == NULL;
         /* Only failures need to say which event they were. */
         rd_kafka_headers_t *hdrs = NULL;
         const void *v;
@@ -133,18 +139,19 @@ static rd_kafka_headers_t *build_headers(const struct outbox_event *ev)
 }
 
 int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
-                  char *err, size_t errlen)
+                  int *kafka_err, char *err, size_t errlen)
 {
     rd_kafka_headers_t *h = build_headers(ev);
     rd_kafka_resp_err_t rc = rd_kafka_producev(
         p->rk, RD_KAFKA_V_TOPIC(ev->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_KEY(ev->key.data, ev->key.len),
+        RD_KAFKA_V_KEY(ev->key_null ? NULL : ev->key.data, ev->key_null ? 0 : ev->key.len),
         RD_KAFKA_V_VALUE(ev->value_null ? NULL : (void *)ev->value.data,
                          ev->value_null ? 0 : ev->value.len),
         RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)(uintptr_t)seq), RD_KAFKA_V_END);
     if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) return PRODUCER_OK; /* h now owned by rk */
     rd_kafka_headers_destroy(h);
     if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL) return PRODUCER_QUEUE_FULL;
+    *kafka_err = (int)rc;
     snprintf(err, errlen, "produce to %s: %s", ev->topic, rd_kafka_err2str(rc));
     return PRODUCER_ERROR;
 }
@@ -182,3 +189,26 @@ int producer_fatal(struct producer *p, char *err, size_t errlen)
 {
     return rd_kafka_fatal_error(p->rk, err, errlen) != RD_KAFKA_RESP_ERR_NO_ERROR;
 }
+
+bool producer_err_is_poison(int err)
+{
+    /* Errors about the message itself or its topic: retrying the same
+     * message can never succeed, but other messages can. */
+    switch ((rd_kafka_resp_err_t)err) {
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG:
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
+        return true;
+    default:
+        return false;
+    }
+}
+
+const char *producer_err_name(int err) { return rd_kafka_err2name((rd_kafka_resp_err_t)err); }

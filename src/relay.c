@@ -58,6 +58,8 @@ struct relay {
     int64_t next_status_ms;  /* monotonic deadline of the next status */
     uint64_t events_produced;
     uint64_t events_acked;
+    struct pending_dlq *dlq_pending; /* failed deliveries to dead-letter */
+    size_t dlq_max_value;            /* value bytes kept when truncating */
 };
 
 static int64_t now_ms(void)
@@ -68,6 +70,8 @@ static int64_t now_ms(void)
 }
 
 /* ---- delivery reports ---------------------------------------------------- */
+
+static void queue_dead_letter(struct relay *r, const struct delivery_report *dr);
 
 static void on_delivery(void *ctx, const struct delivery_report *dr)
 {
@@ -80,12 +84,17 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
                       (unsigned long long)dr->seq);
         return;
     }
+    bool to_dlq = strcmp(dr->topic, r->cfg->errors_dlq_topic) == 0;
+    if (!to_dlq && r->cfg->errors_policy == ERRORS_DLQ && producer_err_is_poison(dr->err)) {
+        queue_dead_letter(r, dr); /* still pending until the DLQ write is ACKed */
+        return;
+    }
     tracker_fail(r->trk, dr->seq);
-    log_error("delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s; "
+    log_error("delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s: %s; "
               "stopping without confirming past it",
               (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "?",
               (int)dr->commit_lsn.len, dr->commit_lsn.data ? dr->commit_lsn.data : "?",
-              dr->topic, dr->reason);
+              dr->topic, producer_err_name(dr->err), dr->reason);
 }
 
 /* ---- status -------------------------------------------------------------- */
@@ -129,31 +138,22 @@ static int status_if_due(struct relay *r)
 
 /* ---- changes ------------------------------------------------------------- */
 
-/* Produces one event, waiting while librdkafka's queue is full. While it
- * waits, nothing is read from the replication socket (backpressure), but
+/* Enqueues ev under seq, waiting while librdkafka's queue is full. While
+ * it waits, nothing is read from the replication socket (backpressure), but
  * delivery reports are served and status updates keep the connection
- * alive. Returns a STEP_* code. */
-static int produce(struct relay *r, const struct outbox_event *ev)
+ * alive. Returns a STEP_* code; on a permanent produce error returns
+ * STEP_FATAL with librdkafka's code in *kafka_err (-1 when the error is
+ * not the producer's) and the reason in err. */
+static int send_waiting(struct relay *r, const struct outbox_event *ev, uint64_t seq,
+                        int *kafka_err, char *err, size_t errlen)
 {
-    char err[512];
-    if (tracker_event_sent(r->trk, r->cur_seq) != 0) {
-        log_error("internal: event outside a transaction");
-        return -1;
-    }
     for (;;) {
-        int rc = producer_send(r->prod, ev, r->cur_seq, err, sizeof(err));
-        if (rc == PRODUCER_OK) {
-            r->events_produced++;
-            return 0;
-        }
-        if (rc == PRODUCER_ERROR) {
-            tracker_fail(r->trk, r->cur_seq);
-            log_error("event %.*s (commit_lsn %s): %s; stopping without confirming "
-                      "past it",
-                      (int)ev->event_id.len, ev->event_id.data, ev->commit_lsn, err);
-            return -1;
-        }
+        int rc = producer_send(r->prod, ev, seq, kafka_err, err, errlen);
+        if (rc == PRODUCER_OK) return STEP_OK;
+        if (rc == PRODUCER_ERROR) return STEP_FATAL;
         producer_poll(r->prod, 100);
+        *kafka_err = -1;
+        snprintf(err, errlen, "stopped while waiting for the producer queue");
         if (tracker_failed(r->trk)) return STEP_FATAL;
         int st = status_if_due(r);
         if (st != STEP_OK) return st;
@@ -161,26 +161,208 @@ static int produce(struct relay *r, const struct outbox_event *ev)
     }
 }
 
+/* ---- dead letters ---------------------------------------------------------
+ * Under [errors] policy = dlq an event that can never be published as it is
+ * goes to the DLQ topic instead, with its key and value and headers saying
+ * why. It stays pending in the tracker until the DLQ write is ACKed, so the
+ * slot never moves past an event that is in neither place. */
+
+/* What to dead-letter; slices borrowed or owned as the caller says. */
+struct dead_letter {
+    uint64_t seq;
+    struct slice key, value, event_id;
+    bool key_null, value_null;
+    char topic[OUTBOX_TOPIC_MAX]; /* original topic, "" if none */
+    char reason[256];
+    char code[64];
+    char commit_lsn[LSN_STRLEN];
+    bool too_large; /* the value itself is what is too large */
+};
+
+/* Headroom for key and headers when a too-large value is truncated. */
+#define DLQ_HEADROOM 16384
+
+static int dead_letter_send(struct relay *r, const struct dead_letter *d)
+{
+    char err[512], len_text[32];
+    int kafka_err = -1;
+    struct outbox_event ev;
+    memset(&ev, 0, sizeof(ev));
+    snprintf(ev.topic, sizeof(ev.topic), "%s", r->cfg->errors_dlq_topic);
+    ev.key = d->key;
+    ev.key_null = d->key_null;
+    ev.value = d->value;
+    ev.value_null = d->value_null;
+    ev.event_id = d->event_id;
+    if (d->too_large && ev.value.len > r->dlq_max_value) {
+        snprintf(len_text, sizeof(len_text), "%zu", ev.value.len);
+        ev.value.len = r->dlq_max_value;
+    } else {
+        len_text[0] = '\0';
+    }
+    struct outbox_header *h = ev.headers;
+    if (d->event_id.data) *h++ = (struct outbox_header){"event_id", d->event_id};
+    *h++ = (struct outbox_header){"dlq_original_topic", {d->topic, strlen(d->topic)}};
+    *h++ = (struct outbox_header){"dlq_reason", {d->reason, strlen(d->reason)}};
+    *h++ = (struct outbox_header){"dlq_error", {d->code, strlen(d->code)}};
+    *h++ = (struct outbox_header){"commit_lsn", {d->commit_lsn, strlen(d->commit_lsn)}};
+    if (len_text[0])
+        *h++ = (struct outbox_header){"dlq_value_truncated_from", {len_text, strlen(len_text)}};
+    ev.nheaders = (int)(h - ev.headers);
+
+    int rc = send_waiting(r, &ev, d->seq, &kafka_err, err, sizeof(err));
+    if (rc == STEP_FATAL) {
+        tracker_fail(r->trk, d->seq);
+        log_error("event %.*s (commit_lsn %s): the dead-letter write failed too (%s); "
+                  "stopping without confirming past it",
+                  d->event_id.data ? (int)d->event_id.len : 6,
+                  d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn, err);
+        return STEP_FATAL;
+    }
+    if (rc == STEP_OK)
+        log_warn("event %.*s (commit_lsn %s) dead-lettered to %s: %s: %s",
+                 d->event_id.data ? (int)d->event_id.len : 6,
+                 d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn,
+                 r->cfg->errors_dlq_topic, d->code, d->reason);
+    return rc;
+}
+
+/* Halts on a bad event: logs it, freezes the tracker before it. */
+static int halt_on(struct relay *r, uint64_t seq, const struct slice *event_id,
+                   const char *commit_lsn, const char *code, const char *reason)
+{
+    tracker_fail(r->trk, seq);
+    log_error("event %.*s (commit_lsn %s) cannot be published: %s: %s; stopping without "
+              "confirming past it ([errors] policy = %s)",
+              event_id->data ? (int)event_id->len : 6,
+              event_id->data ? event_id->data : "(NULL)", commit_lsn, code,
+              reason, r->cfg->errors_policy == ERRORS_DLQ ? "dlq" : "halt");
+    return STEP_FATAL;
+}
+
+/* Dead-letters or halts on the outbox event ev that failed with code. */
+static int reject(struct relay *r, const struct outbox_event *ev, const char *code,
+                  const char *reason, bool poison, bool too_large)
+{
+    if (r->cfg->errors_policy != ERRORS_DLQ || !poison)
+        return halt_on(r, r->cur_seq, &ev->event_id, ev->commit_lsn, code, reason);
+    struct dead_letter d = {.seq = r->cur_seq,
+                            .key = ev->key,
+                            .value = ev->value,
+                            .event_id = ev->event_id,
+                            .key_null = ev->key_null,
+                            .value_null = ev->value_null,
+                            .too_large = too_large};
+    snprintf(d.topic, sizeof(d.topic), "%s", ev->topic);
+    snprintf(d.reason, sizeof(d.reason), "%s", reason);
+    snprintf(d.code, sizeof(d.code), "%s", code);
+    snprintf(d.commit_lsn, sizeof(d.commit_lsn), "%s", ev->commit_lsn);
+    return dead_letter_send(r, &d);
+}
+
+/* Delivery failures reported inside producer_poll() cannot be re-produced
+ * there (the queue may be full, and polling from the callback would
+ * recurse): they are copied here and dead-lettered from the loop. */
+struct pending_dlq {
+    struct dead_letter d;
+    char *buf; /* owns key, value and event_id bytes; freed after the send */
+    struct pending_dlq *next;
+};
+
+static void queue_dead_letter(struct relay *r, const struct delivery_report *dr)
+{
+    size_t n = dr->key.len + dr->value.len + dr->event_id.len;
+    struct pending_dlq *p = calloc(1, sizeof(*p));
+    char *buf = malloc(n ? n : 1);
+    if (!p || !buf) {
+        free(p);
+        free(buf);
+        tracker_fail(r->trk, dr->seq);
+        log_error("out of memory while dead-lettering; stopping");
+        return;
+    }
+    struct dead_letter *d = &p->d;
+    char *q = buf;
+    memcpy(q, dr->key.data, dr->key.len);
+    d->key = (struct slice){q, dr->key.len};
+    q += dr->key.len;
+    if (dr->value.len) memcpy(q, dr->value.data, dr->value.len);
+    d->value = (struct slice){q, dr->value.len};
+    q += dr->value.len;
+    if (dr->event_id.data) {
+        memcpy(q, dr->event_id.data, dr->event_id.len);
+        d->event_id = (struct slice){q, dr->event_id.len};
+    }
+    d->seq = dr->seq;
+    d->key_null = dr->key_null;
+    d->value_null = dr->value_null;
+    d->too_large = dr->err == 10 /* MSG_SIZE_TOO_LARGE */;
+    snprintf(d->topic, sizeof(d->topic), "%s", dr->topic);
+    snprintf(d->reason, sizeof(d->reason), "%s", dr->reason);
+    snprintf(d->code, sizeof(d->code), "%s", producer_err_name(dr->err));
+    snprintf(d->commit_lsn, sizeof(d->commit_lsn), "%.*s", (int)dr->commit_lsn.len,
+             dr->commit_lsn.data ? dr->commit_lsn.data : "");
+    p->buf = buf;
+    p->next = r->dlq_pending;
+    r->dlq_pending = p;
+}
+
+/* Sends what queue_dead_letter() collected. Returns a STEP_* code. */
+static int flush_dead_letters(struct relay *r)
+{
+    int rc = STEP_OK;
+    while (r->dlq_pending && rc == STEP_OK) {
+        struct pending_dlq *p = r->dlq_pending;
+        r->dlq_pending = p->next;
+        rc = dead_letter_send(r, &p->d);
+        free(p->buf);
+        free(p);
+    }
+    return rc;
+}
+
+static void free_dead_letters(struct relay *r)
+{
+    while (r->dlq_pending) {
+        struct pending_dlq *p = r->dlq_pending;
+        r->dlq_pending = p->next;
+        free(p->buf);
+        free(p);
+    }
+}
+
+/* Produces one outbox event (see send_waiting()). Returns a STEP_* code. */
+static int produce(struct relay *r, const struct outbox_event *ev)
+{
+    char err[512];
+    int kafka_err = -1;
+    if (tracker_event_sent(r->trk, r->cur_seq) != 0) {
+        log_error("internal: event outside a transaction");
+        return STEP_FATAL;
+    }
+    int rc = send_waiting(r, ev, r->cur_seq, &kafka_err, err, sizeof(err));
+    if (rc == STEP_OK) r->events_produced++;
+    if (rc != STEP_FATAL || kafka_err < 0) return rc;
+    return reject(r, ev, producer_err_name(kafka_err), err, producer_err_is_poison(kafka_err),
+                  kafka_err == 10 /* MSG_SIZE_TOO_LARGE */);
+}
+
 static int on_insert(struct relay *r, const struct repl_msg *m)
 {
-    char err[512], a[LSN_STRLEN];
+    char err[512];
     const struct relation *rel = m->u.tuple.rel;
     if (!outbox_is_table(&r->map, rel)) return 0;
     if (r->cur_seq == 0) {
         log_error("protocol error: INSERT into %s.%s outside a transaction", rel->nspname,
                   rel->relname);
-        return -1;
+        return STEP_FATAL;
     }
     struct outbox_event ev;
     if (outbox_event_build(&r->map, rel, m->u.tuple.values, m->u.tuple.nvalues,
-                           r->cur_commit_lsn, &ev, err, sizeof(err)) != 0) {
-        tracker_fail(r->trk, r->cur_seq);
-        log_error("cannot publish an outbox row of the transaction with commit_lsn %s: "
-                  "%s; stopping without confirming past it",
-                  lsn_format(r->cur_commit_lsn, a), err);
-        return -1;
-    }
-    return produce(r, &ev);
+                           r->cur_commit_lsn, &ev, err, sizeof(err)) == 0)
+        return produce(r, &ev);
+    if (tracker_event_sent(r->trk, r->cur_seq) != 0) return STEP_FATAL;
+    return reject(r, &ev, outbox_fault_name(ev.fault), err, ev.fault != OF_SCHEMA, false);
 }
 
 static int on_message(struct relay *r, const struct repl_msg *m)
@@ -412,6 +594,10 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     memset(r, 0, sizeof(*r));
     r->cfg = c;
     r->stop = stop;
+    const char *mmb = config_kafka_get(c, "message.max.bytes");
+    long max_bytes = mmb ? atol(mmb) : 1000000;
+    r->dlq_max_value = max_bytes > 2 * DLQ_HEADROOM ? (size_t)(max_bytes - DLQ_HEADROOM)
+                                                     : (size_t)max_bytes / 2;
     if (outbox_map_init(&r->map, c->outbox_table, (const char *const *)c->outbox_columns,
                         c->outbox_topic, err, sizeof(err)) != 0) {
         log_error("[outbox] %s", err);
@@ -430,6 +616,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
 
 static void relay_free(struct relay *r)
 {
+    free_dead_letters(r);
     producer_free(r->prod);
     stream_close(r->st);
     tracker_free(r->trk);
@@ -524,6 +711,7 @@ static int stream_loop(struct relay *r)
     while (!*r->stop && rc == STEP_OK) {
         rc = read_frames(r);
         producer_poll(r->prod, 0);
+        if (rc == STEP_OK) rc = flush_dead_letters(r);
         if (rc == STEP_OK && tracker_failed(r->trk)) rc = STEP_FATAL;
         if (rc == STEP_OK && producer_fatal(r->prod, err, sizeof(err))) {
             log_error("kafka producer failed: %s", err);
@@ -564,6 +752,7 @@ static int recover_from_broken_stream(struct relay *r)
             next_log = now_ms() + 10000;
         }
         producer_poll(r->prod, 100);
+        if (flush_dead_letters(r) != STEP_OK) break;
     }
     producer_poll(r->prod, 0);
     if (tracker_failed(r->trk)) return STEP_FATAL;

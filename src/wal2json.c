@@ -38,6 +38,7 @@
  * Control bytes from the input never reach err.
  */
 #include "wal2json.h"
+#include "log.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -103,8 +104,7 @@ static int fail(const struct ctx *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
     va_end(ap);
-    for (char *p = c->err; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    log_one_line(c->err);
     return -1;
 }
 

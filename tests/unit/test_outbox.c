@@ -617,6 +617,22 @@ START_TEST(test_build_null_required)
     /* aggregate_type NULL: the default topic cannot be rendered. */
     ck_assert_int_eq(build_with(1, NUL_V, &ev), -1);
     ck_assert(err[0] != '\0');
+    ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);
+    /* each NULL has its own class, and the rest of the row is kept */
+    ck_assert_int_eq(build_with(2, NUL_V, &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_NULL_AGGREGATE_ID);
+    ck_assert(ev.key_null);
+    ck_assert_uint_eq(ev.value.len, 2);
+    ck_assert_int_eq(build_with(0, NUL_V, &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_NULL_EVENT_ID);
+    ck_assert_ptr_null(ev.event_id.data);
+    ck_assert_int_eq(build_with(4, NUL_V, &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_NULL_EVENT_TYPE);
+    /* an empty aggregate_id is poison too: no key, no order */
+    ck_assert_int_eq(build_with(2, TXT(""), &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_EMPTY_AGGREGATE_ID);
+    ck_assert(!ev.key_null);
+    ck_assert_uint_eq(ev.key.len, 0);
 }
 END_TEST
 
@@ -691,14 +707,39 @@ START_TEST(test_build_topic_too_long)
     struct outbox_event ev;
     ck_assert_int_eq(build_with(1, TXT(longtype), &ev), -1);
     ck_assert(err[0] != '\0');
-    /* The longest topic that fits: OUTBOX_TOPIC_MAX - 1 bytes. */
-    size_t fit = OUTBOX_TOPIC_MAX - 1 - strlen("outbox.event.");
+    ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);
+    /* The longest topic Kafka accepts: 249 characters. */
+    size_t fit = 249 - strlen("outbox.event.");
     longtype[fit] = '\0';
     ck_assert_msg(build_with(1, TXT(longtype), &ev) == 0, "build: %s", err);
-    ck_assert_uint_eq(strlen(ev.topic), OUTBOX_TOPIC_MAX - 1);
+    ck_assert_uint_eq(strlen(ev.topic), 249);
     longtype[fit] = 'A';
     longtype[fit + 1] = '\0';
     ck_assert_int_eq(build_with(1, TXT(longtype), &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);
+    ERR_HAS("too long");
+    /* A poison row still carries what it has, for the dead-letter topic. */
+    ck_assert(!ev.key_null);
+    ck_assert_uint_gt(ev.event_id.len, 0);
+}
+END_TEST
+
+START_TEST(test_build_faults)
+{
+    struct outbox_event ev;
+    /* illegal characters in the rendered topic */
+    ck_assert_int_eq(build_with(1, TXT("Order Items"), &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);
+    ERR_HAS("0x20");
+    ck_assert_int_eq(build_with(1, TXT("Ordér"), &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);
+    ck_assert_str_eq(outbox_fault_name(OF_BAD_TOPIC), "BAD_TOPIC");
+    ck_assert_str_eq(outbox_fault_name(OF_EMPTY_AGGREGATE_ID), "EMPTY_AGGREGATE_ID");
+    char e[128];
+    ck_assert(outbox_topic_valid("a.b_c-D9", e, sizeof(e)));
+    ck_assert(!outbox_topic_valid("", e, sizeof(e)));
+    ck_assert(!outbox_topic_valid("..", e, sizeof(e)));
+    ck_assert(!outbox_topic_valid("a/b", e, sizeof(e)));
 }
 END_TEST
 
@@ -764,6 +805,7 @@ int main(void)
     tcase_add_test(tb, test_build_missing_required_column);
     tcase_add_test(tb, test_build_missing_payload_column);
     tcase_add_test(tb, test_build_topic_too_long);
+    tcase_add_test(tb, test_build_faults);
     tcase_add_test(tb, test_build_lsn_formats);
     suite_add_tcase(s, tb);
 
