@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "decoder.h"
 #include "log.h"
 
@@ -267,7 +268,17 @@ int config_set(struct config *c, const char *section, const char *key,
     for (size_t i = 0; i < NKEYS; i++)
         if (strcmp(key_defs[i].section, section) == 0 && strcmp(key_defs[i].key, key) == 0)
             return set_known(c, &key_defs[i], value, err, errlen);
-    snprintf(err, errlen, "unknown key \"%s\" in section [%s]", key, section);
+    /* The closest known key of the section, if it looks like a typo. */
+    const char *cands[NKEYS];
+    size_t ncands = 0;
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(key_defs[i].section, section) == 0) cands[ncands++] = key_defs[i].key;
+    const char *hint = check_suggest(key, cands, ncands);
+    if (hint)
+        snprintf(err, errlen, "unknown key \"%s\" in section [%s]; did you mean \"%s\"?", key,
+                 section, hint);
+    else
+        snprintf(err, errlen, "unknown key \"%s\" in section [%s]", key, section);
     return -1;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "config.h"
 #include "log.h"
 #include "relay.h"
@@ -32,6 +33,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: outboxd -c FILE [--set section.key=value ...]\n"
             "       outboxd verify -c FILE [--set ...] [--since TIMESTAMP] [--json]\n"
+            "       outboxd check -c FILE [--set ...]\n"
             "       outboxd --help | --version\n"
             "\n"
             "Relays committed INSERTs into a PostgreSQL outbox table to Kafka through a\n"
@@ -45,6 +47,11 @@ static void usage(FILE *out)
             "verify compares the outbox table with the topics: events missing from\n"
             "Kafka, duplicates, unknown events and per-key order violations; it exits\n"
             "0 only when nothing is missing and nothing is out of order.\n"
+            "\n"
+            "check validates the configuration, Postgres (connection, wal_level, slots,\n"
+            "role, outbox table, publication, plugin, slot) and Kafka (broker, topics)\n"
+            "before streaming, one line per check (ok, warn, FAIL with the fix, skip);\n"
+            "it exits 0 when nothing failed, 1 otherwise.\n"
             "\n"
             "Every key can also be set as OUTBOXD_<SECTION>_<KEY> (dots as '_').\n"
             "Precedence: --set > environment > file > default.\n"
@@ -92,7 +99,8 @@ int main(int argc, char **argv)
     int first = 1;
     bool verify = argc > 1 && !strcmp(argv[1], "verify");
     struct verify_options vopt = {.since = NULL, .json = false, .timeout_ms = 60000};
-    if (verify) first = 2;
+    bool check = argc > 1 && !strcmp(argv[1], "check");
+    if (verify || check) first = 2;
     for (int i = first; i < argc; i++) {
         if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
             path = argv[++i];
@@ -129,6 +137,11 @@ int main(int argc, char **argv)
     if (config_validate(&cfg, err, sizeof(err)) != 0) goto bad_config;
 
     log_set_level((enum log_level)cfg.log_level);
+    if (check) {
+        code = check_run(&cfg, false, CHECK_SCOPE_ALL);
+        config_free(&cfg);
+        return code;
+    }
     if (verify) {
         code = verify_run(&cfg, &vopt);
         config_free(&cfg);
@@ -141,7 +154,8 @@ int main(int argc, char **argv)
     return code;
 
 bad_config:
-    log_error("configuration: %s", err);
     config_free(&cfg);
+    if (check) return check_config_failed(err); /* a FAIL line, exit 1 */
+    log_error("configuration: %s", err);
     return EXIT_USAGE;
 }

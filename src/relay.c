@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "log.h"
 #include "offset.h"
 #include "outbox.h"
@@ -796,6 +797,9 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
     struct relay r;
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     int code = relay_init(&r, c, stop);
+    /* Fail fast on set-up mistakes (wal_level, role, outbox table,
+     * publication); an unreachable server is left to the retry loop. */
+    if (code == 0 && check_run(c, true, CHECK_SCOPE_STARTUP) != 0) code = EXIT_FATAL;
     int rc = STEP_STOP;
     for (int broken = 0; code == 0 && !*stop;) {
         if ((code = connect_stream(&r)) != 0 || *stop) break;

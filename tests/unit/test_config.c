@@ -287,6 +287,61 @@ START_TEST(test_unknown_key)
 }
 END_TEST
 
+/* A likely typo of a key of the same section is named. */
+static const struct {
+    const char *section, *key, *suggestion; /* NULL: no suggestion */
+} typos[] = {
+    {"postgres", "slto", "slot"},
+    {"postgres", "conninf", "conninfo"},
+    {"postgres", "create-slot", "create_slot"},
+    {"postgres", "publicaton", "publication"},
+    {"outbox", "column.paylod", "column.payload"},
+    {"outbox", "topics", "topic"},
+    {"offsets", "fiel", "file"},
+    {"errors", "polciy", "policy"},
+    {"log", "levle", "level"},
+    {"postgres", "bogus_key", NULL},
+    {"offsets", "path", NULL},
+    {"outbox", "slot", NULL}, /* a key of another section: no guess */
+    {"log", "lvl", NULL},
+};
+
+START_TEST(test_unknown_key_suggestion)
+{
+    char want[256];
+    ck_assert_int_eq(config_set(&C, typos[_i].section, typos[_i].key, "x", err, sizeof(err)), -1);
+    snprintf(want, sizeof(want), "unknown key \"%s\" in section [%s]", typos[_i].key,
+             typos[_i].section);
+    if (typos[_i].suggestion) {
+        snprintf(want + strlen(want), sizeof(want) - strlen(want), "; did you mean \"%s\"?",
+                 typos[_i].suggestion);
+        ck_assert_str_eq(err, want);
+    } else {
+        ck_assert_str_eq(err, want);
+        ck_assert_ptr_null(strstr(err, "did you mean"));
+    }
+}
+END_TEST
+
+START_TEST(test_unknown_key_suggestion_in_file)
+{
+    char path[64], want[256];
+    write_temp("[postgres]\n"
+               "slto = a\n",
+               path, sizeof(path));
+    int rc = config_load_file(&C, path, err, sizeof(err));
+    unlink(path);
+    ck_assert_int_eq(rc, -1);
+    snprintf(want, sizeof(want), "%s:2: unknown key \"slto\" in section [postgres]; did you "
+             "mean \"slot\"?", path);
+    ck_assert_str_eq(err, want);
+    err[0] = '\0';
+    ck_assert_int_eq(config_apply_set(&C, "postgres.plugn=wal2json", err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "unknown key \"plugn\" in section [postgres]; did you mean "
+                          "\"plugin\"?");
+}
+END_TEST
+
 static const char *const bad_bools[] = {"maybe", "2", "", "tru", "truex", "-1", "y e s"};
 
 START_TEST(test_bad_boolean)
@@ -794,6 +849,9 @@ int main(void)
     tcase_add_loop_test(tc, test_booleans, 0, (int)(sizeof(bools) / sizeof(bools[0])));
     tcase_add_test(tc, test_unknown_section);
     tcase_add_test(tc, test_unknown_key);
+    tcase_add_loop_test(tc, test_unknown_key_suggestion, 0,
+                        (int)(sizeof(typos) / sizeof(typos[0])));
+    tcase_add_test(tc, test_unknown_key_suggestion_in_file);
     tcase_add_loop_test(tc, test_bad_boolean, 0, (int)(sizeof(bad_bools) / sizeof(bad_bools[0])));
     tcase_add_loop_test(tc, test_bad_integer, 0, (int)(sizeof(bad_ints) / sizeof(bad_ints[0])));
     tcase_add_test(tc, test_bad_log_level);
