@@ -21,13 +21,20 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 2
 fi
 export DEBIAN_FRONTEND=noninteractive
-# Installing postgresql-15 must not start Debian's own cluster: the tests
-# and the demo start throw-away servers of their own.
+# Installing postgresql-15 must neither create nor start Debian's own
+# cluster: the tests and the demo start throw-away servers of their own.
+mkdir -p /etc/postgresql-common
+if ! grep -qs '^[[:space:]]*create_main_cluster[[:space:]]*=[[:space:]]*false' \
+    /etc/postgresql-common/createcluster.conf; then
+    echo 'create_main_cluster = false' >>/etc/postgresql-common/createcluster.conf
+fi
 if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
     chmod +x /usr/sbin/policy-rc.d
     trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
+apt-get install -y -qq --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    "${PACKAGES[@]}" >/dev/null
 echo "install-deps.sh: ${#PACKAGES[@]} packages present"
