@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redact.h"
 #include "replproto.h"
 
 struct stream {
@@ -42,7 +43,10 @@ struct stream *stream_connect(const char *conninfo, char *err, size_t errlen)
     }
     s->conn = PQconnectdbParams(keys, vals, 1);
     if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
-        pq_error(s->conn, "cannot connect to postgres", err, errlen);
+        char raw[1024], safe[1024];
+        pq_error(s->conn, "cannot connect to postgres", raw, sizeof(raw));
+        redact_conn_error(conninfo, raw, safe, sizeof(safe));
+        snprintf(err, errlen, "%s", safe);
         stream_close(s);
         return NULL;
     }

@@ -35,6 +35,7 @@
 #include "kafkaconf.h"
 #include "log.h"
 #include "outbox.h"
+#include "redact.h"
 #include "relay.h" /* EXIT_* */
 
 /* Unknown event_ids looked up in the table per query. */
@@ -176,7 +177,9 @@ static int pg_connect(struct verify *v, char *err, size_t errlen)
         return EXIT_FATAL;
     }
     if (PQstatus(v->conn) != CONNECTION_OK) {
-        pg_error(err, errlen, "postgres: connecting", PQerrorMessage(v->conn));
+        char safe[1024];
+        redact_conn_error(v->cfg->pg_conninfo, PQerrorMessage(v->conn), safe, sizeof(safe));
+        pg_error(err, errlen, "postgres: connecting", safe);
         return EXIT_FATAL;
     }
     return 0;
