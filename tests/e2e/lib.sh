@@ -517,7 +517,10 @@ EOF
     step "starting outboxd (#$OUTBOXD_STARTS) $*"
     printf '===== e2e: start #%d at %s: outboxd -c %s %s\n' "$OUTBOXD_STARTS" \
         "$(_ts)" "$T/outboxd.ini" "$*" >>"$T/outboxd.log"
-    { _close_sess_fds; exec "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/outboxd.ini" "$@" >>"$T/outboxd.log" 2>&1 </dev/null; } &
+    # OUTBOXD_WRAPPER (e.g. "valgrind --error-exitcode=99") runs outboxd
+    # under a tool; word splitting of it is intended.
+    # shellcheck disable=SC2086
+    { _close_sess_fds; exec ${OUTBOXD_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/outboxd.ini" "$@" >>"$T/outboxd.log" 2>&1 </dev/null; } &
     OUTBOXD_PID=$!
     ((wait)) || return 0
     for ((i = 0; i < 300; i++)); do
