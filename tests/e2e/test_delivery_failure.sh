@@ -33,7 +33,7 @@ psql_q "INSERT INTO public.outbox_events ($cols) VALUES ('00000000-0000-4000-800
         jsonb_build_object('blob', repeat('x', 5000)))"
 wait_exit
 assert_eq 1 "$OUTBOXD_RC" "exit status after a permanent produce error"
-grep -q "event 00000000-0000-4000-8000-0000000000b1 (commit_lsn .*): produce to outbox.event.Doc: .*too large" "$T/outboxd.log" ||
+grep -q "event 00000000-0000-4000-8000-0000000000b1 (commit_lsn .*) cannot be published: MSG_SIZE_TOO_LARGE: produce to outbox.event.Doc: .*too large" "$T/outboxd.log" ||
     fail "the log does not name the event and the reason: $(grep ERROR "$T/outboxd.log" | tail -2)"
 confirmed=$(slot_confirmed_lsn)
 lsn_ge "$before" "$confirmed" || fail "slot confirmed $confirmed, past the failed event (written after $before)"
@@ -56,7 +56,7 @@ broker_cmd "down 1"
 psql_q "INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Doc', 'd-' || i, 3, 'DuringOutage', '{}' FROM generate_series(1, 10) AS i"
 wait_exit
 assert_eq 1 "$OUTBOXD_RC" "exit status after deliveries timed out"
-grep -q "failed: Local: Message timed out; stopping without confirming past it" "$T/outboxd.log" ||
+grep -q "failed: _MSG_TIMED_OUT: Local: Message timed out; stopping without confirming past it" "$T/outboxd.log" ||
     fail "the log does not say the delivery timed out: $(grep ERROR "$T/outboxd.log" | tail -2)"
 confirmed=$(slot_confirmed_lsn)
 lsn_ge "$before" "$confirmed" || fail "slot confirmed $confirmed, past undelivered events (written after $before)"
