@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# sanitize.sh [ctest args] - builds the whole project and its tests with
+# AddressSanitizer + UndefinedBehaviorSanitizer (OUTBOXD_SANITIZE=ON) in
+# build-asan/ and runs the unit tests and the end-to-end tests there with
+# ctest (the memcheck tests are left out: valgrind cannot run ASan
+# binaries). The e2e tests get OUTBOXD_BUILD_DIR=build-asan from ctest, so
+# they start the sanitized outboxd, mock broker and kdump.
+#
+# Every sanitizer report of every process (outboxd, the helpers, the unit
+# tests) is written to build-asan/sanitizer-logs/ rather than into the logs
+# the tests read; the script prints them all at the end and fails when
+# there is any, even for a process whose exit status no test looked at.
+# Leaks are suppressed only for third-party frames (tests/lsan.supp).
+#
+# Examples:  tests/sanitize.sh                 # everything (unit + e2e)
+#            tests/sanitize.sh -L unit         # unit tests only
+#            tests/sanitize.sh -R 'e2e.pgoutput.test_basic'
+# Environment: ASAN_BUILD_DIR (default build-asan in the source tree),
+# CC (default: cmake's choice, gcc on Debian).
+set -euo pipefail
+
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${ASAN_BUILD_DIR:-$src/build-asan}
+logs=$build/sanitizer-logs
+jobs=$(nproc 2>/dev/null || echo 2)
+
+mkdir -p "$build"
+echo "== configuring $build (OUTBOXD_SANITIZE=ON)"
+# -O1: usable stack traces at a tolerable speed; Debug keeps assert().
+cmake -S "$src" -B "$build" -DOUTBOXD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_FLAGS_DEBUG="-g -O1" >"$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log" >&2; exit 2; }
+echo "== building"
+cmake --build "$build" -j"$jobs" >"$build/build.log" 2>&1 ||
+    { tail -n 50 "$build/build.log" >&2; exit 2; }
+# The binaries the tests start must be the instrumented ones.
+for bin in outboxd tests/outboxd-mockbroker tests/outboxd-kdump; do
+    syms=$(nm "$build/$bin" 2>/dev/null || true)
+    if [[ "$syms" != *__asan_init* ]]; then
+        echo "sanitize.sh: $build/$bin is not built with ASan" >&2
+        exit 2
+    fi
+done
+
+rm -rf "$logs"
+mkdir -p "$logs"
+# halt_on_error: the first error ends the process (UBSan too, and the build
+# has -fno-sanitize-recover=undefined). log_path: one file per process that
+# reports, <log>.<pid>. detect_leaks: LeakSanitizer at every normal exit.
+common="print_stacktrace=1:halt_on_error=1:log_path=$logs/report"
+export ASAN_OPTIONS="$common:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1"
+export LSAN_OPTIONS="suppressions=$src/tests/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="$common"
+# Check's per-test timeouts (default 4 s) assume an uninstrumented build.
+export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10}
+echo "== ASAN_OPTIONS=$ASAN_OPTIONS"
+echo "== LSAN_OPTIONS=$LSAN_OPTIONS"
+echo "== UBSAN_OPTIONS=$UBSAN_OPTIONS"
+
+rm -f "$build/Testing/Temporary/CTestCostData.txt" # unit tests first
+rc=0
+ctest --test-dir "$build" -LE memcheck --output-on-failure --no-tests=error \
+    --no-label-summary "$@" || rc=1
+
+# Which build did the e2e tests use? lib.sh names it in its first line.
+if grep -q '(plugin [a-z0-9]*, build ' "$build/Testing/Temporary/LastTest.log" 2>/dev/null; then
+    others=$(grep -o '(plugin [a-z0-9]*, build [^)]*)' "$build/Testing/Temporary/LastTest.log" |
+        grep -v "build $build)" | sort -u || true)
+    if [[ -n "$others" ]]; then
+        echo "sanitize.sh: some e2e tests did not use $build:" >&2
+        echo "$others" >&2
+        rc=1
+    else
+        echo "== every e2e test ran the binaries of $build"
+    fi
+fi
+
+shopt -s nullglob
+reports=("$logs"/report.*)
+if ((${#reports[@]})); then
+    echo "== ${#reports[@]} sanitizer report(s) in $logs:"
+    for f in "${reports[@]}"; do
+        echo "----- $f"
+        cat "$f"
+    done
+    rc=1
+else
+    echo "== no sanitizer reports"
+fi
+exit "$rc"
