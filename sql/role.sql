@@ -16,3 +16,6 @@ END
 $$;
 GRANT USAGE ON SCHEMA public TO outboxd;
 GRANT SELECT ON public.outbox_events TO outboxd;
+-- Read-only access to settings, so outboxd can check output_plugin_libraries
+-- (on servers that have it) and report a missing plugin before streaming.
+GRANT pg_read_all_settings TO outboxd;

@@ -17,7 +17,10 @@
 #include <string.h>
 
 #include "checks.h"
+#include <libpq-fe.h>
+
 #include "decoder.h"
+#include "redact.h"
 #include "log.h"
 
 enum key_type { KT_STRING, KT_BOOL, KT_POSINT, KT_LOGLEVEL, KT_PLUGIN, KT_POLICY };
@@ -440,6 +443,17 @@ int config_validate(const struct config *c, char *err, size_t errlen)
                  "--set postgres.conninfo=...)");
         return -1;
     }
+    char *perr = NULL;
+    PQconninfoOption *opts = PQconninfoParse(c->pg_conninfo, &perr);
+    if (!opts) {
+        char safe[512];
+        redact_conn_error(c->pg_conninfo, perr ? perr : "out of memory", safe, sizeof(safe));
+        PQfreemem(perr);
+        snprintf(err, errlen, "[postgres] conninfo cannot be parsed (not shown: it may hold a "
+                 "password): %s", safe);
+        return -1;
+    }
+    PQconninfoFree(opts);
     if (plugin_parse(c->pg_plugin) < 0) {
         snprintf(err, errlen, "[postgres] plugin: unknown plugin \"%s\"", c->pg_plugin);
         return -1;

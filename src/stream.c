@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "redact.h"
 #include "replproto.h"
 
@@ -226,9 +227,16 @@ int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         int none = st && strcmp(st, "42704") == 0; /* no such setting: allowed */
-        if (!none) pq_error(s->conn, "SHOW output_plugin_libraries", err, errlen);
+        /* A role without pg_read_all_settings may not read it (42501): let
+         * the server decide when the slot is used, and say why. */
+        int hidden = st && strcmp(st, "42501") == 0;
+        if (hidden)
+            log_warn("cannot read output_plugin_libraries (GRANT pg_read_all_settings TO "
+                     "this role to let outboxd check it); going on");
+        else if (!none)
+            pq_error(s->conn, "SHOW output_plugin_libraries", err, errlen);
         PQclear(r);
-        return none ? 1 : -1;
+        return none || hidden ? 1 : -1;
     }
     const char *list = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "";
     int allowed = plugin_listed(list, plugin);

@@ -8,7 +8,7 @@
 # error.
 #
 # Needs clang-14 and libclang-rt-14-dev (deploy/install-deps.sh).
-# Environment: CC (default clang-14), FUZZ_BUILD_DIR (default build-fuzz in
+# Environment: FUZZ_CC (default clang-14), FUZZ_BUILD_DIR (default build-fuzz in
 # the source tree), FUZZ_ARGS (more libFuzzer options, e.g. -jobs=2).
 #
 # The working corpora (build-fuzz/corpus/<name>) keep what earlier runs
@@ -23,13 +23,20 @@ if ! [[ "$secs" =~ ^[0-9]+$ ]] || ((secs < 1)); then
 fi
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
-cc=${CC:-clang-14}
+cc=${FUZZ_CC:-clang-14} # not CC: CI often sets that to gcc
 command -v "$cc" >/dev/null || {
     echo "run.sh: $cc not found (apt-get install clang-14 libclang-rt-14-dev)" >&2
     exit 2
 }
 
 mkdir -p "$build"
+# CMake cannot switch the compiler of an existing build dir (it wipes the
+# cache and drops the -D options): start that one afresh.
+if [[ -f "$build/CMakeCache.txt" ]] &&
+    ! grep -qx "CMAKE_C_COMPILER:[A-Z]*=$(command -v "$cc")" "$build/CMakeCache.txt"; then
+    echo "== $build was configured with another compiler: reconfiguring from scratch"
+    rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+fi
 echo "== configuring $build with $cc"
 cmake -S "$src" -B "$build" -DCMAKE_C_COMPILER="$cc" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOXD_FUZZ=ON -DOUTBOXD_TESTS=OFF \

@@ -815,6 +815,27 @@ START_TEST(test_validate)
 }
 END_TEST
 
+START_TEST(test_validate_bad_conninfo_hides_password)
+{
+    /* libpq quotes what it cannot parse; the message must not carry the
+     * password, in either form. */
+    static const char *const bad[] = {
+        "postgres://outboxd:S3cr3tPW@[127.0.0.1:5432/db",
+        "postgres://outboxd:S3cr3tPW%zz@localhost/db",
+        "host=localhost password='S3cr3tPW",
+        "host=localhost password=S3cr3tPW nonsense_key=1",
+    };
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(config_set(&C, "postgres", "conninfo", bad[i], err, sizeof(err)), 0);
+        err[0] = '\0';
+        ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+        ck_assert_msg(strstr(err, "conninfo cannot be parsed") != NULL, "%s", err);
+        ck_assert_msg(strstr(err, "S3cr3tPW") == NULL, "password in: %s", err);
+    }
+}
+END_TEST
+
 START_TEST(test_validate_unknown_plugin)
 {
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
@@ -877,6 +898,7 @@ int main(void)
     tcase_add_test(tc, test_precedence);
     tcase_add_test(tc, test_validate);
     tcase_add_test(tc, test_validate_unknown_plugin);
+    tcase_add_test(tc, test_validate_bad_conninfo_hides_password);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);
