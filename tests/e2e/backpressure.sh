@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Backpressure and a second instance.
+#  1. librdkafka's queue is tiny and the broker is down: outboxd stops reading
+#     the stream once the queue is full, but its status updates keep the
+#     replication connection alive past wal_sender_timeout (5 s here), the
+#     slot does not move, and when the broker is back every event arrives.
+#  2. A second outboxd on the same slot does not steal it: it says the slot
+#     is in use and waits; when the first one stops, it takes over.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_init backpressure
+pg_start
+psql_q "ALTER SYSTEM SET wal_sender_timeout = '5s'" >/dev/null
+psql_q "SELECT pg_reload_conf()" >/dev/null
+broker_start
+cols="event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload"
+
+step "1. broker down, queue of 50 messages, 3000 events"
+outboxd_start --set kafka.queue.buffering.max.messages=50
+psql_q "INSERT INTO public.outbox_events ($cols) VALUES (gen_random_uuid(), 'Bp', 'warm', 1, 'Warm', '{}')"
+wait_caught_up 60
+before=$(current_lsn)
+walsender=$(psql_q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'outboxd'")
+broker_cmd "down 1"
+for i in 1 2 3; do
+    psql_q "INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Bp', 'k-' || (g % 20), ($i - 1) * 1000 + g, 'Queued', '{}' FROM generate_series(1, 1000) AS g"
+done
+sleep 12 # more than twice wal_sender_timeout
+outboxd_assert_running
+assert_eq "$walsender" "$(psql_q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'outboxd'")" \
+    "the same walsender still serves outboxd (status updates kept it alive)"
+grep -q "replication stream ended\|reconnecting from" "$T/outboxd.log" &&
+    fail "the replication connection was dropped while outboxd waited for the broker"
+confirmed=$(slot_confirmed_lsn)
+lsn_ge "$before" "$confirmed" || fail "slot confirmed $confirmed past undelivered events (after $before)"
+broker_cmd "up 1"
+wait_caught_up 120
+check_delivery --exactly-once
+
+step "2. a second outboxd on the same slot"
+cp "$T/outboxd.ini" "$T/second.ini"
+sed -i "s|^file = .*|file = $T/second.offset|" "$T/second.ini"
+"$OUTBOXD_BUILD_DIR/outboxd" -c "$T/second.ini" --set postgres.retry_max_ms=1000 >"$T/second.log" 2>&1 </dev/null &
+second=$!
+E2E_BG_PIDS+=("$second")
+sleep 4
+kill -0 "$second" 2>/dev/null || fail "the second outboxd exited: $(tail -3 "$T/second.log")"
+grep -q 'replication slot "outboxd" is in use by another process' "$T/second.log" ||
+    fail "the second outboxd did not say the slot is in use: $(tail -3 "$T/second.log")"
+psql_q "INSERT INTO public.outbox_events ($cols) VALUES (gen_random_uuid(), 'Bp', 'first', 1, 'StillFirst', '{}')"
+wait_caught_up 60
+assert_eq 1 "$(kdump_all | jq -r 'select(.headers.event_type == "StillFirst") | .key' | wc -l)" \
+    "the first outboxd keeps streaming"
+outboxd_stop || fail "the first outboxd exited with $OUTBOXD_RC"
+step "the first stopped: the second takes over"
+for ((i = 0; i < 100; i++)); do
+    [[ "$(psql_q "SELECT active_pid IS NOT NULL FROM pg_replication_slots WHERE slot_name = 'outboxd'")" == t ]] && break
+    sleep 0.1
+done
+psql_q "INSERT INTO public.outbox_events ($cols) VALUES (gen_random_uuid(), 'Bp', 'second', 1, 'BySecond', '{}')"
+wait_caught_up 60
+check_delivery
+kill -TERM "$second"
+rc=0
+wait "$second" || rc=$?
+assert_eq 0 "$rc" "the second outboxd's exit status"
+e2e_pass
