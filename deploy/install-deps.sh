@@ -16,6 +16,12 @@ PACKAGES=(
     postgresql-15 postgresql-15-wal2json postgresql-client-15
 )
 
+# --list: print the package names (for .ci/run, which installs them itself).
+if [ "${1:-}" = --list ]; then
+    printf '%s\n' "${PACKAGES[@]}"
+    exit 0
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root (apt-get needs it), e.g. sudo $0" >&2
     exit 2
