@@ -58,26 +58,8 @@ static const unsigned char outbox_relation[] = {
     0x00, 0x00, 0x04, 0xa0, 0xff, 0xff, 0xff, 0xff,
 };
 
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "fuzz_pgoutput: check failed at %s:%d: %s\n",     \
-                    __FILE__, __LINE__, #cond);                               \
-            abort();                                                          \
-        }                                                                     \
-    } while (0)
-
-/* Defeats the optimiser: every byte touched is folded into this. */
-static volatile unsigned sink;
-
-static void touch(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    unsigned h = 0;
-
-    for (size_t i = 0; i < n; i++) h = h * 31u + b[i];
-    sink += h;
-}
+#define FUZZ_NAME "fuzz_pgoutput"
+#include "fuzz_common.h"
 
 /* p[0..n) lies inside buf[0..len). */
 static int inside(const char *buf, size_t len, const char *p, size_t n)

@@ -29,25 +29,8 @@
 
 #include "wal2json.h"
 
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "fuzz_wal2json: check failed at %s:%d: %s\n",     \
-                    __FILE__, __LINE__, #cond);                               \
-            abort();                                                          \
-        }                                                                     \
-    } while (0)
-
-static volatile unsigned sink;
-
-static void touch(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    unsigned h = 0;
-
-    for (size_t i = 0; i < n; i++) h = h * 31u + b[i];
-    sink += h;
-}
+#define FUZZ_NAME "fuzz_wal2json"
+#include "fuzz_common.h"
 
 static void touch_str(const char *s)
 {
