@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "httpd.h"
 #include "log.h"
 #include "offset.h"
 #include "outbox.h"
@@ -61,6 +62,9 @@ struct relay {
     uint64_t events_acked;
     struct pending_dlq *dlq_pending; /* failed deliveries to dead-letter */
     size_t dlq_max_value;            /* value bytes kept when truncating */
+    bool streaming;                  /* START_REPLICATION done, not broken since */
+    struct httpd *http;              /* NULL when [http] listen is empty */
+    int64_t next_publish_ms;         /* monotonic deadline of the next snapshot */
 };
 
 static int64_t now_ms(void)
@@ -68,6 +72,37 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- observability -------------------------------------------------------
+ * The loop beats on every turn and publishes a snapshot for the HTTP
+ * server's thread every PUBLISH_MS (see httpd.h); relay_tick() is called
+ * from every loop that can run for a while, the waiting ones included. */
+
+#define PUBLISH_MS 500
+
+/* Why the relay is not ready, or NULL when it is. */
+static const char *not_ready_reason(const struct relay *r)
+{
+    if (*r->stop) return "shutting down";
+    if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
+    if (!r->streaming) return "not streaming from the replication slot (connecting)";
+    return NULL;
+}
+
+static void publish(struct relay *r, int64_t now)
+{
+    const char *why = not_ready_reason(r);
+    httpd_publish(r->http, "", 0, why == NULL, why);
+    r->next_publish_ms = now + PUBLISH_MS;
+}
+
+static void relay_tick(struct relay *r)
+{
+    if (!r->http) return;
+    int64_t now = now_ms();
+    httpd_beat(r->http, now);
+    if (now >= r->next_publish_ms) publish(r, now);
 }
 
 /* ---- delivery reports ---------------------------------------------------- */
@@ -156,6 +191,7 @@ static int send_waiting(struct relay *r, const struct outbox_event *ev, uint64_t
         *kafka_err = -1;
         snprintf(err, errlen, "stopped while waiting for the producer queue");
         if (tracker_failed(r->trk)) return STEP_FATAL;
+        relay_tick(r);
         int st = status_if_due(r);
         if (st != STEP_OK) return st;
         if (*r->stop) return STEP_STOP;
@@ -612,11 +648,27 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
         log_error("%s", err);
         return EXIT_USAGE;
     }
+    if (c->http_listen && *c->http_listen) {
+        struct listen_addr la;
+        int port;
+        if (listen_addr_parse(c->http_listen, &la, err, sizeof(err)) != 0) {
+            log_error("[http] listen: %s", err);
+            return EXIT_USAGE;
+        }
+        if (!(r->http = httpd_start(&la, &port, err, sizeof(err)))) {
+            log_error("%s", err);
+            return EXIT_FATAL;
+        }
+        log_info("http: serving /metrics, /healthz and /readyz on %s (port %d)",
+                 c->http_listen, port);
+        publish(r, now_ms());
+    }
     return 0;
 }
 
 static void relay_free(struct relay *r)
 {
+    httpd_stop(r->http);
     free_dead_letters(r);
     producer_free(r->prod);
     stream_close(r->st);
@@ -673,13 +725,14 @@ static int open_stream(struct relay *r, lsn_t *start)
 }
 
 /* Sleeps ms milliseconds unless a stop is requested first. */
-static void sleep_unless_stopped(volatile sig_atomic_t *stop, int ms)
+static void sleep_unless_stopped(struct relay *r, int ms)
 {
-    while (ms > 0 && !*stop) {
+    while (ms > 0 && !*r->stop) {
         int step = ms < 100 ? ms : 100;
         struct timespec ts = {0, (long)step * 1000000L};
         nanosleep(&ts, NULL);
         ms -= step;
+        relay_tick(r);
     }
 }
 
@@ -697,7 +750,7 @@ static int open_stream_retrying(struct relay *r, lsn_t *start)
          * reconnect in lock step. */
         int ms = backoff / 2 + rand() % (backoff / 2 + 1);
         log_info("connecting to the slot: attempt %d failed, next in %d ms", attempt, ms);
-        sleep_unless_stopped(r->stop, ms);
+        sleep_unless_stopped(r, ms);
         if (*r->stop) return EXIT_OK;
         backoff = backoff > max / 2 ? max : backoff * 2;
     }
@@ -710,6 +763,7 @@ static int stream_loop(struct relay *r)
     char err[512];
     int rc = STEP_OK;
     while (!*r->stop && rc == STEP_OK) {
+        relay_tick(r);
         rc = read_frames(r);
         producer_poll(r->prod, 0);
         if (rc == STEP_OK) rc = flush_dead_letters(r);
@@ -737,6 +791,7 @@ static int recover_from_broken_stream(struct relay *r)
     char a[LSN_STRLEN];
     tracker_abort_open(r->trk);
     r->cur_seq = 0;
+    r->streaming = false;
     stream_close(r->st);
     r->st = NULL;
     decoder_free(r->dec);
@@ -753,6 +808,7 @@ static int recover_from_broken_stream(struct relay *r)
             next_log = now_ms() + 10000;
         }
         producer_poll(r->prod, 100);
+        relay_tick(r);
         if (flush_dead_letters(r) != STEP_OK) break;
     }
     producer_poll(r->prod, 0);
@@ -771,7 +827,7 @@ static void reconnect_pause(struct relay *r, int attempt)
     for (int i = 1; i < attempt && ms < r->cfg->pg_retry_max_ms / 2; i++) ms *= 2;
     if (ms > r->cfg->pg_retry_max_ms) ms = r->cfg->pg_retry_max_ms;
     ms = ms / 2 + rand() % (ms / 2 + 1);
-    sleep_unless_stopped(r->stop, ms);
+    sleep_unless_stopped(r, ms);
 }
 
 /* Connects (retrying transient failures) and starts streaming. Returns 0 or
@@ -789,6 +845,9 @@ static int connect_stream(struct relay *r)
     r->sent_lsn = start;
     r->received_lsn = 0;
     r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
+    r->streaming = true;
+    r->next_publish_ms = 0; /* ready now: say so at once */
+    relay_tick(r);
     return 0;
 }
 
