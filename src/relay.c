@@ -20,12 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "checks.h"
 #include "httpd.h"
 #include "log.h"
+#include "metrics.h"
 #include "offset.h"
 #include "outbox.h"
 #include "decoder.h"
@@ -65,6 +67,9 @@ struct relay {
     bool streaming;                  /* START_REPLICATION done, not broken since */
     struct httpd *http;              /* NULL when [http] listen is empty */
     int64_t next_publish_ms;         /* monotonic deadline of the next snapshot */
+    struct metrics met;              /* counted here, rendered for /metrics */
+    struct textbuf text;             /* the rendering, reused */
+    const char *retry_cause;         /* why open_stream() said RETRY_LATER */
 };
 
 static int64_t now_ms(void)
@@ -81,19 +86,50 @@ static int64_t now_ms(void)
 
 #define PUBLISH_MS 500
 
+static int64_t now_unix_us(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
 /* Why the relay is not ready, or NULL when it is. */
 static const char *not_ready_reason(const struct relay *r)
 {
     if (*r->stop) return "shutting down";
     if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
     if (!r->streaming) return "not streaming from the replication slot (connecting)";
+    int up = producer_brokers_up(r->prod);
+    if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
+    if (up == 0) return "no Kafka broker reachable";
     return NULL;
+}
+
+/* Fills the gauges of r->met from the modules that own the values. */
+static void collect_gauges(struct relay *r)
+{
+    struct metrics *m = &r->met;
+    m->inflight_events = r->trk ? tracker_pending_events(r->trk) : 0;
+    m->inflight_txns = r->trk ? tracker_pending_txns(r->trk) : 0;
+    m->kafka_queue = producer_outq_len(r->prod);
+    m->kafka_brokers_up = producer_brokers_up(r->prod);
+    m->received_lsn = r->received_lsn;
+    m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->stored_lsn;
+    m->confirmed_lsn = r->sent_lsn;
+    m->streaming = r->streaming;
 }
 
 static void publish(struct relay *r, int64_t now)
 {
     const char *why = not_ready_reason(r);
-    httpd_publish(r->http, "", 0, why == NULL, why);
+    collect_gauges(r);
+    r->met.ready = why == NULL;
+    r->text.len = 0;
+    if (r->text.data) r->text.data[0] = '\0';
+    r->text.oom = false;
+    if (metrics_render(&r->met, now_unix_us(), &r->text) != 0 ||
+        httpd_publish(r->http, r->text.data, r->text.len, why == NULL, why) != 0)
+        log_warn("out of memory while rendering /metrics; serving the previous snapshot");
     r->next_publish_ms = now + PUBLISH_MS;
 }
 
@@ -114,6 +150,7 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
     struct relay *r = ctx;
     if (dr->err == 0) {
         r->events_acked++;
+        metrics_count(&r->met.acked, dr->topic, 1);
         if (tracker_ack(r->trk, dr->seq) < 0)
             log_error("internal: delivery report for transaction %llu with no pending "
                       "event",
@@ -122,10 +159,12 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
     }
     bool to_dlq = strcmp(dr->topic, r->cfg->errors_dlq_topic) == 0;
     if (!to_dlq && r->cfg->errors_policy == ERRORS_DLQ && producer_err_is_poison(dr->err)) {
+        metrics_count(&r->met.failed, producer_err_name(dr->err), 1);
         queue_dead_letter(r, dr); /* still pending until the DLQ write is ACKed */
         return;
     }
     tracker_fail(r->trk, dr->seq);
+    if (!to_dlq) metrics_count(&r->met.failed, producer_err_name(dr->err), 1);
     log_error("delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s: %s; "
               "stopping without confirming past it",
               (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "?",
@@ -256,6 +295,11 @@ static int dead_letter_send(struct relay *r, const struct dead_letter *d)
                   d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn, err);
         return STEP_FATAL;
     }
+    if (rc == STEP_OK) {
+        metrics_count(&r->met.produced, r->cfg->errors_dlq_topic, 1);
+        r->met.produced_bytes += (d->key_null ? 0 : d->key.len) + (d->value_null ? 0 : ev.value.len);
+        metrics_count(&r->met.dead_lettered, d->code, 1);
+    }
     if (rc == STEP_OK)
         log_warn("event %.*s (commit_lsn %s) dead-lettered to %s: %s: %s",
                  d->event_id.data ? (int)d->event_id.len : 6,
@@ -281,6 +325,7 @@ static int halt_on(struct relay *r, uint64_t seq, const struct slice *event_id,
 static int reject(struct relay *r, const struct outbox_event *ev, const char *code,
                   const char *reason, bool poison, bool too_large)
 {
+    metrics_count(&r->met.failed, code, 1);
     if (r->cfg->errors_policy != ERRORS_DLQ || !poison)
         return halt_on(r, r->cur_seq, &ev->event_id, ev->commit_lsn, code, reason);
     struct dead_letter d = {.seq = r->cur_seq,
@@ -378,7 +423,12 @@ static int produce(struct relay *r, const struct outbox_event *ev)
         return STEP_FATAL;
     }
     int rc = send_waiting(r, ev, r->cur_seq, &kafka_err, err, sizeof(err));
-    if (rc == STEP_OK) r->events_produced++;
+    if (rc == STEP_OK) {
+        r->events_produced++;
+        metrics_count(&r->met.produced, ev->topic, 1);
+        r->met.produced_bytes +=
+            (ev->key_null ? 0 : ev->key.len) + (ev->value_null ? 0 : ev->value.len);
+    }
     if (rc != STEP_FATAL || kafka_err < 0) return rc;
     return reject(r, ev, producer_err_name(kafka_err), err, producer_err_is_poison(kafka_err),
                   kafka_err == 10 /* MSG_SIZE_TOO_LARGE */);
@@ -546,8 +596,10 @@ static int prepare_stream(struct relay *r, lsn_t *start)
             return EXIT_FATAL;
         }
         log_warn("%s", err);
+        r->retry_cause = "connect_failed";
         return RETRY_LATER;
     }
+    r->retry_cause = "connection_lost"; /* unless said otherwise below */
     /* Only pgoutput reads a publication; wal2json filters by table name. */
     rc = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT
              ? stream_publication_exists(r->st, c->pg_publication, err, sizeof(err))
@@ -614,6 +666,7 @@ static int prepare_stream(struct relay *r, lsn_t *start)
     } else if (si.active) {
         log_warn("replication slot \"%s\" is in use by another process (pid %d)",
                  c->pg_slot, si.active_pid);
+        r->retry_cause = "slot_in_use";
         return RETRY_LATER;
     }
     *start = r->stored_lsn;
@@ -631,6 +684,11 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     memset(r, 0, sizeof(*r));
     r->cfg = c;
     r->stop = stop;
+    metrics_init(&r->met);
+    r->met.version = OUTBOXD_VERSION;
+    r->met.plugin = c->pg_plugin;
+    r->met.slot = c->pg_slot;
+    r->met.start_time_us = now_unix_us();
     const char *mmb = config_kafka_get(c, "message.max.bytes");
     long max_bytes = mmb ? atol(mmb) : 1000000;
     r->dlq_max_value = max_bytes > 2 * DLQ_HEADROOM ? (size_t)(max_bytes - DLQ_HEADROOM)
@@ -669,6 +727,8 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
 static void relay_free(struct relay *r)
 {
     httpd_stop(r->http);
+    metrics_free(&r->met);
+    free(r->text.data);
     free_dead_letters(r);
     producer_free(r->prod);
     stream_close(r->st);
@@ -716,6 +776,7 @@ static int open_stream(struct relay *r, lsn_t *start)
         bool in_use = strcmp(stream_sqlstate(r->st), "55006") == 0;
         if (in_use || stream_broken(r->st)) {
             log_warn("%s", err);
+            if (in_use) r->retry_cause = "slot_in_use";
             return RETRY_LATER;
         }
         log_plugin_error(r, err);
@@ -744,6 +805,8 @@ static int open_stream_retrying(struct relay *r, lsn_t *start)
     for (int attempt = 1;; attempt++) {
         int code = open_stream(r, start);
         if (code != RETRY_LATER) return code;
+        metrics_count(&r->met.reconnects, r->retry_cause ? r->retry_cause : "connect_failed",
+                      1);
         stream_close(r->st);
         r->st = NULL;
         /* Full jitter on the upper half: instances restarted together do not
@@ -865,6 +928,7 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
         uint64_t acked_before = r.events_acked;
         rc = stream_loop(&r);
         if (rc != STEP_BROKEN) break;
+        metrics_count(&r.met.reconnects, "stream_lost", 1);
         /* A connection that delivered something starts the backoff over. */
         broken = r.events_acked > acked_before ? 1 : broken + 1;
         rc = recover_from_broken_stream(&r);
