@@ -55,7 +55,7 @@ struct metrics {
     uint64_t produced_bytes;
     uint64_t heartbeats_sent;
     uint64_t heartbeats_seen; /* came back in the stream */
-    uint64_t slot_queries_failed;
+    uint64_t monitor_errors;
 
     /* gauges, filled by the relay before each render */
     uint64_t inflight_events;

@@ -273,9 +273,10 @@ static void render_positions(const struct metrics *m, struct textbuf *b)
         for (int i = WAL_STATUS_RESERVED; i <= WAL_STATUS_LOST; i++)
             tb_printf(b, "outboxd_slot_wal_status{status=\"%s\"} %d\n", wal_status_names[i],
                       (int)m->slot_wal_status == i);
-    counter_u(b, "outboxd_slot_queries_failed_total",
-              "Periodic slot queries that failed (connection or query error).",
-              m->slot_queries_failed);
+    counter_u(b, "outboxd_monitor_errors_total",
+              "Failures of the monitoring connection (slot query, heartbeat): connect "
+              "or query errors.",
+              m->monitor_errors);
 }
 
 static void render_lag(const struct metrics *m, int64_t now_us, struct textbuf *b)

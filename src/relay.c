@@ -28,6 +28,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "monitor.h"
 #include "offset.h"
 #include "outbox.h"
 #include "decoder.h"
@@ -70,6 +71,7 @@ struct relay {
     struct metrics met;              /* counted here, rendered for /metrics */
     struct textbuf text;             /* the rendering, reused */
     const char *retry_cause;         /* why open_stream() said RETRY_LATER */
+    struct monitor *mon;             /* slot lag and heartbeats; NULL if unused */
 };
 
 static int64_t now_ms(void)
@@ -133,12 +135,35 @@ static void publish(struct relay *r, int64_t now)
     r->next_publish_ms = now + PUBLISH_MS;
 }
 
+/* Steps the monitoring connection and counts what it found. */
+static void monitor_tick(struct relay *r, int64_t now)
+{
+    struct monitor_report rep;
+    monitor_step(r->mon, now, now_unix_us(), &rep);
+    struct metrics *m = &r->met;
+    if (rep.slot_answer) {
+        m->slot_seen = rep.slot_found && rep.lag_bytes >= 0;
+        m->slot_lag_bytes = rep.lag_bytes;
+        m->slot_wal_status = metrics_wal_status_parse(rep.wal_status);
+    }
+    if (rep.heartbeat_sent) m->heartbeats_sent++;
+    if (rep.failed) m->monitor_errors++;
+}
+
 static void relay_tick(struct relay *r)
 {
-    if (!r->http) return;
     int64_t now = now_ms();
+    if (r->mon) monitor_tick(r, now);
+    if (!r->http) return;
     httpd_beat(r->http, now);
     if (now >= r->next_publish_ms) publish(r, now);
+}
+
+/* A heartbeat of ours came back on the stream. */
+static void on_heartbeat(struct relay *r, int64_t sent_us)
+{
+    (void)sent_us;
+    r->met.heartbeats_seen++;
 }
 
 /* ---- delivery reports ---------------------------------------------------- */
@@ -490,6 +515,13 @@ static int on_message(struct relay *r, const struct repl_msg *m)
         return 0;
     case RM_INSERT:
         return on_insert(r, m);
+    case RM_MESSAGE: {
+        int64_t sent_us;
+        if (heartbeat_parse(m->u.message.prefix, m->u.message.content, m->u.message.len,
+                            r->cfg->pg_slot, &sent_us))
+            on_heartbeat(r, sent_us);
+        return 0;
+    }
     default:
         /* UPDATE, DELETE, TRUNCATE of the outbox and everything else are not
          * events: the outbox is append-only from outboxd's point of view. */
@@ -544,16 +576,27 @@ static int read_frames(struct relay *r)
  * SA_RESTART), so a stop is seen at once. */
 static void wait_io(struct relay *r)
 {
-    int sfd = stream_fd(r->st), pfd = producer_wakeup_fd(r->prod);
-    fd_set rfds;
+    int sfd = stream_fd(r->st), pfd = producer_wakeup_fd(r->prod), mfd = -1;
+    int64_t now = now_ms();
+    fd_set rfds, wfds;
     FD_ZERO(&rfds);
+    FD_ZERO(&wfds);
     FD_SET(sfd, &rfds);
     FD_SET(pfd, &rfds);
-    int64_t wait = r->next_status_ms - now_ms();
+    int64_t wait = r->next_status_ms - now;
+    if (r->mon) {
+        bool out;
+        if ((mfd = monitor_wait_fd(r->mon, &out)) >= 0 && mfd < FD_SETSIZE)
+            FD_SET(mfd, out ? &wfds : &rfds);
+        int64_t due = monitor_due_in(r->mon, now);
+        if (due < wait) wait = due;
+    }
     if (wait < 0) wait = 0;
     if (wait > 1000) wait = 1000;
     struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)((wait % 1000) * 1000)};
-    select((sfd > pfd ? sfd : pfd) + 1, &rfds, NULL, NULL, &tv);
+    int nfds = sfd > pfd ? sfd : pfd;
+    if (mfd > nfds && mfd < FD_SETSIZE) nfds = mfd;
+    select(nfds + 1, &rfds, &wfds, NULL, &tv);
 }
 
 /* ---- start-up ------------------------------------------------------------ */
@@ -706,6 +749,16 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
         log_error("%s", err);
         return EXIT_USAGE;
     }
+    if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0) {
+        struct monitor_config mc = {.conninfo = c->pg_conninfo,
+                                    .slot = c->pg_slot,
+                                    .interval_ms = c->pg_monitor_interval_ms,
+                                    .heartbeat_ms = c->pg_heartbeat_interval_ms};
+        if (!(r->mon = monitor_new(&mc))) {
+            log_error("out of memory");
+            return EXIT_FATAL;
+        }
+    }
     if (c->http_listen && *c->http_listen) {
         struct listen_addr la;
         int port;
@@ -727,6 +780,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
 static void relay_free(struct relay *r)
 {
     httpd_stop(r->http);
+    monitor_free(r->mon);
     metrics_free(&r->met);
     free(r->text.data);
     free_dead_letters(r);
@@ -769,6 +823,7 @@ static int open_stream(struct relay *r, lsn_t *start)
         .plugin = (enum plugin_kind)plugin_parse(c->pg_plugin),
         .slot = c->pg_slot,
         .publication = c->pg_publication,
+        .messages = c->pg_heartbeat_interval_ms > 0,
         .schema = r->map.schema,
         .table = r->map.table,
     };
