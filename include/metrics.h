@@ -16,8 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Distinct label values kept per family; later ones are counted under the
- * label value "_other" (topic names come from data). */
+/* Series per labelled family: the first METRICS_MAX_LABELS - 1 label
+ * values get their own, later ones are counted under "_other" (topic names
+ * come from data; the number of series must stay bounded). */
 #define METRICS_MAX_LABELS 200
 
 /* A counter family with one label: (label value, count) pairs. */

@@ -70,11 +70,11 @@ void log_one_line(char *s)
 
 /* ---- text -------------------------------------------------------------- */
 
-/* Appends up to n bytes of s to out (bounded by outlen - 1), control bytes
- * as '?'. */
+/* Appends up to n bytes of s to out, control bytes as '?', always leaving
+ * room for the final '\n' and NUL. */
 static size_t put(char *out, size_t outlen, size_t pos, const char *s, size_t n)
 {
-    for (size_t i = 0; i < n && pos + 1 < outlen; i++) {
+    for (size_t i = 0; i < n && pos + 2 < outlen; i++) {
         unsigned char ch = (unsigned char)s[i];
         out[pos++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
     }
@@ -136,7 +136,7 @@ static size_t format_text(char *out, size_t outlen, const char *ts, int pid,
         pos = put_field(out, outlen, pos, f);
     for (const struct log_field *f = ctx; f && f->key; f++)
         pos = put_field(out, outlen, pos, f);
-    out[pos++] = '\n'; /* put() always leaves room for it */
+    out[pos++] = '\n'; /* put() always leaves room for it and the NUL */
     out[pos] = '\0';
     return pos;
 }
@@ -219,7 +219,7 @@ static size_t format_json(char *out, size_t outlen, const char *ts, int pid,
                           const struct log_field *ctx, const struct log_field *fields)
 {
     size_t mlen = msg_len(msg);
-    for (int attempt = 0; attempt < 4; attempt++) {
+    for (int attempt = 0; attempt < 12; attempt++) {
         char *s = dump_json(ts, pid, level, msg, mlen, ctx, fields);
         size_t n = s ? strlen(s) : 0;
         if (s && n + 2 <= outlen) {
@@ -230,12 +230,11 @@ static size_t format_json(char *out, size_t outlen, const char *ts, int pid,
             return n;
         }
         free(s);
-        if (!s) break;
-        /* Too long: shorten the message (escapes may take up to 6 bytes
-         * per byte) at a character boundary, and try again. */
-        size_t excess = n + 2 - outlen;
-        size_t cut = attempt < 2 ? excess : excess * 6;
-        mlen = cut < mlen ? mlen - cut : 0;
+        if (!s || mlen == 0) break; /* the fields alone are too long */
+        /* Too long: shorten the message in proportion (escapes make
+         * some bytes longer) at a character boundary, and try again. */
+        size_t shorter = (size_t)((double)mlen * (double)(outlen - 2) / (double)n * 0.9);
+        mlen = shorter < mlen ? shorter : mlen - 1;
         while (mlen > 0 && ((unsigned char)msg[mlen] & 0xc0) == 0x80) mlen--;
     }
     int n = snprintf(out, outlen, "{\"ts\":\"%s\",\"level\":\"%s\",\"pid\":%d,\"msg\":\"%s\"}\n",

@@ -50,7 +50,7 @@ static size_t find(const struct labeled_counter *c, const char *label)
 int metrics_count(struct labeled_counter *c, const char *label, uint64_t n)
 {
     size_t i = find(c, label);
-    if (i == c->n && c->n >= METRICS_MAX_LABELS) {
+    if (i == c->n && c->n >= METRICS_MAX_LABELS - 1) { /* the last one is "_other" */
         label = "_other";
         i = find(c, label);
     }
