@@ -389,11 +389,13 @@ START_TEST(test_observability_keys)
     ck_assert_str_eq(C.http_listen, "");
     ck_assert_int_eq(config_set(&C, "http", "listen", "[::]:9000", err, sizeof(err)), 0);
     ck_assert_str_eq(C.http_listen, "[::]:9000");
-    ck_assert_int_eq(config_set(&C, "http", "listen", "localhost:9187", err, sizeof(err)), -1);
+    ck_assert_int_eq(config_set(&C, "http", "listen", "localhost:9187", err, sizeof(err)),
+                     -1);
     ERR_HAS("[http] listen");
     ERR_HAS("numeric IP");
     ck_assert_str_eq(C.http_listen, "[::]:9000");
-    ck_assert_int_eq(config_set(&C, "http", "listen", "127.0.0.1:99999", err, sizeof(err)), -1);
+    ck_assert_int_eq(config_set(&C, "http", "listen", "127.0.0.1:99999", err, sizeof(err)),
+                     -1);
     ERR_HAS("0 to 65535");
     ck_assert_int_eq(config_set(&C, "http", "port", "1", err, sizeof(err)), -1);
     ERR_HAS("unknown key \"port\" in section [http]");
@@ -404,18 +406,18 @@ START_TEST(test_observability_keys)
     ERR_HAS("text|json");
     ck_assert_int_eq(C.log_format, LOG_FORMAT_JSON);
 
-    ck_assert_int_eq(config_set(&C, "postgres", "heartbeat_interval_ms", "10000", err,
-                                sizeof(err)), 0);
+    ck_assert_int_eq(
+        config_set(&C, "postgres", "heartbeat_interval_ms", "10000", err, sizeof(err)), 0);
     ck_assert_int_eq(C.pg_heartbeat_interval_ms, 10000);
-    ck_assert_int_eq(config_set(&C, "postgres", "heartbeat_interval_ms", "0", err,
-                                sizeof(err)), 0);
+    ck_assert_int_eq(
+        config_set(&C, "postgres", "heartbeat_interval_ms", "0", err, sizeof(err)), 0);
     ck_assert_int_eq(C.pg_heartbeat_interval_ms, 0);
-    ck_assert_int_eq(config_set(&C, "postgres", "heartbeat_interval_ms", "-5", err,
-                                sizeof(err)), -1);
+    ck_assert_int_eq(
+        config_set(&C, "postgres", "heartbeat_interval_ms", "-5", err, sizeof(err)), -1);
     ERR_HAS("heartbeat_interval_ms");
     ERR_HAS("non-negative");
-    ck_assert_int_eq(config_set(&C, "postgres", "monitor_interval_ms", "0", err,
-                                sizeof(err)), -1);
+    ck_assert_int_eq(
+        config_set(&C, "postgres", "monitor_interval_ms", "0", err, sizeof(err)), -1);
     ERR_HAS("positive");
 
     char *env[] = {"OUTBOXD_HTTP_LISTEN=0.0.0.0:9100", "OUTBOXD_LOG_FORMAT=json", NULL};

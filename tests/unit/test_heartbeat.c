@@ -18,10 +18,10 @@
 /* pgoutput 'M': flags 0 (not transactional), LSN 0/1517A70, prefix,
  * content length 18, content. */
 static const unsigned char cap_pgoutput_heartbeat[] = {
-    0x4d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x51, 0x7a, 0x70, 0x6f, 0x75, 0x74, 0x62,
-    0x6f, 0x78, 0x64, 0x2e, 0x68, 0x65, 0x61, 0x72, 0x74, 0x62, 0x65, 0x61, 0x74, 0x00,
-    0x00, 0x00, 0x00, 0x12, 0x73, 0x6c, 0x6f, 0x74, 0x3d, 0x77, 0x20, 0x73, 0x65, 0x6e,
-    0x74, 0x5f, 0x75, 0x73, 0x3d, 0x31, 0x32, 0x33};
+    0x4d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x51, 0x7a, 0x70, 0x6f, 0x75, 0x74,
+    0x62, 0x6f, 0x78, 0x64, 0x2e, 0x68, 0x65, 0x61, 0x72, 0x74, 0x62, 0x65, 0x61,
+    0x74, 0x00, 0x00, 0x00, 0x00, 0x12, 0x73, 0x6c, 0x6f, 0x74, 0x3d, 0x77, 0x20,
+    0x73, 0x65, 0x6e, 0x74, 0x5f, 0x75, 0x73, 0x3d, 0x31, 0x32, 0x33};
 
 static const char cap_wal2json_heartbeat[] =
     "{\"action\":\"M\",\"timestamp\":null,\"lsn\":\"0/1517A70\",\"transactional\":false,"
@@ -55,8 +55,13 @@ START_TEST(test_parse_rejects)
     ck_assert(!heartbeat_parse(HEARTBEAT_PREFIX, NULL, 0, "s1", &t));
     /* malformed contents */
     static const char *const bad[] = {
-        "",          "slot=s1",          "slot=s1 sent_us=",      "slot=s1 sent_us=12x",
-        "slot=s1 sent_us=-1", "slot=s1  sent_us=1", "SLOT=s1 sent_us=1",
+        "",
+        "slot=s1",
+        "slot=s1 sent_us=",
+        "slot=s1 sent_us=12x",
+        "slot=s1 sent_us=-1",
+        "slot=s1  sent_us=1",
+        "SLOT=s1 sent_us=1",
         "slot=s1 sent_us=1234567890123456789", /* 19 digits: may overflow */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -97,8 +102,8 @@ START_TEST(test_captured_pgoutput)
     ck_assert_int_eq(m.kind, RM_MESSAGE);
     ck_assert_uint_eq(m.u.message.flags, 0);
     ck_assert_uint_eq(m.u.message.lsn, UINT64_C(0x1517A70));
-    ck_assert(heartbeat_parse(m.u.message.prefix, m.u.message.content, m.u.message.len, "w",
-                              &t));
+    ck_assert(
+        heartbeat_parse(m.u.message.prefix, m.u.message.content, m.u.message.len, "w", &t));
     ck_assert_int_eq(t, 123);
     ck_assert(!heartbeat_parse(m.u.message.prefix, m.u.message.content, m.u.message.len,
                                "outboxd", &t));
@@ -116,8 +121,8 @@ START_TEST(test_captured_wal2json)
     int64_t t = 0;
     ck_assert_int_eq(m.kind, RM_MESSAGE);
     ck_assert_uint_eq(m.u.message.flags, 0);
-    ck_assert(heartbeat_parse(m.u.message.prefix, m.u.message.content, m.u.message.len, "w",
-                              &t));
+    ck_assert(
+        heartbeat_parse(m.u.message.prefix, m.u.message.content, m.u.message.len, "w", &t));
     ck_assert_int_eq(t, 123);
     decoder_free(dec);
     free(copy);

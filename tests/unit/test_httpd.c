@@ -170,7 +170,8 @@ static char *get(int port, const char *path)
     size_t cap = 65536, len = 0;
     char *buf = malloc(cap);
     ssize_t r;
-    while ((r = read(fd, buf + len, cap - len - 1)) > 0) len += (size_t)r;
+    while ((r = read(fd, buf + len, cap - len - 1)) > 0)
+        len += (size_t)r;
     buf[len] = '\0';
     close(fd);
     return buf;
@@ -188,7 +189,8 @@ START_TEST(test_server)
 
     /* Before the first snapshot: not ready, no metrics; alive. */
     char *resp = get(port, "/readyz");
-    ck_assert_msg(strncmp(resp, "HTTP/1.0 503", 12) == 0 || strncmp(resp, "HTTP/1.1 503", 12) == 0,
+    ck_assert_msg(strncmp(resp, "HTTP/1.0 503", 12) == 0 ||
+                      strncmp(resp, "HTTP/1.1 503", 12) == 0,
                   "%s", resp);
     ck_assert_ptr_nonnull(strstr(resp, "not ready: starting"));
     free(resp);
@@ -201,7 +203,8 @@ START_TEST(test_server)
     resp = get(port, "/metrics");
     ck_assert_ptr_nonnull(strstr(resp, " 200 "));
     ck_assert_ptr_nonnull(strstr(resp, "text/plain; version=0.0.4"));
-    ck_assert_ptr_nonnull(strstr(resp, "\r\n\r\n# TYPE outboxd_ready gauge\noutboxd_ready 1\n"));
+    ck_assert_ptr_nonnull(
+        strstr(resp, "\r\n\r\n# TYPE outboxd_ready gauge\noutboxd_ready 1\n"));
     free(resp);
     resp = get(port, "/readyz");
     ck_assert_ptr_nonnull(strstr(resp, " 200 "));
@@ -242,7 +245,8 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_listen_valid);
-    tcase_add_loop_test(tc, test_listen_invalid, 0, (int)(sizeof(invalid) / sizeof(invalid[0])));
+    tcase_add_loop_test(tc, test_listen_invalid, 0,
+                        (int)(sizeof(invalid) / sizeof(invalid[0])));
     tcase_add_test(tc, test_route_metrics);
     tcase_add_test(tc, test_route_healthz);
     tcase_add_test(tc, test_route_readyz);

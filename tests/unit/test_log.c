@@ -33,16 +33,17 @@ START_TEST(test_text_fields)
     log_format_line(out, sizeof(out), LOG_FORMAT_TEXT, TS, 7, LOG_INFO, "confirmed", ctx,
                     LOG_FIELDS({"lsn", "0/16B3748"}, {"event_id", "a b"}, {"why", ""},
                                {"q", "say \"hi\"\\"}));
-    ck_assert_str_eq(out, "2026-11-30T12:34:56.789Z outboxd[7] INFO: confirmed lsn=0/16B3748 "
-                          "event_id=\"a b\" why=\"\" q=\"say \\\"hi\\\"\\\\\" slot=outboxd\n");
+    ck_assert_str_eq(out,
+                     "2026-11-30T12:34:56.789Z outboxd[7] INFO: confirmed lsn=0/16B3748 "
+                     "event_id=\"a b\" why=\"\" q=\"say \\\"hi\\\"\\\\\" slot=outboxd\n");
 }
 END_TEST
 
 START_TEST(test_text_control_bytes)
 {
     char out[512];
-    log_format_line(out, sizeof(out), LOG_FORMAT_TEXT, TS, 1, LOG_ERROR, "a\nb\tc\x7f", NULL,
-                    LOG_FIELDS({"k", "v\r\n1"}));
+    log_format_line(out, sizeof(out), LOG_FORMAT_TEXT, TS, 1, LOG_ERROR, "a\nb\tc\x7f",
+                    NULL, LOG_FIELDS({"k", "v\r\n1"}));
     ck_assert_str_eq(out, "2026-11-30T12:34:56.789Z outboxd[1] ERROR: a?b?c? k=v??1\n");
 }
 END_TEST
@@ -53,8 +54,8 @@ START_TEST(test_text_truncated)
     char msg[200];
     memset(msg, 'x', sizeof(msg) - 1);
     msg[sizeof(msg) - 1] = '\0';
-    size_t n = log_format_line(out, sizeof(out), LOG_FORMAT_TEXT, TS, 1, LOG_INFO, msg, NULL,
-                               NULL);
+    size_t n = log_format_line(out, sizeof(out), LOG_FORMAT_TEXT, TS, 1, LOG_INFO, msg,
+                               NULL, NULL);
     ck_assert_uint_eq(n, sizeof(out) - 1);
     ck_assert_uint_eq(strlen(out), n);
     ck_assert_int_eq(out[n - 1], '\n');
@@ -131,7 +132,8 @@ START_TEST(test_json_too_long)
 {
     char out[300];
     char msg[2000];
-    for (size_t i = 0; i < sizeof(msg) - 1; i++) msg[i] = i % 7 == 0 ? '"' : 'y';
+    for (size_t i = 0; i < sizeof(msg) - 1; i++)
+        msg[i] = i % 7 == 0 ? '"' : 'y';
     msg[sizeof(msg) - 1] = '\0';
     size_t n = log_format_line(out, sizeof(out), LOG_FORMAT_JSON, TS, 1, LOG_INFO, msg,
                                LOG_FIELDS({"slot", "s"}), NULL);

@@ -48,8 +48,10 @@ static int has_line(const char *text, const char *line)
     return 0;
 }
 
-#define ck_line(text, line) ck_assert_msg(has_line(text, line), "missing line: %s\n%s", line, text)
-#define ck_no_line(text, line) ck_assert_msg(!has_line(text, line), "unexpected line: %s", line)
+#define ck_line(text, line)                                                                \
+    ck_assert_msg(has_line(text, line), "missing line: %s\n%s", line, text)
+#define ck_no_line(text, line)                                                             \
+    ck_assert_msg(!has_line(text, line), "unexpected line: %s", line)
 
 START_TEST(test_counters_by_label)
 {
@@ -86,7 +88,10 @@ END_TEST
 
 START_TEST(test_label_escaping)
 {
-    metrics_count(&m.failed, "a\"b\\c\nd\x01" "e\xc3\xa9", 1);
+    metrics_count(&m.failed,
+                  "a\"b\\c\nd\x01"
+                  "e\xc3\xa9",
+                  1);
     const char *t = render(0);
     ck_line(t, "outboxd_events_failed_total{reason=\"a\\\"b\\\\c\\nd?e??\"} 1");
 }
@@ -126,7 +131,8 @@ START_TEST(test_every_family_announced)
     }
     /* Every line is a comment or a sample of an outboxd_ family. */
     for (const char *p = t; *p; p = strchr(p, '\n') + 1)
-        ck_assert_msg(p[0] == '#' || strncmp(p, "outboxd_", 8) == 0, "stray line at %.40s", p);
+        ck_assert_msg(p[0] == '#' || strncmp(p, "outboxd_", 8) == 0, "stray line at %.40s",
+                      p);
     ck_assert_int_eq(t[tb.len - 1], '\n');
 }
 END_TEST
@@ -216,7 +222,8 @@ START_TEST(test_render_appends_and_grows)
         metrics_count(&m.produced, label, (uint64_t)i + 1);
     }
     const char *t = render(0);
-    ck_line(t, "outboxd_events_produced_total{topic=\"outbox.event.a-rather-long-aggregate-type-149\"} 150");
+    ck_line(t, "outboxd_events_produced_total{topic=\"outbox.event.a-rather-long-aggregate-"
+               "type-149\"} 150");
     size_t first = tb.len;
     /* metrics_render appends: rendering again without a reset doubles it */
     ck_assert_int_eq(metrics_render(&m, 0, &tb), 0);
