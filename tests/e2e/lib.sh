@@ -548,7 +548,8 @@ EOF
 }
 
 # http_get PATH: GETs http://127.0.0.1:$OUTBOXD_HTTP_PORT/PATH from
-# outboxd; prints the body and sets HTTP_STATUS (000 when no answer).
+# outboxd; prints the body (also left in $T/http.body) and sets HTTP_STATUS
+# (000 when no answer). Call it directly, not in $(...), to see HTTP_STATUS.
 http_get() {
     local body=$T/http.body
     HTTP_STATUS=$(curl -s -m 10 -o "$body" -w '%{http_code}' \
