@@ -622,6 +622,36 @@ static int lookup_table(struct ck *k, char *err, size_t errlen)
     return 0;
 }
 
+/* [postgres] heartbeat_interval_ms calls pg_logical_emit_message(): the
+ * role must be allowed to EXECUTE it (PUBLIC may by default; a hardened
+ * server may have revoked that). Returns false after reporting a failed
+ * query. */
+static bool check_heartbeat_allowed(struct ck *k, const char *what, const char *rid)
+{
+    char err[1024], fix[512];
+    PGresult *r = query(k,
+                        "SELECT has_function_privilege('pg_catalog.pg_logical_emit_message("
+                        "boolean, text, text)', 'EXECUTE')",
+                        0, NULL, err, sizeof(err));
+    if (!r) {
+        query_failed(k, what, err);
+        return false;
+    }
+    bool allowed = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!allowed) {
+        snprintf(fix, sizeof(fix),
+                 "run GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, "
+                 "text, text) TO %s (see sql/role.sql), or set [postgres] "
+                 "heartbeat_interval_ms = 0",
+                 rid);
+        report(k, CHECK_FAIL, what, fix,
+               "[postgres] heartbeat_interval_ms is set, but the role may not EXECUTE "
+               "pg_logical_emit_message");
+    }
+    return true;
+}
+
 static void check_role(struct ck *k)
 {
     char what[200], err[1024], fix[2048], rid[160], tsql[420], sid[200];
@@ -655,11 +685,14 @@ static void check_role(struct ck *k)
         report(k, CHECK_FAIL, what, fix, "the role may not SELECT from %s.%s",
                k->map.schema, k->map.table);
     }
+    bool heartbeat = k->cfg->pg_heartbeat_interval_ms > 0;
+    if (heartbeat && !k->superuser && !check_heartbeat_allowed(k, what, rid)) return;
     if (silent_since(k, mark))
-        report(k, CHECK_OK, what, NULL, "%s, %s %s.%s",
+        report(k, CHECK_OK, what, NULL, "%s, %s %s.%s%s",
                k->superuser ? "superuser" : "REPLICATION",
                k->table_exists ? "SELECT on" : "SELECT not checked: no table",
-               k->map.schema, k->map.table);
+               k->map.schema, k->map.table,
+               heartbeat ? ", EXECUTE on pg_logical_emit_message (heartbeat)" : "");
 }
 
 /* ---- 6. the outbox table ---- */
