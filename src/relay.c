@@ -31,6 +31,7 @@
 #include "metrics.h"
 #include "monitor.h"
 #include "offset.h"
+#include "latency.h"
 #include "outbox.h"
 #include "producer.h"
 #include "replproto.h"
@@ -63,6 +64,7 @@ struct relay {
     int64_t next_status_ms;  /* monotonic deadline of the next status */
     uint64_t events_produced;
     uint64_t events_acked;
+    struct latency_hist commit_to_ack; /* per ACKed event, microseconds */
     struct pending_dlq *dlq_pending; /* failed deliveries to dead-letter */
     size_t dlq_max_value;            /* value bytes kept when truncating */
     bool streaming;                  /* START_REPLICATION done, not broken since */
@@ -73,6 +75,18 @@ struct relay {
     const char *retry_cause;         /* why open_stream() said RETRY_LATER */
     struct monitor *mon;             /* slot lag and heartbeats; NULL if unused */
 };
+
+/* Microseconds between 2000-01-01 00:00 UTC (Postgres' epoch) and 1970's. */
+#define PG_EPOCH_OFFSET_US 946684800000000LL
+
+/* Wall-clock now in Postgres' timestamp unit, to compare with commit times
+ * (the server and outboxd share a host or a synchronised clock). */
+static int64_t now_pg_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - PG_EPOCH_OFFSET_US;
+}
 
 static int64_t now_ms(void)
 {
@@ -183,6 +197,8 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
     if (dr->err == 0) {
         r->events_acked++;
         metrics_count(&r->met.acked, dr->topic, 1);
+        int64_t commit_time = tracker_commit_time(r->trk, dr->seq);
+        if (commit_time != 0) latency_record(&r->commit_to_ack, now_pg_us() - commit_time);
         if (tracker_ack(r->trk, dr->seq) < 0)
             log_error("internal: delivery report for transaction %llu with no pending "
                       "event",
@@ -516,6 +532,7 @@ static int on_message(struct relay *r, const struct repl_msg *m)
             return -1;
         }
         r->cur_commit_lsn = m->u.begin.final_lsn;
+        tracker_set_commit_time(r->trk, r->cur_seq, m->u.begin.commit_time);
         return 0;
     case RM_COMMIT:
         if (r->cur_seq == 0) {
@@ -995,6 +1012,19 @@ static int connect_stream(struct relay *r)
     return 0;
 }
 
+/* One line with the commit-to-ACK latency of every event ACKed since
+ * start (the benchmark reads it; so can an operator). */
+static void log_latency_summary(const struct relay *r)
+{
+    const struct latency_hist *h = &r->commit_to_ack;
+    if (h->count == 0) return;
+    log_info("commit-to-ACK latency over %llu events: p50 %lld us, p99 %lld us, max %lld us, "
+             "mean %llu us",
+             (unsigned long long)h->count, (long long)latency_quantile(h, 0.50),
+             (long long)latency_quantile(h, 0.99), (long long)h->max_us,
+             (unsigned long long)(h->sum_us / h->count));
+}
+
 int relay_run(const struct config *c, volatile sig_atomic_t *stop)
 {
     struct relay r;
@@ -1025,6 +1055,7 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
         log_info("stopping: draining outstanding deliveries");
         drain_and_confirm(&r);
     }
+    log_latency_summary(&r);
     relay_free(&r);
     return code;
 }
