@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "latency.h"
+
 /* Series per labelled family: the first METRICS_MAX_LABELS - 1 label
  * values get their own, later ones are counted under "_other" (topic names
  * come from data; the number of series must stay bounded). */
@@ -77,7 +79,16 @@ struct metrics {
     /* commit time (Unix epoch us) of the newest transaction whose events
      * were all ACKed; 0 before the first */
     int64_t acked_commit_time_us;
+
+    /* histograms, borrowed from their owner; NULL: not rendered */
+    const struct latency_hist *commit_to_ack; /* per ACKed event */
+    const struct latency_hist *heartbeat_rtt; /* emit to seen on the stream */
 };
+
+/* The "le" bounds of outboxd_commit_to_ack_seconds, in microseconds
+ * (+Inf follows). */
+#define METRICS_LATENCY_BOUNDS 16
+extern const int64_t metrics_latency_bounds_us[METRICS_LATENCY_BOUNDS];
 
 /* An empty set; version/plugin/slot/start_time filled in by the caller.
  * Free with metrics_free(). */

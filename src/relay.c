@@ -27,11 +27,11 @@
 #include "checks.h"
 #include "decoder.h"
 #include "httpd.h"
+#include "latency.h"
 #include "log.h"
 #include "metrics.h"
 #include "monitor.h"
 #include "offset.h"
-#include "latency.h"
 #include "outbox.h"
 #include "producer.h"
 #include "replproto.h"
@@ -65,6 +65,7 @@ struct relay {
     uint64_t events_produced;
     uint64_t events_acked;
     struct latency_hist commit_to_ack; /* per ACKed event, microseconds */
+    struct latency_hist heartbeat_rtt; /* heartbeat written to seen, us */
     struct pending_dlq *dlq_pending; /* failed deliveries to dead-letter */
     size_t dlq_max_value;            /* value bytes kept when truncating */
     bool streaming;                  /* START_REPLICATION done, not broken since */
@@ -133,6 +134,8 @@ static void collect_gauges(struct relay *r)
     m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->stored_lsn;
     m->confirmed_lsn = r->sent_lsn;
     m->streaming = r->streaming;
+    int64_t t = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
+    m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;
 }
 
 static void publish(struct relay *r, int64_t now)
@@ -173,11 +176,11 @@ static void relay_tick(struct relay *r)
     if (now >= r->next_publish_ms) publish(r, now);
 }
 
-/* A heartbeat of ours came back on the stream. */
+/* A heartbeat of ours came back on the stream: its round trip. */
 static void on_heartbeat(struct relay *r, int64_t sent_us)
 {
-    (void)sent_us;
     r->met.heartbeats_seen++;
+    latency_record(&r->heartbeat_rtt, now_unix_us() - sent_us);
 }
 
 /* ---- delivery reports ---------------------------------------------------- */
@@ -774,6 +777,8 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     r->met.plugin = c->pg_plugin;
     r->met.slot = c->pg_slot;
     r->met.start_time_us = now_unix_us();
+    r->met.commit_to_ack = &r->commit_to_ack;
+    if (c->pg_heartbeat_interval_ms > 0) r->met.heartbeat_rtt = &r->heartbeat_rtt;
     const char *mmb = config_kafka_get(c, "message.max.bytes");
     long max_bytes = mmb ? atol(mmb) : 1000000;
     r->dlq_max_value = max_bytes > 2 * DLQ_HEADROOM ? (size_t)(max_bytes - DLQ_HEADROOM)

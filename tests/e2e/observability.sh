@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The operator's view: /metrics (valid for promtool, values that follow
 # what happens: events produced and ACKed per topic, bytes, in-flight
-# counts, positions, slot lag, reconnects), /healthz, /readyz (503 with the
+# counts, positions, slot lag, commit-to-ACK histogram, replication lag,
+# reconnects), /healthz, /readyz (503 with the
 # reason while the broker is down, 200 again after), JSON logs (one object
 # per line, UTC timestamps, slot/lsn fields, no password), and the HTTP
 # server switched off with an empty [http] listen.
@@ -80,6 +81,17 @@ wait_metric "outboxd_confirmed_lsn >= the slot's confirmed_flush_lsn ($confirmed
     '(( $(m outboxd_confirmed_lsn) >= confirmed ))'
 (( $(m outboxd_acked_lsn) >= $(m outboxd_confirmed_lsn) )) || fail "acked_lsn behind confirmed_lsn"
 (( $(m outboxd_received_lsn) >= $(m outboxd_acked_lsn) )) || fail "received_lsn behind acked_lsn"
+h=outboxd_commit_to_ack_seconds
+assert_eq 30 "$(m "${h}_count{source=\"event\"}")" "commit-to-ACK samples (one per ACKed event)"
+assert_eq 30 "$(m "${h}_bucket{source=\"event\",le=\"+Inf\"}")" "commit-to-ACK +Inf bucket"
+awk -v h="${h}_bucket{source=\"event\"" 'index($1, h) == 1 { if ($2 < prev) bad = 1; prev = $2; n++ }
+    END { exit !(n == 17 && !bad) }' "$T/metrics.txt" || fail "commit-to-ACK buckets missing or decreasing"
+awk -v h="${h}_sum{source=\"event\"}" '$1 == h { exit !($2 > 0 && $2 < 30 * 60) } END { }' "$T/metrics.txt" ||
+    fail "commit-to-ACK sum $(m "${h}_sum{source=\"event\"}") is not between 0 and 60 s per event"
+lag=$(m outboxd_replication_lag_seconds)
+[[ -n "$lag" ]] || fail "no outboxd_replication_lag_seconds after events were ACKed"
+awk -v l="$lag" 'BEGIN { exit !(l >= 0 && l < 60) }' || fail "replication lag $lag s"
+info "ok: replication lag ${lag}s; commit-to-ACK histogram with 30 samples"
 wait_metric "slot lag 0 bytes and wal_status reserved once idle" 20 \
     '[[ "$(m outboxd_slot_lag_bytes)" == 0 && "$(m "outboxd_slot_wal_status{status=\"reserved\"}")" == 1 ]]'
 
@@ -105,6 +117,9 @@ assert_eq 200 "$HTTP_STATUS" "/readyz status after the broker came back"
 wait_caught_up 60
 wait_metric "35 events ACKed, none in flight" 20 \
     '[[ "$(msum outboxd_events_acked_total)" == 35 && "$(m outboxd_inflight_events)" == 0 ]]'
+assert_eq 35 "$(m "${h}_count{source=\"event\"}")" "commit-to-ACK samples after the outage"
+awk -v h="${h}_bucket{source=\"event\",le=\"1\"}" '$1 == h { exit !($2 <= 30) }' "$T/metrics.txt" ||
+    fail "events that waited out the outage (> 1 s) are counted under le=1"
 wait_metric "slot lag back to 0" 20 '[[ "$(m outboxd_slot_lag_bytes)" == 0 ]]'
 
 step "a lost replication connection is counted, and streaming resumes"

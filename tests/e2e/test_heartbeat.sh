@@ -2,7 +2,8 @@
 # [postgres] heartbeat_interval_ms: while another database in the same
 # cluster writes heavily and the outbox's database is idle, the slot's
 # restart_lsn moves past the WAL written before (PostgreSQL can recycle
-# it), and the heartbeats come back on the stream (counted in /metrics)
+# it), and the heartbeats come back on the stream (counted in /metrics,
+# their round trip in outboxd_commit_to_ack_seconds{source="heartbeat"})
 # without producing anything. The same workload with heartbeats off is
 # measured and reported for comparison only: on PostgreSQL 15 outboxd's
 # confirmation of keepalive positions already lets restart_lsn follow, in
@@ -66,6 +67,8 @@ seen=$(awk '$1 == "outboxd_heartbeats_received_total" { print $2 }' "$T/metrics.
 info "heartbeats sent $sent, seen back on the stream $seen"
 ((sent >= 4)) || fail "only $sent heartbeats sent at 500 ms intervals"
 ((seen >= sent - 2 && seen <= sent)) || fail "$seen heartbeats came back of $sent sent"
+rtt=$(awk '$1 == "outboxd_commit_to_ack_seconds_count{source=\"heartbeat\"}" { print $2 }' "$T/metrics.txt")
+assert_eq "$seen" "$rtt" "heartbeat round trips in the latency histogram"
 
 step "no event from heartbeats"
 outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
