@@ -515,6 +515,18 @@ int config_validate(const struct config *c, char *err, size_t errlen)
                  c->pg_retry_min_ms, c->pg_retry_max_ms);
         return -1;
     }
+    if (c->pg_heartbeat_interval_ms > 0 && c->pg_heartbeat_interval_ms < 100) {
+        snprintf(err, errlen,
+                 "[postgres] heartbeat_interval_ms: %d is below 100 ms (0 turns heartbeats "
+                 "off)",
+                 c->pg_heartbeat_interval_ms);
+        return -1;
+    }
+    if (c->pg_monitor_interval_ms < 100) {
+        snprintf(err, errlen, "[postgres] monitor_interval_ms: %d is below 100 ms",
+                 c->pg_monitor_interval_ms);
+        return -1;
+    }
     if (!config_kafka_get(c, "bootstrap.servers")) {
         snprintf(err, errlen, "[kafka] bootstrap.servers is not set");
         return -1;
