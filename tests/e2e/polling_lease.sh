@@ -70,7 +70,8 @@ sess_open L
 broker_cmd "rtt 1 2000"
 ins 3 l-3 1
 wait_rows "event_id = '$(uuid 3)' AND status = 'CLAIMED' AND lease_owner = 'C'" 1 5
-sess_run L "BEGIN; SELECT 1 FROM public.outbox_events WHERE event_id = '$(uuid 3)' FOR UPDATE;"
+# NOWAIT: the relay holds no row lock while it waits for the broker.
+sess_run L "BEGIN; SELECT 1 FROM public.outbox_events WHERE event_id = '$(uuid 3)' FOR UPDATE NOWAIT;"
 # The ACK arrives; C's SENT update now waits for our row lock.
 for ((i = 0; i < 100; i++)); do
     waiting=$(psql_q "SELECT pid FROM pg_stat_activity WHERE application_name = 'outboxd-polling' AND wait_event_type = 'Lock' AND query LIKE 'UPDATE%SENT%'")
