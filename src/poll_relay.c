@@ -38,6 +38,8 @@
 
 /* Longest single wait of the loop, so that timers are never missed by much. */
 #define MAX_WAIT_MS 1000
+/* Late outcomes (lease lost) logged by event_id per statement. */
+#define STALE_NAMED 5
 /* Pause before retrying outcome updates after a failed statement. */
 #define RESULT_RETRY_MS 500
 
@@ -374,6 +376,14 @@ static void arr_elem(struct buf *b, const char *v)
     buf_put(b, "\"", 1);
 }
 
+static const char *outcome_name(enum outcome k)
+{
+    return k == OUT_SENT         ? "SENT"
+           : k == OUT_RETRY      ? "retry"
+           : k == OUT_QUARANTINE ? "QUARANTINED"
+                                 : "release";
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -432,7 +442,7 @@ static int write_group(struct pr *r, bool sent)
     }
     for (int i = 0; i < nchanged; i++) changed[i] = PQgetvalue(res, i, 0);
     qsort(changed, (size_t)nchanged, sizeof(*changed), cmp_str);
-    size_t keep = 0;
+    size_t keep = 0, stale = 0;
     for (size_t i = 0; i < r->nres; i++) {
         struct result *x = &r->res[i];
         if ((x->kind == OUT_SENT) != sent) {
@@ -442,11 +452,13 @@ static int write_group(struct pr *r, bool sent)
         const char *key = x->event_id;
         if (!bsearch(&key, changed, (size_t)nchanged, sizeof(*changed), cmp_str)) {
             r->n_stale++;
-            log_warn("event %s: lease lost (no longer CLAIMED by %s at generation %" PRId64
-                     "): its %s outcome is not recorded; the row's current owner decides",
-                     x->event_id, r->owner, x->gen,
-                     x->kind == OUT_SENT ? "SENT" : x->kind == OUT_RETRY ? "retry"
-                     : x->kind == OUT_QUARANTINE ? "QUARANTINED" : "release");
+            /* After a long broker outage many outcomes can be late at
+             * once: the first few are named, the rest counted. */
+            if (++stale <= STALE_NAMED)
+                log_warn("event %s: lease lost (no longer CLAIMED by %s at generation %" PRId64
+                         "): its %s outcome is not recorded; the row's current owner "
+                         "decides",
+                         x->event_id, r->owner, x->gen, outcome_name(x->kind));
         } else if (x->kind == OUT_SENT) {
             r->n_sent++;
         } else if (x->kind == OUT_RETRY) {
@@ -460,6 +472,9 @@ static int write_group(struct pr *r, bool sent)
         free(x->error);
     }
     r->nres = keep;
+    if (stale > STALE_NAMED)
+        log_warn("... and %zu more late outcomes of expired leases (not recorded)",
+                 stale - STALE_NAMED);
     free(changed);
     PQclear(res);
     if (sent && nchanged > 0) r->claim_now = true; /* later events are claimable now */

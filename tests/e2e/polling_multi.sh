@@ -95,13 +95,13 @@ awk -F '\t' '
     }' "$T/joined.tsv" >"$T/dups" || fail "duplicates that no re-claim explains: $(cat "$T/dups")"
 assert_eq "$(jq .duplicates "$T/verify.json")" "$(sed -E 's/.* extra=([0-9]+).*/\1/' "$T/dups")" "extra copies (verify vs dump)"
 stale=$(grep -ho 'stale outcomes [0-9]*' "$T"/relay.r*.log | awk '{s += $3} END {print s + 0}')
-lost=$(grep -hc 'lease lost' "$T"/relay.r*.log | awk '{s += $1} END {print s + 0}')
+lost=$(cat "$T"/relay.r*.log | awk '/: lease lost/ {n++} /more late outcomes/ {n += $(NF - 8)} END {print n + 0}')
 {
     echo "relays=$RELAYS writers=$WRITERS load_s=$t_load drain_s=$t_drain"
     echo "events=$committed messages=$(jq .messages "$T/verify.json") missing=$(jq .missing "$T/verify.json") order_violations=$(jq .order_violations "$T/verify.json") duplicates=$(jq .duplicates "$T/verify.json")"
     echo "kills=$KILLS broker_outages=$OUTAGES dropped_connections=$DROPS"
     cat "$T/dups"
-    echo "lease_lost_log_lines=$lost stale_outcomes_in_summaries=$stale"
+    echo "late_outcomes_refused=$lost (of which in the summaries of relays stopped by SIGTERM: $stale)"
     echo "load: $(load_stats)"
 } >"$T/figures"
 cat "$T/figures" >&2
