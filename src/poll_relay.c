@@ -38,6 +38,8 @@
 
 /* Longest single wait of the loop, so that timers are never missed by much. */
 #define MAX_WAIT_MS 1000
+/* Start-up checks tried before a failure is taken for a set-up mistake. */
+#define STARTUP_CHECK_TRIES 3
 /* Late outcomes (lease lost) logged by event_id per statement. */
 #define STALE_NAMED 5
 /* Pause before retrying outcome updates after a failed statement. */
@@ -227,6 +229,8 @@ static void pg_message(const PGconn *conn, const PGresult *res, char *out, size_
     snprintf(out, outlen, "%s", m);
     size_t n = strlen(out);
     while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ')) out[--n] = '\0';
+    for (char *p = out; *p; p++)
+        if (*p == '\n' || *p == '\t') *p = ' '; /* libpq's messages span lines */
     log_one_line(out);
 }
 
@@ -796,10 +800,18 @@ int poll_relay_run(struct config *cfg, volatile sig_atomic_t *stop)
         pr_free(&r);
         return EXIT_USAGE;
     }
-    /* Set-up mistakes (missing table or columns, privileges) stop here. */
-    if (check_run(cfg, true, CHECK_SCOPE_STARTUP) != 0) {
-        pr_free(&r);
-        return EXIT_FATAL;
+    /* Set-up mistakes (missing table or columns, privileges) stop here;
+     * they fail every time, a server restarting under us does not. */
+    for (int attempt = 1; check_run(cfg, true, CHECK_SCOPE_STARTUP) != 0; attempt++) {
+        if (attempt == STARTUP_CHECK_TRIES || *stop) {
+            pr_free(&r);
+            return EXIT_FATAL;
+        }
+        log_warn("start-up checks failed (attempt %d of %d); trying again in %d ms", attempt,
+                 STARTUP_CHECK_TRIES, cfg->pg_retry_max_ms);
+        struct timespec ts = {cfg->pg_retry_max_ms / 1000,
+                              (cfg->pg_retry_max_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL); /* SIGTERM cuts it short */
     }
     while (!*stop && !r.fatal) step(&r);
     int code = r.fatal ? EXIT_FATAL : EXIT_OK;

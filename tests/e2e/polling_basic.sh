@@ -12,11 +12,23 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/polling_lib.sh"
 e2e_init polling_basic
 pg_start
-polling_schema
 broker_start
 
-step "configuration errors exit 2 and name the key"
+step "the logical table is no polling table: check FAILs, the daemon exits 1 at start"
 relay_ini bad
+rc=0
+"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.bad.ini" >"$T/check0.out" 2>&1 || rc=$?
+assert_eq 1 "$rc" "outboxd check exit status"
+grep -q '^FAIL polling table public.outbox_events: polling mode needs the state columns, and seq, status, attempts, next_attempt_at, lease_owner, lease_generation, lease_until, sent_at, last_error are missing; create the table from sql/outbox_polling.sql' "$T/check0.out" ||
+    { cat "$T/check0.out" >&2; fail "no FAIL line naming the missing state columns"; }
+rc=0
+"$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.bad.ini" >"$T/start0.out" 2>&1 || rc=$?
+assert_eq 1 "$rc" "daemon exit status"
+grep -q 'ERROR: polling table public.outbox_events: polling mode needs the state columns' "$T/start0.out" ||
+    { cat "$T/start0.out" >&2; fail "the daemon did not say why"; }
+polling_schema
+
+step "configuration errors exit 2 and name the key"
 for bad in "source.mode=poll" "polling.lease=30" "polling.lease=500ms" "polling.backoff_min=10m"; do
     rc=0
     "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.bad.ini" --set "$bad" 2>"$T/bad.err" || rc=$?

@@ -55,7 +55,8 @@ relay_start() {
     shift
     relay_ini "$name"
     printf '===== e2e: start at %s: %s\n' "$(_ts)" "$*" >>"$T/relay.$name.log"
-    { _close_sess_fds; exec "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.$name.ini" "$@" \
+    # shellcheck disable=SC2086 # OUTBOXD_WRAPPER (e.g. valgrind) is split on purpose
+    { _close_sess_fds; exec ${OUTBOXD_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.$name.ini" "$@" \
         >>"$T/relay.$name.log" 2>&1 </dev/null; } &
     RELAY_PID[$name]=$!
     E2E_BG_PIDS+=("$!")
