@@ -76,6 +76,7 @@ struct pr {
     PGconn *conn;
     struct producer *prod;
     bool fatal;
+    bool oneshot; /* requeue: errors are final, nothing is retried */
 
     struct flight *fl;
     size_t nfl, capfl;
@@ -266,6 +267,8 @@ static PGresult *exec(struct pr *r, const char *what, const char *sql, int npara
         char why[1200];
         snprintf(why, sizeof(why), "%s: %s", what, msg);
         disconnect(r, why);
+    } else if (r->oneshot) {
+        log_error("postgres: %s: %s (SQLSTATE %s)", what, msg, st ? st : "?");
     } else if (st && strncmp(st, "42", 2) == 0) {
         log_error("postgres: %s: %s (SQLSTATE %s); stopping", what, msg, st);
         r->fatal = true;
@@ -835,6 +838,7 @@ int poll_requeue_run(const struct config *cfg, char *const *ids, int nids)
     r.cfg = (struct config *)cfg; /* not amended here */
     volatile sig_atomic_t never = 0;
     r.stop = &never;
+    r.oneshot = true;
     if (outbox_map_init(&r.map, cfg->outbox_table, (const char *const *)cfg->outbox_columns,
                         cfg->outbox_topic, err, sizeof(err)) != 0) {
         log_error("configuration: %s", err);
@@ -866,7 +870,6 @@ int poll_requeue_run(const struct config *cfg, char *const *ids, int nids)
                             : NULL;
     free(arr.s);
     if (!done || !states) {
-        if (!r.fatal) log_error("requeue failed (see above)");
         PQclear(done);
         PQclear(states);
         goto out;

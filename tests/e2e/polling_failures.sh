@@ -79,6 +79,11 @@ grep -q "^not requeued $(uuid 777): no such event in public.outbox_events" "$T/r
 rc=0
 "$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" >/dev/null 2>&1 || rc=$?
 assert_eq 2 "$rc" "requeue without EVENT_ID: exit status"
+rc=0
+"$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" not-a-uuid >"$T/requeue3.out" 2>&1 || rc=$?
+assert_eq 1 "$rc" "requeue of a malformed event_id: exit status"
+grep -q 'ERROR: postgres: requeueing: .*invalid input syntax for type uuid: "not-a-uuid"' "$T/requeue3.out" ||
+    fail "no clear error for a malformed event_id: $(cat "$T/requeue3.out")"
 
 step "permanent failures: QUARANTINED at once"
 ins 30 p-1 1 Order "jsonb_build_object('blob', repeat('x', 50000))"
