@@ -47,8 +47,10 @@ backlog b "$BENCH_KEYS" "$BENCH_EVENTS"
 drain 3 spread3_ "$BENCH_EVENTS"
 backlog h 1 "$BENCH_HOT"
 drain 3 hot3_ "$BENCH_HOT"
+info "table: $(psql_q "SELECT count(*) FROM public.outbox_events") rows; batch $BENCH_BATCH"
+# The synthetic SENT rows were never published: out of verify's way.
+psql_q "DELETE FROM public.outbox_events WHERE aggregate_type = 'Old'"
 polling_verify "$T/verify.json"
 assert_eq 0 "$(jq '.missing + .order_violations' "$T/verify.json")" "missing + order violations"
-info "table: $(psql_q "SELECT count(*) FROM public.outbox_events") rows; batch $BENCH_BATCH"
 cat "$T/bench" >&2
 e2e_pass
