@@ -62,6 +62,7 @@ struct relay {
     lsn_t stored_lsn;        /* last LSN in the offset file */
     lsn_t sent_lsn;          /* last flush LSN sent to the server */
     int64_t next_status_ms;  /* monotonic deadline of the next status */
+    int64_t last_status_ms;  /* when the last one went out */
     uint64_t events_produced;
     uint64_t events_acked;
     struct latency_hist commit_to_ack; /* per ACKed event, microseconds */
@@ -260,13 +261,31 @@ static int send_status(struct relay *r, bool reply)
                (unsigned long long)tracker_pending_events(r->trk),
                tracker_pending_txns(r->trk));
     r->sent_lsn = flush;
-    r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
+    r->last_status_ms = now_ms();
+    r->next_status_ms = r->last_status_ms + r->cfg->pg_status_interval_ms;
     return STEP_OK;
+}
+
+/* A status goes out every status_interval_ms, and sooner (but at most
+ * every STATUS_CAUGHT_UP_GAP_MS) once everything received is ACKed and the
+ * flush position moved: a relay that has caught up says so at once, so the
+ * slot (and the server's view of the lag) does not trail a drained stream
+ * by up to a whole interval. While busy, one update per interval is
+ * enough, and cheaper. */
+#define STATUS_CAUGHT_UP_GAP_MS 20
+
+/* When the next status is due (monotonic ms). */
+static int64_t status_deadline(const struct relay *r)
+{
+    if (tracker_idle(r->trk) && tracker_flush_lsn(r->trk) != r->sent_lsn &&
+        r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS < r->next_status_ms)
+        return r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS;
+    return r->next_status_ms;
 }
 
 static int status_if_due(struct relay *r)
 {
-    return now_ms() >= r->next_status_ms ? send_status(r, false) : STEP_OK;
+    return now_ms() >= status_deadline(r) ? send_status(r, false) : STEP_OK;
 }
 
 /* ---- changes ------------------------------------------------------------- */
@@ -627,7 +646,7 @@ static void wait_io(struct relay *r)
     FD_ZERO(&wfds);
     FD_SET(sfd, &rfds);
     FD_SET(pfd, &rfds);
-    int64_t wait = r->next_status_ms - now;
+    int64_t wait = status_deadline(r) - now;
     if (r->mon) {
         bool out;
         if ((mfd = monitor_wait_fd(r->mon, &out)) >= 0 && mfd < FD_SETSIZE)
@@ -1024,9 +1043,10 @@ static void log_latency_summary(const struct relay *r)
     const struct latency_hist *h = &r->commit_to_ack;
     if (h->count == 0) return;
     log_info("commit-to-ACK latency over %llu events: p50 %lld us, p99 %lld us, max %lld us, "
-             "mean %llu us",
+             "p90 %lld us, p99.9 %lld us, mean %llu us",
              (unsigned long long)h->count, (long long)latency_quantile(h, 0.50),
              (long long)latency_quantile(h, 0.99), (long long)h->max_us,
+             (long long)latency_quantile(h, 0.90), (long long)latency_quantile(h, 0.999),
              (unsigned long long)(h->sum_us / h->count));
 }
 
