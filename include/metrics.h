@@ -44,8 +44,24 @@ enum slot_wal_status {
     WAL_STATUS_LOST,
 };
 
+/* Which relay the metrics describe: the logical one has positions, a slot,
+ * heartbeats; the polling one has row outcomes. */
+enum metrics_mode { METRICS_LOGICAL = 0, METRICS_POLLING = 1 };
+
+/* Row outcomes of polling mode (outboxd_polling_rows_total{outcome}). */
+enum polling_outcome {
+    PO_CLAIMED,
+    PO_SENT,
+    PO_RETRIED,
+    PO_QUARANTINED,
+    PO_RELEASED,
+    PO_STALE,
+    PO__COUNT,
+};
+
 struct metrics {
     /* set once */
+    enum metrics_mode mode;
     const char *version;   /* borrowed */
     const char *plugin;    /* borrowed */
     const char *slot;      /* borrowed */
@@ -70,8 +86,9 @@ struct metrics {
     uint64_t received_lsn;
     uint64_t acked_lsn;
     uint64_t confirmed_lsn;
-    bool streaming;
+    bool streaming; /* logical: START_REPLICATION done; polling: connected */
     bool ready;
+    uint64_t polling_rows[PO__COUNT]; /* polling mode */
     /* from the periodic query on a normal connection */
     bool slot_seen; /* false until the first answer */
     int64_t slot_lag_bytes;

@@ -241,10 +241,11 @@ static void render_events(const struct metrics *m, struct textbuf *b)
               m->produced_bytes);
     gauge_u(b, "outboxd_inflight_events", "Events produced but not yet acknowledged.",
             m->inflight_events);
-    gauge_u(b, "outboxd_inflight_transactions",
-            "Transactions received but not yet confirmable (open, or with events in "
-            "flight).",
-            m->inflight_txns);
+    if (m->mode == METRICS_LOGICAL)
+        gauge_u(b, "outboxd_inflight_transactions",
+                "Transactions received but not yet confirmable (open, or with events in "
+                "flight).",
+                m->inflight_txns);
     gauge_i(b, "outboxd_kafka_queue_messages",
             "Messages (and delivery reports or other events) in librdkafka's queue: "
             "waiting, in flight to the broker, or reported but not yet served.",
@@ -352,10 +353,29 @@ static void render_state(const struct metrics *m, struct textbuf *b)
     gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
 }
 
+static void render_polling(const struct metrics *m, struct textbuf *b)
+{
+    static const char *const names[PO__COUNT] = {"claimed",     "sent",     "retried",
+                                                 "quarantined", "released", "stale"};
+    family(b, "outboxd_polling_rows_total", "counter",
+           "Polling mode: outbox rows claimed, and the outcomes written back (sent, "
+           "retried later, quarantined, released at stop, stale: the lease was lost).");
+    for (int i = 0; i < PO__COUNT; i++)
+        tb_printf(b, "outboxd_polling_rows_total{outcome=\"%s\"} %" PRIu64 "\n", names[i],
+                  m->polling_rows[i]);
+    gauge_i(b, "outboxd_polling_connected", "Polling mode: 1 while connected to the database.",
+            m->streaming);
+    gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
+}
+
 int metrics_render(const struct metrics *m, int64_t now_us, struct textbuf *out)
 {
     render_info(m, out);
     render_events(m, out);
+    if (m->mode == METRICS_POLLING) {
+        render_polling(m, out);
+        return out->oom ? -1 : 0;
+    }
     render_positions(m, out);
     render_lag(m, now_us, out);
     render_latency(m, out);

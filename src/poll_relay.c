@@ -23,13 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
 
 #include "checks.h"
+#include "httpd.h"
 #include "log.h"
+#include "metrics.h"
 #include "outbox.h"
 #include "polling.h"
 #include "producer.h"
@@ -93,6 +96,12 @@ struct pr {
     int connect_failures;
 
     uint64_t n_claimed, n_sent, n_retried, n_quarantined, n_released, n_stale;
+
+    /* observability (httpd.h): the loop publishes, the server thread reads */
+    struct httpd *http; /* NULL when [http] listen is empty */
+    struct metrics met;
+    struct textbuf text;
+    int64_t next_publish_ms;
 };
 
 static int64_t now_ms(void)
@@ -192,9 +201,51 @@ static void record_failure(struct pr *r, char *event_id, int64_t gen, int attemp
                                       reason));
 }
 
+/* ---- observability ------------------------------------------------------- */
+
+#define PUBLISH_MS 500
+
+/* Why the relay is not ready, or NULL when it is. */
+static const char *not_ready_reason(const struct pr *r)
+{
+    if (*r->stop) return "shutting down";
+    if (r->fatal) return "a fatal error: stopping";
+    if (!r->conn || !r->sql_ready) return "not connected to the database (polling)";
+    int up = producer_brokers_up(r->prod);
+    if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
+    if (up == 0) return "no Kafka broker reachable";
+    return NULL;
+}
+
+/* Beats on every turn; publishes a snapshot every PUBLISH_MS. */
+static void pr_tick(struct pr *r)
+{
+    if (!r->http) return;
+    int64_t now = now_ms();
+    httpd_beat(r->http, now);
+    if (now < r->next_publish_ms) return;
+    struct metrics *m = &r->met;
+    m->inflight_events = r->nfl;
+    m->kafka_queue = producer_outq_len(r->prod);
+    m->kafka_brokers_up = producer_brokers_up(r->prod);
+    m->streaming = r->conn != NULL;
+    uint64_t rows[PO__COUNT] = {r->n_claimed,  r->n_sent,     r->n_retried,
+                                r->n_quarantined, r->n_released, r->n_stale};
+    memcpy(m->polling_rows, rows, sizeof(rows));
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    httpd_publish_metrics(r->http, m, &r->text, (int64_t)tv.tv_sec * 1000000 + tv.tv_usec,
+                          not_ready_reason(r));
+    r->next_publish_ms = now + PUBLISH_MS;
+}
+
 static void on_delivery(void *ctx, const struct delivery_report *dr)
 {
     struct pr *r = ctx;
+    if (dr->err == 0)
+        metrics_count(&r->met.acked, dr->topic, 1);
+    else
+        metrics_count(&r->met.failed, producer_err_name(dr->err), 1);
     struct flight *f = find_flight(r, dr->seq);
     if (!f) {
         log_error("internal: delivery report for unknown message %" PRIu64, dr->seq);
@@ -531,10 +582,17 @@ static void produce_row(struct pr *r, const struct outbox_event *ev, char *event
     r->fl[r->nfl++] = (struct flight){seq, event_id, gen, attempts};
     for (;;) {
         int rc = producer_send(r->prod, ev, seq, &kafka_err, err, sizeof(err));
-        if (rc == PRODUCER_OK) return;
+        if (rc == PRODUCER_OK) {
+            metrics_count(&r->met.produced, ev->topic, 1);
+            r->met.produced_bytes +=
+                (ev->key_null ? 0 : ev->key.len) + (ev->value_null ? 0 : ev->value.len);
+            return;
+        }
         if (rc == PRODUCER_ERROR) break;
         producer_poll(r->prod, 100); /* queue full: serve reports, try again */
+        pr_tick(r);
     }
+    metrics_count(&r->met.failed, producer_err_name(kafka_err), 1);
     struct flight *f = find_flight(r, seq);
     remove_flight(r, f);
     record_failure(r, event_id, gen, attempts, kafka_err, err);
@@ -695,6 +753,7 @@ static void wait_events(struct pr *r, int timeout_ms)
 static void step(struct pr *r)
 {
     char err[512];
+    pr_tick(r);
     if (!r->conn && now_ms() >= r->next_connect_ms) pr_connect(r);
     producer_poll(r->prod, 0);
     write_results(r);
@@ -717,7 +776,10 @@ static void drain(struct pr *r)
 {
     int64_t deadline = now_ms() + RELAY_SHUTDOWN_FLUSH_MS;
     if (r->nfl) log_info("stopping: waiting for %zu outstanding deliveries", r->nfl);
-    while (r->nfl && now_ms() < deadline) producer_poll(r->prod, 100);
+    while (r->nfl && now_ms() < deadline) {
+        producer_poll(r->prod, 100);
+        pr_tick(r);
+    }
     for (size_t i = 0; i < r->nfl; i++)
         add_result(r, OUT_RELEASE, r->fl[i].event_id, r->fl[i].gen, 0, NULL);
     r->nfl = 0;
@@ -774,6 +836,9 @@ static void pr_free(struct pr *r)
     }
     free(r->fl);
     free(r->res);
+    httpd_stop(r->http);
+    metrics_free(&r->met);
+    free(r->text.data);
     producer_free(r->prod);
     PQfinish(r->conn);
     polling_sql_free(&r->sql);
@@ -787,6 +852,14 @@ int poll_relay_run(struct config *cfg, volatile sig_atomic_t *stop)
     memset(&r, 0, sizeof(r));
     r.cfg = cfg;
     r.stop = stop;
+    metrics_init(&r.met);
+    r.met.mode = METRICS_POLLING;
+    r.met.version = OUTBOXD_VERSION;
+    r.met.plugin = "polling";
+    r.met.slot = "";
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    r.met.start_time_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     owner_id(cfg, r.owner, sizeof(r.owner));
     char *qch = polling_quote_ident(cfg->poll_notify_channel);
@@ -803,6 +876,12 @@ int poll_relay_run(struct config *cfg, volatile sig_atomic_t *stop)
         pr_free(&r);
         return EXIT_USAGE;
     }
+    int code = httpd_from_config(cfg->http_listen, &r.http);
+    if (code != 0) {
+        pr_free(&r);
+        return code;
+    }
+    pr_tick(&r);
     /* Set-up mistakes (missing table or columns, privileges) stop here;
      * they fail every time, a server restarting under us does not. */
     for (int attempt = 1; check_run(cfg, true, CHECK_SCOPE_STARTUP) != 0; attempt++) {
@@ -817,7 +896,7 @@ int poll_relay_run(struct config *cfg, volatile sig_atomic_t *stop)
         nanosleep(&ts, NULL); /* SIGTERM cuts it short */
     }
     while (!*stop && !r.fatal) step(&r);
-    int code = r.fatal ? EXIT_FATAL : EXIT_OK;
+    code = r.fatal ? EXIT_FATAL : EXIT_OK;
     if (!r.fatal) drain(&r);
     else if (r.conn && r.sql_ready) write_results(&r); /* releases, outcomes so far */
     log_info("polling relay stopped: claimed %" PRIu64 ", sent %" PRIu64 ", retried %" PRIu64

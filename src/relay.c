@@ -141,15 +141,8 @@ static void collect_gauges(struct relay *r)
 
 static void publish(struct relay *r, int64_t now)
 {
-    const char *why = not_ready_reason(r);
     collect_gauges(r);
-    r->met.ready = why == NULL;
-    r->text.len = 0;
-    if (r->text.data) r->text.data[0] = '\0';
-    r->text.oom = false;
-    if (metrics_render(&r->met, now_unix_us(), &r->text) != 0 ||
-        httpd_publish(r->http, r->text.data, r->text.len, why == NULL, why) != 0)
-        log_warn("out of memory while rendering /metrics; serving the previous snapshot");
+    httpd_publish_metrics(r->http, &r->met, &r->text, now_unix_us(), not_ready_reason(r));
     r->next_publish_ms = now + PUBLISH_MS;
 }
 
@@ -825,21 +818,9 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
             return EXIT_FATAL;
         }
     }
-    if (c->http_listen && *c->http_listen) {
-        struct listen_addr la;
-        int port;
-        if (listen_addr_parse(c->http_listen, &la, err, sizeof(err)) != 0) {
-            log_error("[http] listen: %s", err);
-            return EXIT_USAGE;
-        }
-        if (!(r->http = httpd_start(&la, &port, err, sizeof(err)))) {
-            log_error("%s", err);
-            return EXIT_FATAL;
-        }
-        log_info("http: serving /metrics, /healthz and /readyz on %s (port %d)",
-                 c->http_listen, port);
-        publish(r, now_ms());
-    }
+    int code = httpd_from_config(c->http_listen, &r->http);
+    if (code != 0) return code;
+    if (r->http) publish(r, now_ms());
     return 0;
 }
 

@@ -545,13 +545,15 @@ EOF
     fail "outboxd's slot did not become active within 30s"
 }
 
-# outboxd_http_port: the port outboxd's HTTP server bound, from the last
-# "http: serving ... (port N)" line of the log. outboxd listens on port 0
-# (any free port, race-free however many tests run side by side) unless
-# OUTBOXD_HTTP_LISTEN says otherwise.
+# outboxd_http_port [LOG]: the port outboxd's HTTP server bound, from the
+# last "http: serving ... (port N)" line of LOG (default $HTTP_LOG, else
+# $T/outboxd.log). outboxd listens on port 0 (any free port, race-free
+# however many tests run side by side) unless OUTBOXD_HTTP_LISTEN says
+# otherwise.
 outboxd_http_port() {
     grep -o 'http: serving /metrics, /healthz and /readyz on [^ ]* (port [0-9]*)' \
-        "$T/outboxd.log" 2>/dev/null | tail -n 1 | sed 's/.*(port \([0-9]*\))$/\1/'
+        "${1:-${HTTP_LOG:-$T/outboxd.log}}" 2>/dev/null | tail -n 1 |
+        sed 's/.*(port \([0-9]*\))$/\1/'
 }
 
 # http_get PATH: GETs http://127.0.0.1:PORT/PATH from outboxd (PORT: see

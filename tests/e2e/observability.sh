@@ -166,4 +166,29 @@ pid_ports=$(ss -ltnpH 2>/dev/null | grep "pid=$OUTBOXD_PID," || true)
 [[ -z "$pid_ports" ]] || fail "outboxd listens with [http] listen empty: $pid_ports"
 info "ok: outboxd (pid $OUTBOXD_PID) listens on no TCP port (the previous one was $old_port)"
 outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
+step "polling mode: the same endpoints, row outcomes instead of positions"
+source "$E2E_LIB_DIR/polling_lib.sh"
+polling_schema
+relay_start obs
+HTTP_LOG=$T/relay.obs.log
+wait_log obs 'http: serving /metrics' 30
+for _ in $(seq 1 100); do ready_is 200 && break; sleep 0.2; done
+assert_eq 200 "$HTTP_STATUS" "/readyz in polling mode"
+psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+        SELECT gen_random_uuid(), 'Poll', 'poll-' || i, 1, 'Polled', '{}' FROM generate_series(1, 7) AS i"
+wait_metric "7 rows sent in polling mode" 30 \
+    '[[ "$(m "outboxd_polling_rows_total{outcome=\"sent\"}")" == 7 ]]'
+assert_eq 7 "$(m 'outboxd_events_acked_total{topic="outbox.event.Poll"}')" "ACKed in polling mode"
+assert_eq 7 "$(m 'outboxd_polling_rows_total{outcome="claimed"}')" "rows claimed"
+assert_eq 1 "$(m outboxd_polling_connected)" "connected"
+assert_eq "" "$(m outboxd_received_lsn)" "no LSN gauges in polling mode"
+broker_cmd "down 1"
+for _ in $(seq 1 100); do ready_is 503 && break; sleep 0.2; done
+assert_eq "not ready: no Kafka broker reachable" "$(cat "$T/readyz.txt")" "/readyz in polling mode, broker down"
+broker_cmd "up 1"
+for _ in $(seq 1 150); do ready_is 200 && break; sleep 0.2; done
+assert_eq 200 "$HTTP_STATUS" "/readyz in polling mode, broker back"
+relay_stop obs
+unset HTTP_LOG
+
 e2e_pass

@@ -47,6 +47,9 @@ linger.ms = 5
 
 [log]
 level = ${RELAY_LOG_LEVEL:-debug}
+
+[http]
+listen = 127.0.0.1:0
 EOF
 }
 
