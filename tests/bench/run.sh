@@ -166,6 +166,9 @@ file = $T/$1.offset
 
 [log]
 level = ${BENCH_LOG_LEVEL:-info}
+
+[http]
+listen = 127.0.0.1:0
 EOF
 }
 
