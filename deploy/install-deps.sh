@@ -10,6 +10,8 @@ PACKAGES=(
     libpq-dev librdkafka-dev libjansson-dev libinih-dev
     # tests
     check valgrind kcat jq procps util-linux iproute2
+    # the benchmark (tests/bench/run.sh): arithmetic on timings
+    bc
     # fuzzing the decoders (tests/fuzz/run.sh): clang with libFuzzer
     clang-14 libclang-rt-14-dev
     # the test database
