@@ -12,6 +12,8 @@ PACKAGES=(
     check valgrind kcat jq procps util-linux iproute2 curl
     # promtool (tests/e2e/observability.sh validates /metrics with it)
     prometheus
+    # the benchmark (tests/bench/run.sh): arithmetic on timings
+    bc
     # fuzzing the decoders (tests/fuzz/run.sh): clang with libFuzzer
     clang-14 libclang-rt-14-dev
     # the test database

@@ -375,13 +375,6 @@ static void query_failed(struct ck *k, const char *what, const char *err)
 
 /* ---- 1. configuration ---- */
 
-/* outboxd's producer defaults beyond config.c's (as in src/producer.c):
- * validated together with the [kafka] section, as the daemon uses them. */
-static const char *const producer_defaults[][2] = {
-    {"queue.buffering.max.kbytes", "65536"},
-    {"message.timeout.ms", "0"},
-};
-
 static void check_config(struct ck *k)
 {
     const char *what = "configuration";
@@ -405,10 +398,8 @@ static void check_config(struct ck *k)
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     bool kafka_ok = true;
-    for (size_t i = 0; i < sizeof(producer_defaults) / sizeof(producer_defaults[0]); i++)
-        if (!config_kafka_get(c, producer_defaults[i][0]))
-            kafka_conf_set(conf, producer_defaults[i][0], producer_defaults[i][1], err,
-                           sizeof(err));
+    /* The daemon's own defaults first, validated with [kafka] as it uses them. */
+    kafka_conf_producer_defaults(conf, c, err, sizeof(err));
     for (size_t i = 0; i < c->nkafka; i++)
         if (kafka_conf_set(conf, c->kafka[i].key, c->kafka[i].value, err, sizeof(err)) !=
             0) {

@@ -44,3 +44,37 @@ void kafka_conf_route_logs(rd_kafka_conf_t *conf)
     rd_kafka_conf_set_error_cb(conf, on_error);
     rd_kafka_conf_set_log_cb(conf, on_log);
 }
+
+/* outboxd's defaults beyond config.c's; the [kafka] section may override
+ * them. The queue bound keeps memory bounded however large the backlog;
+ * no delivery timeout, because a broker that is down for minutes must
+ * delay events, not fail them (nothing is confirmed while they wait). */
+static const char *const producer_defaults[][2] = {
+    /* In messages: librdkafka counts only key and value bytes, while a
+     * queued event costs about three times that (the message, its six
+     * headers); 10,000 events is ~100 ms of a drain, plenty to keep a
+     * broker busy, and keeps peak RSS near 20 MB even for a 500,000-event
+     * transaction (with 64 MB of queue it passed 30 MB). */
+    {"queue.buffering.max.messages", "10000"},
+    /* In bytes, for large payloads. */
+    {"queue.buffering.max.kbytes", "16384"},
+    {"message.timeout.ms", "0"},
+    /* librdkafka waits linger.ms (default 5) to fill a batch; 2 ms halves
+     * the steady-state commit-to-ACK latency (benchmark p50 6 -> 3 ms, p99
+     * 18 -> 10 ms at 5,000 events/s) for no measurable CPU in a drain, where
+     * batches fill by themselves. */
+    {"linger.ms", "2"},
+    /* Statistics say which brokers are connected (/readyz, metrics). */
+    {"statistics.interval.ms", "1000"},
+};
+
+int kafka_conf_producer_defaults(rd_kafka_conf_t *conf, const struct config *c, char *err,
+                                 size_t errlen)
+{
+    for (size_t i = 0; i < sizeof(producer_defaults) / sizeof(producer_defaults[0]); i++)
+        if (!config_kafka_get(c, producer_defaults[i][0]) &&
+            kafka_conf_set(conf, producer_defaults[i][0], producer_defaults[i][1], err,
+                           errlen) != 0)
+            return -1;
+    return 0;
+}

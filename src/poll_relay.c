@@ -33,6 +33,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "str.h"
 #include "outbox.h"
 #include "polling.h"
 #include "producer.h"
@@ -137,21 +138,6 @@ static void add_result(struct pr *r, enum outcome kind, char *event_id, int64_t 
         return;
     }
     r->res[r->nres++] = (struct result){kind, event_id, gen, delay_ms, error};
-}
-
-static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *str_printf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = n < 0 ? NULL : malloc((size_t)n + 1);
-    if (!s) return NULL;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    return s;
 }
 
 /* ---- delivery reports ---------------------------------------------------- */

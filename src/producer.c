@@ -41,21 +41,6 @@ struct producer {
     int brokers_up; /* -1 until the first statistics */
 };
 
-/* outboxd's defaults beyond config.c's; the [kafka] section may override
- * them. The queue bound keeps memory bounded however large the backlog;
- * no delivery timeout, because a broker that is down for minutes must
- * delay events, not fail them (nothing is confirmed while they wait). */
-static const char *const bounded_defaults[][2] = {
-    {"queue.buffering.max.kbytes", "65536"},
-    {"message.timeout.ms", "0"},
-    /* librdkafka waits linger.ms (default 5) to fill a batch; 2 ms halves
-     * the steady-state commit-to-ACK latency (benchmark p50 6 -> 3 ms, p99
-     * 18 -> 10 ms at 5,000 events/s) for no measurable CPU in a drain, where
-     * batches fill by themselves. */
-    {"linger.ms", "2"},
-    /* Statistics say which brokers are connected (/readyz, metrics). */
-    {"statistics.interval.ms", "1000"},
-};
 
 /* librdkafka's statistics (JSON), served by rd_kafka_poll() on our thread:
  * counts the real brokers (configured or learned, not internal) in state
@@ -128,10 +113,7 @@ struct producer *producer_new(const struct config *c, producer_delivery_fn fn, v
     p->brokers_up = -1;
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    for (size_t i = 0; i < sizeof(bounded_defaults) / sizeof(bounded_defaults[0]); i++)
-        if (!config_kafka_get(c, bounded_defaults[i][0]) &&
-            kafka_conf_set(conf, bounded_defaults[i][0], bounded_defaults[i][1], err, errlen))
-            goto fail_conf;
+    if (kafka_conf_producer_defaults(conf, c, err, errlen) != 0) goto fail_conf;
     for (size_t i = 0; i < c->nkafka; i++)
         if (kafka_conf_set(conf, c->kafka[i].key, c->kafka[i].value, err, errlen) != 0)
             goto fail_conf;

@@ -38,6 +38,9 @@
 #include "stream.h"
 #include "tracker.h"
 
+/* Minimum time between two wake-ups of the loop (see wait_io()). */
+#define WAKE_GAP_US 1000
+
 /* Frames handled before the loop serves reports and status again. */
 #define READ_BATCH 4096
 
@@ -63,6 +66,7 @@ struct relay {
     lsn_t sent_lsn;          /* last flush LSN sent to the server */
     int64_t next_status_ms;  /* monotonic deadline of the next status */
     int64_t last_status_ms;  /* when the last one went out */
+    int64_t last_wake_us;    /* when wait_io() last returned */
     uint64_t events_produced;
     uint64_t events_acked;
     struct latency_hist commit_to_ack; /* per ACKed event, microseconds */
@@ -88,6 +92,13 @@ static int64_t now_pg_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - PG_EPOCH_OFFSET_US;
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static int64_t now_ms(void)
@@ -632,6 +643,17 @@ static int read_frames(struct relay *r)
  * SA_RESTART), so a stop is seen at once. */
 static void wait_io(struct relay *r)
 {
+    /* Wake-up coalescing: the walsender sends each transaction as soon as
+     * it is decoded and librdkafka signals every batch of delivery reports,
+     * so a relay that keeps up would wake for a handful of events each
+     * time; the context switches then cost more CPU than the events. At
+     * most one wake-up per WAKE_GAP_US lets work pile up a little (adding
+     * at most that much latency). */
+    int64_t since = now_us() - r->last_wake_us;
+    if (since >= 0 && since < WAKE_GAP_US) {
+        struct timespec nap = {0, (long)(WAKE_GAP_US - since) * 1000};
+        nanosleep(&nap, NULL);
+    }
     int sfd = stream_fd(r->st), pfd = producer_wakeup_fd(r->prod), mfd = -1;
     int64_t now = now_ms();
     fd_set rfds, wfds;
@@ -653,6 +675,7 @@ static void wait_io(struct relay *r)
     int nfds = sfd > pfd ? sfd : pfd;
     if (mfd > nfds && mfd < FD_SETSIZE) nfds = mfd;
     select(nfds + 1, &rfds, &wfds, NULL, &tv);
+    r->last_wake_us = now_us();
 }
 
 /* ---- start-up ------------------------------------------------------------ */

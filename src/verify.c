@@ -34,6 +34,7 @@
 #include "audit.h"
 #include "kafkaconf.h"
 #include "log.h"
+#include "str.h"
 #include "outbox.h"
 #include "redact.h"
 #include "relay.h" /* EXIT_* */
@@ -124,22 +125,6 @@ static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-/* A malloc'd formatted string (the caller frees), NULL on OOM. */
-static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *str_printf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!s) return NULL;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    return s;
 }
 
 /* Postgres' message without the trailing newline, into err. */

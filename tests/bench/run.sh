@@ -409,5 +409,13 @@ jq -r '
   "steady \(.steady.achieved_rate | floor) ev/s for \(.steady.seconds)s: commit-to-ACK p50 \(.steady.p50_us / 1000) ms, p99 \(.steady.p99_us / 1000) ms, max \(.steady.max_us / 1000) ms; cpu \(.steady.outboxd_cpu_ms_per_1000_events * 100 | round / 100) ms per 1000 events; peak RSS \(.steady.outboxd_peak_rss_kb) kB",
   (if .big_txn then "one transaction of \(.big_txn.events) events: \(.big_txn.outboxd_s * 100 | round / 100)s, peak RSS \(.big_txn.outboxd_peak_rss_kb) kB" else empty end)
 ' "$OUT"
+# Every figure the issue asks for is present and a number.
+jq -e '(.drain.pairs | length) == '"$PAIRS"' and
+       ([.drain.pairs[] | .recvlogical_events_per_s, .outboxd_events_per_s, .ratio,
+         .outboxd_cpu_us_per_event, .outboxd_peak_rss_kb] | all(type == "number" and . > 0)) and
+       ([.steady | .p50_us, .p99_us, .max_us, .outboxd_cpu_ms_per_1000_events,
+         .outboxd_peak_rss_kb] | all(type == "number")) and
+       (if '"$BIG_TXN"' > 0 then (.big_txn.outboxd_peak_rss_kb | type == "number") else true end)' \
+    "$OUT" >/dev/null || fail "$OUT lacks a figure: $(cat "$OUT")"
 info "figures written to $OUT"
 e2e_pass
