@@ -41,7 +41,6 @@ struct producer {
     int brokers_up; /* -1 until the first statistics */
 };
 
-
 /* librdkafka's statistics (JSON), served by rd_kafka_poll() on our thread:
  * counts the real brokers (configured or learned, not internal) in state
  * UP. */
