@@ -184,6 +184,18 @@ const char *config_kafka_get(const struct config *c, const char *key)
     return NULL;
 }
 
+/* The known sections, comma-separated, into out (truncated to outlen). */
+static void known_section_list(char *out, size_t outlen)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++) {
+        int w = snprintf(out + used, outlen - used, "%s%s", i ? ", " : "", known_sections[i]);
+        if (w < 0 || (size_t)w >= outlen - used) return;
+        used += (size_t)w;
+    }
+}
+
 static bool section_known(const char *section)
 {
     for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++)
@@ -377,7 +389,11 @@ int config_load_env(struct config *c, char *const *envp, char *err, size_t errle
         if (v && config_set(c, key_defs[i].section, key_defs[i].key, v, err, errlen) != 0)
             return -1;
     }
-    /* A misspelt variable for a known section must not be ignored. */
+    /* A misspelt key of a known section is an error. A variable that
+     * matches no section may belong to something else (a wrapper script's
+     * OUTBOXD_BUILD_DIR), so it is not fatal, but it is not ignored
+     * silently either: a misspelt section (OUTBOXD_POSTGERS_SLOT) would
+     * otherwise do nothing without a word. */
     for (char *const *e = envp; e && *e; e++) {
         if (strncmp(*e, "OUTBOXD_", 8) != 0 || strncmp(*e, "OUTBOXD_KAFKA_", 14) == 0)
             continue;
@@ -392,7 +408,15 @@ int config_load_env(struct config *c, char *const *envp, char *err, size_t errle
             env_name(key_defs[i].section, key_defs[i].key, name, sizeof(name));
             if (strlen(name) == n && strncmp(*e, name, n) == 0) known = true;
         }
-        if (in_section && !known) {
+        if (!in_section) {
+            char list[256];
+            known_section_list(list, sizeof(list));
+            log_warn("ignoring environment variable %.*s: no section matches "
+                     "(OUTBOXD_<SECTION>_<KEY>, sections: %s)",
+                     (int)n, *e, list);
+            continue;
+        }
+        if (!known) {
             snprintf(err, errlen, "environment variable %.*s is not a known key", (int)n, *e);
             return -1;
         }
