@@ -33,7 +33,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: outboxd -c FILE [--set section.key=value ...]\n"
             "       outboxd verify -c FILE [--set ...] [--since TIMESTAMP] [--json]\n"
-            "       outboxd check -c FILE [--set ...]\n"
+            "       outboxd check -c FILE [--set ...] [--config-only]\n"
             "       outboxd --help | --version\n"
             "\n"
             "Relays committed INSERTs into a PostgreSQL outbox table to Kafka through a\n"
@@ -51,7 +51,8 @@ static void usage(FILE *out)
             "check validates the configuration, Postgres (connection, wal_level, slots,\n"
             "role, outbox table, publication, plugin, slot) and Kafka (broker, topics)\n"
             "before streaming, one line per check (ok, warn, FAIL with the fix, skip);\n"
-            "it exits 0 when nothing failed, 1 otherwise.\n"
+            "it exits 0 when nothing failed, 1 otherwise. --config-only checks the\n"
+            "configuration alone and connects to nothing.\n"
             "\n"
             "Every key can also be set as OUTBOXD_<SECTION>_<KEY> (dots as '_').\n"
             "Precedence: --set > environment > file > default.\n"
@@ -100,6 +101,7 @@ int main(int argc, char **argv)
     bool verify = argc > 1 && !strcmp(argv[1], "verify");
     struct verify_options vopt = {.since = NULL, .json = false, .timeout_ms = 60000};
     bool check = argc > 1 && !strcmp(argv[1], "check");
+    bool config_only = false;
     if (verify || check) first = 2;
     for (int i = first; i < argc; i++) {
         if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
@@ -110,6 +112,8 @@ int main(int argc, char **argv)
             vopt.since = argv[++i];
         } else if (verify && !strcmp(argv[i], "--json")) {
             vopt.json = true;
+        } else if (check && !strcmp(argv[i], "--config-only")) {
+            config_only = true;
         } else {
             fprintf(stderr, "outboxd: unknown or incomplete argument \"%s\"\n", argv[i]);
             usage(stderr);
@@ -138,7 +142,7 @@ int main(int argc, char **argv)
 
     log_set_level((enum log_level)cfg.log_level);
     if (check) {
-        code = check_run(&cfg, false, CHECK_SCOPE_ALL);
+        code = check_run(&cfg, false, config_only ? CHECK_SCOPE_CONFIG : CHECK_SCOPE_ALL);
         config_free(&cfg);
         return code;
     }
