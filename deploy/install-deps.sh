@@ -7,9 +7,11 @@ PACKAGES=(
     # build
     build-essential cmake pkg-config
     # libraries
-    libpq-dev librdkafka-dev libjansson-dev libinih-dev
+    libpq-dev librdkafka-dev libjansson-dev libinih-dev libmicrohttpd-dev
     # tests
-    check valgrind kcat jq procps util-linux iproute2
+    check valgrind kcat jq procps util-linux iproute2 curl
+    # promtool (tests/e2e/observability.sh validates /metrics with it)
+    prometheus
     # fuzzing the decoders (tests/fuzz/run.sh): clang with libFuzzer
     clang-14 libclang-rt-14-dev
     # the test database

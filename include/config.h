@@ -33,6 +33,8 @@ struct config {
     int pg_status_interval_ms;
     int pg_retry_min_ms; /* reconnect backoff bounds */
     int pg_retry_max_ms;
+    int pg_heartbeat_interval_ms; /* 0: no heartbeat message */
+    int pg_monitor_interval_ms;   /* slot lag / wal_status query period */
 
     /* [outbox] */
     char *outbox_table;
@@ -51,7 +53,11 @@ struct config {
     char *errors_dlq_topic;
 
     /* [log] */
-    int log_level; /* enum log_level */
+    int log_level;  /* enum log_level */
+    int log_format; /* enum log_format */
+
+    /* [http] */
+    char *http_listen; /* "host:port"; "" disables the HTTP server */
 };
 
 /* Fills c with the built-in defaults. Returns 0, -1 on out of memory. */

@@ -86,6 +86,10 @@ int producer_flush(struct producer *p, int timeout_ms);
 /* Messages queued or in flight. */
 int producer_outq_len(const struct producer *p);
 
+/* Brokers librdkafka is connected to (state UP) as of its last statistics
+ * (every statistics.interval.ms, 1 s by default); -1 before the first. */
+int producer_brokers_up(const struct producer *p);
+
 /* Returns 1 and a reason in err when librdkafka hit a fatal error (e.g. the
  * idempotent producer lost its state); the producer is then unusable. */
 int producer_fatal(struct producer *p, char *err, size_t errlen);

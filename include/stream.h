@@ -46,12 +46,13 @@ struct stream_target {
     enum plugin_kind plugin;
     const char *slot;
     const char *publication; /* pgoutput */
+    bool messages;           /* pgoutput: also logical messages (heartbeats) */
     const char *schema;      /* wal2json: server-side filter on the outbox */
     const char *table;
 };
 
 /* START_REPLICATION SLOT slot LOGICAL start with the plugin's options
- * (pgoutput: proto_version 1 and the publication; wal2json: format-version
+ * (pgoutput: proto_version 1, the publication, messages when asked; wal2json: format-version
  * 2, transaction records, LSNs, timestamps, only the outbox, only inserts).
  * After this the connection is in CopyBoth mode and non-blocking.
  * Returns 0 or -1 with err. */

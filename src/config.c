@@ -20,10 +20,21 @@
 #include <libpq-fe.h>
 
 #include "decoder.h"
+#include "httpd.h"
 #include "redact.h"
 #include "log.h"
 
-enum key_type { KT_STRING, KT_BOOL, KT_POSINT, KT_LOGLEVEL, KT_PLUGIN, KT_POLICY };
+enum key_type {
+    KT_STRING,
+    KT_BOOL,
+    KT_POSINT,
+    KT_NONNEGINT,
+    KT_LOGLEVEL,
+    KT_LOGFORMAT,
+    KT_PLUGIN,
+    KT_POLICY,
+    KT_LISTEN,
+};
 
 struct key_def {
     const char *section;
@@ -43,6 +54,8 @@ static const struct key_def key_defs[] = {
     {"postgres", "status_interval_ms", KT_POSINT, CFG(pg_status_interval_ms)},
     {"postgres", "retry_min_ms", KT_POSINT, CFG(pg_retry_min_ms)},
     {"postgres", "retry_max_ms", KT_POSINT, CFG(pg_retry_max_ms)},
+    {"postgres", "heartbeat_interval_ms", KT_NONNEGINT, CFG(pg_heartbeat_interval_ms)},
+    {"postgres", "monitor_interval_ms", KT_POSINT, CFG(pg_monitor_interval_ms)},
     {"outbox", "table", KT_STRING, CFG(outbox_table)},
     {"outbox", "topic", KT_STRING, CFG(outbox_topic)},
     {"outbox", "column.event_id", KT_STRING, CFG(outbox_columns[OC_EVENT_ID])},
@@ -57,11 +70,13 @@ static const struct key_def key_defs[] = {
     {"errors", "policy", KT_POLICY, CFG(errors_policy)},
     {"errors", "dlq_topic", KT_STRING, CFG(errors_dlq_topic)},
     {"log", "level", KT_LOGLEVEL, CFG(log_level)},
+    {"log", "format", KT_LOGFORMAT, CFG(log_format)},
+    {"http", "listen", KT_LISTEN, CFG(http_listen)},
 };
 #define NKEYS (sizeof(key_defs) / sizeof(key_defs[0]))
 
 static const char *const known_sections[] = {"postgres", "outbox", "kafka", "offsets",
-                                             "errors", "log"};
+                                             "errors", "log",      "http"};
 
 /* outboxd's own librdkafka defaults; the file may override them. */
 static const char *const kafka_defaults[][2] = {
@@ -95,15 +110,18 @@ static int parse_bool(const char *v, bool *out)
     return -1;
 }
 
-static int parse_posint(const char *v, int *out)
+/* An integer in [min, 86400000] (a day in milliseconds at most). */
+static int parse_int_from(const char *v, long min, int *out)
 {
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
-    if (errno || end == v || *end != '\0' || n <= 0 || n > 86400000) return -1;
+    if (errno || end == v || *end != '\0' || n < min || n > 86400000) return -1;
     *out = (int)n;
     return 0;
 }
+
+static int parse_posint(const char *v, int *out) { return parse_int_from(v, 1, out); }
 
 int config_init(struct config *c)
 {
@@ -117,12 +135,16 @@ int config_init(struct config *c)
         {"postgres", "status_interval_ms", "1000"},
         {"postgres", "retry_min_ms", "500"},
         {"postgres", "retry_max_ms", "30000"},
+        {"postgres", "heartbeat_interval_ms", "0"},
+        {"postgres", "monitor_interval_ms", "5000"},
         {"outbox", "table", "public.outbox_events"},
         {"outbox", "topic", "outbox.event.${aggregate_type}"},
         {"offsets", "file", "outboxd.offset"},
         {"errors", "policy", "halt"},
         {"errors", "dlq_topic", "outbox.dlq"},
         {"log", "level", "info"},
+        {"log", "format", "text"},
+        {"http", "listen", "127.0.0.1:9187"},
     };
     char err[256];
     memset(c, 0, sizeof(*c));
@@ -145,7 +167,8 @@ fail:
 void config_free(struct config *c)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (key_defs[i].type == KT_STRING || key_defs[i].type == KT_PLUGIN) {
+        if (key_defs[i].type == KT_STRING || key_defs[i].type == KT_PLUGIN ||
+            key_defs[i].type == KT_LISTEN) {
             char **f = str_field(c, &key_defs[i]);
             free(*f);
             *f = NULL;
@@ -236,6 +259,31 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
             return -1;
         }
         return 0;
+    case KT_NONNEGINT:
+        if (parse_int_from(value, 0, (int *)((char *)c + d->offset)) != 0) {
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not a non-negative integer (0 = off)",
+                     d->section, d->key, value);
+            return -1;
+        }
+        return 0;
+    case KT_LISTEN:
+        if (*value != '\0') {
+            char why[256];
+            struct listen_addr la;
+            if (listen_addr_parse(value, &la, why, sizeof(why)) != 0) {
+                snprintf(err, errlen, "[%s] %s: %s", d->section, d->key, why);
+                return -1;
+            }
+        }
+        break;
+    case KT_LOGFORMAT:
+        if ((lvl = log_format_parse(value)) < 0) {
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of text|json", d->section,
+                     d->key, value);
+            return -1;
+        }
+        c->log_format = lvl;
+        return 0;
     case KT_POLICY:
         if (strcmp(value, "halt") != 0 && strcmp(value, "dlq") != 0) {
             snprintf(err, errlen, "[%s] %s: \"%s\" is not one of halt|dlq", d->section,
@@ -265,7 +313,8 @@ int config_set(struct config *c, const char *section, const char *key,
 {
     if (!section_known(section)) {
         snprintf(err, errlen,
-                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, errors, log)",
+                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, errors, log, "
+                 "http)",
                  key, section);
         return -1;
     }

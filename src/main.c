@@ -141,6 +141,7 @@ int main(int argc, char **argv)
     if (config_validate(&cfg, err, sizeof(err)) != 0) goto bad_config;
 
     log_set_level((enum log_level)cfg.log_level);
+    log_set_format((enum log_format)cfg.log_format);
     if (check) {
         code = check_run(&cfg, false, config_only ? CHECK_SCOPE_CONFIG : CHECK_SCOPE_ALL);
         config_free(&cfg);
@@ -152,6 +153,7 @@ int main(int argc, char **argv)
         return code;
     }
     install_signals();
+    log_set_context("slot", cfg.pg_slot);
     log_info("outboxd %s starting", OUTBOXD_VERSION);
     code = relay_run(&cfg, &stop_requested);
     config_free(&cfg);

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ struct producer {
     int pipefd[2];
     producer_delivery_fn on_delivery;
     void *ctx;
+    int brokers_up; /* -1 until the first statistics */
 };
 
 /* outboxd's defaults beyond config.c's; the [kafka] section may override
@@ -35,7 +37,36 @@ struct producer {
 static const char *const bounded_defaults[][2] = {
     {"queue.buffering.max.kbytes", "65536"},
     {"message.timeout.ms", "0"},
+    /* Statistics say which brokers are connected (/readyz, metrics). */
+    {"statistics.interval.ms", "1000"},
 };
+
+/* librdkafka's statistics (JSON), served by rd_kafka_poll() on our thread:
+ * counts the real brokers (configured or learned, not internal) in state
+ * UP. */
+static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    (void)rk;
+    struct producer *p = opaque;
+    json_t *root = json_loadb(json, len, 0, NULL);
+    json_t *brokers = json_object_get(root, "brokers");
+    if (json_is_object(brokers)) {
+        const char *name;
+        json_t *b;
+        int up = 0;
+        json_object_foreach(brokers, name, b)
+        {
+            const char *source = json_string_value(json_object_get(b, "source"));
+            const char *state = json_string_value(json_object_get(b, "state"));
+            if (source && state && strcmp(state, "UP") == 0 &&
+                (strcmp(source, "learned") == 0 || strcmp(source, "configured") == 0))
+                up++;
+        }
+        p->brokers_up = up;
+    }
+    json_decref(root);
+    return 0; /* librdkafka frees json */
+}
 
 static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
@@ -78,6 +109,7 @@ struct producer *producer_new(const struct config *c, producer_delivery_fn fn, v
     p->pipefd[0] = p->pipefd[1] = -1;
     p->on_delivery = fn;
     p->ctx = ctx;
+    p->brokers_up = -1;
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     for (size_t i = 0; i < sizeof(bounded_defaults) / sizeof(bounded_defaults[0]); i++)
@@ -89,6 +121,7 @@ struct producer *producer_new(const struct config *c, producer_delivery_fn fn, v
             goto fail_conf;
     rd_kafka_conf_set_opaque(conf, p);
     rd_kafka_conf_set_dr_msg_cb(conf, on_dr);
+    rd_kafka_conf_set_stats_cb(conf, on_stats);
     kafka_conf_route_logs(conf);
 
     char reason[512];
@@ -184,6 +217,8 @@ int producer_flush(struct producer *p, int timeout_ms)
 }
 
 int producer_outq_len(const struct producer *p) { return rd_kafka_outq_len(p->rk); }
+
+int producer_brokers_up(const struct producer *p) { return p->brokers_up; }
 
 int producer_fatal(struct producer *p, char *err, size_t errlen)
 {

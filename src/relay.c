@@ -20,11 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "checks.h"
+#include "httpd.h"
 #include "log.h"
+#include "metrics.h"
+#include "monitor.h"
 #include "offset.h"
 #include "outbox.h"
 #include "decoder.h"
@@ -61,6 +65,13 @@ struct relay {
     uint64_t events_acked;
     struct pending_dlq *dlq_pending; /* failed deliveries to dead-letter */
     size_t dlq_max_value;            /* value bytes kept when truncating */
+    bool streaming;                  /* START_REPLICATION done, not broken since */
+    struct httpd *http;              /* NULL when [http] listen is empty */
+    int64_t next_publish_ms;         /* monotonic deadline of the next snapshot */
+    struct metrics met;              /* counted here, rendered for /metrics */
+    struct textbuf text;             /* the rendering, reused */
+    const char *retry_cause;         /* why open_stream() said RETRY_LATER */
+    struct monitor *mon;             /* slot lag and heartbeats; NULL if unused */
 };
 
 static int64_t now_ms(void)
@@ -68,6 +79,91 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- observability -------------------------------------------------------
+ * The loop beats on every turn and publishes a snapshot for the HTTP
+ * server's thread every PUBLISH_MS (see httpd.h); relay_tick() is called
+ * from every loop that can run for a while, the waiting ones included. */
+
+#define PUBLISH_MS 500
+
+static int64_t now_unix_us(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+/* Why the relay is not ready, or NULL when it is. */
+static const char *not_ready_reason(const struct relay *r)
+{
+    if (*r->stop) return "shutting down";
+    if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
+    if (!r->streaming) return "not streaming from the replication slot (connecting)";
+    int up = producer_brokers_up(r->prod);
+    if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
+    if (up == 0) return "no Kafka broker reachable";
+    return NULL;
+}
+
+/* Fills the gauges of r->met from the modules that own the values. */
+static void collect_gauges(struct relay *r)
+{
+    struct metrics *m = &r->met;
+    m->inflight_events = r->trk ? tracker_pending_events(r->trk) : 0;
+    m->inflight_txns = r->trk ? tracker_pending_txns(r->trk) : 0;
+    m->kafka_queue = producer_outq_len(r->prod);
+    m->kafka_brokers_up = producer_brokers_up(r->prod);
+    m->received_lsn = r->received_lsn;
+    m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->stored_lsn;
+    m->confirmed_lsn = r->sent_lsn;
+    m->streaming = r->streaming;
+}
+
+static void publish(struct relay *r, int64_t now)
+{
+    const char *why = not_ready_reason(r);
+    collect_gauges(r);
+    r->met.ready = why == NULL;
+    r->text.len = 0;
+    if (r->text.data) r->text.data[0] = '\0';
+    r->text.oom = false;
+    if (metrics_render(&r->met, now_unix_us(), &r->text) != 0 ||
+        httpd_publish(r->http, r->text.data, r->text.len, why == NULL, why) != 0)
+        log_warn("out of memory while rendering /metrics; serving the previous snapshot");
+    r->next_publish_ms = now + PUBLISH_MS;
+}
+
+/* Steps the monitoring connection and counts what it found. */
+static void monitor_tick(struct relay *r, int64_t now)
+{
+    struct monitor_report rep;
+    monitor_step(r->mon, now, now_unix_us(), &rep);
+    struct metrics *m = &r->met;
+    if (rep.slot_answer) {
+        m->slot_seen = rep.slot_found && rep.lag_bytes >= 0;
+        m->slot_lag_bytes = rep.lag_bytes;
+        m->slot_wal_status = metrics_wal_status_parse(rep.wal_status);
+    }
+    if (rep.heartbeat_sent) m->heartbeats_sent++;
+    if (rep.failed) m->monitor_errors++;
+}
+
+static void relay_tick(struct relay *r)
+{
+    int64_t now = now_ms();
+    if (r->mon) monitor_tick(r, now);
+    if (!r->http) return;
+    httpd_beat(r->http, now);
+    if (now >= r->next_publish_ms) publish(r, now);
+}
+
+/* A heartbeat of ours came back on the stream. */
+static void on_heartbeat(struct relay *r, int64_t sent_us)
+{
+    (void)sent_us;
+    r->met.heartbeats_seen++;
 }
 
 /* ---- delivery reports ---------------------------------------------------- */
@@ -79,6 +175,7 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
     struct relay *r = ctx;
     if (dr->err == 0) {
         r->events_acked++;
+        metrics_count(&r->met.acked, dr->topic, 1);
         if (tracker_ack(r->trk, dr->seq) < 0)
             log_error("internal: delivery report for transaction %llu with no pending "
                       "event",
@@ -87,10 +184,12 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
     }
     bool to_dlq = strcmp(dr->topic, r->cfg->errors_dlq_topic) == 0;
     if (!to_dlq && r->cfg->errors_policy == ERRORS_DLQ && producer_err_is_poison(dr->err)) {
+        metrics_count(&r->met.failed, producer_err_name(dr->err), 1);
         queue_dead_letter(r, dr); /* still pending until the DLQ write is ACKed */
         return;
     }
     tracker_fail(r->trk, dr->seq);
+    if (!to_dlq) metrics_count(&r->met.failed, producer_err_name(dr->err), 1);
     log_error("delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s: %s; "
               "stopping without confirming past it",
               (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "?",
@@ -156,6 +255,7 @@ static int send_waiting(struct relay *r, const struct outbox_event *ev, uint64_t
         *kafka_err = -1;
         snprintf(err, errlen, "stopped while waiting for the producer queue");
         if (tracker_failed(r->trk)) return STEP_FATAL;
+        relay_tick(r);
         int st = status_if_due(r);
         if (st != STEP_OK) return st;
         if (*r->stop) return STEP_STOP;
@@ -220,6 +320,11 @@ static int dead_letter_send(struct relay *r, const struct dead_letter *d)
                   d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn, err);
         return STEP_FATAL;
     }
+    if (rc == STEP_OK) {
+        metrics_count(&r->met.produced, r->cfg->errors_dlq_topic, 1);
+        r->met.produced_bytes += (d->key_null ? 0 : d->key.len) + (d->value_null ? 0 : ev.value.len);
+        metrics_count(&r->met.dead_lettered, d->code, 1);
+    }
     if (rc == STEP_OK)
         log_warn("event %.*s (commit_lsn %s) dead-lettered to %s: %s: %s",
                  d->event_id.data ? (int)d->event_id.len : 6,
@@ -245,6 +350,7 @@ static int halt_on(struct relay *r, uint64_t seq, const struct slice *event_id,
 static int reject(struct relay *r, const struct outbox_event *ev, const char *code,
                   const char *reason, bool poison, bool too_large)
 {
+    metrics_count(&r->met.failed, code, 1);
     if (r->cfg->errors_policy != ERRORS_DLQ || !poison)
         return halt_on(r, r->cur_seq, &ev->event_id, ev->commit_lsn, code, reason);
     struct dead_letter d = {.seq = r->cur_seq,
@@ -342,7 +448,12 @@ static int produce(struct relay *r, const struct outbox_event *ev)
         return STEP_FATAL;
     }
     int rc = send_waiting(r, ev, r->cur_seq, &kafka_err, err, sizeof(err));
-    if (rc == STEP_OK) r->events_produced++;
+    if (rc == STEP_OK) {
+        r->events_produced++;
+        metrics_count(&r->met.produced, ev->topic, 1);
+        r->met.produced_bytes +=
+            (ev->key_null ? 0 : ev->key.len) + (ev->value_null ? 0 : ev->value.len);
+    }
     if (rc != STEP_FATAL || kafka_err < 0) return rc;
     return reject(r, ev, producer_err_name(kafka_err), err, producer_err_is_poison(kafka_err),
                   kafka_err == 10 /* MSG_SIZE_TOO_LARGE */);
@@ -404,6 +515,13 @@ static int on_message(struct relay *r, const struct repl_msg *m)
         return 0;
     case RM_INSERT:
         return on_insert(r, m);
+    case RM_MESSAGE: {
+        int64_t sent_us;
+        if (heartbeat_parse(m->u.message.prefix, m->u.message.content, m->u.message.len,
+                            r->cfg->pg_slot, &sent_us))
+            on_heartbeat(r, sent_us);
+        return 0;
+    }
     default:
         /* UPDATE, DELETE, TRUNCATE of the outbox and everything else are not
          * events: the outbox is append-only from outboxd's point of view. */
@@ -458,16 +576,27 @@ static int read_frames(struct relay *r)
  * SA_RESTART), so a stop is seen at once. */
 static void wait_io(struct relay *r)
 {
-    int sfd = stream_fd(r->st), pfd = producer_wakeup_fd(r->prod);
-    fd_set rfds;
+    int sfd = stream_fd(r->st), pfd = producer_wakeup_fd(r->prod), mfd = -1;
+    int64_t now = now_ms();
+    fd_set rfds, wfds;
     FD_ZERO(&rfds);
+    FD_ZERO(&wfds);
     FD_SET(sfd, &rfds);
     FD_SET(pfd, &rfds);
-    int64_t wait = r->next_status_ms - now_ms();
+    int64_t wait = r->next_status_ms - now;
+    if (r->mon) {
+        bool out;
+        if ((mfd = monitor_wait_fd(r->mon, &out)) >= 0 && mfd < FD_SETSIZE)
+            FD_SET(mfd, out ? &wfds : &rfds);
+        int64_t due = monitor_due_in(r->mon, now);
+        if (due < wait) wait = due;
+    }
     if (wait < 0) wait = 0;
     if (wait > 1000) wait = 1000;
     struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)((wait % 1000) * 1000)};
-    select((sfd > pfd ? sfd : pfd) + 1, &rfds, NULL, NULL, &tv);
+    int nfds = sfd > pfd ? sfd : pfd;
+    if (mfd > nfds && mfd < FD_SETSIZE) nfds = mfd;
+    select(nfds + 1, &rfds, &wfds, NULL, &tv);
 }
 
 /* ---- start-up ------------------------------------------------------------ */
@@ -510,8 +639,10 @@ static int prepare_stream(struct relay *r, lsn_t *start)
             return EXIT_FATAL;
         }
         log_warn("%s", err);
+        r->retry_cause = "connect_failed";
         return RETRY_LATER;
     }
+    r->retry_cause = "connection_lost"; /* unless said otherwise below */
     /* Only pgoutput reads a publication; wal2json filters by table name. */
     rc = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT
              ? stream_publication_exists(r->st, c->pg_publication, err, sizeof(err))
@@ -578,6 +709,7 @@ static int prepare_stream(struct relay *r, lsn_t *start)
     } else if (si.active) {
         log_warn("replication slot \"%s\" is in use by another process (pid %d)",
                  c->pg_slot, si.active_pid);
+        r->retry_cause = "slot_in_use";
         return RETRY_LATER;
     }
     *start = r->stored_lsn;
@@ -595,6 +727,11 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     memset(r, 0, sizeof(*r));
     r->cfg = c;
     r->stop = stop;
+    metrics_init(&r->met);
+    r->met.version = OUTBOXD_VERSION;
+    r->met.plugin = c->pg_plugin;
+    r->met.slot = c->pg_slot;
+    r->met.start_time_us = now_unix_us();
     const char *mmb = config_kafka_get(c, "message.max.bytes");
     long max_bytes = mmb ? atol(mmb) : 1000000;
     r->dlq_max_value = max_bytes > 2 * DLQ_HEADROOM ? (size_t)(max_bytes - DLQ_HEADROOM)
@@ -612,11 +749,40 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
         log_error("%s", err);
         return EXIT_USAGE;
     }
+    if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0) {
+        struct monitor_config mc = {.conninfo = c->pg_conninfo,
+                                    .slot = c->pg_slot,
+                                    .interval_ms = c->pg_monitor_interval_ms,
+                                    .heartbeat_ms = c->pg_heartbeat_interval_ms};
+        if (!(r->mon = monitor_new(&mc))) {
+            log_error("out of memory");
+            return EXIT_FATAL;
+        }
+    }
+    if (c->http_listen && *c->http_listen) {
+        struct listen_addr la;
+        int port;
+        if (listen_addr_parse(c->http_listen, &la, err, sizeof(err)) != 0) {
+            log_error("[http] listen: %s", err);
+            return EXIT_USAGE;
+        }
+        if (!(r->http = httpd_start(&la, &port, err, sizeof(err)))) {
+            log_error("%s", err);
+            return EXIT_FATAL;
+        }
+        log_info("http: serving /metrics, /healthz and /readyz on %s (port %d)",
+                 c->http_listen, port);
+        publish(r, now_ms());
+    }
     return 0;
 }
 
 static void relay_free(struct relay *r)
 {
+    httpd_stop(r->http);
+    monitor_free(r->mon);
+    metrics_free(&r->met);
+    free(r->text.data);
     free_dead_letters(r);
     producer_free(r->prod);
     stream_close(r->st);
@@ -657,6 +823,7 @@ static int open_stream(struct relay *r, lsn_t *start)
         .plugin = (enum plugin_kind)plugin_parse(c->pg_plugin),
         .slot = c->pg_slot,
         .publication = c->pg_publication,
+        .messages = c->pg_heartbeat_interval_ms > 0,
         .schema = r->map.schema,
         .table = r->map.table,
     };
@@ -664,6 +831,7 @@ static int open_stream(struct relay *r, lsn_t *start)
         bool in_use = strcmp(stream_sqlstate(r->st), "55006") == 0;
         if (in_use || stream_broken(r->st)) {
             log_warn("%s", err);
+            if (in_use) r->retry_cause = "slot_in_use";
             return RETRY_LATER;
         }
         log_plugin_error(r, err);
@@ -673,13 +841,14 @@ static int open_stream(struct relay *r, lsn_t *start)
 }
 
 /* Sleeps ms milliseconds unless a stop is requested first. */
-static void sleep_unless_stopped(volatile sig_atomic_t *stop, int ms)
+static void sleep_unless_stopped(struct relay *r, int ms)
 {
-    while (ms > 0 && !*stop) {
+    while (ms > 0 && !*r->stop) {
         int step = ms < 100 ? ms : 100;
         struct timespec ts = {0, (long)step * 1000000L};
         nanosleep(&ts, NULL);
         ms -= step;
+        relay_tick(r);
     }
 }
 
@@ -691,13 +860,15 @@ static int open_stream_retrying(struct relay *r, lsn_t *start)
     for (int attempt = 1;; attempt++) {
         int code = open_stream(r, start);
         if (code != RETRY_LATER) return code;
+        metrics_count(&r->met.reconnects, r->retry_cause ? r->retry_cause : "connect_failed",
+                      1);
         stream_close(r->st);
         r->st = NULL;
         /* Full jitter on the upper half: instances restarted together do not
          * reconnect in lock step. */
         int ms = backoff / 2 + rand() % (backoff / 2 + 1);
         log_info("connecting to the slot: attempt %d failed, next in %d ms", attempt, ms);
-        sleep_unless_stopped(r->stop, ms);
+        sleep_unless_stopped(r, ms);
         if (*r->stop) return EXIT_OK;
         backoff = backoff > max / 2 ? max : backoff * 2;
     }
@@ -710,6 +881,7 @@ static int stream_loop(struct relay *r)
     char err[512];
     int rc = STEP_OK;
     while (!*r->stop && rc == STEP_OK) {
+        relay_tick(r);
         rc = read_frames(r);
         producer_poll(r->prod, 0);
         if (rc == STEP_OK) rc = flush_dead_letters(r);
@@ -737,6 +909,7 @@ static int recover_from_broken_stream(struct relay *r)
     char a[LSN_STRLEN];
     tracker_abort_open(r->trk);
     r->cur_seq = 0;
+    r->streaming = false;
     stream_close(r->st);
     r->st = NULL;
     decoder_free(r->dec);
@@ -753,6 +926,7 @@ static int recover_from_broken_stream(struct relay *r)
             next_log = now_ms() + 10000;
         }
         producer_poll(r->prod, 100);
+        relay_tick(r);
         if (flush_dead_letters(r) != STEP_OK) break;
     }
     producer_poll(r->prod, 0);
@@ -771,7 +945,7 @@ static void reconnect_pause(struct relay *r, int attempt)
     for (int i = 1; i < attempt && ms < r->cfg->pg_retry_max_ms / 2; i++) ms *= 2;
     if (ms > r->cfg->pg_retry_max_ms) ms = r->cfg->pg_retry_max_ms;
     ms = ms / 2 + rand() % (ms / 2 + 1);
-    sleep_unless_stopped(r->stop, ms);
+    sleep_unless_stopped(r, ms);
 }
 
 /* Connects (retrying transient failures) and starts streaming. Returns 0 or
@@ -789,6 +963,9 @@ static int connect_stream(struct relay *r)
     r->sent_lsn = start;
     r->received_lsn = 0;
     r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
+    r->streaming = true;
+    r->next_publish_ms = 0; /* ready now: say so at once */
+    relay_tick(r);
     return 0;
 }
 
@@ -806,6 +983,7 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
         uint64_t acked_before = r.events_acked;
         rc = stream_loop(&r);
         if (rc != STEP_BROKEN) break;
+        metrics_count(&r.met.reconnects, "stream_lost", 1);
         /* A connection that delivered something starts the backoff over. */
         broken = r.events_acked > acked_before ? 1 : broken + 1;
         rc = recover_from_broken_stream(&r);

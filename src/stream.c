@@ -179,7 +179,8 @@ static int plugin_options(struct stream *s, const struct stream_target *t, char 
         char *pubid = PQescapeIdentifier(s->conn, t->publication, strlen(t->publication));
         char *publit = pubid ? PQescapeLiteral(s->conn, pubid, strlen(pubid)) : NULL;
         if (publit)
-            snprintf(out, outlen, "proto_version '1', publication_names %s", publit);
+            snprintf(out, outlen, "proto_version '1', publication_names %s%s", publit,
+                     t->messages ? ", messages 'true'" : "");
         PQfreemem(pubid);
         PQfreemem(publit);
         return publit ? 0 : -1;

@@ -34,6 +34,8 @@ T=
 OUTBOXD_PID=
 OUTBOXD_RC=
 OUTBOXD_STARTS=0
+OUTBOXD_HTTP_PORT=
+HTTP_STATUS=
 BROKER_PID=
 E2E_WATCHDOG_PID=
 E2E_FAILED_CMD_SHOWN=
@@ -497,6 +499,8 @@ outboxd_start() {
     fi
     [[ -x "$OUTBOXD_BUILD_DIR/outboxd" ]] || fail "$OUTBOXD_BUILD_DIR/outboxd is not built"
     [[ -z "$OUTBOXD_PID" ]] || fail "outboxd_start: outboxd already running (pid $OUTBOXD_PID)"
+    # A port of its own for the HTTP endpoints (tests run side by side).
+    [[ -n "$OUTBOXD_HTTP_PORT" ]] || OUTBOXD_HTTP_PORT=$(_free_port) || fail "no free TCP port"
     cat >"$T/outboxd.ini" <<EOF
 [postgres]
 conninfo = $PG_CONNINFO
@@ -512,6 +516,10 @@ file = $T/outboxd.offset
 
 [log]
 level = debug
+format = ${OUTBOXD_LOG_FORMAT:-text}
+
+[http]
+listen = 127.0.0.1:$OUTBOXD_HTTP_PORT
 EOF
     OUTBOXD_STARTS=$((OUTBOXD_STARTS + 1))
     step "starting outboxd (#$OUTBOXD_STARTS) $*"
@@ -537,6 +545,23 @@ EOF
         sleep 0.1
     done
     fail "outboxd's slot did not become active within 30s"
+}
+
+# http_get PATH: GETs http://127.0.0.1:$OUTBOXD_HTTP_PORT/PATH from
+# outboxd; prints the body and sets HTTP_STATUS (000 when no answer).
+http_get() {
+    local body=$T/http.body
+    HTTP_STATUS=$(curl -s -m 10 -o "$body" -w '%{http_code}' \
+        "http://127.0.0.1:$OUTBOXD_HTTP_PORT/${1#/}") || true
+    [[ -n "$HTTP_STATUS" ]] || HTTP_STATUS=000
+    cat "$body" 2>/dev/null || true
+}
+
+# metric_value NAME_AND_LABELS: the value of one sample in a fresh /metrics
+# scrape, e.g. metric_value 'outboxd_events_acked_total{topic="t"}'; prints
+# nothing when the sample is absent.
+metric_value() {
+    http_get /metrics | awk -v k="$1" '$1 == k { print $2; exit }'
 }
 
 # outboxd_assert_running: fails when outboxd has exited.

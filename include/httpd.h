@@ -1,0 +1,86 @@
+/*
+ * httpd.h - the HTTP endpoints for operators: /metrics (Prometheus text
+ * exposition format), /healthz (the process is alive and its event loop is
+ * turning) and /readyz (streaming from the slot and a broker reachable).
+ *
+ * Threading: libmicrohttpd serves requests on its own internal thread. The
+ * relay's event loop stays the single owner of all relay state; it never
+ * shares it. Instead it pushes to the server:
+ *   - a heartbeat (a timestamp, atomic) on every turn of the loop, and
+ *   - every publish interval a snapshot: the rendered /metrics text and the
+ *     readiness verdict, copied under a mutex.
+ * The HTTP thread only reads that snapshot (under the mutex) and the
+ * heartbeat. So a scrape never waits for the loop, and the loop never waits
+ * for a slow HTTP client; /metrics is at most one publish interval old.
+ */
+#ifndef OUTBOXD_HTTPD_H
+#define OUTBOXD_HTTPD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* A parsed [http] listen value. */
+struct listen_addr {
+    struct sockaddr_storage sa;
+    socklen_t len;
+    int family; /* AF_INET or AF_INET6 */
+    int port;
+};
+
+/* Parses "HOST:PORT": HOST a numeric IPv4 address, a numeric IPv6 address
+ * in brackets ("[::1]:9187"), or empty for every IPv4 interface (":9187");
+ * PORT 0-65535 (0: any free port). Returns 0, or -1 with err naming the
+ * problem. Pure. */
+int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t errlen);
+
+/* /healthz fails when the event loop has not turned for this long. */
+#define HTTPD_STALL_MS 30000
+
+/* What a request is answered from: a snapshot of the relay's state. */
+struct httpd_view {
+    const char *metrics; /* exposition text, NUL-terminated; NULL before the first */
+    int64_t beat_ms;     /* monotonic ms of the loop's last turn */
+    bool ready;
+    const char *not_ready; /* why not, when !ready */
+    int64_t stall_ms;      /* HTTPD_STALL_MS, or less in tests */
+};
+
+/* One answer. body points into the view or into static text. */
+struct httpd_reply {
+    int status;
+    const char *content_type;
+    const char *body;
+    size_t len;
+    char buf[256]; /* body storage for the short answers */
+};
+
+/* Answers method + path from v at monotonic time now_ms: GET/HEAD of
+ * /metrics, /healthz, /readyz (and / listing them); 404 for other paths,
+ * 405 for other methods. Pure. */
+void httpd_route(const char *method, const char *path, const struct httpd_view *v,
+                 int64_t now_ms, struct httpd_reply *out);
+
+struct httpd;
+
+/* Binds la and starts serving on libmicrohttpd's own thread (signals
+ * blocked there: SIGTERM stays with the main thread). NULL with err (e.g.
+ * the address is in use). Stop with httpd_stop(). *bound_port is set to the
+ * port actually bound (the chosen one for port 0). */
+struct httpd *httpd_start(const struct listen_addr *la, int *bound_port, char *err,
+                          size_t errlen);
+
+/* Stops the server thread and frees h (NULL is fine). */
+void httpd_stop(struct httpd *h);
+
+/* The loop turned at monotonic now_ms. Lock-free; h may be NULL. */
+void httpd_beat(struct httpd *h, int64_t now_ms);
+
+/* Replaces the snapshot: the metrics text (len bytes, copied) and the
+ * readiness verdict (reason copied; ignored when ready). h may be NULL.
+ * Returns 0, -1 on out of memory (the previous snapshot stays). */
+int httpd_publish(struct httpd *h, const char *metrics, size_t len, bool ready,
+                  const char *reason);
+
+#endif

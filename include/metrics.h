@@ -1,0 +1,106 @@
+/*
+ * metrics.h - outboxd's metrics as plain data, and their rendering in the
+ * Prometheus text exposition format (version 0.0.4). Pure: no clock, no
+ * I/O, no threads. The relay's event loop owns one struct metrics, counts
+ * into it as things happen, fills the gauges just before rendering, and
+ * hands the rendered text to the HTTP server (httpd.h).
+ *
+ * Every name has the outboxd_ prefix and its unit in the name; counters
+ * end in _total. The list with the meaning of each is in the README
+ * ("Observability") and in the HELP lines of metrics.c.
+ */
+#ifndef OUTBOXD_METRICS_H
+#define OUTBOXD_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Distinct label values kept per family; later ones are counted under the
+ * label value "_other" (topic names come from data). */
+#define METRICS_MAX_LABELS 200
+
+/* A counter family with one label: (label value, count) pairs. */
+struct labeled_counter {
+    size_t n, cap;
+    struct labeled_value {
+        char *label; /* owned */
+        uint64_t value;
+    } *items;
+    size_t last; /* index of the last label added to (a cache) */
+};
+
+/* The slot's wal_status values (pg_replication_slots.wal_status). */
+enum slot_wal_status {
+    WAL_STATUS_UNKNOWN = 0,
+    WAL_STATUS_RESERVED,
+    WAL_STATUS_EXTENDED,
+    WAL_STATUS_UNRESERVED,
+    WAL_STATUS_LOST,
+};
+
+struct metrics {
+    /* set once */
+    const char *version; /* borrowed */
+    const char *plugin;  /* borrowed */
+    const char *slot;    /* borrowed */
+    int64_t start_time_us; /* Unix epoch */
+
+    /* counters */
+    struct labeled_counter produced;      /* by topic */
+    struct labeled_counter acked;         /* by topic */
+    struct labeled_counter failed;        /* by reason */
+    struct labeled_counter dead_lettered; /* by reason */
+    struct labeled_counter reconnects;    /* by cause */
+    uint64_t produced_bytes;
+    uint64_t heartbeats_sent;
+    uint64_t heartbeats_seen; /* came back in the stream */
+    uint64_t monitor_errors;
+
+    /* gauges, filled by the relay before each render */
+    uint64_t inflight_events;
+    uint64_t inflight_txns;
+    int64_t kafka_queue;
+    int kafka_brokers_up; /* -1 until the first librdkafka statistics */
+    uint64_t received_lsn;
+    uint64_t acked_lsn;
+    uint64_t confirmed_lsn;
+    bool streaming;
+    bool ready;
+    /* from the periodic query on a normal connection */
+    bool slot_seen; /* false until the first answer */
+    int64_t slot_lag_bytes;
+    enum slot_wal_status slot_wal_status;
+    /* commit time (Unix epoch us) of the newest transaction whose events
+     * were all ACKed; 0 before the first */
+    int64_t acked_commit_time_us;
+};
+
+/* An empty set; version/plugin/slot/start_time filled in by the caller.
+ * Free with metrics_free(). */
+void metrics_init(struct metrics *m);
+void metrics_free(struct metrics *m);
+
+/* Adds n to the counter of label in c. Returns 0, -1 on out of memory
+ * (the count is lost, nothing else happens). */
+int metrics_count(struct labeled_counter *c, const char *label, uint64_t n);
+
+/* Value of label in c (0 when absent). */
+uint64_t metrics_get(const struct labeled_counter *c, const char *label);
+
+/* Parses pg_replication_slots.wal_status text; WAL_STATUS_UNKNOWN when
+ * unknown or NULL. */
+enum slot_wal_status metrics_wal_status_parse(const char *s);
+
+/* A growing text buffer. */
+struct textbuf {
+    char *data; /* NUL-terminated, owned; free() it */
+    size_t len, cap;
+    bool oom;
+};
+
+/* Appends the exposition text of m to out at Unix time now_us (for the
+ * replication lag). Returns 0, -1 on out of memory. */
+int metrics_render(const struct metrics *m, int64_t now_us, struct textbuf *out);
+
+#endif

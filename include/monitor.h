@@ -1,0 +1,79 @@
+/*
+ * monitor.h - a NORMAL (non-replication) libpq connection beside the
+ * replication stream, for what the stream cannot tell:
+ *
+ *   - every [postgres] monitor_interval_ms, the slot's lag as the server
+ *     sees it (pg_current_wal_lsn() - confirmed_flush_lsn) and its
+ *     wal_status, from pg_replication_slots;
+ *   - every [postgres] heartbeat_interval_ms (when not 0), a heartbeat:
+ *     pg_logical_emit_message(false, 'outboxd.heartbeat', 'slot=S sent_us=T').
+ *     The WAL record it writes is in this database, so the slot's walsender
+ *     decodes past it and outboxd can confirm past it even when this
+ *     database is idle while others in the cluster write (their WAL is
+ *     decoded but yields nothing to confirm). Non-transactional: written
+ *     at once, no transaction id used. The message comes back on the
+ *     stream (pgoutput with messages 'true', wal2json always), which gives
+ *     its round trip.
+ *
+ * Everything is non-blocking (PQconnectStart/PQconnectPoll, PQsendQuery,
+ * PQconsumeInput) and driven by monitor_step() from the relay's event loop,
+ * so a slow or unreachable server never stalls the stream. A failure closes
+ * the connection; it is opened again at the next interval.
+ */
+#ifndef OUTBOXD_MONITOR_H
+#define OUTBOXD_MONITOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The prefix of heartbeat messages. */
+#define HEARTBEAT_PREFIX "outboxd.heartbeat"
+
+struct monitor_config {
+    const char *conninfo; /* borrowed for the monitor's lifetime */
+    const char *slot;
+    int interval_ms;  /* slot query period (> 0) */
+    int heartbeat_ms; /* 0: no heartbeat */
+};
+
+/* What one monitor_step() found out. */
+struct monitor_report {
+    bool slot_answer;      /* a slot query was answered (fields below) */
+    bool slot_found;       /* ... and the slot exists */
+    int64_t lag_bytes;     /* -1 when the slot has no confirmed position */
+    char wal_status[16];   /* "" when NULL */
+    bool heartbeat_sent;   /* a heartbeat was written */
+    bool failed;           /* a connection or query failed (logged) */
+};
+
+struct monitor;
+
+/* NULL on out of memory. Nothing is connected until the first step. Free
+ * with monitor_free(). */
+struct monitor *monitor_new(const struct monitor_config *c);
+void monitor_free(struct monitor *m);
+
+/* Advances the connection and queries at monotonic now_ms (wall clock
+ * now_unix_us for the heartbeat content); never blocks. */
+void monitor_step(struct monitor *m, int64_t now_ms, int64_t now_unix_us,
+                  struct monitor_report *out);
+
+/* The socket to wait on and in which direction (for select()), -1 when
+ * there is nothing to wait for. */
+int monitor_wait_fd(const struct monitor *m, bool *want_write);
+
+/* Milliseconds until monitor_step() has something to do on a timer
+ * (0 = now), at monotonic now_ms. */
+int64_t monitor_due_in(const struct monitor *m, int64_t now_ms);
+
+/* The content of a heartbeat for slot sent at sent_us (Unix epoch us)
+ * into out. Pure. */
+void heartbeat_content(const char *slot, int64_t sent_us, char *out, size_t outlen);
+
+/* True when a logical message (prefix, content of len bytes) is a
+ * heartbeat of slot; sets *sent_us. Pure: any bytes are safe. */
+bool heartbeat_parse(const char *prefix, const char *content, size_t len, const char *slot,
+                     int64_t *sent_us);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * httpd.c - /metrics, /healthz and /readyz with libmicrohttpd.
+ *
+ * See httpd.h for the threading model: the server's thread answers from a
+ * snapshot the event loop publishes (under a mutex) and from the loop's
+ * heartbeat (an atomic); it never touches relay state. Routing is a pure
+ * function (httpd_route) so that it is unit-tested without sockets.
+ */
+#include "httpd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* ---- [http] listen ------------------------------------------------------ */
+
+static int parse_port(const char *s, int *port)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    if (*s == '\0' || *s == '-' || *s == '+' || errno || *end != '\0' || n < 0 ||
+        n > 65535)
+        return -1;
+    *port = (int)n;
+    return 0;
+}
+
+int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t errlen)
+{
+    char host[64];
+    const char *colon;
+    memset(out, 0, sizeof(*out));
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':') {
+            snprintf(err, errlen, "\"%s\": expected [IPv6]:PORT, e.g. [::1]:9187", s);
+            return -1;
+        }
+        if ((size_t)(close - s - 1) >= sizeof(host)) goto bad_host;
+        memcpy(host, s + 1, (size_t)(close - s - 1));
+        host[close - s - 1] = '\0';
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon) {
+            snprintf(err, errlen, "\"%s\": expected HOST:PORT, e.g. 127.0.0.1:9187", s);
+            return -1;
+        }
+        if ((size_t)(colon - s) >= sizeof(host)) goto bad_host;
+        memcpy(host, s, (size_t)(colon - s));
+        host[colon - s] = '\0';
+    }
+    if (parse_port(colon + 1, &out->port) != 0) {
+        snprintf(err, errlen, "\"%s\": the port \"%s\" is not a number from 0 to 65535", s,
+                 colon + 1);
+        return -1;
+    }
+    if (s[0] == '[') {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&out->sa;
+        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) goto bad_host;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)out->port);
+        out->family = AF_INET6;
+        out->len = sizeof(*a);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&out->sa;
+        if (host[0] == '\0')
+            a->sin_addr.s_addr = htonl(INADDR_ANY);
+        else if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+            goto bad_host;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)out->port);
+        out->family = AF_INET;
+        out->len = sizeof(*a);
+    }
+    return 0;
+bad_host:
+    snprintf(err, errlen,
+             "\"%s\": the host is not a numeric IP address (e.g. 127.0.0.1:9187, "
+             "0.0.0.0:9187, [::]:9187; no host names)",
+             s);
+    return -1;
+}
+
+/* ---- routing (pure) ------------------------------------------------------ */
+
+#define CT_TEXT "text/plain; charset=utf-8"
+#define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
+
+static void reply_text(struct httpd_reply *out, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void reply_text(struct httpd_reply *out, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out->buf, sizeof(out->buf), fmt, ap);
+    va_end(ap);
+    out->status = status;
+    out->content_type = CT_TEXT;
+    out->body = out->buf;
+    out->len = n < 0 ? 0 : (size_t)n < sizeof(out->buf) ? (size_t)n : sizeof(out->buf) - 1;
+}
+
+void httpd_route(const char *method, const char *path, const struct httpd_view *v,
+                 int64_t now_ms, struct httpd_reply *out)
+{
+    memset(out, 0, sizeof(*out));
+    bool known = strcmp(path, "/metrics") == 0 || strcmp(path, "/healthz") == 0 ||
+                 strcmp(path, "/readyz") == 0 || strcmp(path, "/") == 0;
+    if (!known) {
+        reply_text(out, 404, "not found: %.100s (try /metrics, /healthz, /readyz)\n", path);
+        return;
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        reply_text(out, 405, "method %.20s not allowed: use GET\n", method);
+        return;
+    }
+    if (strcmp(path, "/") == 0) {
+        reply_text(out, 200, "outboxd: /metrics /healthz /readyz\n");
+    } else if (strcmp(path, "/metrics") == 0) {
+        if (!v->metrics) {
+            reply_text(out, 503, "metrics not published yet\n");
+            return;
+        }
+        out->status = 200;
+        out->content_type = CT_METRICS;
+        out->body = v->metrics;
+        out->len = strlen(v->metrics);
+    } else if (strcmp(path, "/healthz") == 0) {
+        int64_t age = now_ms - v->beat_ms;
+        if (age < 0) age = 0;
+        if (age > v->stall_ms)
+            reply_text(out, 503, "event loop stalled: last turn %lld.%03lld s ago\n",
+                       (long long)(age / 1000), (long long)(age % 1000));
+        else
+            reply_text(out, 200, "ok: event loop turned %lld.%03lld s ago\n",
+                       (long long)(age / 1000), (long long)(age % 1000));
+    } else if (v->ready) {
+        reply_text(out, 200, "ready\n");
+    } else {
+        reply_text(out, 503, "not ready: %.200s\n", v->not_ready ? v->not_ready : "starting");
+    }
+}
+
+/* ---- the server ---------------------------------------------------------- */
+
+struct httpd {
+    struct MHD_Daemon *daemon;
+    int fd; /* the listening socket, closed by us after MHD stops */
+    _Atomic int64_t beat_ms;
+    pthread_mutex_t mu; /* guards the fields below */
+    char *metrics;      /* owned */
+    bool ready;
+    char not_ready[256];
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **req_cls)
+{
+    (void)version;
+    (void)upload_data;
+    struct httpd *h = cls;
+    static int first_call_marker;
+    if (*req_cls == NULL) { /* headers only: answer on the next call */
+        *req_cls = &first_call_marker;
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) { /* ignore a body */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    struct httpd_reply rep;
+    struct MHD_Response *resp;
+    pthread_mutex_lock(&h->mu);
+    struct httpd_view v = {
+        .metrics = h->metrics,
+        .beat_ms = atomic_load(&h->beat_ms),
+        .ready = h->ready,
+        .not_ready = h->not_ready,
+        .stall_ms = HTTPD_STALL_MS,
+    };
+    httpd_route(method, url, &v, mono_ms(), &rep);
+    /* The body may point into the snapshot: copy it before unlocking. */
+    resp = MHD_create_response_from_buffer(rep.len, (void *)rep.body, MHD_RESPMEM_MUST_COPY);
+    pthread_mutex_unlock(&h->mu);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep.content_type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (rep.status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    enum MHD_Result rc = MHD_queue_response(conn, (unsigned)rep.status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    log_warn("http: %s", msg);
+}
+
+static int open_listener(const struct listen_addr *la, int *bound_port, char *err,
+                         size_t errlen)
+{
+    char text[INET6_ADDRSTRLEN];
+    const void *addr = la->family == AF_INET6
+                           ? (const void *)&((const struct sockaddr_in6 *)&la->sa)->sin6_addr
+                           : (const void *)&((const struct sockaddr_in *)&la->sa)->sin_addr;
+    inet_ntop(la->family, addr, text, sizeof(text));
+    int fd = socket(la->family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0) {
+        snprintf(err, errlen, "[http] listen: socket: %s", strerror(errno));
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)&la->sa, la->len) != 0 || listen(fd, 32) != 0) {
+        snprintf(err, errlen, "[http] listen: cannot listen on %s port %d: %s", text,
+                 la->port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    struct sockaddr_storage got;
+    socklen_t glen = sizeof(got);
+    *bound_port = la->port;
+    if (getsockname(fd, (struct sockaddr *)&got, &glen) == 0)
+        *bound_port = ntohs(got.ss_family == AF_INET6
+                                ? ((struct sockaddr_in6 *)&got)->sin6_port
+                                : ((struct sockaddr_in *)&got)->sin_port);
+    return fd;
+}
+
+struct httpd *httpd_start(const struct listen_addr *la, int *bound_port, char *err,
+                          size_t errlen)
+{
+    struct httpd *h = calloc(1, sizeof(*h));
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->fd = -1;
+    pthread_mutex_init(&h->mu, NULL);
+    atomic_store(&h->beat_ms, mono_ms());
+    snprintf(h->not_ready, sizeof(h->not_ready), "starting");
+    if ((h->fd = open_listener(la, bound_port, err, errlen)) < 0) {
+        httpd_stop(h);
+        return NULL;
+    }
+    /* The server thread inherits this mask: signals stay with the main
+     * thread, whose select() they must interrupt. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    h->daemon = MHD_start_daemon(
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, h,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, h->fd,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)32, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)10, MHD_OPTION_END);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!h->daemon) {
+        snprintf(err, errlen, "[http] listen: libmicrohttpd did not start on port %d",
+                 *bound_port);
+        httpd_stop(h);
+        return NULL;
+    }
+    h->fd = -1; /* MHD_stop_daemon() closes it */
+    return h;
+}
+
+void httpd_stop(struct httpd *h)
+{
+    if (!h) return;
+    if (h->daemon) MHD_stop_daemon(h->daemon);
+    if (h->fd >= 0) close(h->fd);
+    pthread_mutex_destroy(&h->mu);
+    free(h->metrics);
+    free(h);
+}
+
+void httpd_beat(struct httpd *h, int64_t now_ms)
+{
+    if (h) atomic_store(&h->beat_ms, now_ms);
+}
+
+int httpd_publish(struct httpd *h, const char *metrics, size_t len, bool ready,
+                  const char *reason)
+{
+    if (!h) return 0;
+    char *copy = malloc(len + 1);
+    if (!copy) return -1;
+    memcpy(copy, metrics, len);
+    copy[len] = '\0';
+    pthread_mutex_lock(&h->mu);
+    char *old = h->metrics;
+    h->metrics = copy;
+    h->ready = ready;
+    if (!ready) snprintf(h->not_ready, sizeof(h->not_ready), "%s", reason ? reason : "");
+    pthread_mutex_unlock(&h->mu);
+    free(old);
+    return 0;
+}

@@ -1,0 +1,319 @@
+/*
+ * metrics.c - counters and gauges in a struct; their Prometheus text.
+ *
+ * Format (https://prometheus.io/docs/instrumenting/exposition_formats/):
+ * per family "# HELP name text" and "# TYPE name counter|gauge|histogram",
+ * then "name{label="value"} number" lines. Label values escape '\', '"'
+ * and newline; HELP text escapes '\' and newline. A labelled family with
+ * no sample yet is still announced (HELP and TYPE), so that operators see
+ * it exists.
+ */
+#include "metrics.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void metrics_init(struct metrics *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->kafka_brokers_up = -1;
+}
+
+static void counter_free(struct labeled_counter *c)
+{
+    for (size_t i = 0; i < c->n; i++) free(c->items[i].label);
+    free(c->items);
+    memset(c, 0, sizeof(*c));
+}
+
+void metrics_free(struct metrics *m)
+{
+    counter_free(&m->produced);
+    counter_free(&m->acked);
+    counter_free(&m->failed);
+    counter_free(&m->dead_lettered);
+    counter_free(&m->reconnects);
+}
+
+/* Index of label in c, or c->n. */
+static size_t find(const struct labeled_counter *c, const char *label)
+{
+    if (c->last < c->n && strcmp(c->items[c->last].label, label) == 0) return c->last;
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->items[i].label, label) == 0) return i;
+    return c->n;
+}
+
+int metrics_count(struct labeled_counter *c, const char *label, uint64_t n)
+{
+    size_t i = find(c, label);
+    if (i == c->n && c->n >= METRICS_MAX_LABELS) {
+        label = "_other";
+        i = find(c, label);
+    }
+    if (i == c->n) {
+        if (c->n == c->cap) {
+            size_t ncap = c->cap ? c->cap * 2 : 8;
+            struct labeled_value *items = realloc(c->items, ncap * sizeof(*items));
+            if (!items) return -1;
+            c->items = items;
+            c->cap = ncap;
+        }
+        char *copy = strdup(label);
+        if (!copy) return -1;
+        c->items[c->n++] = (struct labeled_value){copy, 0};
+    }
+    c->items[i].value += n;
+    c->last = i;
+    return 0;
+}
+
+uint64_t metrics_get(const struct labeled_counter *c, const char *label)
+{
+    size_t i = find(c, label);
+    return i < c->n ? c->items[i].value : 0;
+}
+
+static const char *const wal_status_names[] = {"", "reserved", "extended", "unreserved",
+                                               "lost"};
+
+enum slot_wal_status metrics_wal_status_parse(const char *s)
+{
+    for (int i = WAL_STATUS_RESERVED; s && i <= WAL_STATUS_LOST; i++)
+        if (strcmp(s, wal_status_names[i]) == 0) return (enum slot_wal_status)i;
+    return WAL_STATUS_UNKNOWN;
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+static void tb_reserve(struct textbuf *b, size_t more)
+{
+    if (b->oom || b->len + more + 1 <= b->cap) return;
+    size_t ncap = b->cap ? b->cap : 4096;
+    while (ncap < b->len + more + 1) ncap *= 2;
+    char *d = realloc(b->data, ncap);
+    if (!d) {
+        b->oom = true;
+        return;
+    }
+    b->data = d;
+    b->cap = ncap;
+}
+
+static void tb_put(struct textbuf *b, const char *s, size_t n)
+{
+    tb_reserve(b, n);
+    if (b->oom) return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void tb_str(struct textbuf *b, const char *s) { tb_put(b, s, strlen(s)); }
+
+static void tb_printf(struct textbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void tb_printf(struct textbuf *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof(small)) {
+        tb_put(b, small, (size_t)n);
+        return;
+    }
+    tb_reserve(b, (size_t)n);
+    if (b->oom) return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* A label value: '\', '"' and newline escaped; other control bytes and
+ * bytes that are not printable ASCII (topic names are ASCII) as '?'. */
+static void tb_label_value(struct textbuf *b, const char *v)
+{
+    for (; *v; v++) {
+        unsigned char ch = (unsigned char)*v;
+        if (ch == '\\' || ch == '"')
+            tb_put(b, (const char[]){'\\', (char)ch}, 2);
+        else if (ch == '\n')
+            tb_str(b, "\\n");
+        else if (ch < 0x20 || ch >= 0x7f)
+            tb_str(b, "?");
+        else
+            tb_put(b, v, 1);
+    }
+}
+
+static void family(struct textbuf *b, const char *name, const char *type, const char *help)
+{
+    tb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void gauge_i(struct textbuf *b, const char *name, const char *help, int64_t v)
+{
+    family(b, name, "gauge", help);
+    tb_printf(b, "%s %" PRId64 "\n", name, v);
+}
+
+static void gauge_u(struct textbuf *b, const char *name, const char *help, uint64_t v)
+{
+    family(b, name, "gauge", help);
+    tb_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+static void counter_u(struct textbuf *b, const char *name, const char *help, uint64_t v)
+{
+    family(b, name, "counter", help);
+    tb_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+static void counter_labeled(struct textbuf *b, const char *name, const char *label,
+                            const char *help, const struct labeled_counter *c)
+{
+    family(b, name, "counter", help);
+    for (size_t i = 0; i < c->n; i++) {
+        tb_printf(b, "%s{%s=\"", name, label);
+        tb_label_value(b, c->items[i].label);
+        tb_printf(b, "\"} %" PRIu64 "\n", c->items[i].value);
+    }
+}
+
+/* Microseconds as seconds with 6 decimals. */
+static void seconds(struct textbuf *b, int64_t us)
+{
+    if (us < 0) {
+        tb_str(b, "-");
+        us = -us;
+    }
+    tb_printf(b, "%" PRId64 ".%06" PRId64, us / 1000000, us % 1000000);
+}
+
+static void render_info(const struct metrics *m, struct textbuf *b)
+{
+    family(b, "outboxd_build_info", "gauge",
+           "Always 1; the labels say which outboxd, output plugin and slot.");
+    tb_str(b, "outboxd_build_info{version=\"");
+    tb_label_value(b, m->version ? m->version : "");
+    tb_str(b, "\",plugin=\"");
+    tb_label_value(b, m->plugin ? m->plugin : "");
+    tb_str(b, "\",slot=\"");
+    tb_label_value(b, m->slot ? m->slot : "");
+    tb_str(b, "\"} 1\n");
+    family(b, "outboxd_start_time_seconds", "gauge",
+           "When the process started, in seconds since the Unix epoch.");
+    tb_str(b, "outboxd_start_time_seconds ");
+    seconds(b, m->start_time_us);
+    tb_str(b, "\n");
+}
+
+static void render_events(const struct metrics *m, struct textbuf *b)
+{
+    counter_labeled(b, "outboxd_events_produced_total", "topic",
+                    "Events handed to the Kafka producer, by topic (the dead-letter topic "
+                    "included).",
+                    &m->produced);
+    counter_labeled(b, "outboxd_events_acked_total", "topic",
+                    "Events the broker acknowledged, by topic.", &m->acked);
+    counter_labeled(b, "outboxd_events_failed_total", "reason",
+                    "Events that could not be published as they are, by reason (an "
+                    "outbox row fault or librdkafka's error name).",
+                    &m->failed);
+    counter_labeled(b, "outboxd_events_dead_lettered_total", "reason",
+                    "Events written to the dead-letter topic instead, by reason.",
+                    &m->dead_lettered);
+    counter_u(b, "outboxd_produced_bytes_total",
+              "Key and value bytes of the events handed to the producer.",
+              m->produced_bytes);
+    gauge_u(b, "outboxd_inflight_events", "Events produced but not yet acknowledged.",
+            m->inflight_events);
+    gauge_u(b, "outboxd_inflight_transactions",
+            "Transactions received but not yet confirmable (open, or with events in "
+            "flight).",
+            m->inflight_txns);
+    gauge_i(b, "outboxd_kafka_queue_messages",
+            "Messages (and delivery reports or other events) in librdkafka's queue: waiting, in flight to the broker, or reported but not yet served.",
+            m->kafka_queue);
+    if (m->kafka_brokers_up >= 0)
+        gauge_i(b, "outboxd_kafka_brokers_up",
+                "Brokers librdkafka is connected to (state UP), as of its last "
+                "statistics.",
+                m->kafka_brokers_up);
+}
+
+static void render_positions(const struct metrics *m, struct textbuf *b)
+{
+    gauge_u(b, "outboxd_received_lsn",
+            "Newest WAL position received on the replication stream, as a number.",
+            m->received_lsn);
+    gauge_u(b, "outboxd_acked_lsn",
+            "WAL position up to which every event is acknowledged by the broker, as "
+            "a number.",
+            m->acked_lsn);
+    gauge_u(b, "outboxd_confirmed_lsn",
+            "WAL position last confirmed to the server (flush position of the "
+            "standby status), as a number.",
+            m->confirmed_lsn);
+    family(b, "outboxd_slot_lag_bytes", "gauge",
+           "pg_current_wal_lsn() - confirmed_flush_lsn of the slot, as the server sees "
+           "it (periodic query on a normal connection).");
+    if (m->slot_seen) tb_printf(b, "outboxd_slot_lag_bytes %" PRId64 "\n", m->slot_lag_bytes);
+    family(b, "outboxd_slot_wal_status", "gauge",
+           "The slot's wal_status: 1 for the current one, 0 for the others.");
+    if (m->slot_seen && m->slot_wal_status != WAL_STATUS_UNKNOWN)
+        for (int i = WAL_STATUS_RESERVED; i <= WAL_STATUS_LOST; i++)
+            tb_printf(b, "outboxd_slot_wal_status{status=\"%s\"} %d\n", wal_status_names[i],
+                      (int)m->slot_wal_status == i);
+    counter_u(b, "outboxd_monitor_errors_total",
+              "Failures of the monitoring connection (slot query, heartbeat): connect "
+              "or query errors.",
+              m->monitor_errors);
+}
+
+static void render_lag(const struct metrics *m, int64_t now_us, struct textbuf *b)
+{
+    family(b, "outboxd_replication_lag_seconds", "gauge",
+           "Now minus the commit time of the newest transaction whose events were all "
+           "acknowledged (absent before the first).");
+    if (m->acked_commit_time_us > 0) {
+        tb_str(b, "outboxd_replication_lag_seconds ");
+        seconds(b, now_us - m->acked_commit_time_us);
+        tb_str(b, "\n");
+    }
+}
+
+static void render_state(const struct metrics *m, struct textbuf *b)
+{
+    counter_labeled(b, "outboxd_reconnects_total", "cause",
+                    "Replication connection attempts after a failure, by cause.",
+                    &m->reconnects);
+    counter_u(b, "outboxd_heartbeats_sent_total",
+              "Heartbeat messages written with pg_logical_emit_message().",
+              m->heartbeats_sent);
+    counter_u(b, "outboxd_heartbeats_received_total",
+              "Heartbeat messages of this slot seen back on the replication stream.",
+              m->heartbeats_seen);
+    gauge_i(b, "outboxd_streaming",
+            "1 while streaming from the replication slot, 0 while (re)connecting.",
+            m->streaming);
+    gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
+}
+
+int metrics_render(const struct metrics *m, int64_t now_us, struct textbuf *out)
+{
+    render_info(m, out);
+    render_events(m, out);
+    render_positions(m, out);
+    render_lag(m, now_us, out);
+    render_state(m, out);
+    return out->oom ? -1 : 0;
+}

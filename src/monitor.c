@@ -1,0 +1,287 @@
+/*
+ * monitor.c - slot lag, wal_status and heartbeats on a normal connection,
+ * non-blocking, stepped by the relay's event loop (see monitor.h).
+ *
+ * One statement at a time: the connection is DOWN, CONNECTING, IDLE, or
+ * BUSY with one query (slot or heartbeat). libpq is only called when
+ * poll() says the socket is ready, so a step never waits. A connection or
+ * query that takes longer than STUCK_MS is abandoned and opened again at
+ * the next interval.
+ */
+#include "monitor.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "redact.h"
+
+#define STUCK_MS 15000
+
+enum mon_state { M_DOWN, M_CONNECTING, M_IDLE, M_BUSY };
+enum mon_query { Q_SLOT, Q_HEARTBEAT };
+
+struct monitor {
+    struct monitor_config c;
+    PGconn *conn;
+    enum mon_state state;
+    PostgresPollingStatusType poll_dir; /* while CONNECTING */
+    enum mon_query query;               /* while BUSY */
+    bool flushing;                      /* the query is not fully sent yet */
+    int64_t state_since_ms;
+    int64_t next_connect_ms;
+    int64_t next_slot_ms;
+    int64_t next_heartbeat_ms;
+    int failures; /* consecutive; only the first of a streak is a warning */
+};
+
+struct monitor *monitor_new(const struct monitor_config *c)
+{
+    struct monitor *m = calloc(1, sizeof(*m));
+    if (!m) return NULL;
+    m->c = *c;
+    return m;
+}
+
+static void disconnect(struct monitor *m, int64_t now_ms)
+{
+    PQfinish(m->conn);
+    m->conn = NULL;
+    m->state = M_DOWN;
+    m->next_connect_ms = now_ms + m->c.interval_ms;
+}
+
+void monitor_free(struct monitor *m)
+{
+    if (!m) return;
+    PQfinish(m->conn);
+    free(m);
+}
+
+/* Logs a failure (a warning for the first of a streak) and closes. */
+static void failed(struct monitor *m, int64_t now_ms, const char *what, const char *why,
+                   struct monitor_report *out)
+{
+    char raw[768], safe[768];
+    size_t n = strlen(why);
+    while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' ')) n--;
+    snprintf(raw, sizeof(raw), "%.*s", (int)n, why);
+    redact_conn_error(m->c.conninfo, raw, safe, sizeof(safe));
+    enum log_level level = m->failures++ == 0 ? LOG_WARN : LOG_DEBUG;
+    log_kv(level, LOG_FIELDS({"monitor", what}),
+           "monitor connection (slot lag, heartbeat): %s; retrying in %d ms", safe,
+           m->c.interval_ms);
+    out->failed = true;
+    disconnect(m, now_ms);
+}
+
+/* Whether fd is ready in the given direction right now. */
+static bool ready(int fd, bool write)
+{
+    struct pollfd p = {.fd = fd, .events = write ? POLLOUT : POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+static void start_connect(struct monitor *m, int64_t now_ms, struct monitor_report *out)
+{
+    const char *keys[] = {"dbname", "fallback_application_name", NULL};
+    const char *vals[] = {m->c.conninfo, "outboxd-monitor", NULL};
+    m->conn = PQconnectStartParams(keys, vals, 1);
+    if (!m->conn || PQstatus(m->conn) == CONNECTION_BAD) {
+        failed(m, now_ms, "connect", m->conn ? PQerrorMessage(m->conn) : "out of memory",
+               out);
+        return;
+    }
+    m->state = M_CONNECTING;
+    m->poll_dir = PGRES_POLLING_WRITING;
+    m->state_since_ms = now_ms;
+}
+
+static void continue_connect(struct monitor *m, int64_t now_ms, struct monitor_report *out)
+{
+    if (!ready(PQsocket(m->conn), m->poll_dir == PGRES_POLLING_WRITING)) return;
+    m->poll_dir = PQconnectPoll(m->conn);
+    if (m->poll_dir == PGRES_POLLING_FAILED) {
+        failed(m, now_ms, "connect", PQerrorMessage(m->conn), out);
+    } else if (m->poll_dir == PGRES_POLLING_OK) {
+        if (PQsetnonblocking(m->conn, 1) != 0) {
+            failed(m, now_ms, "connect", PQerrorMessage(m->conn), out);
+            return;
+        }
+        if (m->failures > 0) log_info("monitor connection (slot lag, heartbeat) restored");
+        m->state = M_IDLE;
+    }
+}
+
+static void send_query(struct monitor *m, enum mon_query q, int64_t now_ms,
+                       int64_t now_unix_us, struct monitor_report *out)
+{
+    char content[256];
+    int rc;
+    if (q == Q_SLOT) {
+        const char *params[1] = {m->c.slot};
+        rc = PQsendQueryParams(m->conn,
+                               "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)"
+                               "::bigint, wal_status FROM pg_catalog.pg_replication_slots "
+                               "WHERE slot_name = $1",
+                               1, NULL, params, NULL, NULL, 0);
+        m->next_slot_ms = now_ms + m->c.interval_ms;
+    } else {
+        heartbeat_content(m->c.slot, now_unix_us, content, sizeof(content));
+        const char *params[2] = {HEARTBEAT_PREFIX, content};
+        rc = PQsendQueryParams(m->conn,
+                               "SELECT pg_catalog.pg_logical_emit_message(false, $1, $2)", 2,
+                               NULL, params, NULL, NULL, 0);
+        m->next_heartbeat_ms = now_ms + m->c.heartbeat_ms;
+    }
+    if (rc != 1) {
+        failed(m, now_ms, q == Q_SLOT ? "slot query" : "heartbeat", PQerrorMessage(m->conn),
+               out);
+        return;
+    }
+    m->state = M_BUSY;
+    m->query = q;
+    m->flushing = true;
+    m->state_since_ms = now_ms;
+}
+
+static void take_result(struct monitor *m, PGresult *res, struct monitor_report *out)
+{
+    if (m->query == Q_HEARTBEAT) {
+        out->heartbeat_sent = true;
+        return;
+    }
+    out->slot_answer = true;
+    out->slot_found = PQntuples(res) == 1;
+    if (!out->slot_found) return;
+    out->lag_bytes = PQgetisnull(res, 0, 0) ? -1 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    snprintf(out->wal_status, sizeof(out->wal_status), "%s",
+             PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+}
+
+static void continue_query(struct monitor *m, int64_t now_ms, struct monitor_report *out)
+{
+    const char *what = m->query == Q_SLOT ? "slot query" : "heartbeat";
+    if (m->flushing) {
+        int f = PQflush(m->conn);
+        if (f < 0) {
+            failed(m, now_ms, what, PQerrorMessage(m->conn), out);
+            return;
+        }
+        m->flushing = f == 1;
+        if (m->flushing) return;
+    }
+    if (!ready(PQsocket(m->conn), false)) return;
+    if (PQconsumeInput(m->conn) == 0) {
+        failed(m, now_ms, what, PQerrorMessage(m->conn), out);
+        return;
+    }
+    if (PQisBusy(m->conn)) return;
+    PGresult *res;
+    char err[512] = "";
+    while ((res = PQgetResult(m->conn)) != NULL) {
+        if (PQresultStatus(res) == PGRES_TUPLES_OK)
+            take_result(m, res, out);
+        else if (!err[0])
+            snprintf(err, sizeof(err), "%s", PQresultErrorMessage(res));
+        PQclear(res);
+    }
+    if (err[0]) {
+        failed(m, now_ms, what, err, out);
+        return;
+    }
+    m->failures = 0;
+    m->state = M_IDLE;
+}
+
+void monitor_step(struct monitor *m, int64_t now_ms, int64_t now_unix_us,
+                  struct monitor_report *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (m->state != M_DOWN && m->state != M_IDLE && now_ms - m->state_since_ms > STUCK_MS) {
+        char why[96];
+        snprintf(why, sizeof(why), "no answer within %d ms", STUCK_MS);
+        failed(m, now_ms, m->state == M_CONNECTING ? "connect" : "query", why, out);
+        return;
+    }
+    switch (m->state) {
+    case M_DOWN:
+        if (now_ms >= m->next_connect_ms) start_connect(m, now_ms, out);
+        break;
+    case M_CONNECTING:
+        continue_connect(m, now_ms, out);
+        break;
+    case M_BUSY:
+        continue_query(m, now_ms, out);
+        break;
+    case M_IDLE:
+        break;
+    }
+    if (m->state != M_IDLE) return;
+    /* The heartbeat first: its timing is what the round trip measures. */
+    if (m->c.heartbeat_ms > 0 && now_ms >= m->next_heartbeat_ms)
+        send_query(m, Q_HEARTBEAT, now_ms, now_unix_us, out);
+    else if (now_ms >= m->next_slot_ms)
+        send_query(m, Q_SLOT, now_ms, now_unix_us, out);
+}
+
+int monitor_wait_fd(const struct monitor *m, bool *want_write)
+{
+    *want_write = false;
+    if (m->state == M_CONNECTING) {
+        *want_write = m->poll_dir == PGRES_POLLING_WRITING;
+        return PQsocket(m->conn);
+    }
+    if (m->state == M_BUSY) {
+        *want_write = m->flushing;
+        return PQsocket(m->conn);
+    }
+    return -1;
+}
+
+int64_t monitor_due_in(const struct monitor *m, int64_t now_ms)
+{
+    int64_t due;
+    if (m->state == M_DOWN) {
+        due = m->next_connect_ms;
+    } else if (m->state == M_IDLE) {
+        due = m->next_slot_ms;
+        if (m->c.heartbeat_ms > 0 && m->next_heartbeat_ms < due) due = m->next_heartbeat_ms;
+    } else {
+        due = m->state_since_ms + STUCK_MS + 1;
+    }
+    return due > now_ms ? due - now_ms : 0;
+}
+
+/* ---- heartbeat content (pure) -------------------------------------------- */
+
+void heartbeat_content(const char *slot, int64_t sent_us, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "slot=%s sent_us=%" PRId64, slot, sent_us);
+}
+
+bool heartbeat_parse(const char *prefix, const char *content, size_t len, const char *slot,
+                     int64_t *sent_us)
+{
+    if (!prefix || strcmp(prefix, HEARTBEAT_PREFIX) != 0 || !content) return false;
+    size_t slen = strlen(slot);
+    static const char key[] = " sent_us=";
+    size_t klen = sizeof(key) - 1;
+    if (len < 5 + slen + klen + 1 || memcmp(content, "slot=", 5) != 0 ||
+        memcmp(content + 5, slot, slen) != 0 || memcmp(content + 5 + slen, key, klen) != 0)
+        return false;
+    int64_t v = 0;
+    size_t i = 5 + slen + klen;
+    if (len - i > 18) return false; /* more digits than an int64 holds safely */
+    for (; i < len; i++) {
+        if (content[i] < '0' || content[i] > '9') return false;
+        v = v * 10 + (content[i] - '0');
+    }
+    *sent_us = v;
+    return true;
+}
