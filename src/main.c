@@ -60,6 +60,14 @@ static void usage(FILE *out)
             "configuration.\n");
 }
 
+/* Names the OUTBOXD_* variables that set nothing (see config_env_unmatched),
+ * once the log format is known. */
+static void warn_unmatched_env(void)
+{
+    char msg[1024];
+    if (config_env_unmatched(environ, msg, sizeof(msg)) > 0) log_warn("%s", msg);
+}
+
 static void install_signals(void)
 {
     struct sigaction sa;
@@ -142,6 +150,7 @@ int main(int argc, char **argv)
 
     log_set_level((enum log_level)cfg.log_level);
     log_set_format((enum log_format)cfg.log_format);
+    warn_unmatched_env();
     if (check) {
         code = check_run(&cfg, false, config_only ? CHECK_SCOPE_CONFIG : CHECK_SCOPE_ALL);
         config_free(&cfg);
@@ -161,6 +170,7 @@ int main(int argc, char **argv)
 
 bad_config:
     config_free(&cfg);
+    warn_unmatched_env(); /* a misspelt section may be why */
     if (check) return check_config_failed(err); /* a FAIL line, exit 1 */
     log_error("configuration: %s", err);
     return EXIT_USAGE;

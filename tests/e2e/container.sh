@@ -14,10 +14,13 @@
 #     PostgreSQL and mock broker on 127.0.0.1, as the least-privilege role
 #     of sql/role.sql with its password in PGPASSWORD (scram-sha-256), the
 #     settings split between a mounted ini and OUTBOXD_* variables, the
-#     offset file in a host directory mounted on the image's volume.
+#     offset file in a host directory mounted on the image's volume; with a
+#     read-only root file system and no capabilities, as the Kubernetes
+#     manifests in deploy/kubernetes/ run it.
 #  4. 300 events in 30 transactions arrive exactly once (check_delivery);
-#     /healthz answers 200 from outside the container, and the image's own
-#     HEALTHCHECK reports healthy.
+#     /healthz and /readyz answer 200 from outside the container, /metrics
+#     exports every metric deploy/prometheus/outboxd-alerts.yml uses, and
+#     the image's own HEALTHCHECK reports healthy.
 #  5. SIGTERM to the container: exit 0, the offset file in the volume holds
 #     an LSN at least the slot's confirmed position, and the password is in
 #     no line of the container's output.
@@ -161,6 +164,7 @@ step "podman run --network=host (ini mounted, OUTBOXD_* and PGPASSWORD in the en
 {
     _close_sess_fds
     exec podman run --name "$CNAME" --pull=never --network=host --health-interval=disable \
+        --read-only --cap-drop=ALL --security-opt=no-new-privileges \
         -v "$T/outboxd.ini:/etc/outboxd/outboxd.ini:ro" \
         -v "$T/state:/var/lib/outboxd" \
         -e "OUTBOXD_POSTGRES_CONNINFO=host=127.0.0.1 port=$PGPORT user=outboxd dbname=postgres" \
@@ -193,10 +197,27 @@ wait_caught_up 60
 check_delivery --exactly-once
 assert_eq 300 "$(dump_count "$T/check.dump.jsonl")" "messages delivered from the container"
 
-step "/healthz from outside the container"
+step "/healthz, /readyz and /metrics from outside the container"
 code=$(curl -sS -o "$T/healthz.body" -w '%{http_code}' --max-time 5 \
     "http://127.0.0.1:$HTTP_PORT/healthz") || fail "GET /healthz on 127.0.0.1:$HTTP_PORT failed (curl exit $?)"
 assert_eq 200 "$code" "GET /healthz status"
+# Ready once streaming and a broker is UP in librdkafka's statistics.
+for ((i = 0; i < 60; i++)); do
+    code=$(curl -s -o "$T/readyz.body" -w '%{http_code}' --max-time 5 \
+        "http://127.0.0.1:$HTTP_PORT/readyz" || true)
+    [[ "$code" == 200 ]] && break
+    sleep 0.5
+done
+assert_eq 200 "$code" "GET /readyz status ($(head -c 200 "$T/readyz.body" 2>/dev/null))"
+curl -sS -f --max-time 5 -o "$T/metrics.txt" "http://127.0.0.1:$HTTP_PORT/metrics" ||
+    fail "GET /metrics failed"
+assert_eq 1 "$(awk '$1 == "outboxd_ready" { print $2 }' "$T/metrics.txt")" "outboxd_ready in /metrics"
+# Every metric the example alert rules use is one outboxd exports.
+for m in $(grep -o 'outboxd_[a-z_]*' "$E2E_SRC_DIR/deploy/prometheus/outboxd-alerts.yml" | sort -u); do
+    grep -q "^# TYPE $m " "$T/metrics.txt" ||
+        fail "deploy/prometheus/outboxd-alerts.yml uses $m, which /metrics does not export"
+    info "ok: /metrics exports $m (used by the alert rules)"
+done
 step "the image's HEALTHCHECK"
 hc_out=$(podman healthcheck run "$CNAME" 2>&1) || fail "podman healthcheck run: unhealthy: $hc_out"
 assert_eq healthy "$(podman inspect --format '{{.State.Health.Status}}' "$CNAME")" \
