@@ -88,6 +88,18 @@ config_ok "image defaults (deploy/container/outboxd.ini)" "$D/container/outboxd.
 config_refused "image defaults without a broker" "$D/container/outboxd.ini" \
     "${IMAGE_ENV[@]}" OUTBOXD_POSTGRES_CONNINFO="host=db dbname=app user=outboxd"
 
+# The HEALTHCHECK script says unhealthy when nothing answers or the HTTP
+# server is off (its healthy answer is checked in e2e.container).
+closed=$(_free_port)
+if out=$(OUTBOXD_HTTP_LISTEN=127.0.0.1:$closed bash "$D/container/healthcheck.sh" 2>&1); then
+    fail "healthcheck.sh says healthy with nothing on port $closed"
+fi
+info "ok: healthcheck.sh, nothing listening: $out"
+if out=$(OUTBOXD_HTTP_LISTEN= bash "$D/container/healthcheck.sh" 2>&1); then
+    fail "healthcheck.sh says healthy with the HTTP server off"
+fi
+info "ok: healthcheck.sh, HTTP server off: $out"
+
 # ---------------------------------------------------------------- compose
 
 step "docker-compose config"
