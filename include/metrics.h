@@ -16,17 +16,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Distinct label values kept per family; later ones are counted under the
- * label value "_other" (topic names come from data). */
+/* Series per labelled family: the first METRICS_MAX_LABELS - 1 label
+ * values get their own, later ones are counted under "_other" (topic names
+ * come from data; the number of series must stay bounded). */
 #define METRICS_MAX_LABELS 200
+
+struct labeled_value {
+    char *label; /* owned */
+    uint64_t value;
+};
 
 /* A counter family with one label: (label value, count) pairs. */
 struct labeled_counter {
     size_t n, cap;
-    struct labeled_value {
-        char *label; /* owned */
-        uint64_t value;
-    } *items;
+    struct labeled_value *items;
     size_t last; /* index of the last label added to (a cache) */
 };
 
@@ -41,9 +44,9 @@ enum slot_wal_status {
 
 struct metrics {
     /* set once */
-    const char *version; /* borrowed */
-    const char *plugin;  /* borrowed */
-    const char *slot;    /* borrowed */
+    const char *version;   /* borrowed */
+    const char *plugin;    /* borrowed */
+    const char *slot;      /* borrowed */
     int64_t start_time_us; /* Unix epoch */
 
     /* counters */

@@ -39,12 +39,12 @@ struct monitor_config {
 
 /* What one monitor_step() found out. */
 struct monitor_report {
-    bool slot_answer;      /* a slot query was answered (fields below) */
-    bool slot_found;       /* ... and the slot exists */
-    int64_t lag_bytes;     /* -1 when the slot has no confirmed position */
-    char wal_status[16];   /* "" when NULL */
-    bool heartbeat_sent;   /* a heartbeat was written */
-    bool failed;           /* a connection or query failed (logged) */
+    bool slot_answer;    /* a slot query was answered (fields below) */
+    bool slot_found;     /* ... and the slot exists */
+    int64_t lag_bytes;   /* -1 when the slot has no confirmed position */
+    char wal_status[16]; /* "" when NULL */
+    bool heartbeat_sent; /* a heartbeat was written */
+    bool failed;         /* a connection or query failed (logged) */
 };
 
 struct monitor;

@@ -52,8 +52,8 @@ struct stream_target {
 };
 
 /* START_REPLICATION SLOT slot LOGICAL start with the plugin's options
- * (pgoutput: proto_version 1, the publication, messages when asked; wal2json: format-version
- * 2, transaction records, LSNs, timestamps, only the outbox, only inserts).
+ * (pgoutput: proto_version 1, the publication, messages when asked; wal2json:
+ * format-version 2, transaction records, LSNs, timestamps, only the outbox, only inserts).
  * After this the connection is in CopyBoth mode and non-blocking.
  * Returns 0 or -1 with err. */
 int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, char *err,

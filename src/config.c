@@ -21,8 +21,8 @@
 
 #include "decoder.h"
 #include "httpd.h"
-#include "redact.h"
 #include "log.h"
+#include "redact.h"
 
 enum key_type {
     KT_STRING,
@@ -59,8 +59,7 @@ static const struct key_def key_defs[] = {
     {"outbox", "table", KT_STRING, CFG(outbox_table)},
     {"outbox", "topic", KT_STRING, CFG(outbox_topic)},
     {"outbox", "column.event_id", KT_STRING, CFG(outbox_columns[OC_EVENT_ID])},
-    {"outbox", "column.aggregate_type", KT_STRING,
-     CFG(outbox_columns[OC_AGGREGATE_TYPE])},
+    {"outbox", "column.aggregate_type", KT_STRING, CFG(outbox_columns[OC_AGGREGATE_TYPE])},
     {"outbox", "column.aggregate_id", KT_STRING, CFG(outbox_columns[OC_AGGREGATE_ID])},
     {"outbox", "column.aggregate_version", KT_STRING,
      CFG(outbox_columns[OC_AGGREGATE_VERSION])},
@@ -76,7 +75,7 @@ static const struct key_def key_defs[] = {
 #define NKEYS (sizeof(key_defs) / sizeof(key_defs[0]))
 
 static const char *const known_sections[] = {"postgres", "outbox", "kafka", "offsets",
-                                             "errors", "log",      "http"};
+                                             "errors",   "log",    "http"};
 
 /* outboxd's own librdkafka defaults; the file may override them. */
 static const char *const kafka_defaults[][2] = {
@@ -121,7 +120,10 @@ static int parse_int_from(const char *v, long min, int *out)
     return 0;
 }
 
-static int parse_posint(const char *v, int *out) { return parse_int_from(v, 1, out); }
+static int parse_posint(const char *v, int *out)
+{
+    return parse_int_from(v, 1, out);
+}
 
 int config_init(struct config *c)
 {
@@ -313,7 +315,8 @@ int config_set(struct config *c, const char *section, const char *key,
 {
     if (!section_known(section)) {
         snprintf(err, errlen,
-                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, errors, log, "
+                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, "
+                 "errors, log, "
                  "http)",
                  key, section);
         return -1;

@@ -31,8 +31,7 @@ static int parse_port(const char *s, int *port)
     char *end;
     errno = 0;
     long n = strtol(s, &end, 10);
-    if (*s == '\0' || *s == '-' || *s == '+' || errno || *end != '\0' || n < 0 ||
-        n > 65535)
+    if (*s == '\0' || *s == '-' || *s == '+' || errno || *end != '\0' || n < 0 || n > 65535)
         return -1;
     *port = (int)n;
     return 0;
@@ -152,7 +151,8 @@ void httpd_route(const char *method, const char *path, const struct httpd_view *
     } else if (v->ready) {
         reply_text(out, 200, "ready\n");
     } else {
-        reply_text(out, 503, "not ready: %.200s\n", v->not_ready ? v->not_ready : "starting");
+        reply_text(out, 503, "not ready: %.200s\n",
+                   v->not_ready ? v->not_ready : "starting");
     }
 }
 
@@ -204,12 +204,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     };
     httpd_route(method, url, &v, mono_ms(), &rep);
     /* The body may point into the snapshot: copy it before unlocking. */
-    resp = MHD_create_response_from_buffer(rep.len, (void *)rep.body, MHD_RESPMEM_MUST_COPY);
+    resp =
+        MHD_create_response_from_buffer(rep.len, (void *)rep.body, MHD_RESPMEM_MUST_COPY);
     pthread_mutex_unlock(&h->mu);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep.content_type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (rep.status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    if (rep.status == 405)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
     enum MHD_Result rc = MHD_queue_response(conn, (unsigned)rep.status, resp);
     MHD_destroy_response(resp);
     return rc;
@@ -227,9 +229,10 @@ static int open_listener(const struct listen_addr *la, int *bound_port, char *er
                          size_t errlen)
 {
     char text[INET6_ADDRSTRLEN];
-    const void *addr = la->family == AF_INET6
-                           ? (const void *)&((const struct sockaddr_in6 *)&la->sa)->sin6_addr
-                           : (const void *)&((const struct sockaddr_in *)&la->sa)->sin_addr;
+    const void *addr =
+        la->family == AF_INET6
+            ? (const void *)&((const struct sockaddr_in6 *)&la->sa)->sin6_addr
+            : (const void *)&((const struct sockaddr_in *)&la->sa)->sin_addr;
     inet_ntop(la->family, addr, text, sizeof(text));
     int fd = socket(la->family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     if (fd < 0) {
@@ -247,9 +250,9 @@ static int open_listener(const struct listen_addr *la, int *bound_port, char *er
     socklen_t glen = sizeof(got);
     *bound_port = la->port;
     if (getsockname(fd, (struct sockaddr *)&got, &glen) == 0)
-        *bound_port = ntohs(got.ss_family == AF_INET6
-                                ? ((struct sockaddr_in6 *)&got)->sin6_port
-                                : ((struct sockaddr_in *)&got)->sin_port);
+        *bound_port =
+            ntohs(got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
+                                            : ((struct sockaddr_in *)&got)->sin_port);
     return fd;
 }
 

@@ -43,7 +43,10 @@ int log_level_parse(const char *s)
     return -1;
 }
 
-void log_set_format(enum log_format format) { out_format = format; }
+void log_set_format(enum log_format format)
+{
+    out_format = format;
+}
 
 int log_format_parse(const char *s)
 {
@@ -55,7 +58,8 @@ int log_format_parse(const char *s)
 void log_set_context(const char *key, const char *value)
 {
     int i = 0;
-    while (i < LOG_CONTEXT_MAX && context[i].key && strcmp(context[i].key, key) != 0) i++;
+    while (i < LOG_CONTEXT_MAX && context[i].key && strcmp(context[i].key, key) != 0)
+        i++;
     if (i == LOG_CONTEXT_MAX) return;
     snprintf(context_keys[i], sizeof(context_keys[i]), "%s", key);
     snprintf(context_values[i], sizeof(context_values[i]), "%s", value);
@@ -70,11 +74,11 @@ void log_one_line(char *s)
 
 /* ---- text -------------------------------------------------------------- */
 
-/* Appends up to n bytes of s to out (bounded by outlen - 1), control bytes
- * as '?'. */
+/* Appends up to n bytes of s to out, control bytes as '?', always leaving
+ * room for the final '\n' and NUL. */
 static size_t put(char *out, size_t outlen, size_t pos, const char *s, size_t n)
 {
-    for (size_t i = 0; i < n && pos + 1 < outlen; i++) {
+    for (size_t i = 0; i < n && pos + 2 < outlen; i++) {
         unsigned char ch = (unsigned char)s[i];
         out[pos++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
     }
@@ -120,7 +124,8 @@ static void format_ts(int64_t ts_us, char *buf, size_t len)
 static size_t msg_len(const char *msg)
 {
     size_t n = strlen(msg);
-    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) n--;
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        n--;
     return n;
 }
 
@@ -129,14 +134,15 @@ static size_t format_text(char *out, size_t outlen, const char *ts, int pid,
                           const struct log_field *ctx, const struct log_field *fields)
 {
     char head[96];
-    int hn = snprintf(head, sizeof(head), "%s outboxd[%d] %s: ", ts, pid, level_tags[level]);
+    int hn =
+        snprintf(head, sizeof(head), "%s outboxd[%d] %s: ", ts, pid, level_tags[level]);
     size_t pos = put(out, outlen, 0, head, (size_t)hn);
     pos = put(out, outlen, pos, msg, msg_len(msg));
     for (const struct log_field *f = fields; f && f->key; f++)
         pos = put_field(out, outlen, pos, f);
     for (const struct log_field *f = ctx; f && f->key; f++)
         pos = put_field(out, outlen, pos, f);
-    out[pos++] = '\n'; /* put() always leaves room for it */
+    out[pos++] = '\n'; /* put() always leaves room for it and the NUL */
     out[pos] = '\0';
     return pos;
 }
@@ -149,10 +155,14 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     size_t len;
     uint32_t cp;
     if (s[0] < 0x80) return 1;
-    if ((s[0] & 0xe0) == 0xc0) len = 2, cp = s[0] & 0x1f;
-    else if ((s[0] & 0xf0) == 0xe0) len = 3, cp = s[0] & 0x0f;
-    else if ((s[0] & 0xf8) == 0xf0) len = 4, cp = s[0] & 0x07;
-    else return 0;
+    if ((s[0] & 0xe0) == 0xc0)
+        len = 2, cp = s[0] & 0x1f;
+    else if ((s[0] & 0xf0) == 0xe0)
+        len = 3, cp = s[0] & 0x0f;
+    else if ((s[0] & 0xf8) == 0xf0)
+        len = 4, cp = s[0] & 0x07;
+    else
+        return 0;
     if (len > n) return 0;
     for (size_t i = 1; i < len; i++) {
         if ((s[i] & 0xc0) != 0x80) return 0;
@@ -219,7 +229,7 @@ static size_t format_json(char *out, size_t outlen, const char *ts, int pid,
                           const struct log_field *ctx, const struct log_field *fields)
 {
     size_t mlen = msg_len(msg);
-    for (int attempt = 0; attempt < 4; attempt++) {
+    for (int attempt = 0; attempt < 12; attempt++) {
         char *s = dump_json(ts, pid, level, msg, mlen, ctx, fields);
         size_t n = s ? strlen(s) : 0;
         if (s && n + 2 <= outlen) {
@@ -230,17 +240,17 @@ static size_t format_json(char *out, size_t outlen, const char *ts, int pid,
             return n;
         }
         free(s);
-        if (!s) break;
-        /* Too long: shorten the message (escapes may take up to 6 bytes
-         * per byte) at a character boundary, and try again. */
-        size_t excess = n + 2 - outlen;
-        size_t cut = attempt < 2 ? excess : excess * 6;
-        mlen = cut < mlen ? mlen - cut : 0;
-        while (mlen > 0 && ((unsigned char)msg[mlen] & 0xc0) == 0x80) mlen--;
+        if (!s || mlen == 0) break; /* the fields alone are too long */
+        /* Too long: shorten the message in proportion (escapes make
+         * some bytes longer) at a character boundary, and try again. */
+        size_t shorter = (size_t)((double)mlen * (double)(outlen - 2) / (double)n * 0.9);
+        mlen = shorter < mlen ? shorter : mlen - 1;
+        while (mlen > 0 && ((unsigned char)msg[mlen] & 0xc0) == 0x80)
+            mlen--;
     }
-    int n = snprintf(out, outlen, "{\"ts\":\"%s\",\"level\":\"%s\",\"pid\":%d,\"msg\":\"%s\"}\n",
-                     ts, level_names[level], pid,
-                     "(log line too long or out of memory)");
+    int n = snprintf(out, outlen,
+                     "{\"ts\":\"%s\",\"level\":\"%s\",\"pid\":%d,\"msg\":\"%s\"}\n", ts,
+                     level_names[level], pid, "(log line too long or out of memory)");
     return n < 0 ? 0 : (size_t)n < outlen ? (size_t)n : outlen - 1;
 }
 

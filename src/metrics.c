@@ -24,7 +24,8 @@ void metrics_init(struct metrics *m)
 
 static void counter_free(struct labeled_counter *c)
 {
-    for (size_t i = 0; i < c->n; i++) free(c->items[i].label);
+    for (size_t i = 0; i < c->n; i++)
+        free(c->items[i].label);
     free(c->items);
     memset(c, 0, sizeof(*c));
 }
@@ -50,7 +51,7 @@ static size_t find(const struct labeled_counter *c, const char *label)
 int metrics_count(struct labeled_counter *c, const char *label, uint64_t n)
 {
     size_t i = find(c, label);
-    if (i == c->n && c->n >= METRICS_MAX_LABELS) {
+    if (i == c->n && c->n >= METRICS_MAX_LABELS - 1) { /* the last one is "_other" */
         label = "_other";
         i = find(c, label);
     }
@@ -93,7 +94,8 @@ static void tb_reserve(struct textbuf *b, size_t more)
 {
     if (b->oom || b->len + more + 1 <= b->cap) return;
     size_t ncap = b->cap ? b->cap : 4096;
-    while (ncap < b->len + more + 1) ncap *= 2;
+    while (ncap < b->len + more + 1)
+        ncap *= 2;
     char *d = realloc(b->data, ncap);
     if (!d) {
         b->oom = true;
@@ -112,7 +114,10 @@ static void tb_put(struct textbuf *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
-static void tb_str(struct textbuf *b, const char *s) { tb_put(b, s, strlen(s)); }
+static void tb_str(struct textbuf *b, const char *s)
+{
+    tb_put(b, s, strlen(s));
+}
 
 static void tb_printf(struct textbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -241,7 +246,8 @@ static void render_events(const struct metrics *m, struct textbuf *b)
             "flight).",
             m->inflight_txns);
     gauge_i(b, "outboxd_kafka_queue_messages",
-            "Messages (and delivery reports or other events) in librdkafka's queue: waiting, in flight to the broker, or reported but not yet served.",
+            "Messages (and delivery reports or other events) in librdkafka's queue: "
+            "waiting, in flight to the broker, or reported but not yet served.",
             m->kafka_queue);
     if (m->kafka_brokers_up >= 0)
         gauge_i(b, "outboxd_kafka_brokers_up",
@@ -266,7 +272,8 @@ static void render_positions(const struct metrics *m, struct textbuf *b)
     family(b, "outboxd_slot_lag_bytes", "gauge",
            "pg_current_wal_lsn() - confirmed_flush_lsn of the slot, as the server sees "
            "it (periodic query on a normal connection).");
-    if (m->slot_seen) tb_printf(b, "outboxd_slot_lag_bytes %" PRId64 "\n", m->slot_lag_bytes);
+    if (m->slot_seen)
+        tb_printf(b, "outboxd_slot_lag_bytes %" PRId64 "\n", m->slot_lag_bytes);
     family(b, "outboxd_slot_wal_status", "gauge",
            "The slot's wal_status: 1 for the current one, 0 for the others.");
     if (m->slot_seen && m->slot_wal_status != WAL_STATUS_UNKNOWN)

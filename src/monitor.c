@@ -69,7 +69,8 @@ static void failed(struct monitor *m, int64_t now_ms, const char *what, const ch
 {
     char raw[768], safe[768];
     size_t n = strlen(why);
-    while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' ')) n--;
+    while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' '))
+        n--;
     snprintf(raw, sizeof(raw), "%.*s", (int)n, why);
     redact_conn_error(m->c.conninfo, raw, safe, sizeof(safe));
     enum log_level level = m->failures++ == 0 ? LOG_WARN : LOG_DEBUG;
@@ -125,18 +126,19 @@ static void send_query(struct monitor *m, enum mon_query q, int64_t now_ms,
     int rc;
     if (q == Q_SLOT) {
         const char *params[1] = {m->c.slot};
-        rc = PQsendQueryParams(m->conn,
-                               "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)"
-                               "::bigint, wal_status FROM pg_catalog.pg_replication_slots "
-                               "WHERE slot_name = $1",
-                               1, NULL, params, NULL, NULL, 0);
+        rc = PQsendQueryParams(
+            m->conn,
+            "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)"
+            "::bigint, wal_status FROM pg_catalog.pg_replication_slots "
+            "WHERE slot_name = $1",
+            1, NULL, params, NULL, NULL, 0);
         m->next_slot_ms = now_ms + m->c.interval_ms;
     } else {
         heartbeat_content(m->c.slot, now_unix_us, content, sizeof(content));
         const char *params[2] = {HEARTBEAT_PREFIX, content};
         rc = PQsendQueryParams(m->conn,
-                               "SELECT pg_catalog.pg_logical_emit_message(false, $1, $2)", 2,
-                               NULL, params, NULL, NULL, 0);
+                               "SELECT pg_catalog.pg_logical_emit_message(false, $1, $2)",
+                               2, NULL, params, NULL, NULL, 0);
         m->next_heartbeat_ms = now_ms + m->c.heartbeat_ms;
     }
     if (rc != 1) {

@@ -218,7 +218,10 @@ int producer_flush(struct producer *p, int timeout_ms)
 
 int producer_outq_len(const struct producer *p) { return rd_kafka_outq_len(p->rk); }
 
-int producer_brokers_up(const struct producer *p) { return p->brokers_up; }
+int producer_brokers_up(const struct producer *p)
+{
+    return p->brokers_up;
+}
 
 int producer_fatal(struct producer *p, char *err, size_t errlen)
 {

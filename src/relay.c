@@ -25,13 +25,13 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "decoder.h"
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
 #include "monitor.h"
 #include "offset.h"
 #include "outbox.h"
-#include "decoder.h"
 #include "producer.h"
 #include "replproto.h"
 #include "stream.h"
@@ -168,6 +168,13 @@ static void on_heartbeat(struct relay *r, int64_t sent_us)
 
 /* ---- delivery reports ---------------------------------------------------- */
 
+/* A slice as a NUL-terminated string for a log field ("" when NULL). */
+static const char *field_text(const char *data, size_t len, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%.*s", data ? (int)len : 0, data ? data : "");
+    return out;
+}
+
 static void queue_dead_letter(struct relay *r, const struct delivery_report *dr);
 
 static void on_delivery(void *ctx, const struct delivery_report *dr)
@@ -190,11 +197,17 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
     }
     tracker_fail(r->trk, dr->seq);
     if (!to_dlq) metrics_count(&r->met.failed, producer_err_name(dr->err), 1);
-    log_error("delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s: %s; "
-              "stopping without confirming past it",
-              (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "?",
-              (int)dr->commit_lsn.len, dr->commit_lsn.data ? dr->commit_lsn.data : "?",
-              dr->topic, producer_err_name(dr->err), dr->reason);
+    char id[128], lsn[LSN_STRLEN + 8];
+    log_kv(
+        LOG_ERROR,
+        LOG_FIELDS(
+            {"event_id", field_text(dr->event_id.data, dr->event_id.len, id, sizeof(id))},
+            {"lsn", field_text(dr->commit_lsn.data, dr->commit_lsn.len, lsn, sizeof(lsn))}),
+        "delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s: %s; "
+        "stopping without confirming past it",
+        (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "?",
+        (int)dr->commit_lsn.len, dr->commit_lsn.data ? dr->commit_lsn.data : "?", dr->topic,
+        producer_err_name(dr->err), dr->reason);
 }
 
 /* ---- status -------------------------------------------------------------- */
@@ -222,10 +235,11 @@ static int send_status(struct relay *r, bool reply)
         log_warn("%s", err);
         return STEP_BROKEN;
     }
-    if (flush != r->sent_lsn)
-        log_debug("confirmed %s (pending: %llu events in %zu transactions)",
-                  lsn_format(flush, a), (unsigned long long)tracker_pending_events(r->trk),
-                  tracker_pending_txns(r->trk));
+    if (flush != r->sent_lsn && log_get_level() >= LOG_DEBUG)
+        log_kv(LOG_DEBUG, LOG_FIELDS({"lsn", lsn_format(flush, a)}),
+               "confirmed %s (pending: %llu events in %zu transactions)", a,
+               (unsigned long long)tracker_pending_events(r->trk),
+               tracker_pending_txns(r->trk));
     r->sent_lsn = flush;
     r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
     return STEP_OK;
@@ -312,24 +326,30 @@ static int dead_letter_send(struct relay *r, const struct dead_letter *d)
     ev.nheaders = (int)(h - ev.headers);
 
     int rc = send_waiting(r, &ev, d->seq, &kafka_err, err, sizeof(err));
+    char id[128];
+    const struct log_field *fields = LOG_FIELDS(
+        {"event_id", field_text(d->event_id.data, d->event_id.len, id, sizeof(id))},
+        {"lsn", d->commit_lsn});
     if (rc == STEP_FATAL) {
         tracker_fail(r->trk, d->seq);
-        log_error("event %.*s (commit_lsn %s): the dead-letter write failed too (%s); "
-                  "stopping without confirming past it",
-                  d->event_id.data ? (int)d->event_id.len : 6,
-                  d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn, err);
+        log_kv(LOG_ERROR, fields,
+               "event %.*s (commit_lsn %s): the dead-letter write failed too (%s); "
+               "stopping without confirming past it",
+               d->event_id.data ? (int)d->event_id.len : 6,
+               d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn, err);
         return STEP_FATAL;
     }
     if (rc == STEP_OK) {
         metrics_count(&r->met.produced, r->cfg->errors_dlq_topic, 1);
-        r->met.produced_bytes += (d->key_null ? 0 : d->key.len) + (d->value_null ? 0 : ev.value.len);
+        r->met.produced_bytes +=
+            (d->key_null ? 0 : d->key.len) + (d->value_null ? 0 : ev.value.len);
         metrics_count(&r->met.dead_lettered, d->code, 1);
     }
     if (rc == STEP_OK)
-        log_warn("event %.*s (commit_lsn %s) dead-lettered to %s: %s: %s",
-                 d->event_id.data ? (int)d->event_id.len : 6,
-                 d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn,
-                 r->cfg->errors_dlq_topic, d->code, d->reason);
+        log_kv(LOG_WARN, fields, "event %.*s (commit_lsn %s) dead-lettered to %s: %s: %s",
+               d->event_id.data ? (int)d->event_id.len : 6,
+               d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn,
+               r->cfg->errors_dlq_topic, d->code, d->reason);
     return rc;
 }
 
@@ -338,11 +358,15 @@ static int halt_on(struct relay *r, uint64_t seq, const struct slice *event_id,
                    const char *commit_lsn, const char *code, const char *reason)
 {
     tracker_fail(r->trk, seq);
-    log_error("event %.*s (commit_lsn %s) cannot be published: %s: %s; stopping without "
-              "confirming past it ([errors] policy = %s)",
-              event_id->data ? (int)event_id->len : 6,
-              event_id->data ? event_id->data : "(NULL)", commit_lsn, code,
-              reason, r->cfg->errors_policy == ERRORS_DLQ ? "dlq" : "halt");
+    char id[128];
+    log_kv(
+        LOG_ERROR,
+        LOG_FIELDS({"event_id", field_text(event_id->data, event_id->len, id, sizeof(id))},
+                   {"lsn", commit_lsn}),
+        "event %.*s (commit_lsn %s) cannot be published: %s: %s; stopping without "
+        "confirming past it ([errors] policy = %s)",
+        event_id->data ? (int)event_id->len : 6, event_id->data ? event_id->data : "(NULL)",
+        commit_lsn, code, reason, r->cfg->errors_policy == ERRORS_DLQ ? "dlq" : "halt");
     return STEP_FATAL;
 }
 
@@ -714,9 +738,10 @@ static int prepare_stream(struct relay *r, lsn_t *start)
     }
     *start = r->stored_lsn;
     lsn_t from = si.confirmed_flush > *start ? si.confirmed_flush : *start;
-    log_info("streaming slot \"%s\" from %s (offset file %s, slot confirmed %s)",
-             c->pg_slot, lsn_format(from, a), have_offset ? "present" : "absent",
-             lsn_format(si.confirmed_flush, (char[LSN_STRLEN]){0}));
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(from, a)}),
+           "streaming slot \"%s\" from %s (offset file %s, slot confirmed %s)", c->pg_slot,
+           a, have_offset ? "present" : "absent",
+           lsn_format(si.confirmed_flush, (char[LSN_STRLEN]){0}));
     *start = from;
     return 0;
 }
@@ -805,9 +830,9 @@ static void drain_and_confirm(struct relay *r)
                  "restart",
                  left, RELAY_SHUTDOWN_FLUSH_MS);
     if (send_status(r, false) == STEP_OK && r->st) stream_finish(r->st);
-    log_info("confirmed %s; produced %llu events, %llu ACKed",
-             lsn_format(tracker_flush_lsn(r->trk), a),
-             (unsigned long long)r->events_produced, (unsigned long long)r->events_acked);
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(tracker_flush_lsn(r->trk), a)}),
+           "confirmed %s; produced %llu events, %llu ACKed", a,
+           (unsigned long long)r->events_produced, (unsigned long long)r->events_acked);
 }
 
 /* Connects and starts streaming. Returns 0, an exit code, or RETRY_LATER
@@ -860,8 +885,8 @@ static int open_stream_retrying(struct relay *r, lsn_t *start)
     for (int attempt = 1;; attempt++) {
         int code = open_stream(r, start);
         if (code != RETRY_LATER) return code;
-        metrics_count(&r->met.reconnects, r->retry_cause ? r->retry_cause : "connect_failed",
-                      1);
+        metrics_count(&r->met.reconnects,
+                      r->retry_cause ? r->retry_cause : "connect_failed", 1);
         stream_close(r->st);
         r->st = NULL;
         /* Full jitter on the upper half: instances restarted together do not
@@ -934,7 +959,8 @@ static int recover_from_broken_stream(struct relay *r)
     if (*r->stop) return STEP_STOP;
     int rc = send_status(r, false); /* writes the offset file only */
     if (rc != STEP_OK) return rc;
-    log_info("reconnecting from %s", lsn_format(tracker_flush_lsn(r->trk), a));
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(tracker_flush_lsn(r->trk), a)}),
+           "reconnecting from %s", a);
     return STEP_OK;
 }
 

@@ -376,6 +376,59 @@ START_TEST(test_bad_log_level)
 }
 END_TEST
 
+/* [http] listen, [log] format, [postgres] heartbeat_interval_ms and
+ * monitor_interval_ms (observability). */
+START_TEST(test_observability_keys)
+{
+    ck_assert_str_eq(C.http_listen, "127.0.0.1:9187");
+    ck_assert_int_eq(C.log_format, LOG_FORMAT_TEXT);
+    ck_assert_int_eq(C.pg_heartbeat_interval_ms, 0);
+    ck_assert_int_eq(C.pg_monitor_interval_ms, 5000);
+    /* empty listen disables the server */
+    ck_assert_int_eq(config_set(&C, "http", "listen", "", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.http_listen, "");
+    ck_assert_int_eq(config_set(&C, "http", "listen", "[::]:9000", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.http_listen, "[::]:9000");
+    ck_assert_int_eq(config_set(&C, "http", "listen", "localhost:9187", err, sizeof(err)),
+                     -1);
+    ERR_HAS("[http] listen");
+    ERR_HAS("numeric IP");
+    ck_assert_str_eq(C.http_listen, "[::]:9000");
+    ck_assert_int_eq(config_set(&C, "http", "listen", "127.0.0.1:99999", err, sizeof(err)),
+                     -1);
+    ERR_HAS("0 to 65535");
+    ck_assert_int_eq(config_set(&C, "http", "port", "1", err, sizeof(err)), -1);
+    ERR_HAS("unknown key \"port\" in section [http]");
+
+    ck_assert_int_eq(config_set(&C, "log", "format", "json", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.log_format, LOG_FORMAT_JSON);
+    ck_assert_int_eq(config_set(&C, "log", "format", "logfmt", err, sizeof(err)), -1);
+    ERR_HAS("text|json");
+    ck_assert_int_eq(C.log_format, LOG_FORMAT_JSON);
+
+    ck_assert_int_eq(
+        config_set(&C, "postgres", "heartbeat_interval_ms", "10000", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_heartbeat_interval_ms, 10000);
+    ck_assert_int_eq(
+        config_set(&C, "postgres", "heartbeat_interval_ms", "0", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_heartbeat_interval_ms, 0);
+    ck_assert_int_eq(
+        config_set(&C, "postgres", "heartbeat_interval_ms", "-5", err, sizeof(err)), -1);
+    ERR_HAS("heartbeat_interval_ms");
+    ERR_HAS("non-negative");
+    ck_assert_int_eq(
+        config_set(&C, "postgres", "monitor_interval_ms", "0", err, sizeof(err)), -1);
+    ERR_HAS("positive");
+
+    char *env[] = {"OUTBOXD_HTTP_LISTEN=0.0.0.0:9100", "OUTBOXD_LOG_FORMAT=json", NULL};
+    ck_assert_int_eq(config_load_env(&C, env, err, sizeof(err)), 0);
+    ck_assert_str_eq(C.http_listen, "0.0.0.0:9100");
+    char *bad_env[] = {"OUTBOXD_HTTP_LISTN=0.0.0.0:9100", NULL};
+    ck_assert_int_eq(config_load_env(&C, bad_env, err, sizeof(err)), -1);
+    ERR_HAS("OUTBOXD_HTTP_LISTN");
+}
+END_TEST
+
 START_TEST(test_err_small_buffer)
 {
     /* A tiny err buffer is NUL-terminated and not overrun. */
@@ -912,6 +965,7 @@ int main(void)
     tcase_add_loop_test(tc, test_bad_boolean, 0, (int)(sizeof(bad_bools) / sizeof(bad_bools[0])));
     tcase_add_loop_test(tc, test_bad_integer, 0, (int)(sizeof(bad_ints) / sizeof(bad_ints[0])));
     tcase_add_test(tc, test_bad_log_level);
+    tcase_add_test(tc, test_observability_keys);
     tcase_add_test(tc, test_err_small_buffer);
     tcase_add_test(tc, test_load_file);
     tcase_add_test(tc, test_load_file_partial_keeps_defaults);

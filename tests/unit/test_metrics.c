@@ -1,0 +1,254 @@
+/*
+ * test_metrics.c - include/metrics.h: labelled counters (and their
+ * cardinality cap), wal_status parsing, and the Prometheus text rendered
+ * from known values: names, types, label escaping, LSNs as numbers,
+ * replication lag from the clock given, absent samples for unknown values.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+static struct metrics m;
+static struct textbuf tb;
+
+static void setup(void)
+{
+    metrics_init(&m);
+    m.version = "9.9.9";
+    m.plugin = "pgoutput";
+    m.slot = "s";
+    m.start_time_us = INT64_C(1700000000250000);
+    memset(&tb, 0, sizeof(tb));
+}
+
+static void teardown(void)
+{
+    metrics_free(&m);
+    free(tb.data);
+}
+
+static const char *render(int64_t now_us)
+{
+    tb.len = 0;
+    ck_assert_int_eq(metrics_render(&m, now_us, &tb), 0);
+    ck_assert_uint_eq(strlen(tb.data), tb.len);
+    return tb.data;
+}
+
+/* True when text has line as one whole line. */
+static int has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
+        if ((p == text || p[-1] == '\n') && p[n] == '\n') return 1;
+    return 0;
+}
+
+#define ck_line(text, line)                                                                \
+    ck_assert_msg(has_line(text, line), "missing line: %s\n%s", line, text)
+#define ck_no_line(text, line)                                                             \
+    ck_assert_msg(!has_line(text, line), "unexpected line: %s", line)
+
+START_TEST(test_counters_by_label)
+{
+    ck_assert_int_eq(metrics_count(&m.produced, "a", 1), 0);
+    ck_assert_int_eq(metrics_count(&m.produced, "b", 2), 0);
+    ck_assert_int_eq(metrics_count(&m.produced, "a", 3), 0);
+    ck_assert_uint_eq(metrics_get(&m.produced, "a"), 4);
+    ck_assert_uint_eq(metrics_get(&m.produced, "b"), 2);
+    ck_assert_uint_eq(metrics_get(&m.produced, "c"), 0);
+    ck_assert_uint_eq(m.produced.n, 2);
+    const char *t = render(0);
+    ck_line(t, "# TYPE outboxd_events_produced_total counter");
+    ck_line(t, "outboxd_events_produced_total{topic=\"a\"} 4");
+    ck_line(t, "outboxd_events_produced_total{topic=\"b\"} 2");
+}
+END_TEST
+
+START_TEST(test_label_cap)
+{
+    char label[32];
+    for (int i = 0; i < METRICS_MAX_LABELS + 50; i++) {
+        snprintf(label, sizeof(label), "t%d", i);
+        ck_assert_int_eq(metrics_count(&m.acked, label, 1), 0);
+    }
+    /* The first METRICS_MAX_LABELS - 1 keep their own series, the rest
+     * share "_other" (the last slot). */
+    ck_assert_uint_eq(m.acked.n, METRICS_MAX_LABELS);
+    ck_assert_uint_eq(metrics_get(&m.acked, "t0"), 1);
+    ck_assert_uint_eq(metrics_get(&m.acked, "_other"), 51);
+    snprintf(label, sizeof(label), "t%d", METRICS_MAX_LABELS + 10);
+    ck_assert_uint_eq(metrics_get(&m.acked, label), 0);
+}
+END_TEST
+
+START_TEST(test_label_escaping)
+{
+    metrics_count(&m.failed,
+                  "a\"b\\c\nd\x01"
+                  "e\xc3\xa9",
+                  1);
+    const char *t = render(0);
+    ck_line(t, "outboxd_events_failed_total{reason=\"a\\\"b\\\\c\\nd?e??\"} 1");
+}
+END_TEST
+
+START_TEST(test_every_family_announced)
+{
+    const char *t = render(0);
+    static const char *const families[][2] = {
+        {"outboxd_build_info", "gauge"},
+        {"outboxd_start_time_seconds", "gauge"},
+        {"outboxd_events_produced_total", "counter"},
+        {"outboxd_events_acked_total", "counter"},
+        {"outboxd_events_failed_total", "counter"},
+        {"outboxd_events_dead_lettered_total", "counter"},
+        {"outboxd_produced_bytes_total", "counter"},
+        {"outboxd_inflight_events", "gauge"},
+        {"outboxd_inflight_transactions", "gauge"},
+        {"outboxd_kafka_queue_messages", "gauge"},
+        {"outboxd_received_lsn", "gauge"},
+        {"outboxd_acked_lsn", "gauge"},
+        {"outboxd_confirmed_lsn", "gauge"},
+        {"outboxd_slot_lag_bytes", "gauge"},
+        {"outboxd_slot_wal_status", "gauge"},
+        {"outboxd_monitor_errors_total", "counter"},
+        {"outboxd_replication_lag_seconds", "gauge"},
+        {"outboxd_reconnects_total", "counter"},
+        {"outboxd_heartbeats_sent_total", "counter"},
+        {"outboxd_heartbeats_received_total", "counter"},
+        {"outboxd_streaming", "gauge"},
+        {"outboxd_ready", "gauge"},
+    };
+    char line[128];
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+        snprintf(line, sizeof(line), "# TYPE %s %s", families[i][0], families[i][1]);
+        ck_line(t, line);
+    }
+    /* Every line is a comment or a sample of an outboxd_ family. */
+    for (const char *p = t; *p; p = strchr(p, '\n') + 1)
+        ck_assert_msg(p[0] == '#' || strncmp(p, "outboxd_", 8) == 0, "stray line at %.40s",
+                      p);
+    ck_assert_int_eq(t[tb.len - 1], '\n');
+}
+END_TEST
+
+START_TEST(test_info_and_gauges)
+{
+    m.inflight_events = 7;
+    m.inflight_txns = 2;
+    m.kafka_queue = 9;
+    m.kafka_brokers_up = 3;
+    m.received_lsn = UINT64_C(0x16B374D848);
+    m.acked_lsn = UINT64_C(0x100000000);
+    m.confirmed_lsn = 5;
+    m.produced_bytes = 1234;
+    m.streaming = true;
+    m.ready = false;
+    const char *t = render(0);
+    ck_line(t, "outboxd_build_info{version=\"9.9.9\",plugin=\"pgoutput\",slot=\"s\"} 1");
+    ck_line(t, "outboxd_start_time_seconds 1700000000.250000");
+    ck_line(t, "outboxd_inflight_events 7");
+    ck_line(t, "outboxd_inflight_transactions 2");
+    ck_line(t, "outboxd_kafka_queue_messages 9");
+    ck_line(t, "outboxd_kafka_brokers_up 3");
+    ck_line(t, "outboxd_received_lsn 97500059720");
+    ck_line(t, "outboxd_acked_lsn 4294967296");
+    ck_line(t, "outboxd_confirmed_lsn 5");
+    ck_line(t, "outboxd_produced_bytes_total 1234");
+    ck_line(t, "outboxd_streaming 1");
+    ck_line(t, "outboxd_ready 0");
+}
+END_TEST
+
+START_TEST(test_unknown_values_absent)
+{
+    /* Before librdkafka's first statistics, before the first slot answer,
+     * before the first ACKed transaction: no sample (HELP/TYPE only). */
+    const char *t = render(INT64_C(1700000000000000));
+    ck_assert_ptr_null(strstr(t, "outboxd_kafka_brokers_up"));
+    ck_assert_ptr_null(strstr(t, "\noutboxd_slot_lag_bytes "));
+    ck_assert_ptr_null(strstr(t, "\noutboxd_slot_wal_status{"));
+    ck_assert_ptr_null(strstr(t, "\noutboxd_replication_lag_seconds "));
+    ck_line(t, "# TYPE outboxd_slot_lag_bytes gauge");
+}
+END_TEST
+
+START_TEST(test_slot_and_lag)
+{
+    m.slot_seen = true;
+    m.slot_lag_bytes = 123456;
+    m.slot_wal_status = metrics_wal_status_parse("extended");
+    m.acked_commit_time_us = INT64_C(1700000000000000);
+    const char *t = render(INT64_C(1700000002500001));
+    ck_line(t, "outboxd_slot_lag_bytes 123456");
+    ck_line(t, "outboxd_slot_wal_status{status=\"reserved\"} 0");
+    ck_line(t, "outboxd_slot_wal_status{status=\"extended\"} 1");
+    ck_line(t, "outboxd_slot_wal_status{status=\"unreserved\"} 0");
+    ck_line(t, "outboxd_slot_wal_status{status=\"lost\"} 0");
+    ck_line(t, "outboxd_replication_lag_seconds 2.500001");
+    /* a clock behind the commit time: a negative lag, not garbage */
+    t = render(INT64_C(1699999999000000));
+    ck_line(t, "outboxd_replication_lag_seconds -1.000000");
+}
+END_TEST
+
+START_TEST(test_wal_status_parse)
+{
+    ck_assert_int_eq(metrics_wal_status_parse("reserved"), WAL_STATUS_RESERVED);
+    ck_assert_int_eq(metrics_wal_status_parse("extended"), WAL_STATUS_EXTENDED);
+    ck_assert_int_eq(metrics_wal_status_parse("unreserved"), WAL_STATUS_UNRESERVED);
+    ck_assert_int_eq(metrics_wal_status_parse("lost"), WAL_STATUS_LOST);
+    ck_assert_int_eq(metrics_wal_status_parse(""), WAL_STATUS_UNKNOWN);
+    ck_assert_int_eq(metrics_wal_status_parse(NULL), WAL_STATUS_UNKNOWN);
+    ck_assert_int_eq(metrics_wal_status_parse("Reserved"), WAL_STATUS_UNKNOWN);
+    /* an unknown status renders no wal_status sample */
+    m.slot_seen = true;
+    m.slot_wal_status = WAL_STATUS_UNKNOWN;
+    ck_assert_ptr_null(strstr(render(0), "\noutboxd_slot_wal_status{"));
+}
+END_TEST
+
+START_TEST(test_render_appends_and_grows)
+{
+    /* Many labels force the buffer to grow several times. */
+    char label[64];
+    for (int i = 0; i < 150; i++) {
+        snprintf(label, sizeof(label), "outbox.event.a-rather-long-aggregate-type-%03d", i);
+        metrics_count(&m.produced, label, (uint64_t)i + 1);
+    }
+    const char *t = render(0);
+    ck_line(t, "outboxd_events_produced_total{topic=\"outbox.event.a-rather-long-aggregate-"
+               "type-149\"} 150");
+    size_t first = tb.len;
+    /* metrics_render appends: rendering again without a reset doubles it */
+    ck_assert_int_eq(metrics_render(&m, 0, &tb), 0);
+    ck_assert_uint_eq(tb.len, 2 * first);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("metrics");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_counters_by_label);
+    tcase_add_test(tc, test_label_cap);
+    tcase_add_test(tc, test_label_escaping);
+    tcase_add_test(tc, test_every_family_announced);
+    tcase_add_test(tc, test_info_and_gauges);
+    tcase_add_test(tc, test_unknown_values_absent);
+    tcase_add_test(tc, test_slot_and_lag);
+    tcase_add_test(tc, test_wal_status_parse);
+    tcase_add_test(tc, test_render_appends_and_grows);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
