@@ -432,6 +432,18 @@ static const char *env_lookup(char *const *envp, const char *name)
     return NULL;
 }
 
+/* True when the variable e (NAME=value) starts with OUTBOXD_<SECTION>_ of a
+ * known section. */
+static bool env_in_section(const char *e)
+{
+    char name[128];
+    for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++) {
+        env_name(known_sections[i], "", name, sizeof(name));
+        if (strncmp(e, name, strlen(name)) == 0) return true;
+    }
+    return false;
+}
+
 int config_load_env(struct config *c, char *const *envp, char *err, size_t errlen)
 {
     char name[128];
@@ -450,16 +462,12 @@ int config_load_env(struct config *c, char *const *envp, char *err, size_t errle
             continue;
         const char *eq = strchr(*e, '=');
         size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
-        bool in_section = false, known = false;
-        for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++) {
-            env_name(known_sections[i], "", name, sizeof(name));
-            if (strncmp(*e, name, strlen(name)) == 0) in_section = true;
-        }
-        for (size_t i = 0; i < NKEYS && in_section; i++) {
+        if (!env_in_section(*e)) continue;
+        bool known = false;
+        for (size_t i = 0; i < NKEYS; i++) {
             env_name(key_defs[i].section, key_defs[i].key, name, sizeof(name));
             if (strlen(name) == n && strncmp(*e, name, n) == 0) known = true;
         }
-        if (!in_section) continue;
         if (!known) {
             snprintf(err, errlen, "environment variable %.*s is not a known key", (int)n, *e);
             return -1;
@@ -480,18 +488,6 @@ int config_load_env(struct config *c, char *const *envp, char *err, size_t errle
         if (config_set(c, "kafka", name, eq + 1, err, errlen) != 0) return -1;
     }
     return 0;
-}
-
-/* True when the variable e (NAME=value) starts with OUTBOXD_<SECTION>_ of a
- * known section. */
-static bool env_in_section(const char *e)
-{
-    char name[128];
-    for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++) {
-        env_name(known_sections[i], "", name, sizeof(name));
-        if (strncmp(e, name, strlen(name)) == 0) return true;
-    }
-    return false;
 }
 
 int config_env_unmatched(char *const *envp, char *msg, size_t msglen)
