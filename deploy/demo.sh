@@ -22,6 +22,7 @@ e2e_init demo
 pg_start
 broker_start --partitions 3
 outboxd_start
+info "outboxd's metrics: curl http://127.0.0.1:$(outboxd_http_port)/metrics (also /healthz, /readyz)"
 
 event() { # AGGREGATE_TYPE AGGREGATE_ID VERSION EVENT_TYPE PAYLOAD_JSON
     printf "INSERT INTO outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload) VALUES (gen_random_uuid(), '%s', '%s', %s, '%s', '%s');\n" "$@"

@@ -12,11 +12,15 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "outbox.h"
 
 /* [errors] policy: what to do with an event that cannot be published. */
 enum { ERRORS_HALT = 0, ERRORS_DLQ = 1 };
+
+/* [source] mode: how committed outbox rows are found. */
+enum { SOURCE_LOGICAL = 0, SOURCE_POLLING = 1 };
 
 struct kv {
     char *key;   /* owned */
@@ -58,6 +62,22 @@ struct config {
 
     /* [http] */
     char *http_listen; /* "host:port"; "" disables the HTTP server */
+
+    /* [source] */
+    int source_mode; /* SOURCE_LOGICAL or SOURCE_POLLING */
+
+    /* [polling] (mode = polling; see polling.h and poll_relay.h) */
+    char *poll_owner_id;        /* NULL: hostname:pid */
+    int poll_batch_size;        /* rows per claim */
+    int64_t poll_lease_ms;      /* lease duration */
+    int poll_interval_ms;       /* claim at least this often without NOTIFY */
+    int poll_max_attempts;      /* failed attempts before QUARANTINED */
+    int64_t poll_backoff_min_ms;
+    int64_t poll_backoff_max_ms;
+    int64_t poll_retention_ms;          /* SENT rows kept; 0: never deleted */
+    int poll_retention_batch;           /* rows per DELETE */
+    int64_t poll_retention_interval_ms; /* how often retention runs */
+    char *poll_notify_channel;          /* LISTEN channel */
 };
 
 /* Fills c with the built-in defaults. Returns 0, -1 on out of memory. */

@@ -57,6 +57,10 @@ struct rel_column {
 };
 
 struct relation {
+    /* Unique for the process lifetime (never reused, whichever decoder made
+     * the relation): a cache keyed on it can never mistake one layout of a
+     * table for another, even if the struct's memory is reused. */
+    uint64_t layout_id;
     uint32_t relid;
     char *nspname; /* schema; owned */
     char *relname; /* table; owned */

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "metrics.h"
+
 /* A parsed [http] listen value. */
 struct listen_addr {
     struct sockaddr_storage sa;
@@ -82,5 +84,17 @@ void httpd_beat(struct httpd *h, int64_t now_ms);
  * Returns 0, -1 on out of memory (the previous snapshot stays). */
 int httpd_publish(struct httpd *h, const char *metrics, size_t len, bool ready,
                   const char *reason);
+
+/* For the relays: starts the server of [http] listen, logging where it
+ * serves; *out = NULL when listen is NULL or "" (no server). Returns 0, or
+ * the exit code after logging why: 2 for a bad value, 1 when the address
+ * cannot be bound. */
+int httpd_from_config(const char *listen, struct httpd **out);
+
+/* For the relays: renders m (m->ready set from not_ready) into tb (reused:
+ * emptied first) at Unix time now_us and publishes it with the verdict
+ * (not_ready NULL: ready). Logs a warning on out of memory. */
+void httpd_publish_metrics(struct httpd *h, struct metrics *m, struct textbuf *tb,
+                           int64_t now_us, const char *not_ready);
 
 #endif

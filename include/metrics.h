@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "latency.h"
+
 /* Series per labelled family: the first METRICS_MAX_LABELS - 1 label
  * values get their own, later ones are counted under "_other" (topic names
  * come from data; the number of series must stay bounded). */
@@ -42,8 +44,24 @@ enum slot_wal_status {
     WAL_STATUS_LOST,
 };
 
+/* Which relay the metrics describe: the logical one has positions, a slot,
+ * heartbeats; the polling one has row outcomes. */
+enum metrics_mode { METRICS_LOGICAL = 0, METRICS_POLLING = 1 };
+
+/* Row outcomes of polling mode (outboxd_polling_rows_total{outcome}). */
+enum polling_outcome {
+    PO_CLAIMED,
+    PO_SENT,
+    PO_RETRIED,
+    PO_QUARANTINED,
+    PO_RELEASED,
+    PO_STALE,
+    PO__COUNT,
+};
+
 struct metrics {
     /* set once */
+    enum metrics_mode mode;
     const char *version;   /* borrowed */
     const char *plugin;    /* borrowed */
     const char *slot;      /* borrowed */
@@ -68,8 +86,9 @@ struct metrics {
     uint64_t received_lsn;
     uint64_t acked_lsn;
     uint64_t confirmed_lsn;
-    bool streaming;
+    bool streaming; /* logical: START_REPLICATION done; polling: connected */
     bool ready;
+    uint64_t polling_rows[PO__COUNT]; /* polling mode */
     /* from the periodic query on a normal connection */
     bool slot_seen; /* false until the first answer */
     int64_t slot_lag_bytes;
@@ -77,7 +96,16 @@ struct metrics {
     /* commit time (Unix epoch us) of the newest transaction whose events
      * were all ACKed; 0 before the first */
     int64_t acked_commit_time_us;
+
+    /* histograms, borrowed from their owner; NULL: not rendered */
+    const struct latency_hist *commit_to_ack; /* per ACKed event */
+    const struct latency_hist *heartbeat_rtt; /* emit to seen on the stream */
 };
+
+/* The "le" bounds of outboxd_commit_to_ack_seconds, in microseconds
+ * (+Inf follows). */
+#define METRICS_LATENCY_BOUNDS 16
+extern const int64_t metrics_latency_bounds_us[METRICS_LATENCY_BOUNDS];
 
 /* An empty set; version/plugin/slot/start_time filled in by the caller.
  * Free with metrics_free(). */

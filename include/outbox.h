@@ -95,11 +95,14 @@ struct outbox_event {
     char commit_lsn[LSN_STRLEN];
 };
 
+struct map_cache; /* column positions in the last relation layout seen */
+
 struct outbox_map {
     char *schema;                  /* owned */
     char *table;                   /* owned */
     char *columns[OC__COUNT];      /* owned */
     struct topic_template *topic; /* owned */
+    struct map_cache *cache;       /* owned; filled on use */
 };
 
 /* Fills m from a "schema.table" (or "table", meaning public) name, the

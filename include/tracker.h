@@ -63,6 +63,19 @@ void tracker_fail(struct tracker *t, uint64_t seq);
  * client whose reported position is behind what it sent). */
 void tracker_keepalive(struct tracker *t, lsn_t wal_end);
 
+/* Records the server's commit timestamp of transaction seq (microseconds
+ * since 2000-01-01, as in the stream; pgoutput and wal2json give it at
+ * Begin). Ignored when seq is not in the tracker. */
+void tracker_set_commit_time(struct tracker *t, uint64_t seq, int64_t commit_time);
+
+/* Commit timestamp of transaction seq; 0 if unknown, aborted or already
+ * flushed. Read it before tracker_ack(), which may pop the transaction. */
+int64_t tracker_commit_time(const struct tracker *t, uint64_t seq);
+
+/* Commit timestamp of the newest transaction confirmed by flush (0 before
+ * the first): "now" minus it is the replication lag. */
+int64_t tracker_flushed_commit_time(const struct tracker *t);
+
 /* The LSN that may be confirmed now (monotonic). */
 lsn_t tracker_flush_lsn(const struct tracker *t);
 

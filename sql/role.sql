@@ -5,8 +5,8 @@
 --
 -- REPLICATION lets the role open a replication connection and create and
 -- use its slot; SELECT on the outbox is what pgoutput requires of the
--- publication's tables. Nothing else is granted: outboxd never writes to
--- the database.
+-- publication's tables. outboxd never writes to a table; with heartbeats on
+-- it writes logical messages to the WAL (below).
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'outboxd') THEN
@@ -16,6 +16,11 @@ END
 $$;
 GRANT USAGE ON SCHEMA public TO outboxd;
 GRANT SELECT ON public.outbox_events TO outboxd;
+-- [postgres] heartbeat_interval_ms calls pg_logical_emit_message() on a
+-- normal connection. PUBLIC may execute it by default; this keeps it
+-- working where that was revoked. (The slot lag query reads
+-- pg_replication_slots and pg_current_wal_lsn(), open to every role.)
+GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO outboxd;
 -- Read-only access to settings, so outboxd can check output_plugin_libraries
 -- (on servers that have it) and report a missing plugin before streaming.
 GRANT pg_read_all_settings TO outboxd;

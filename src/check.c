@@ -35,6 +35,7 @@
 #include "log.h"
 #include "lsn.h"
 #include "offset.h"
+#include "polling.h"
 
 /* ---- pure helpers -------------------------------------------------------- */
 
@@ -627,6 +628,36 @@ static int lookup_table(struct ck *k, char *err, size_t errlen)
     return 0;
 }
 
+/* [postgres] heartbeat_interval_ms calls pg_logical_emit_message(): the
+ * role must be allowed to EXECUTE it (PUBLIC may by default; a hardened
+ * server may have revoked that). Returns false after reporting a failed
+ * query. */
+static bool check_heartbeat_allowed(struct ck *k, const char *what, const char *rid)
+{
+    char err[1024], fix[512];
+    PGresult *r = query(k,
+                        "SELECT has_function_privilege('pg_catalog.pg_logical_emit_message("
+                        "boolean, text, text)', 'EXECUTE')",
+                        0, NULL, err, sizeof(err));
+    if (!r) {
+        query_failed(k, what, err);
+        return false;
+    }
+    bool allowed = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!allowed) {
+        snprintf(fix, sizeof(fix),
+                 "run GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, "
+                 "text, text) TO %s (see sql/role.sql), or set [postgres] "
+                 "heartbeat_interval_ms = 0",
+                 rid);
+        report(k, CHECK_FAIL, what, fix,
+               "[postgres] heartbeat_interval_ms is set, but the role may not EXECUTE "
+               "pg_logical_emit_message");
+    }
+    return true;
+}
+
 static void check_role(struct ck *k)
 {
     char what[200], err[1024], fix[2048], rid[160], tsql[420], sid[200];
@@ -645,7 +676,7 @@ static void check_role(struct ck *k)
     ident(k->role, rid, sizeof(rid));
     table_sql(k, tsql, sizeof(tsql));
     int mark = begin(k);
-    if (!k->repl_role) {
+    if (!k->repl_role && k->cfg->source_mode != SOURCE_POLLING) {
         snprintf(fix, sizeof(fix), "run ALTER ROLE %s REPLICATION (see sql/role.sql)", rid);
         report(k, CHECK_FAIL, what, fix,
                "the role has neither REPLICATION nor SUPERUSER, which a replication "
@@ -660,11 +691,16 @@ static void check_role(struct ck *k)
         report(k, CHECK_FAIL, what, fix, "the role may not SELECT from %s.%s",
                k->map.schema, k->map.table);
     }
+    bool heartbeat = k->cfg->pg_heartbeat_interval_ms > 0;
+    if (heartbeat && !k->superuser && !check_heartbeat_allowed(k, what, rid)) return;
     if (silent_since(k, mark))
-        report(k, CHECK_OK, what, NULL, "%s, %s %s.%s",
-               k->superuser ? "superuser" : "REPLICATION",
+        report(k, CHECK_OK, what, NULL, "%s, %s %s.%s%s",
+               k->superuser ? "superuser"
+               : k->repl_role ? "REPLICATION"
+                              : "no REPLICATION (not needed in polling mode)",
                k->table_exists ? "SELECT on" : "SELECT not checked: no table",
-               k->map.schema, k->map.table);
+               k->map.schema, k->map.table,
+               heartbeat ? ", EXECUTE on pg_logical_emit_message (heartbeat)" : "");
 }
 
 /* ---- 6. the outbox table ---- */
@@ -825,6 +861,101 @@ static void check_table(struct ck *k)
         report(k, CHECK_OK, what, NULL, "the configured columns exist with fitting types%s",
                has_version ? ""
                            : " (no aggregate_version column: that header is not sent)");
+}
+
+/* ---- 6b. the polling table ([source] mode = polling) ---- */
+
+/* One number about the polling table: sql gets its oid as $1 and, when
+ * nparams is 2, the notify channel as $2. */
+static long count_of(struct ck *k, const char *sql, int nparams, char *err, size_t errlen)
+{
+    const char *params[] = {k->oid, k->cfg->poll_notify_channel};
+    PGresult *r = query(k, sql, nparams, params, err, errlen);
+    if (!r) return -1;
+    long n = atol(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return n;
+}
+
+static void check_polling_table(struct ck *k)
+{
+    char what[600], err[1024], fix[2048];
+    snprintf(what, sizeof(what), "polling table %s.%s", k->map_ok ? k->map.schema : "?",
+             k->map_ok ? k->map.table : "?");
+    if (!k->pg_ok) return skip(k, "polling table", "no connection to postgres");
+    if (!k->table_exists || !k->cols)
+        return skip(k, what, "the outbox table is missing or could not be read");
+    int mark = begin(k);
+    char missing[512] = "";
+    for (const char *const *c = polling_state_columns; *c; c++)
+        if (!find_col(k, *c))
+            snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+                     missing[0] ? ", " : "", *c);
+    if (missing[0]) {
+        report(k, CHECK_FAIL, what,
+               "create the table from sql/outbox_polling.sql (or add its state columns "
+               "and index)",
+               "polling mode needs the state columns, and %s are missing", missing);
+        k->table_ok = false;
+    }
+    const char *privs = k->cfg->poll_retention_ms > 0
+                            ? "SELECT 2 - has_table_privilege($1::oid, 'UPDATE')::int - "
+                              "has_table_privilege($1::oid, 'DELETE')::int"
+                            : "SELECT 1 - has_table_privilege($1::oid, 'UPDATE')::int";
+    long n = count_of(k, privs, 1, err, sizeof(err));
+    if (n < 0) return query_failed(k, what, err);
+    if (n != 0 && !k->superuser) {
+        char tsql[420];
+        snprintf(fix, sizeof(fix), "run GRANT SELECT, UPDATE%s ON %s TO the role",
+                 k->cfg->poll_retention_ms > 0 ? ", DELETE" : "",
+                 table_sql(k, tsql, sizeof(tsql)));
+        report(k, CHECK_FAIL, what, fix, "the role may not UPDATE%s the table",
+               k->cfg->poll_retention_ms > 0 ? " or DELETE from" : "");
+    }
+    if (!missing[0]) {
+        n = count_of(k,
+                     "SELECT count(*) FROM pg_catalog.pg_index i WHERE i.indrelid = $1::oid "
+                     "AND i.indpred IS NOT NULL AND pg_catalog.pg_get_indexdef(i.indexrelid) "
+                     "LIKE '%next_attempt_at%'",
+                     1, err, sizeof(err));
+        if (n < 0) return query_failed(k, what, err);
+        if (n == 0)
+            report(k, CHECK_WARN, what,
+                   "create the partial index of sql/outbox_polling.sql",
+                   "no partial index on next_attempt_at: finding due rows scans the table");
+        n = count_of(k,
+                     "SELECT count(*) FROM pg_catalog.pg_trigger t WHERE t.tgrelid = $1::oid "
+                     "AND NOT t.tgisinternal AND t.tgenabled <> 'D' "
+                     "AND pg_catalog.pg_get_functiondef(t.tgfoid) ILIKE '%notify%' "
+                     "AND pg_catalog.pg_get_functiondef(t.tgfoid) LIKE '%' || $2 || '%'",
+                     2, err, sizeof(err));
+        if (n < 0) return query_failed(k, what, err);
+        if (n == 0) {
+            snprintf(fix, sizeof(fix),
+                     "create the insert trigger of sql/outbox_polling.sql (NOTIFY %s)",
+                     k->cfg->poll_notify_channel);
+            report(k, CHECK_WARN, what, fix,
+                   "no enabled trigger NOTIFYs channel \"%s\": new events wait up to "
+                   "[polling] poll_interval_ms (%d ms)",
+                   k->cfg->poll_notify_channel, k->cfg->poll_interval_ms);
+        }
+    }
+    if (silent_since(k, mark))
+        report(k, CHECK_OK, what, NULL,
+               "state columns, due-row index and NOTIFY trigger (channel %s) present",
+               k->cfg->poll_notify_channel);
+}
+
+/* The checks of logical replication, skipped in polling mode. */
+static void skip_replication_checks(struct ck *k)
+{
+    static const char *const names[] = {
+        "wal_level = logical", "free replication slot and WAL sender", "publication",
+        "plugin allowed",      "replication connection",               "plugin installed",
+        "offset file",         "slot",                                 "slot not invalidated",
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        skip(k, names[i], "not used in [source] mode = polling");
 }
 
 /* ---- 7. publication ---- */
@@ -1337,7 +1468,7 @@ static int render_topics(struct ck *k, struct topic_list *l, int *nulls, bool *t
     char tsql[420], sql[8192], topic[OUTBOX_TOPIC_MAX], why[512];
     struct relation rel = {.nspname = k->map.schema, .relname = k->map.table};
     struct rel_column cols[MAX_TEMPLATE_COLUMNS];
-    struct col_value vals[MAX_TEMPLATE_COLUMNS];
+    struct col_value vals[MAX_TEMPLATE_COLUMNS] = {{0}};
     *nulls = 0;
     *truncated = false;
     if (k->ntcols == 0) {
@@ -1518,7 +1649,11 @@ int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
             if (k.ntcols < 0) k.ntcols = 0;
         }
         check_connection(&k);
-        if (k.pg_ok) {
+        if (k.pg_ok && cfg->source_mode == SOURCE_POLLING) {
+            check_role(&k);
+            check_table(&k);
+            check_polling_table(&k);
+        } else if (k.pg_ok) {
             check_wal_level(&k);
             check_role(&k);
             check_table(&k);
@@ -1526,6 +1661,15 @@ int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
         }
     } else if (scope == CHECK_SCOPE_CONFIG) {
         check_config(&k);
+    } else if (cfg->source_mode == SOURCE_POLLING) {
+        check_config(&k);
+        check_connection(&k);
+        check_role(&k);
+        check_table(&k);
+        check_polling_table(&k);
+        skip_replication_checks(&k);
+        check_broker(&k);
+        check_topics(&k);
     } else {
         check_config(&k);
         check_connection(&k);

@@ -22,6 +22,7 @@
 #include "decoder.h"
 #include "httpd.h"
 #include "log.h"
+#include "polling.h"
 #include "redact.h"
 
 enum key_type {
@@ -34,6 +35,8 @@ enum key_type {
     KT_PLUGIN,
     KT_POLICY,
     KT_LISTEN,
+    KT_MODE,
+    KT_DURATION,
 };
 
 struct key_def {
@@ -71,11 +74,24 @@ static const struct key_def key_defs[] = {
     {"log", "level", KT_LOGLEVEL, CFG(log_level)},
     {"log", "format", KT_LOGFORMAT, CFG(log_format)},
     {"http", "listen", KT_LISTEN, CFG(http_listen)},
+    {"source", "mode", KT_MODE, CFG(source_mode)},
+    {"polling", "owner_id", KT_STRING, CFG(poll_owner_id)},
+    {"polling", "batch_size", KT_POSINT, CFG(poll_batch_size)},
+    {"polling", "lease", KT_DURATION, CFG(poll_lease_ms)},
+    {"polling", "poll_interval_ms", KT_POSINT, CFG(poll_interval_ms)},
+    {"polling", "max_attempts", KT_POSINT, CFG(poll_max_attempts)},
+    {"polling", "backoff_min", KT_DURATION, CFG(poll_backoff_min_ms)},
+    {"polling", "backoff_max", KT_DURATION, CFG(poll_backoff_max_ms)},
+    {"polling", "retention", KT_DURATION, CFG(poll_retention_ms)},
+    {"polling", "retention_batch", KT_POSINT, CFG(poll_retention_batch)},
+    {"polling", "retention_interval", KT_DURATION, CFG(poll_retention_interval_ms)},
+    {"polling", "notify_channel", KT_STRING, CFG(poll_notify_channel)},
 };
 #define NKEYS (sizeof(key_defs) / sizeof(key_defs[0]))
 
 static const char *const known_sections[] = {"postgres", "outbox", "kafka", "offsets",
-                                             "errors",   "log",    "http"};
+                                             "errors",   "log",    "http",   "source",
+                                             "polling"};
 
 /* outboxd's own librdkafka defaults; the file may override them. */
 static const char *const kafka_defaults[][2] = {
@@ -147,6 +163,17 @@ int config_init(struct config *c)
         {"log", "level", "info"},
         {"log", "format", "text"},
         {"http", "listen", "127.0.0.1:9187"},
+        {"source", "mode", "logical"},
+        {"polling", "batch_size", "100"},
+        {"polling", "lease", "30s"},
+        {"polling", "poll_interval_ms", "1000"},
+        {"polling", "max_attempts", "10"},
+        {"polling", "backoff_min", "1s"},
+        {"polling", "backoff_max", "5m"},
+        {"polling", "retention", "7d"},
+        {"polling", "retention_batch", "1000"},
+        {"polling", "retention_interval", "1m"},
+        {"polling", "notify_channel", "outboxd"},
     };
     char err[256];
     memset(c, 0, sizeof(*c));
@@ -232,7 +259,24 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
                      char *err, size_t errlen)
 {
     int lvl;
+    int64_t ms;
+    char why[200];
     switch (d->type) {
+    case KT_MODE:
+        if (strcmp(value, "logical") != 0 && strcmp(value, "polling") != 0) {
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of logical|polling", d->section,
+                     d->key, value);
+            return -1;
+        }
+        c->source_mode = strcmp(value, "polling") == 0 ? SOURCE_POLLING : SOURCE_LOGICAL;
+        return 0;
+    case KT_DURATION:
+        if (polling_duration_parse(value, &ms, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "[%s] %s: %s", d->section, d->key, why);
+            return -1;
+        }
+        *(int64_t *)((char *)c + d->offset) = ms;
+        return 0;
     case KT_STRING:
         if (*value == '\0' && strcmp(d->key, "conninfo") != 0) {
             snprintf(err, errlen, "[%s] %s: must not be empty", d->section, d->key);
@@ -315,9 +359,8 @@ int config_set(struct config *c, const char *section, const char *key,
 {
     if (!section_known(section)) {
         snprintf(err, errlen,
-                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, "
-                 "errors, log, "
-                 "http)",
+                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, errors, "
+                 "log, http, source, polling)",
                  key, section);
         return -1;
     }
@@ -536,6 +579,38 @@ int config_apply_set(struct config *c, const char *assignment, char *err, size_t
     return config_set(c, section, key, eq + 1, err, errlen);
 }
 
+/* The [polling] keys that depend on each other (mode = polling only). */
+static int config_validate_polling(const struct config *c, char *err, size_t errlen)
+{
+    if (c->poll_lease_ms < 1000) {
+        snprintf(err, errlen, "[polling] lease: %lld ms is too short (at least 1s: the lease "
+                 "must outlast a broker round trip)", (long long)c->poll_lease_ms);
+        return -1;
+    }
+    if (c->poll_backoff_min_ms <= 0) {
+        snprintf(err, errlen, "[polling] backoff_min must be more than 0");
+        return -1;
+    }
+    if (c->poll_backoff_min_ms > c->poll_backoff_max_ms) {
+        snprintf(err, errlen, "[polling] backoff_min (%lld ms) is larger than backoff_max "
+                 "(%lld ms)", (long long)c->poll_backoff_min_ms,
+                 (long long)c->poll_backoff_max_ms);
+        return -1;
+    }
+    if (c->poll_retention_ms > 0 && c->poll_retention_interval_ms <= 0) {
+        snprintf(err, errlen, "[polling] retention_interval must be more than 0 when "
+                 "retention is on");
+        return -1;
+    }
+    for (const char *p = c->poll_notify_channel; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')) {
+            snprintf(err, errlen, "[polling] notify_channel \"%s\": use lower-case letters, "
+                     "digits and '_' only", c->poll_notify_channel);
+            return -1;
+        }
+    return 0;
+}
+
 int config_validate(const struct config *c, char *err, size_t errlen)
 {
     if (!c->pg_conninfo || !*c->pg_conninfo) {
@@ -564,9 +639,21 @@ int config_validate(const struct config *c, char *err, size_t errlen)
                  c->pg_retry_min_ms, c->pg_retry_max_ms);
         return -1;
     }
+    if (c->pg_heartbeat_interval_ms > 0 && c->pg_heartbeat_interval_ms < 100) {
+        snprintf(err, errlen,
+                 "[postgres] heartbeat_interval_ms: %d is below 100 ms (0 turns heartbeats "
+                 "off)",
+                 c->pg_heartbeat_interval_ms);
+        return -1;
+    }
+    if (c->pg_monitor_interval_ms < 100) {
+        snprintf(err, errlen, "[postgres] monitor_interval_ms: %d is below 100 ms",
+                 c->pg_monitor_interval_ms);
+        return -1;
+    }
     if (!config_kafka_get(c, "bootstrap.servers")) {
         snprintf(err, errlen, "[kafka] bootstrap.servers is not set");
         return -1;
     }
-    return 0;
+    return c->source_mode == SOURCE_POLLING ? config_validate_polling(c, err, errlen) : 0;
 }

@@ -303,6 +303,38 @@ void httpd_stop(struct httpd *h)
     free(h);
 }
 
+int httpd_from_config(const char *listen, struct httpd **out)
+{
+    char err[512];
+    struct listen_addr la;
+    int port;
+    *out = NULL;
+    if (!listen || !*listen) return 0;
+    if (listen_addr_parse(listen, &la, err, sizeof(err)) != 0) {
+        log_error("[http] listen: %s", err);
+        return 2;
+    }
+    if (!(*out = httpd_start(&la, &port, err, sizeof(err)))) {
+        log_error("%s", err);
+        return 1;
+    }
+    log_info("http: serving /metrics, /healthz and /readyz on %s (port %d)", listen, port);
+    return 0;
+}
+
+void httpd_publish_metrics(struct httpd *h, struct metrics *m, struct textbuf *tb,
+                           int64_t now_us, const char *not_ready)
+{
+    if (!h) return;
+    m->ready = not_ready == NULL;
+    tb->len = 0;
+    if (tb->data) tb->data[0] = '\0';
+    tb->oom = false;
+    if (metrics_render(m, now_us, tb) != 0 ||
+        httpd_publish(h, tb->data, tb->len, not_ready == NULL, not_ready) != 0)
+        log_warn("out of memory while rendering /metrics; serving the previous snapshot");
+}
+
 void httpd_beat(struct httpd *h, int64_t now_ms)
 {
     if (h) atomic_store(&h->beat_ms, now_ms);

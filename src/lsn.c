@@ -7,10 +7,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* Writes v in upper-case hex without leading zeros ("0" for 0); returns
+ * the end. */
+static char *put_hex32(char *p, uint32_t v)
+{
+    static const char digits[] = "0123456789ABCDEF";
+    int shift = 28;
+    while (shift > 0 && (v >> shift) == 0) shift -= 4;
+    for (; shift >= 0; shift -= 4) *p++ = digits[(v >> shift) & 0xF];
+    return p;
+}
+
+/* Formats by hand: every event carries its commit LSN as a header, and
+ * snprintf() was a measurable share of building one. */
 char *lsn_format(lsn_t lsn, char *buf)
 {
-    snprintf(buf, LSN_STRLEN, "%" PRIX32 "/%" PRIX32, (uint32_t)(lsn >> 32),
-             (uint32_t)lsn);
+    char *p = put_hex32(buf, (uint32_t)(lsn >> 32));
+    *p++ = '/';
+    *put_hex32(p, (uint32_t)lsn) = '\0';
     return buf;
 }
 

@@ -12,6 +12,7 @@
 #include "checks.h"
 #include "config.h"
 #include "log.h"
+#include "poll_relay.h"
 #include "relay.h"
 #include "verify.h"
 
@@ -34,10 +35,12 @@ static void usage(FILE *out)
             "usage: outboxd -c FILE [--set section.key=value ...]\n"
             "       outboxd verify -c FILE [--set ...] [--since TIMESTAMP] [--json]\n"
             "       outboxd check -c FILE [--set ...] [--config-only]\n"
+            "       outboxd requeue -c FILE [--set ...] EVENT_ID...\n"
             "       outboxd --help | --version\n"
             "\n"
             "Relays committed INSERTs into a PostgreSQL outbox table to Kafka through a\n"
-            "logical replication slot, confirming the slot only after broker ACK.\n"
+            "logical replication slot, confirming the slot only after broker ACK; or,\n"
+            "with [source] mode = polling, by claiming rows of the table with leases.\n"
             "\n"
             "  -c, --config FILE   INI configuration file\n"
             "      --set S.K=V     override one key (repeatable)\n"
@@ -53,6 +56,9 @@ static void usage(FILE *out)
             "before streaming, one line per check (ok, warn, FAIL with the fix, skip);\n"
             "it exits 0 when nothing failed, 1 otherwise. --config-only checks the\n"
             "configuration alone and connects to nothing.\n"
+            "\n"
+            "requeue ([source] mode = polling) puts QUARANTINED events back to PENDING\n"
+            "with their attempts reset; it exits 0 when every one was requeued.\n"
             "\n"
             "Every key can also be set as OUTBOXD_<SECTION>_<KEY> (dots as '_').\n"
             "Precedence: --set > environment > file > default.\n"
@@ -110,7 +116,15 @@ int main(int argc, char **argv)
     struct verify_options vopt = {.since = NULL, .json = false, .timeout_ms = 60000};
     bool check = argc > 1 && !strcmp(argv[1], "check");
     bool config_only = false;
-    if (verify || check) first = 2;
+    bool requeue = argc > 1 && !strcmp(argv[1], "requeue");
+    char **ids = NULL;
+    int nids = 0;
+    if (verify || check || requeue) first = 2;
+    if (requeue && !(ids = calloc((size_t)argc, sizeof(*ids)))) {
+        log_error("out of memory");
+        config_free(&cfg);
+        return EXIT_FATAL;
+    }
     for (int i = first; i < argc; i++) {
         if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
             path = argv[++i];
@@ -122,17 +136,28 @@ int main(int argc, char **argv)
             vopt.json = true;
         } else if (check && !strcmp(argv[i], "--config-only")) {
             config_only = true;
+        } else if (requeue && argv[i][0] != '-') {
+            ids[nids++] = argv[i];
         } else {
             fprintf(stderr, "outboxd: unknown or incomplete argument \"%s\"\n", argv[i]);
             usage(stderr);
             config_free(&cfg);
+            free(ids);
             return EXIT_USAGE;
         }
+    }
+    if (requeue && nids == 0) {
+        fprintf(stderr, "outboxd: requeue needs at least one EVENT_ID\n");
+        usage(stderr);
+        config_free(&cfg);
+        free(ids);
+        return EXIT_USAGE;
     }
     if (!path) {
         fprintf(stderr, "outboxd: -c FILE is required\n");
         usage(stderr);
         config_free(&cfg);
+        free(ids);
         return EXIT_USAGE;
     }
     if (config_load_file(&cfg, path, err, sizeof(err)) != 0 ||
@@ -142,6 +167,8 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--since") || !strcmp(argv[i], "-c") ||
             !strcmp(argv[i], "--config"))
             i++;
+        else if (requeue && argv[i][0] != '-')
+            continue;
         else if (!strcmp(argv[i], "--set") &&
                  config_apply_set(&cfg, argv[++i], err, sizeof(err)))
             goto bad_config;
@@ -161,15 +188,24 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return code;
     }
+    if (requeue) {
+        code = poll_requeue_run(&cfg, ids, nids);
+        config_free(&cfg);
+        free(ids);
+        return code;
+    }
     install_signals();
-    log_set_context("slot", cfg.pg_slot);
-    log_info("outboxd %s starting", OUTBOXD_VERSION);
-    code = relay_run(&cfg, &stop_requested);
+    if (cfg.source_mode != SOURCE_POLLING) log_set_context("slot", cfg.pg_slot);
+    log_info("outboxd %s starting (%s mode)", OUTBOXD_VERSION,
+             cfg.source_mode == SOURCE_POLLING ? "polling" : "logical");
+    code = cfg.source_mode == SOURCE_POLLING ? poll_relay_run(&cfg, &stop_requested)
+                                              : relay_run(&cfg, &stop_requested);
     config_free(&cfg);
     return code;
 
 bad_config:
     config_free(&cfg);
+    free(ids);
     warn_unmatched_env(); /* a misspelt section may be why */
     if (check) return check_config_failed(err); /* a FAIL line, exit 1 */
     log_error("configuration: %s", err);

@@ -241,10 +241,11 @@ static void render_events(const struct metrics *m, struct textbuf *b)
               m->produced_bytes);
     gauge_u(b, "outboxd_inflight_events", "Events produced but not yet acknowledged.",
             m->inflight_events);
-    gauge_u(b, "outboxd_inflight_transactions",
-            "Transactions received but not yet confirmable (open, or with events in "
-            "flight).",
-            m->inflight_txns);
+    if (m->mode == METRICS_LOGICAL)
+        gauge_u(b, "outboxd_inflight_transactions",
+                "Transactions received but not yet confirmable (open, or with events in "
+                "flight).",
+                m->inflight_txns);
     gauge_i(b, "outboxd_kafka_queue_messages",
             "Messages (and delivery reports or other events) in librdkafka's queue: "
             "waiting, in flight to the broker, or reported but not yet served.",
@@ -298,6 +299,43 @@ static void render_lag(const struct metrics *m, int64_t now_us, struct textbuf *
     }
 }
 
+const int64_t metrics_latency_bounds_us[METRICS_LATENCY_BOUNDS] = {
+    1000,    2500,    5000,    10000,   25000,    50000,    100000,   250000,
+    500000,  1000000, 2500000, 5000000, 10000000, 30000000, 60000000, 300000000,
+};
+
+/* One series of a histogram: cumulative buckets from latency_count_le(),
+ * +Inf, _sum and _count (exact). */
+static void histogram_series(struct textbuf *b, const char *name, const char *source,
+                             const struct latency_hist *h)
+{
+    for (int i = 0; i < METRICS_LATENCY_BOUNDS; i++) {
+        /* "0.0025", "1", "300": the shortest form of the bound */
+        char le[32];
+        int n = snprintf(le, sizeof(le), "%.6f", (double)metrics_latency_bounds_us[i] / 1e6);
+        while (n > 1 && le[n - 1] == '0') le[--n] = '\0';
+        if (n > 1 && le[n - 1] == '.') le[--n] = '\0';
+        tb_printf(b, "%s_bucket{source=\"%s\",le=\"%s\"} %" PRIu64 "\n", name, source, le,
+                  latency_count_le(h, metrics_latency_bounds_us[i]));
+    }
+    tb_printf(b, "%s_bucket{source=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, source,
+              h->count);
+    tb_printf(b, "%s_sum{source=\"%s\"} ", name, source);
+    seconds(b, (int64_t)h->sum_us);
+    tb_printf(b, "\n%s_count{source=\"%s\"} %" PRIu64 "\n", name, source, h->count);
+}
+
+static void render_latency(const struct metrics *m, struct textbuf *b)
+{
+    static const char name[] = "outboxd_commit_to_ack_seconds";
+    family(b, name, "histogram",
+           "source=\"event\": from a transaction's commit (server clock) to the broker's "
+           "ACK of each of its events; source=\"heartbeat\": from writing a heartbeat "
+           "to seeing it on the replication stream.");
+    if (m->commit_to_ack) histogram_series(b, name, "event", m->commit_to_ack);
+    if (m->heartbeat_rtt) histogram_series(b, name, "heartbeat", m->heartbeat_rtt);
+}
+
 static void render_state(const struct metrics *m, struct textbuf *b)
 {
     counter_labeled(b, "outboxd_reconnects_total", "cause",
@@ -315,12 +353,32 @@ static void render_state(const struct metrics *m, struct textbuf *b)
     gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
 }
 
+static void render_polling(const struct metrics *m, struct textbuf *b)
+{
+    static const char *const names[PO__COUNT] = {"claimed",     "sent",     "retried",
+                                                 "quarantined", "released", "stale"};
+    family(b, "outboxd_polling_rows_total", "counter",
+           "Polling mode: outbox rows claimed, and the outcomes written back (sent, "
+           "retried later, quarantined, released at stop, stale: the lease was lost).");
+    for (int i = 0; i < PO__COUNT; i++)
+        tb_printf(b, "outboxd_polling_rows_total{outcome=\"%s\"} %" PRIu64 "\n", names[i],
+                  m->polling_rows[i]);
+    gauge_i(b, "outboxd_polling_connected", "Polling mode: 1 while connected to the database.",
+            m->streaming);
+    gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
+}
+
 int metrics_render(const struct metrics *m, int64_t now_us, struct textbuf *out)
 {
     render_info(m, out);
     render_events(m, out);
+    if (m->mode == METRICS_POLLING) {
+        render_polling(m, out);
+        return out->oom ? -1 : 0;
+    }
     render_positions(m, out);
     render_lag(m, now_us, out);
+    render_latency(m, out);
     render_state(m, out);
     return out->oom ? -1 : 0;
 }

@@ -225,10 +225,12 @@ void monitor_step(struct monitor *m, int64_t now_ms, int64_t now_unix_us,
         break;
     }
     if (m->state != M_IDLE) return;
-    /* The heartbeat first: its timing is what the round trip measures. */
-    if (m->c.heartbeat_ms > 0 && now_ms >= m->next_heartbeat_ms)
+    /* Whichever is due and waited longer first, so that neither starves. */
+    bool beat_due = m->c.heartbeat_ms > 0 && now_ms >= m->next_heartbeat_ms;
+    bool slot_due = now_ms >= m->next_slot_ms;
+    if (beat_due && (!slot_due || m->next_heartbeat_ms <= m->next_slot_ms))
         send_query(m, Q_HEARTBEAT, now_ms, now_unix_us, out);
-    else if (now_ms >= m->next_slot_ms)
+    else if (slot_due)
         send_query(m, Q_SLOT, now_ms, now_unix_us, out);
 }
 

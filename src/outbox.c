@@ -28,6 +28,10 @@ struct segment {
     bool is_column;
     char *text; /* literal text or column name; owned */
     size_t len;
+    /* The column's index in the last relation layout rendered (-1 absent):
+     * looking a name up per row costs more than the rest of the row. */
+    uint64_t layout_id;
+    int col;
 };
 
 struct topic_template {
@@ -51,7 +55,7 @@ static int add_segment(struct topic_template *t, bool is_column, const char *s,
     t->segs = n;
     char *text = strndup(s, len);
     if (!text) return -1;
-    n[t->nsegs++] = (struct segment){is_column, text, len};
+    n[t->nsegs++] = (struct segment){is_column, text, len, 0, -1};
     return 0;
 }
 
@@ -104,11 +108,15 @@ int topic_template_render(const struct topic_template *t, const struct relation 
 {
     size_t n = 0;
     for (int i = 0; i < t->nsegs; i++) {
-        const struct segment *s = &t->segs[i];
+        struct segment *s = &t->segs[i];
         const char *data = s->text;
         size_t len = s->len;
         if (s->is_column) {
-            int ci = column_index(rel, s->text);
+            if (rel->layout_id == 0 || s->layout_id != rel->layout_id) {
+                s->col = column_index(rel, s->text);
+                s->layout_id = rel->layout_id;
+            }
+            int ci = s->col;
             if (ci < 0 || ci >= nvalues) {
                 snprintf(err, errlen, "topic template: column \"%s\" is not in %s.%s",
                          s->text, rel->nspname, rel->relname);
@@ -135,6 +143,29 @@ int topic_template_render(const struct topic_template *t, const struct relation 
 
 /* ---- outbox map -------------------------------------------------------- */
 
+/* What outbox_is_table() and the column lookups found for one relation
+ * layout (relation.layout_id; 0 means "not cacheable", e.g. a hand-built
+ * relation). A relay sees one outbox layout for millions of rows: finding
+ * the columns by name for each row was the largest cost of building an
+ * event. Heap memory, so a const map can still fill it. */
+struct map_cache {
+    uint64_t layout_id;
+    bool is_outbox;
+    int col[OC__COUNT]; /* index in the relation, -1 when absent */
+};
+
+static const struct map_cache *cache_for(const struct outbox_map *m,
+                                         const struct relation *rel)
+{
+    struct map_cache *c = m->cache;
+    if (rel->layout_id != 0 && c->layout_id == rel->layout_id) return c;
+    c->layout_id = rel->layout_id;
+    c->is_outbox =
+        strcmp(rel->relname, m->table) == 0 && strcmp(rel->nspname, m->schema) == 0;
+    for (int i = 0; i < OC__COUNT; i++) c->col[i] = column_index(rel, m->columns[i]);
+    return c;
+}
+
 int outbox_map_init(struct outbox_map *m, const char *table,
                     const char *const columns[OC__COUNT], const char *topic, char *err,
                     size_t errlen)
@@ -155,6 +186,7 @@ int outbox_map_init(struct outbox_map *m, const char *table,
     }
     for (int i = 0; i < OC__COUNT; i++)
         if (!(m->columns[i] = strdup(columns[i]))) goto oom;
+    if (!(m->cache = calloc(1, sizeof(*m->cache)))) goto oom;
     if (!(m->topic = topic_template_parse(topic, err, errlen))) goto fail;
     return 0;
 oom:
@@ -170,12 +202,13 @@ void outbox_map_free(struct outbox_map *m)
     free(m->table);
     for (int i = 0; i < OC__COUNT; i++) free(m->columns[i]);
     topic_template_free(m->topic);
+    free(m->cache);
     memset(m, 0, sizeof(*m));
 }
 
 bool outbox_is_table(const struct outbox_map *m, const struct relation *rel)
 {
-    return strcmp(rel->relname, m->table) == 0 && strcmp(rel->nspname, m->schema) == 0;
+    return cache_for(m, rel)->is_outbox;
 }
 
 /* ---- event ------------------------------------------------------------- */
@@ -201,7 +234,7 @@ static int get_column(const struct outbox_map *m, const struct relation *rel,
                       const struct col_value *values, int nvalues, enum outbox_col c,
                       enum presence presence, struct slice *out, char *err, size_t errlen)
 {
-    int i = column_index(rel, m->columns[c]);
+    int i = cache_for(m, rel)->col[c];
     out->data = NULL;
     out->len = 0;
     if (i < 0 || i >= nvalues) {

@@ -27,6 +27,7 @@
 #include "checks.h"
 #include "decoder.h"
 #include "httpd.h"
+#include "latency.h"
 #include "log.h"
 #include "metrics.h"
 #include "monitor.h"
@@ -61,8 +62,11 @@ struct relay {
     lsn_t stored_lsn;        /* last LSN in the offset file */
     lsn_t sent_lsn;          /* last flush LSN sent to the server */
     int64_t next_status_ms;  /* monotonic deadline of the next status */
+    int64_t last_status_ms;  /* when the last one went out */
     uint64_t events_produced;
     uint64_t events_acked;
+    struct latency_hist commit_to_ack; /* per ACKed event, microseconds */
+    struct latency_hist heartbeat_rtt; /* heartbeat written to seen, us */
     struct pending_dlq *dlq_pending; /* failed deliveries to dead-letter */
     size_t dlq_max_value;            /* value bytes kept when truncating */
     bool streaming;                  /* START_REPLICATION done, not broken since */
@@ -73,6 +77,18 @@ struct relay {
     const char *retry_cause;         /* why open_stream() said RETRY_LATER */
     struct monitor *mon;             /* slot lag and heartbeats; NULL if unused */
 };
+
+/* Microseconds between 2000-01-01 00:00 UTC (Postgres' epoch) and 1970's. */
+#define PG_EPOCH_OFFSET_US 946684800000000LL
+
+/* Wall-clock now in Postgres' timestamp unit, to compare with commit times
+ * (the server and outboxd share a host or a synchronised clock). */
+static int64_t now_pg_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - PG_EPOCH_OFFSET_US;
+}
 
 static int64_t now_ms(void)
 {
@@ -119,19 +135,14 @@ static void collect_gauges(struct relay *r)
     m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->stored_lsn;
     m->confirmed_lsn = r->sent_lsn;
     m->streaming = r->streaming;
+    int64_t t = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
+    m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;
 }
 
 static void publish(struct relay *r, int64_t now)
 {
-    const char *why = not_ready_reason(r);
     collect_gauges(r);
-    r->met.ready = why == NULL;
-    r->text.len = 0;
-    if (r->text.data) r->text.data[0] = '\0';
-    r->text.oom = false;
-    if (metrics_render(&r->met, now_unix_us(), &r->text) != 0 ||
-        httpd_publish(r->http, r->text.data, r->text.len, why == NULL, why) != 0)
-        log_warn("out of memory while rendering /metrics; serving the previous snapshot");
+    httpd_publish_metrics(r->http, &r->met, &r->text, now_unix_us(), not_ready_reason(r));
     r->next_publish_ms = now + PUBLISH_MS;
 }
 
@@ -159,11 +170,11 @@ static void relay_tick(struct relay *r)
     if (now >= r->next_publish_ms) publish(r, now);
 }
 
-/* A heartbeat of ours came back on the stream. */
+/* A heartbeat of ours came back on the stream: its round trip. */
 static void on_heartbeat(struct relay *r, int64_t sent_us)
 {
-    (void)sent_us;
     r->met.heartbeats_seen++;
+    latency_record(&r->heartbeat_rtt, now_unix_us() - sent_us);
 }
 
 /* ---- delivery reports ---------------------------------------------------- */
@@ -183,6 +194,8 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
     if (dr->err == 0) {
         r->events_acked++;
         metrics_count(&r->met.acked, dr->topic, 1);
+        int64_t commit_time = tracker_commit_time(r->trk, dr->seq);
+        if (commit_time != 0) latency_record(&r->commit_to_ack, now_pg_us() - commit_time);
         if (tracker_ack(r->trk, dr->seq) < 0)
             log_error("internal: delivery report for transaction %llu with no pending "
                       "event",
@@ -241,13 +254,31 @@ static int send_status(struct relay *r, bool reply)
                (unsigned long long)tracker_pending_events(r->trk),
                tracker_pending_txns(r->trk));
     r->sent_lsn = flush;
-    r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
+    r->last_status_ms = now_ms();
+    r->next_status_ms = r->last_status_ms + r->cfg->pg_status_interval_ms;
     return STEP_OK;
+}
+
+/* A status goes out every status_interval_ms, and sooner (but at most
+ * every STATUS_CAUGHT_UP_GAP_MS) once everything received is ACKed and the
+ * flush position moved: a relay that has caught up says so at once, so the
+ * slot (and the server's view of the lag) does not trail a drained stream
+ * by up to a whole interval. While busy, one update per interval is
+ * enough, and cheaper. */
+#define STATUS_CAUGHT_UP_GAP_MS 20
+
+/* When the next status is due (monotonic ms). */
+static int64_t status_deadline(const struct relay *r)
+{
+    if (tracker_idle(r->trk) && tracker_flush_lsn(r->trk) != r->sent_lsn &&
+        r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS < r->next_status_ms)
+        return r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS;
+    return r->next_status_ms;
 }
 
 static int status_if_due(struct relay *r)
 {
-    return now_ms() >= r->next_status_ms ? send_status(r, false) : STEP_OK;
+    return now_ms() >= status_deadline(r) ? send_status(r, false) : STEP_OK;
 }
 
 /* ---- changes ------------------------------------------------------------- */
@@ -516,6 +547,7 @@ static int on_message(struct relay *r, const struct repl_msg *m)
             return -1;
         }
         r->cur_commit_lsn = m->u.begin.final_lsn;
+        tracker_set_commit_time(r->trk, r->cur_seq, m->u.begin.commit_time);
         return 0;
     case RM_COMMIT:
         if (r->cur_seq == 0) {
@@ -607,7 +639,7 @@ static void wait_io(struct relay *r)
     FD_ZERO(&wfds);
     FD_SET(sfd, &rfds);
     FD_SET(pfd, &rfds);
-    int64_t wait = r->next_status_ms - now;
+    int64_t wait = status_deadline(r) - now;
     if (r->mon) {
         bool out;
         if ((mfd = monitor_wait_fd(r->mon, &out)) >= 0 && mfd < FD_SETSIZE)
@@ -757,6 +789,8 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     r->met.plugin = c->pg_plugin;
     r->met.slot = c->pg_slot;
     r->met.start_time_us = now_unix_us();
+    r->met.commit_to_ack = &r->commit_to_ack;
+    if (c->pg_heartbeat_interval_ms > 0) r->met.heartbeat_rtt = &r->heartbeat_rtt;
     const char *mmb = config_kafka_get(c, "message.max.bytes");
     long max_bytes = mmb ? atol(mmb) : 1000000;
     r->dlq_max_value = max_bytes > 2 * DLQ_HEADROOM ? (size_t)(max_bytes - DLQ_HEADROOM)
@@ -784,21 +818,9 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
             return EXIT_FATAL;
         }
     }
-    if (c->http_listen && *c->http_listen) {
-        struct listen_addr la;
-        int port;
-        if (listen_addr_parse(c->http_listen, &la, err, sizeof(err)) != 0) {
-            log_error("[http] listen: %s", err);
-            return EXIT_USAGE;
-        }
-        if (!(r->http = httpd_start(&la, &port, err, sizeof(err)))) {
-            log_error("%s", err);
-            return EXIT_FATAL;
-        }
-        log_info("http: serving /metrics, /healthz and /readyz on %s (port %d)",
-                 c->http_listen, port);
-        publish(r, now_ms());
-    }
+    int code = httpd_from_config(c->http_listen, &r->http);
+    if (code != 0) return code;
+    if (r->http) publish(r, now_ms());
     return 0;
 }
 
@@ -995,6 +1017,20 @@ static int connect_stream(struct relay *r)
     return 0;
 }
 
+/* One line with the commit-to-ACK latency of every event ACKed since
+ * start (the benchmark reads it; so can an operator). */
+static void log_latency_summary(const struct relay *r)
+{
+    const struct latency_hist *h = &r->commit_to_ack;
+    if (h->count == 0) return;
+    log_info("commit-to-ACK latency over %llu events: p50 %lld us, p99 %lld us, max %lld us, "
+             "p90 %lld us, p99.9 %lld us, mean %llu us",
+             (unsigned long long)h->count, (long long)latency_quantile(h, 0.50),
+             (long long)latency_quantile(h, 0.99), (long long)h->max_us,
+             (long long)latency_quantile(h, 0.90), (long long)latency_quantile(h, 0.999),
+             (unsigned long long)(h->sum_us / h->count));
+}
+
 int relay_run(const struct config *c, volatile sig_atomic_t *stop)
 {
     struct relay r;
@@ -1025,6 +1061,7 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
         log_info("stopping: draining outstanding deliveries");
         drain_and_confirm(&r);
     }
+    log_latency_summary(&r);
     relay_free(&r);
     return code;
 }

@@ -11,6 +11,7 @@
  */
 #include "relcache.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +32,16 @@ struct relcache {
 /* Relations                                                               */
 /* ---------------------------------------------------------------------- */
 
+/* The source of layout ids: a counter, not state any module reads. */
+static atomic_uint_fast64_t next_layout_id = 1;
+
 struct relation *relation_new(uint32_t relid, const char *nsp, const char *name,
                               char replident, int ncols)
 {
     struct relation *rel = calloc(1, sizeof(*rel));
 
     if (!rel) return NULL;
+    rel->layout_id = (uint64_t)atomic_fetch_add(&next_layout_id, 1);
     rel->relid = relid;
     rel->replident = replident;
     rel->ncols = ncols;

@@ -16,6 +16,7 @@
 
 struct txn {
     lsn_t end_lsn;
+    int64_t commit_time; /* server's commit timestamp, 0 if unknown */
     uint64_t pending;
     bool committed;
     bool failed;
@@ -34,6 +35,7 @@ struct tracker {
     lsn_t last_end_lsn; /* newest commit end seen, to reject going back */
     size_t aborted;     /* aborted transactions still in the ring */
     lsn_t keepalive_lsn; /* newest keepalive walEnd, applied when idle */
+    int64_t flushed_commit_time; /* of the newest transaction popped */
     bool failed;
 };
 
@@ -98,6 +100,7 @@ static void advance(struct tracker *t)
         if (!x->committed || x->pending > 0 || x->failed) break;
         if (x->aborted) t->aborted--;
         if (x->end_lsn > t->flush_lsn) t->flush_lsn = x->end_lsn;
+        if (!x->aborted && x->commit_time != 0) t->flushed_commit_time = x->commit_time;
         t->head = (t->head + 1) % t->cap;
         t->count--;
         t->head_seq++;
@@ -191,6 +194,20 @@ void tracker_keepalive(struct tracker *t, lsn_t wal_end)
 }
 
 lsn_t tracker_flush_lsn(const struct tracker *t) { return t->flush_lsn; }
+
+void tracker_set_commit_time(struct tracker *t, uint64_t seq, int64_t commit_time)
+{
+    struct txn *x = slot_of(t, seq);
+    if (x) x->commit_time = commit_time;
+}
+
+int64_t tracker_commit_time(const struct tracker *t, uint64_t seq)
+{
+    const struct txn *x = slot_of(t, seq);
+    return x && !x->aborted ? x->commit_time : 0;
+}
+
+int64_t tracker_flushed_commit_time(const struct tracker *t) { return t->flushed_commit_time; }
 
 bool tracker_idle(const struct tracker *t)
 {

@@ -178,6 +178,16 @@ expect_line no_select '^FAIL role "outboxd": the role may not SELECT from public
 expect_line no_select '^skip topics: the role may not SELECT'
 psql_q "GRANT SELECT ON public.outbox_events TO outboxd"
 
+# heartbeats need EXECUTE on pg_logical_emit_message (role.sql grants it)
+run_check 0 heartbeat --set "postgres.conninfo=$AS_ROLE password=$SECRET" --set postgres.heartbeat_interval_ms=10000
+expect_line heartbeat '^ok   role "outboxd": REPLICATION, SELECT on public.outbox_events, EXECUTE on pg_logical_emit_message \(heartbeat\)$'
+psql_q "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) FROM outboxd, PUBLIC"
+run_check 1 no_heartbeat_grant --set "postgres.conninfo=$AS_ROLE password=$SECRET" --set postgres.heartbeat_interval_ms=10000
+one_fail no_heartbeat_grant
+expect_line no_heartbeat_grant '^FAIL role "outboxd": \[postgres\] heartbeat_interval_ms is set, but the role may not EXECUTE pg_logical_emit_message; run GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message\(boolean, text, text\) TO outboxd'
+run_check 0 no_heartbeat_no_grant_needed --set "postgres.conninfo=$AS_ROLE password=$SECRET"
+psql_q "GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO PUBLIC"
+
 # -------------------------------------------------------------- the table
 
 run_check 1 no_column --set outbox.column.payload=nope

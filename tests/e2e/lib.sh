@@ -499,8 +499,6 @@ outboxd_start() {
     fi
     [[ -x "$OUTBOXD_BUILD_DIR/outboxd" ]] || fail "$OUTBOXD_BUILD_DIR/outboxd is not built"
     [[ -z "$OUTBOXD_PID" ]] || fail "outboxd_start: outboxd already running (pid $OUTBOXD_PID)"
-    # A port of its own for the HTTP endpoints (tests run side by side).
-    [[ -n "$OUTBOXD_HTTP_PORT" ]] || OUTBOXD_HTTP_PORT=$(_free_port) || fail "no free TCP port"
     cat >"$T/outboxd.ini" <<EOF
 [postgres]
 conninfo = $PG_CONNINFO
@@ -519,7 +517,7 @@ level = debug
 format = ${OUTBOXD_LOG_FORMAT:-text}
 
 [http]
-listen = 127.0.0.1:$OUTBOXD_HTTP_PORT
+listen = ${OUTBOXD_HTTP_LISTEN:-127.0.0.1:0}
 EOF
     OUTBOXD_STARTS=$((OUTBOXD_STARTS + 1))
     step "starting outboxd (#$OUTBOXD_STARTS) $*"
@@ -547,10 +545,25 @@ EOF
     fail "outboxd's slot did not become active within 30s"
 }
 
-# http_get PATH: GETs http://127.0.0.1:$OUTBOXD_HTTP_PORT/PATH from
-# outboxd; prints the body and sets HTTP_STATUS (000 when no answer).
+# outboxd_http_port [LOG]: the port outboxd's HTTP server bound, from the
+# last "http: serving ... (port N)" line of LOG (default $HTTP_LOG, else
+# $T/outboxd.log). outboxd listens on port 0 (any free port, race-free
+# however many tests run side by side) unless OUTBOXD_HTTP_LISTEN says
+# otherwise.
+outboxd_http_port() {
+    grep -o 'http: serving /metrics, /healthz and /readyz on [^ ]* (port [0-9]*)' \
+        "${1:-${HTTP_LOG:-$T/outboxd.log}}" 2>/dev/null | tail -n 1 |
+        sed 's/.*(port \([0-9]*\))$/\1/'
+}
+
+# http_get PATH: GETs http://127.0.0.1:PORT/PATH from outboxd (PORT: see
+# outboxd_http_port, kept in OUTBOXD_HTTP_PORT); prints the body (also
+# left in $T/http.body) and sets HTTP_STATUS (000 when no answer). Call it
+# directly, not in $(...), to see HTTP_STATUS.
 http_get() {
     local body=$T/http.body
+    OUTBOXD_HTTP_PORT=$(outboxd_http_port)
+    [[ -n "$OUTBOXD_HTTP_PORT" ]] || fail "http_get: outboxd has not logged its HTTP port"
     HTTP_STATUS=$(curl -s -m 10 -o "$body" -w '%{http_code}' \
         "http://127.0.0.1:$OUTBOXD_HTTP_PORT/${1#/}") || true
     [[ -n "$HTTP_STATUS" ]] || HTTP_STATUS=000

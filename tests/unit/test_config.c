@@ -420,6 +420,23 @@ START_TEST(test_observability_keys)
         config_set(&C, "postgres", "monitor_interval_ms", "0", err, sizeof(err)), -1);
     ERR_HAS("positive");
 
+    /* intervals below 100 ms are refused when the whole is validated */
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "k:9092", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "postgres", "heartbeat_interval_ms", "50", err,
+                                sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("heartbeat_interval_ms: 50 is below 100 ms");
+    ck_assert_int_eq(config_set(&C, "postgres", "heartbeat_interval_ms", "100", err,
+                                sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "postgres", "monitor_interval_ms", "99", err,
+                                sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("monitor_interval_ms: 99 is below 100 ms");
+
     char *env[] = {"OUTBOXD_HTTP_LISTEN=0.0.0.0:9100", "OUTBOXD_LOG_FORMAT=json", NULL};
     ck_assert_int_eq(config_load_env(&C, env, err, sizeof(err)), 0);
     ck_assert_str_eq(C.http_listen, "0.0.0.0:9100");

@@ -4,6 +4,8 @@
  * parsing of the whole string only.
  */
 #include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +102,28 @@ static uint64_t rnd(void)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* The hand-written formatter against printf's "%X/%X" (what Postgres
+ * prints), over every digit count of both halves. */
+START_TEST(test_format_matches_printf)
+{
+    char got[LSN_STRLEN], want[LSN_STRLEN];
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        /* Vary the magnitude of each half: shift both down by 0..31 bits. */
+        uint32_t hi = (uint32_t)(x >> 32) >> (i % 32), lo = (uint32_t)x >> ((i / 32) % 32);
+        lsn_t v = ((lsn_t)hi << 32) | lo;
+        snprintf(want, sizeof(want), "%" PRIX32 "/%" PRIX32, hi, lo);
+        ck_assert_str_eq(lsn_format(v, got), want);
+    }
+    ck_assert_str_eq(lsn_format(0, got), "0/0");
+    ck_assert_str_eq(lsn_format(0x10, got), "0/10");
+    ck_assert_str_eq(lsn_format(0x100000000ULL, got), "1/0");
+}
+END_TEST
+
 START_TEST(test_round_trip)
 {
     static const lsn_t fixed[] = {0,
@@ -151,6 +175,7 @@ int main(void)
     tcase_add_loop_test(tc, test_parse_invalid, 0,
                         (int)(sizeof(invalid_lsns) / sizeof(invalid_lsns[0])));
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_format_matches_printf);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);

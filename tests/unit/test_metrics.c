@@ -118,6 +118,7 @@ START_TEST(test_every_family_announced)
         {"outboxd_slot_wal_status", "gauge"},
         {"outboxd_monitor_errors_total", "counter"},
         {"outboxd_replication_lag_seconds", "gauge"},
+        {"outboxd_commit_to_ack_seconds", "histogram"},
         {"outboxd_reconnects_total", "counter"},
         {"outboxd_heartbeats_sent_total", "counter"},
         {"outboxd_heartbeats_received_total", "counter"},
@@ -231,6 +232,50 @@ START_TEST(test_render_appends_and_grows)
 }
 END_TEST
 
+START_TEST(test_histogram)
+{
+    static struct latency_hist ev, hb; /* ~21 KB each: not on the stack */
+    memset(&ev, 0, sizeof(ev));
+    memset(&hb, 0, sizeof(hb));
+    const int64_t samples[] = {500, 3000, 3000, 2000000, 400000000};
+    for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
+        latency_record(&ev, samples[i]);
+    latency_record(&hb, 7000);
+    /* without histograms: the family is announced, no series */
+    const char *t = render(0);
+    ck_line(t, "# TYPE outboxd_commit_to_ack_seconds histogram");
+    ck_assert_ptr_null(strstr(t, "outboxd_commit_to_ack_seconds_bucket"));
+    m.commit_to_ack = &ev;
+    t = render(0);
+    ck_line(t, "outboxd_commit_to_ack_seconds_bucket{source=\"event\",le=\"0.001\"} 1");
+    ck_line(t, "outboxd_commit_to_ack_seconds_bucket{source=\"event\",le=\"0.0025\"} 1");
+    ck_line(t, "outboxd_commit_to_ack_seconds_bucket{source=\"event\",le=\"0.005\"} 3");
+    ck_line(t, "outboxd_commit_to_ack_seconds_bucket{source=\"event\",le=\"1\"} 3");
+    ck_line(t, "outboxd_commit_to_ack_seconds_bucket{source=\"event\",le=\"2.5\"} 4");
+    ck_line(t, "outboxd_commit_to_ack_seconds_bucket{source=\"event\",le=\"300\"} 4");
+    ck_line(t, "outboxd_commit_to_ack_seconds_bucket{source=\"event\",le=\"+Inf\"} 5");
+    ck_line(t, "outboxd_commit_to_ack_seconds_sum{source=\"event\"} 402.006500");
+    ck_line(t, "outboxd_commit_to_ack_seconds_count{source=\"event\"} 5");
+    ck_assert_ptr_null(strstr(t, "_count{source=\"heartbeat\""));
+    /* bucket counts never decrease */
+    uint64_t prev = 0;
+    int buckets = 0;
+    for (const char *p = strstr(t, "_bucket{source=\"event\""); p;
+         p = strstr(p + 1, "_bucket{source=\"event\"")) {
+        uint64_t v = strtoull(strchr(p, '}') + 2, NULL, 10);
+        ck_assert_uint_ge(v, prev);
+        prev = v;
+        buckets++;
+    }
+    ck_assert_int_eq(buckets, METRICS_LATENCY_BOUNDS + 1);
+    m.heartbeat_rtt = &hb;
+    t = render(0);
+    ck_line(t, "outboxd_commit_to_ack_seconds_bucket{source=\"heartbeat\",le=\"0.005\"} 0");
+    ck_line(t, "outboxd_commit_to_ack_seconds_bucket{source=\"heartbeat\",le=\"0.01\"} 1");
+    ck_line(t, "outboxd_commit_to_ack_seconds_count{source=\"heartbeat\"} 1");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
@@ -245,6 +290,7 @@ int main(void)
     tcase_add_test(tc, test_slot_and_lag);
     tcase_add_test(tc, test_wal_status_parse);
     tcase_add_test(tc, test_render_appends_and_grows);
+    tcase_add_test(tc, test_histogram);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

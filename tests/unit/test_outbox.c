@@ -10,20 +10,16 @@
 #include "decode.h"
 #include "lsn.h"
 #include "outbox.h"
+#include "relcache.h"
 
 /* ---- helpers: hand-built relations and rows ---- */
 
 static struct relation *rel_new(const char *nsp, const char *name,
                                 const char *const *cols, int ncols)
 {
-    struct relation *r = calloc(1, sizeof(*r));
+    /* relation_new(): each gets its own layout_id, as from a decoder. */
+    struct relation *r = relation_new(16384, nsp, name, 'd', ncols);
     ck_assert_ptr_nonnull(r);
-    r->relid = 16384;
-    r->nspname = strdup(nsp);
-    r->relname = strdup(name);
-    r->replident = 'd';
-    r->ncols = ncols;
-    r->cols = calloc((size_t)(ncols ? ncols : 1), sizeof(*r->cols));
     for (int i = 0; i < ncols; i++) {
         r->cols[i].name = strdup(cols[i]);
         r->cols[i].typid = 25; /* text */
@@ -33,15 +29,7 @@ static struct relation *rel_new(const char *nsp, const char *name,
     return r;
 }
 
-static void rel_free(struct relation *r)
-{
-    if (!r) return;
-    for (int i = 0; i < r->ncols; i++) free(r->cols[i].name);
-    free(r->cols);
-    free(r->nspname);
-    free(r->relname);
-    free(r);
-}
+static void rel_free(struct relation *r) { relation_free(r); }
 
 static struct col_value TXT(const char *s)
 {
@@ -531,6 +519,53 @@ START_TEST(test_build_column_order)
 }
 END_TEST
 
+/* The map caches column positions per relation layout: alternating two
+ * layouts of the outbox (an ALTER TABLE between transactions, a decoder
+ * restart) and a non-outbox table through one map must give each row its
+ * own columns, including when a new layout reuses the old one's memory. */
+START_TEST(test_build_layout_cache)
+{
+    static const char *const cols_b[] = {"payload", "event_id", "aggregate_id",
+                                         "aggregate_type", "event_type"};
+    struct relation *a = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct relation *b = rel_new("public", "outbox_events", cols_b, 5);
+    struct relation *other = rel_new("public", "orders", std_cols, NSTD);
+    struct col_value va[NSTD] = {TXT("ea"), TXT("TA"), TXT("ka"), TXT("7"),
+                                 TXT("Xa"), TXT("{\"a\":1}"), TXT("now")};
+    struct col_value vb[5] = {TXT("{\"b\":2}"), TXT("eb"), TXT("kb"), TXT("TB"), TXT("Xb")};
+    struct outbox_event ev;
+    for (int round = 0; round < 3; round++) {
+        ck_assert(outbox_is_table(&M, a));
+        ck_assert(!outbox_is_table(&M, other));
+        ck_assert_int_eq(outbox_event_build(&M, a, va, NSTD, 1, &ev, err, sizeof(err)), 0);
+        SLICE_EQ(ev.key, "ka");
+        SLICE_EQ(ev.event_id, "ea");
+        ck_assert_str_eq(ev.topic, "outbox.event.TA");
+        ck_assert_int_eq(ev.nheaders, 6); /* with aggregate_version */
+        ck_assert(outbox_is_table(&M, b));
+        ck_assert_int_eq(outbox_event_build(&M, b, vb, 5, 1, &ev, err, sizeof(err)), 0);
+        SLICE_EQ(ev.key, "kb");
+        SLICE_EQ(ev.value, "{\"b\":2}");
+        SLICE_EQ(ev.event_id, "eb");
+        ck_assert_str_eq(ev.topic, "outbox.event.TB");
+        ck_assert_int_eq(ev.nheaders, 5); /* b has no aggregate_version */
+    }
+    /* A new layout in (possibly) the same memory as the freed one. */
+    rel_free(b);
+    struct relation *c = rel_new("public", "outbox_events", cols_b, 5);
+    free(c->cols[2].name);
+    c->cols[2].name = strdup("aggregate_type"); /* swap two columns' roles */
+    free(c->cols[3].name);
+    c->cols[3].name = strdup("aggregate_id");
+    ck_assert_int_eq(outbox_event_build(&M, c, vb, 5, 1, &ev, err, sizeof(err)), 0);
+    SLICE_EQ(ev.key, "TB");
+    ck_assert_str_eq(ev.topic, "outbox.event.kb");
+    rel_free(a);
+    rel_free(c);
+    rel_free(other);
+}
+END_TEST
+
 START_TEST(test_build_custom_columns)
 {
     static const char *const custom[OC__COUNT] = {"id", "agg_type", "agg_id",
@@ -798,6 +833,7 @@ int main(void)
     tcase_add_test(tb, test_build_null_version);
     tcase_add_test(tb, test_build_no_version_column);
     tcase_add_test(tb, test_build_column_order);
+    tcase_add_test(tb, test_build_layout_cache);
     tcase_add_test(tb, test_build_custom_columns);
     tcase_add_test(tb, test_build_custom_missing_version_column);
     tcase_add_test(tb, test_build_null_required);

@@ -781,6 +781,40 @@ START_TEST(test_random_against_model)
 }
 END_TEST
 
+/* Commit times are kept per transaction until it is flushed; the newest
+ * flushed one is what replication lag is measured from. */
+START_TEST(test_commit_times)
+{
+    ck_assert_int_eq(tracker_flushed_commit_time(T), 0);
+    uint64_t a = tracker_begin(T, 0x2000);
+    tracker_set_commit_time(T, a, 111);
+    ck_assert_int_eq(tracker_event_sent(T, a), 0);
+    ck_assert_int_eq(tracker_commit(T, a, 0x2010), 0);
+    uint64_t b = tracker_begin(T, 0x3000);
+    tracker_set_commit_time(T, b, 222);
+    ck_assert_int_eq(tracker_event_sent(T, b), 0);
+    ck_assert_int_eq(tracker_commit(T, b, 0x3010), 0);
+    ck_assert_int_eq(tracker_commit_time(T, a), 111);
+    ck_assert_int_eq(tracker_commit_time(T, b), 222);
+    ck_assert_int_eq(tracker_commit_time(T, b + 1), 0); /* unknown */
+    /* b completes first: nothing flushed yet, a still blocks. */
+    ck_assert_int_eq(tracker_ack(T, b), 0);
+    ck_assert_int_eq(tracker_flushed_commit_time(T), 0);
+    ck_assert_int_eq(tracker_ack(T, a), 0);
+    ck_assert_int_eq(tracker_flushed_commit_time(T), 222);
+    ck_assert_int_eq(tracker_commit_time(T, a), 0); /* popped */
+    /* An aborted transaction reports no commit time. */
+    uint64_t c = tracker_begin(T, 0x4000);
+    tracker_set_commit_time(T, c, 333);
+    ck_assert_int_eq(tracker_event_sent(T, c), 0);
+    uint64_t d = tracker_begin(T, 0x5000); /* refused: c is open */
+    ck_assert_uint_eq(d, 0);
+    tracker_abort_open(T);
+    ck_assert_int_eq(tracker_commit_time(T, c), 0);
+    ck_assert_int_eq(tracker_flushed_commit_time(T), 222);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracker");
@@ -821,6 +855,7 @@ int main(void)
     tcase_add_test(tc, test_commit_backwards_after_flush);
     tcase_add_test(tc, test_pending_counters);
     tcase_add_test(tc, test_many_events_one_txn);
+    tcase_add_test(tc, test_commit_times);
     tcase_add_loop_test(tc, test_random_against_model, 0, 4);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);

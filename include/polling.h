@@ -1,0 +1,106 @@
+/*
+ * polling.h - the pure part of polling mode ([source] mode = polling): no
+ * I/O, so it is unit-tested without a server.
+ *
+ *  - durations as configured ("30s", "7d", "250ms", "0"/"off");
+ *  - the retry delay: exponential backoff with jitter;
+ *  - what a delivery outcome does to the row (SENT, back to PENDING,
+ *    QUARANTINED);
+ *  - the SQL text of every statement the polling relay runs, built once
+ *    from the configured table and column names (quoted here).
+ *
+ * The polling table is the outbox table of [outbox] table with the state
+ * columns of sql/outbox_polling.sql, whose names are fixed: seq, status,
+ * attempts, next_attempt_at, lease_owner, lease_generation, lease_until,
+ * sent_at, last_error.
+ */
+#ifndef OUTBOXD_POLLING_H
+#define OUTBOXD_POLLING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox.h"
+
+/* Parses a duration: a non-negative integer followed by one of ms, s, m,
+ * h, d ("7d", "30s", "250ms"), or "0" / "off" for zero. Returns 0 with the
+ * milliseconds in *ms, or -1 with a reason in err. */
+int polling_duration_parse(const char *s, int64_t *ms, char *err, size_t errlen);
+
+/* The delay before retry number attempts + 1, after attempts failed ones
+ * (attempts >= 1): base = min(max_ms, min_ms * 2^(attempts - 1)), then
+ * "equal jitter": base / 2 + (rnd % (base / 2 + 1)), so that relays
+ * retrying the same outage spread out, never below base / 2 nor above
+ * max_ms. rnd is any random number (the caller's). */
+int64_t polling_backoff_ms(int attempts, int64_t min_ms, int64_t max_ms, uint64_t rnd);
+
+/* What a delivery outcome does to the claimed row. */
+enum polling_action {
+    PA_SENT,       /* broker ACK: mark SENT */
+    PA_RETRY,      /* retriable or unknown: PENDING, attempts + 1, backoff */
+    PA_QUARANTINE, /* permanent, or the attempts are used up: QUARANTINED */
+};
+
+/* The action for a delivery with librdkafka error code kafka_err (0 =
+ * ACK) on a row that had failed attempts times before this try;
+ * permanent says whether the error is about the message itself (e.g.
+ * producer_err_is_poison()). A retriable failure that would make the
+ * attempts reach max_attempts quarantines instead. */
+enum polling_action polling_classify(int kafka_err, bool permanent, int attempts,
+                                     int max_attempts);
+
+/* "SENT", "RETRY", "QUARANTINE". */
+const char *polling_action_name(enum polling_action a);
+
+/* Quotes an SQL identifier: wraps it in double quotes, doubling any inside.
+ * Returns a malloc'd string (caller frees), NULL on out of memory. */
+char *polling_quote_ident(const char *name);
+
+/*
+ * The statements, with their parameters. T is the table, EID the event_id
+ * column, AGG the aggregate_id column, ETYPE the event_id column's type
+ * (format_type(), looked up at start).
+ *
+ * claim ($1 owner text, $2 lease ms bigint, $3 limit int): one statement,
+ *   hence one short transaction: up to $3 rows in seq order that are due -
+ *   PENDING with next_attempt_at <= now(), or CLAIMED with lease_until <=
+ *   now() (an expired lease) - and have no earlier row (smaller seq) of the
+ *   same aggregate that is not SENT, locked FOR UPDATE SKIP LOCKED, set to
+ *   CLAIMED with owner $1, lease_generation + 1 and lease_until =
+ *   next_attempt_at = now() + $2 ms; returns every column (t.*) in seq
+ *   order.
+ * sent ($1 ids ETYPE[], $2 generations bigint[], $3 owner): SENT, sent_at,
+ *   lease cleared, for rows still CLAIMED by owner $3 at that generation;
+ *   returns the event_ids it changed (text).
+ * fail ($1 ids, $2 generations, $3 owner, $4 new status text[] ('PENDING'
+ *   or 'QUARANTINED'), $5 retry delays ms bigint[], $6 errors text[] (NULL
+ *   keeps last_error), $7 attempt increments int[] (0 for a release that
+ *   was no attempt)): same condition; lease cleared; returns event_ids.
+ * retention ($1 age ms bigint, $2 limit int): deletes up to $2 SENT rows
+ *   whose sent_at is older than $1 ms (rows locked elsewhere are skipped);
+ *   one small transaction per call.
+ * requeue ($1 ids ETYPE[]): QUARANTINED -> PENDING, attempts 0, due now,
+ *   lease cleared; returns the event_ids it changed.
+ * states ($1 ids ETYPE[]): event_id, status of those rows (for messages).
+ */
+struct polling_sql {
+    char *claim;
+    char *sent;
+    char *fail;
+    char *retention;
+    char *requeue;
+    char *states;
+};
+
+/* Builds every statement for map's table and columns; etype is the event_id
+ * column's type as format_type() prints it (trusted text from the server).
+ * Returns 0, or -1 with a reason in err. Free with polling_sql_free(). */
+int polling_sql_build(struct polling_sql *q, const struct outbox_map *map,
+                      const char *etype, char *err, size_t errlen);
+void polling_sql_free(struct polling_sql *q);
+
+/* The state columns the polling table must have, NULL-terminated. */
+extern const char *const polling_state_columns[];
+
+#endif

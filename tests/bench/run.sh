@@ -1,0 +1,413 @@
+#!/usr/bin/env bash
+# tests/bench/run.sh - outboxd against the physical limit of logical decoding.
+#
+# The limit on a machine is how fast the walsender decodes a slot:
+# pg_recvlogical writing the same stream to /dev/null does nothing beyond
+# that. This script measures outboxd against it in one run, on a
+# throw-away PostgreSQL 15 and the mock Kafka cluster (tests/e2e/lib.sh):
+#
+#  1. drain: per pair, two slots (one for pg_recvlogical, one for outboxd)
+#     are created, THEN N outbox events are loaded (uuid event_id, 1,000
+#     aggregate_ids, ~300-byte jsonb payload; half the events in 1-event
+#     transactions, half in 10-event ones), so both slots decode identical
+#     WAL. pg_recvlogical --endpos and outboxd (until its slot's
+#     confirmed_flush_lsn reaches the same end LSN: every event ACKed,
+#     acks=all, idempotence on) are timed one after the other, the order
+#     alternating between pairs; each pair gets a fresh backlog.
+#  2. steady state: pgbench commits outbox events at a fixed rate for a
+#     fixed time while outboxd streams them; outboxd logs the commit-to-ACK
+#     latency of every event at stop (p50/p99/max, src/latency.c) and its
+#     CPU time (user+sys from /proc, all threads) is taken per 1,000 events.
+#  3. memory: outboxd's peak RSS (VmHWM) in the drain, in steady state and
+#     while relaying one transaction of BIG_TXN events.
+#  4. every figure goes to a JSON file; a short table is printed.
+#
+# Usage: tests/bench/run.sh [--events N] [--pairs K] [--rate EV_PER_S]
+#            [--seconds S] [--big-txn N] [--plugin pgoutput|wal2json]
+#            [--out FILE] [--smoke]
+#   --smoke: 20,000 events, 1 pair, 5 s at 1,000 events/s, a 20,000-event
+#            transaction: proves the benchmark works (CI), measures nothing.
+# Defaults: 500,000 events, 3 pairs, 5,000 events/s for 30 s, a
+# 500,000-event transaction, pgoutput, JSON to build/bench-<plugin>.json.
+# Environment: OUTBOXD_BUILD_DIR (default build/), as for the e2e tests;
+# BENCH_KAFKA_EXTRA: lines added to outboxd's [kafka] section (to try
+# producer settings, e.g. $'linger.ms = 1'); BENCH_WRAPPER: a command
+# outboxd runs under (e.g. "valgrind --tool=callgrind"; figures then
+# describe the tool, not outboxd); BENCH_LOG_LEVEL (info).
+#
+# The script fails (exit 1) when outboxd does not deliver every event it
+# should (its produced/ACKed counts against the rows loaded), so a fast
+# number can never come from dropped events.
+
+set -Eeuo pipefail
+
+EVENTS=500000 PAIRS=3 RATE=5000 SECONDS_STEADY=30 BIG_TXN=500000 PLUGIN=pgoutput
+OUT= SMOKE=0
+while [[ $# -gt 0 ]]; do
+    case $1 in
+    --events) EVENTS=$2; shift 2 ;;
+    --pairs) PAIRS=$2; shift 2 ;;
+    --rate) RATE=$2; shift 2 ;;
+    --seconds) SECONDS_STEADY=$2; shift 2 ;;
+    --big-txn) BIG_TXN=$2; shift 2 ;;
+    --plugin) PLUGIN=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --smoke) SMOKE=1 EVENTS=20000 PAIRS=1 RATE=1000 SECONDS_STEADY=5 BIG_TXN=20000; shift ;;
+    -h | --help) sed -n '2,37p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+for v in EVENTS PAIRS RATE SECONDS_STEADY BIG_TXN; do
+    [[ ${!v} =~ ^[0-9]+$ ]] || { echo "run.sh: $v must be a number, got '${!v}'" >&2; exit 2; }
+done
+[[ $PLUGIN == pgoutput || $PLUGIN == wal2json ]] ||
+    { echo "run.sh: --plugin must be pgoutput or wal2json" >&2; exit 2; }
+
+export OUTBOXD_TEST_PLUGIN=$PLUGIN
+# The whole benchmark is one "test" for lib.sh's watchdog.
+export E2E_TIMEOUT=${E2E_TIMEOUT:-5400}
+# shellcheck source=../e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+: "${OUT:=$OUTBOXD_BUILD_DIR/bench-$PLUGIN.json}"
+
+e2e_init bench
+CLK_TCK=$(getconf CLK_TCK)
+RESULTS=$T/results.jsonl # one JSON object per measurement
+: >"$RESULTS"
+
+now_s() { date +%s.%N; }
+# record KEY=JSON...: appends one object to the results.
+record() {
+    local args=() kv
+    for kv in "$@"; do args+=(--argjson "${kv%%=*}" "${kv#*=}"); done
+    jq -cn "${args[@]}" '$ARGS.named' >>"$RESULTS"
+}
+# cpu_ticks PID: user+sys of every thread, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# peak_rss_kb PID: the high-water mark of the resident set.
+peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
+
+# ---------------------------------------------------------------- schema
+
+pg_start
+psql_q "ALTER SYSTEM SET max_wal_size = '8GB'" >/dev/null
+psql_q "SELECT pg_reload_conf()" >/dev/null
+psql_q <<'SQL'
+-- A realistic payload: about 300 bytes of jsonb.
+CREATE FUNCTION bench_payload(n bigint) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object(
+        'order_id', n,
+        'customer', md5(n::text),
+        'sku', upper(substr(md5((n + 1)::text), 1, 12)),
+        'quantity', 1 + n % 7,
+        'unit_price_cents', 100 + (n * 37) % 90000,
+        'currency', 'EUR',
+        'shipping', jsonb_build_object('street', md5((n + 2)::text),
+                                       'city', substr(md5((n + 3)::text), 1, 10),
+                                       'zip', lpad((n % 100000)::text, 5, '0')),
+        'note', md5((n + 4)::text) || md5((n + 5)::text))
+$$;
+-- n events from base: a 10-event transaction, then ten 1-event ones
+-- (half the events each), committing as it goes; aggregate ids spread over
+-- 1,000 values.
+CREATE PROCEDURE bench_load(n bigint, base bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    i bigint := 0;
+    batch int;
+BEGIN
+    WHILE i < n LOOP
+        batch := CASE WHEN i % 20 = 0 THEN 10 ELSE 1 END;
+        IF batch > n - i THEN batch := n - i; END IF;
+        INSERT INTO public.outbox_events
+               (event_id, aggregate_type, aggregate_id, event_type, payload)
+        SELECT gen_random_uuid(), 'Order', 'order-' || ((base + i + g) * 7919 % 1000),
+               'OrderPlaced', bench_payload(base + i + g)
+          FROM generate_series(0, batch - 1) AS g;
+        COMMIT;
+        i := i + batch;
+    END LOOP;
+END
+$$;
+-- One transaction of n events.
+CREATE PROCEDURE bench_load_one_txn(n bigint, base bigint) LANGUAGE sql AS $$
+    INSERT INTO public.outbox_events
+           (event_id, aggregate_type, aggregate_id, event_type, payload)
+    SELECT gen_random_uuid(), 'Order', 'order-' || ((base + g) * 7919 % 1000),
+           'OrderPlaced', bench_payload(base + g)
+      FROM generate_series(0, n - 1) AS g;
+$$;
+SQL
+PAYLOAD_BYTES=$(psql_q "SELECT octet_length(bench_payload(123456)::text)")
+info "payload: $PAYLOAD_BYTES bytes of jsonb text"
+broker_start
+# The topic exists before the first event, as in production (auto-creating
+# it would put the creation's delay into the first events' latency).
+broker_cmd "create outbox.event.Order 4"
+
+# ---------------------------------------------------------------- helpers
+
+# outboxd_conf SLOT FILE: an outboxd configuration for SLOT (info logging:
+# the benchmark measures the relay, not its debug output).
+outboxd_conf() {
+    cat >"$2" <<EOF
+[postgres]
+conninfo = $PG_CONNINFO
+slot = $1
+publication = outboxd_pub
+plugin = $PLUGIN
+create_slot = false
+
+[kafka]
+bootstrap.servers = $KAFKA_BOOTSTRAP
+${BENCH_KAFKA_EXTRA:-}
+
+[offsets]
+file = $T/$1.offset
+
+[log]
+level = ${BENCH_LOG_LEVEL:-info}
+
+[http]
+listen = 127.0.0.1:0
+EOF
+}
+
+create_slot() {
+    psql_q "SELECT 1 FROM pg_create_logical_replication_slot('$1', '$PLUGIN')" >/dev/null
+}
+drop_slot() { psql_q "SELECT pg_drop_replication_slot('$1')" >/dev/null; }
+
+# recvlogical_opts: the same plugin options outboxd asks for (src/stream.c).
+recvlogical_opts() {
+    if [[ $PLUGIN == pgoutput ]]; then
+        echo "-o proto_version=1 -o publication_names=outboxd_pub"
+    else
+        echo "-o format-version=2 -o include-transaction=true -o include-lsn=true" \
+            "-o include-timestamp=true -o add-tables=public.outbox_events -o actions=insert"
+    fi
+}
+
+# run_recvlogical SLOT END_LSN: times pg_recvlogical from start to --endpos;
+# sets SECS and RL_CPU_S.
+run_recvlogical() {
+    local slot=$1 end=$2 tf=$T/time.$1
+    # shellcheck disable=SC2046
+    { TIMEFORMAT='%3R %3U %3S'; time "$PG_BINDIR/pg_recvlogical" -d "$PG_CONNINFO" \
+        -S "$slot" --start -E "$end" --no-loop -f /dev/null $(recvlogical_opts) \
+        2>"$T/recvlogical.$slot.log"; } 2>"$tf" ||
+        fail "pg_recvlogical failed: $(cat "$T/recvlogical.$slot.log")"
+    read -r SECS u s <"$tf"
+    RL_CPU_S=$(echo "$u + $s" | bc -l)
+}
+
+# wait_slot_at SLOT LSN: blocks (server-side, polling shared memory every
+# 5 ms) until SLOT's confirmed_flush_lsn >= LSN; prints the server's clock
+# (epoch seconds) at that moment. Run it before starting the consumer.
+wait_slot_at() {
+    psql -XAtq -v ON_ERROR_STOP=1 <<SQL
+DO \$\$
+DECLARE deadline timestamptz := clock_timestamp() + interval '1800 s';
+BEGIN
+    LOOP
+        EXIT WHEN (SELECT confirmed_flush_lsn >= '$2'::pg_lsn
+                     FROM pg_replication_slots WHERE slot_name = '$1');
+        IF clock_timestamp() > deadline THEN
+            RAISE EXCEPTION 'slot $1 did not reach $2 within 1800 s';
+        END IF;
+        PERFORM pg_sleep(0.005);
+    END LOOP;
+END
+\$\$;
+SELECT extract(epoch FROM clock_timestamp());
+SQL
+}
+
+# start_relay SLOT: starts outboxd on SLOT in the background; sets RELAY_PID.
+start_relay() {
+    outboxd_conf "$1" "$T/$1.ini"
+    # shellcheck disable=SC2086
+    ${BENCH_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/$1.ini" >"$T/outboxd.$1.log" 2>&1 </dev/null &
+    RELAY_PID=$!
+    E2E_BG_PIDS+=("$RELAY_PID")
+}
+
+# stop_relay SLOT: SIGTERM, expects exit 0; checks that it produced and had
+# ACKed exactly EXPECT events; sets LAT_* from its latency line (if any).
+stop_relay() {
+    local slot=$1 rc=0 line
+    kill -TERM "$RELAY_PID"
+    wait "$RELAY_PID" || rc=$?
+    [[ $rc -eq 0 ]] || fail "outboxd on $slot exited with $rc: $(tail -5 "$T/outboxd.$slot.log")"
+    line=$(grep -o 'produced [0-9]* events, [0-9]* ACKed' "$T/outboxd.$slot.log" | tail -1)
+    [[ "$line" == "produced $EXPECT events, $EXPECT ACKed" ]] ||
+        fail "outboxd on $slot: '$line', expected $EXPECT events produced and ACKed"
+    LAT_P50= LAT_P99= LAT_MAX= LAT_N=
+    line=$(grep -o 'latency over [0-9]* events: p50 [0-9]* us, p99 [0-9]* us, max [0-9]* us' \
+        "$T/outboxd.$slot.log" | tail -1 || true)
+    if [[ -n "$line" ]]; then
+        read -r LAT_N LAT_P50 LAT_P99 LAT_MAX < <(echo "$line" |
+            sed -E 's/latency over ([0-9]+) events: p50 ([0-9]+) us, p99 ([0-9]+) us, max ([0-9]+) us/\1 \2 \3 \4/')
+    fi
+}
+
+# run_outboxd SLOT END_LSN: times outboxd from start until its slot has
+# confirmed END_LSN; sets SECS, OB_CPU_S, OB_RSS_KB.
+run_outboxd() {
+    local slot=$1 end=$2 t0 t1 waiter ticks
+    wait_slot_at "$slot" "$end" >"$T/done.$slot" 2>&1 &
+    waiter=$!
+    sleep 0.3 # the waiter is connected and polling before the clock starts
+    t0=$(now_s)
+    start_relay "$slot"
+    wait "$waiter" || fail "waiting for slot $slot: $(cat "$T/done.$slot")"
+    t1=$(cat "$T/done.$slot")
+    ticks=$(cpu_ticks "$RELAY_PID")
+    OB_RSS_KB=$(peak_rss_kb "$RELAY_PID")
+    stop_relay "$slot"
+    SECS=$(echo "$t1 - $t0" | bc -l)
+    OB_CPU_S=$(echo "$ticks / $CLK_TCK" | bc -l)
+}
+
+# load_backlog N BASE [one]: loads N events; prints the end LSN.
+load_backlog() {
+    if [[ ${3:-} == one ]]; then
+        psql_q "CALL bench_load_one_txn($1, $2)" >/dev/null
+    else
+        psql_q "CALL bench_load($1, $2)" >/dev/null
+    fi
+    psql_q "SELECT pg_current_wal_lsn()"
+}
+
+# ---------------------------------------------------------------- 1. drain
+
+BASE=0
+for ((pair = 1; pair <= PAIRS; pair++)); do
+    step "drain pair $pair/$PAIRS: $EVENTS events"
+    psql_q "TRUNCATE public.outbox_events" >/dev/null
+    create_slot "bench_rl_$pair"
+    create_slot "bench_ob_$pair"
+    t0=$(now_s)
+    END_LSN=$(load_backlog "$EVENTS" "$BASE")
+    LOAD_S=$(echo "$(now_s) - $t0" | bc -l)
+    BASE=$((BASE + EVENTS))
+    EXPECT=$EVENTS
+    info "loaded in ${LOAD_S%???????}s, end LSN $END_LSN"
+    # Alternate which goes first: page cache and WAL files warm up for the
+    # second, and that must not always favour the same one.
+    if ((pair % 2 == 1)); then order="rl ob"; else order="ob rl"; fi
+    for who in $order; do
+        if [[ $who == rl ]]; then
+            run_recvlogical "bench_rl_$pair" "$END_LSN"
+            RL_S=$SECS RL_CPU=$RL_CPU_S
+            info "pg_recvlogical: ${RL_S}s, $(echo "$EVENTS / $RL_S" | bc) events/s"
+        else
+            run_outboxd "bench_ob_$pair" "$END_LSN"
+            OB_S=$SECS OB_CPU=$OB_CPU_S OB_RSS=$OB_RSS_KB
+            info "outboxd: ${OB_S}s, $(echo "$EVENTS / $OB_S" | bc) events/s," \
+                "cpu ${OB_CPU}s, peak RSS ${OB_RSS} kB"
+        fi
+    done
+    drop_slot "bench_rl_$pair"
+    drop_slot "bench_ob_$pair"
+    record kind='"drain"' pair="$pair" events="$EVENTS" first="\"${order%% *}\"" \
+        recvlogical_s="$RL_S" outboxd_s="$OB_S" \
+        recvlogical_cpu_s="$RL_CPU" outboxd_cpu_s="$OB_CPU" outboxd_peak_rss_kb="$OB_RSS"
+done
+
+# ---------------------------------------------------------------- 2. steady
+
+step "steady state: $RATE events/s for ${SECONDS_STEADY}s"
+psql_q "TRUNCATE public.outbox_events" >/dev/null
+create_slot bench_steady
+cat >"$T/one.sql" <<'EOF'
+\set n random(1, 1000000000)
+INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
+VALUES (gen_random_uuid(), 'Order', 'order-' || (:n % 1000), 'OrderPlaced', bench_payload(:n));
+EOF
+cat >"$T/ten.sql" <<'EOF'
+\set n random(1, 1000000000)
+INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
+SELECT gen_random_uuid(), 'Order', 'order-' || ((:n + g) % 1000), 'OrderPlaced',
+       bench_payload(:n + g)
+  FROM generate_series(0, 9) AS g;
+EOF
+# Weights 10:1 put half the events in each script: 20 events per 11
+# transactions, so RATE events/s is RATE * 11 / 20 transactions/s.
+TPS=$(((RATE * 11 + 19) / 20))
+start_relay bench_steady
+for ((i = 0; i < 100; i++)); do
+    [[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = 'bench_steady'")" == t ]] && break
+    sleep 0.1
+done
+sleep 1
+CPU0=$(cpu_ticks "$RELAY_PID")
+"$PG_BINDIR/pgbench" -n -c 4 -j 2 -R "$TPS" -T "$SECONDS_STEADY" \
+    -f "$T/one.sql@10" -f "$T/ten.sql@1" >"$T/pgbench.log" 2>&1 ||
+    fail "pgbench failed: $(tail -5 "$T/pgbench.log")"
+STEADY_EVENTS=$(psql_q "SELECT count(*) FROM public.outbox_events")
+wait_slot_at bench_steady "$(psql_q "SELECT pg_current_wal_lsn()")" >/dev/null
+CPU1=$(cpu_ticks "$RELAY_PID")
+STEADY_RSS=$(peak_rss_kb "$RELAY_PID")
+EXPECT=$STEADY_EVENTS
+stop_relay bench_steady
+drop_slot bench_steady
+[[ "$LAT_N" == "$STEADY_EVENTS" ]] ||
+    fail "latency line covers '$LAT_N' events, expected $STEADY_EVENTS"
+STEADY_CPU_S=$(echo "($CPU1 - $CPU0) / $CLK_TCK" | bc -l)
+ACHIEVED=$(echo "$STEADY_EVENTS / $SECONDS_STEADY" | bc -l)
+LATE=$(grep -oE 'number of transactions above the [^:]*: [0-9]+' "$T/pgbench.log" || true)
+info "steady: $STEADY_EVENTS events (${ACHIEVED%.*}/s), p50 ${LAT_P50}us p99 ${LAT_P99}us" \
+    "max ${LAT_MAX}us, cpu ${STEADY_CPU_S}s, peak RSS ${STEADY_RSS} kB"
+record kind='"steady"' target_rate="$RATE" seconds="$SECONDS_STEADY" events="$STEADY_EVENTS" \
+    achieved_rate="$ACHIEVED" p50_us="$LAT_P50" p99_us="$LAT_P99" max_us="$LAT_MAX" \
+    outboxd_cpu_s="$STEADY_CPU_S" outboxd_peak_rss_kb="$STEADY_RSS"
+
+# ---------------------------------------------------------------- 3. one big txn
+
+if ((BIG_TXN > 0)); then
+    step "one transaction of $BIG_TXN events"
+    psql_q "TRUNCATE public.outbox_events" >/dev/null
+    create_slot bench_big
+    END_LSN=$(load_backlog "$BIG_TXN" 0 one)
+    EXPECT=$BIG_TXN
+    run_outboxd bench_big "$END_LSN"
+    drop_slot bench_big
+    info "big transaction: ${SECS}s, cpu ${OB_CPU_S}s, peak RSS ${OB_RSS_KB} kB"
+    record kind='"big_txn"' events="$BIG_TXN" outboxd_s="$SECS" outboxd_cpu_s="$OB_CPU_S" \
+        outboxd_peak_rss_kb="$OB_RSS_KB"
+fi
+
+# ---------------------------------------------------------------- report
+
+jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
+    --arg host "$(uname -n)" --argjson cores "$(nproc)" --arg smoke "$SMOKE" '
+  def median: sort | if length == 0 then null
+                     elif length % 2 == 1 then .[length / 2 | floor]
+                     else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  (map(select(.kind == "drain")) | map(. + {
+      recvlogical_events_per_s: (.events / .recvlogical_s),
+      outboxd_events_per_s: (.events / .outboxd_s),
+      ratio: (.recvlogical_s / .outboxd_s),
+      outboxd_cpu_us_per_event: (.outboxd_cpu_s * 1e6 / .events)})) as $drain
+  | {plugin: $plugin, smoke: ($smoke == "1"), cores: $cores, host: $host,
+     payload_bytes: $payload,
+     drain: {pairs: $drain,
+             median_ratio: ($drain | map(.ratio) | median),
+             median_outboxd_events_per_s: ($drain | map(.outboxd_events_per_s) | median),
+             median_recvlogical_events_per_s: ($drain | map(.recvlogical_events_per_s) | median),
+             median_outboxd_cpu_us_per_event: ($drain | map(.outboxd_cpu_us_per_event) | median),
+             peak_rss_kb: ($drain | map(.outboxd_peak_rss_kb) | max)},
+     steady: (map(select(.kind == "steady"))[0] | . + {
+             outboxd_cpu_ms_per_1000_events: (.outboxd_cpu_s * 1e6 / .events)}),
+     big_txn: (map(select(.kind == "big_txn"))[0])}' "$RESULTS" >"$OUT"
+
+jq -r '
+  "plugin \(.plugin)  payload \(.payload_bytes) B  cores \(.cores)\(if .smoke then "  (SMOKE: sizes too small to mean anything)" else "" end)",
+  "drain pair  events   pg_recvlogical ev/s   outboxd ev/s   ratio   outboxd cpu us/ev   peak RSS kB",
+  (.drain.pairs[] | "  \(.pair) (\(.first) first)  \(.events)   \(.recvlogical_events_per_s | floor)   \(.outboxd_events_per_s | floor)   \(.ratio * 1000 | round / 1000)   \(.outboxd_cpu_us_per_event * 100 | round / 100)   \(.outboxd_peak_rss_kb)"),
+  (if .drain.median_ratio then "  median ratio \(.drain.median_ratio * 1000 | round / 1000), median cpu \(.drain.median_outboxd_cpu_us_per_event * 100 | round / 100) us/event" else empty end),
+  "steady \(.steady.achieved_rate | floor) ev/s for \(.steady.seconds)s: commit-to-ACK p50 \(.steady.p50_us / 1000) ms, p99 \(.steady.p99_us / 1000) ms, max \(.steady.max_us / 1000) ms; cpu \(.steady.outboxd_cpu_ms_per_1000_events * 100 | round / 100) ms per 1000 events; peak RSS \(.steady.outboxd_peak_rss_kb) kB",
+  (if .big_txn then "one transaction of \(.big_txn.events) events: \(.big_txn.outboxd_s * 100 | round / 100)s, peak RSS \(.big_txn.outboxd_peak_rss_kb) kB" else empty end)
+' "$OUT"
+info "figures written to $OUT"
+e2e_pass
