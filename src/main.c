@@ -177,6 +177,8 @@ int main(int argc, char **argv)
 
     log_set_level((enum log_level)cfg.log_level);
     log_set_format((enum log_format)cfg.log_format);
+    bool daemon = !check && !verify && !requeue;
+    if (daemon && cfg.source_mode != SOURCE_POLLING) log_set_context("slot", cfg.pg_slot);
     warn_unmatched_env();
     if (check) {
         code = check_run(&cfg, false, config_only ? CHECK_SCOPE_CONFIG : CHECK_SCOPE_ALL);
@@ -195,7 +197,6 @@ int main(int argc, char **argv)
         return code;
     }
     install_signals();
-    if (cfg.source_mode != SOURCE_POLLING) log_set_context("slot", cfg.pg_slot);
     log_info("outboxd %s starting (%s mode)", OUTBOXD_VERSION,
              cfg.source_mode == SOURCE_POLLING ? "polling" : "logical");
     code = cfg.source_mode == SOURCE_POLLING ? poll_relay_run(&cfg, &stop_requested)
