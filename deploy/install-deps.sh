@@ -10,10 +10,17 @@ PACKAGES=(
     libpq-dev librdkafka-dev libjansson-dev libinih-dev libmicrohttpd-dev
     # tests
     check valgrind kcat jq procps util-linux iproute2 curl
-    # promtool (tests/e2e/observability.sh validates /metrics with it)
+    # promtool (tests/e2e/observability.sh validates /metrics with it;
+    # tests/e2e/deploy_files.sh checks and tests the alert rules)
     prometheus
     # the benchmark (tests/bench/run.sh): arithmetic on timings
     bc
+    # the container image (tests/e2e/container.sh builds deploy/Dockerfile
+    # and runs it with podman on a base image made with debootstrap)
+    podman buildah runc debootstrap
+    # deploy/ files (tests/e2e/deploy_files.sh): docker-compose config,
+    # YAML via Debian's python3, systemd-analyze verify/security
+    docker-compose python3-yaml systemd
     # fuzzing the decoders (tests/fuzz/run.sh): clang with libFuzzer
     clang-14 libclang-rt-14-dev
     # the test database

@@ -50,6 +50,11 @@ enum check_scope {
      * to the daemon (it retries transient failures and reports fatal ones
      * itself), so nothing is reported then; type warnings do not stop it. */
     CHECK_SCOPE_STARTUP,
+    /* `outboxd check --config-only`: the configuration line alone (keys,
+     * values, [outbox] table and topic, [kafka] properties through
+     * librdkafka); no connection is made. For deployment files checked
+     * where neither Postgres nor the broker is reachable. */
+    CHECK_SCOPE_CONFIG,
 };
 
 /*

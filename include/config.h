@@ -98,6 +98,14 @@ int config_load_file(struct config *c, const char *path, char *err,
 int config_load_env(struct config *c, char *const *envp, char *err,
                     size_t errlen);
 
+/* The OUTBOXD_* variables of envp whose name matches no section (a
+ * misspelt section, or another program's variable such as a script's
+ * OUTBOXD_BUILD_DIR): config_load_env() skips them, and the caller warns
+ * with msg, "ignoring environment variable NAME[, NAME...]: no section
+ * matches (...)" (names only, never values; truncated to msglen). Returns
+ * how many; msg is empty for none. Pure. */
+int config_env_unmatched(char *const *envp, char *msg, size_t msglen);
+
 /* Applies one "section.key=value" (from --set). Returns 0 or -1. */
 int config_apply_set(struct config *c, const char *assignment, char *err,
                      size_t errlen);

@@ -400,7 +400,11 @@ static void check_config(struct ck *k)
     bool kafka_ok = true;
     /* The daemon's own defaults first, validated with [kafka] as it uses them. */
     kafka_conf_producer_defaults(conf, c, err, sizeof(err));
-    for (size_t i = 0; i < c->nkafka; i++)
+    for (size_t i = 0; i < c->nkafka; i++) {
+        /* --config-only contacts nothing: without bootstrap.servers the
+         * handle below validates the properties but resolves no broker. */
+        if (k->scope == CHECK_SCOPE_CONFIG && !strcmp(c->kafka[i].key, "bootstrap.servers"))
+            continue;
         if (kafka_conf_set(conf, c->kafka[i].key, c->kafka[i].value, err, sizeof(err)) !=
             0) {
             kafka_ok = false;
@@ -409,6 +413,7 @@ static void check_config(struct ck *k)
                 "correct or remove it ([kafka] takes librdkafka's properties as they are)",
                 "%s", err);
         }
+    }
     if (kafka_ok) {
         char reason[512];
         kafka_conf_route_logs(conf);
@@ -1645,6 +1650,8 @@ int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
             check_table(&k);
             check_publication(&k);
         }
+    } else if (scope == CHECK_SCOPE_CONFIG) {
+        check_config(&k);
     } else if (cfg->source_mode == SOURCE_POLLING) {
         check_config(&k);
         check_connection(&k);

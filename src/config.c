@@ -236,6 +236,18 @@ const char *config_kafka_get(const struct config *c, const char *key)
     return NULL;
 }
 
+/* The known sections, comma-separated, into out (truncated to outlen). */
+static void known_section_list(char *out, size_t outlen)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++) {
+        int w = snprintf(out + used, outlen - used, "%s%s", i ? ", " : "", known_sections[i]);
+        if (w < 0 || (size_t)w >= outlen - used) return;
+        used += (size_t)w;
+    }
+}
+
 static bool section_known(const char *section)
 {
     for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++)
@@ -463,6 +475,18 @@ static const char *env_lookup(char *const *envp, const char *name)
     return NULL;
 }
 
+/* True when the variable e (NAME=value) starts with OUTBOXD_<SECTION>_ of a
+ * known section. */
+static bool env_in_section(const char *e)
+{
+    char name[128];
+    for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++) {
+        env_name(known_sections[i], "", name, sizeof(name));
+        if (strncmp(e, name, strlen(name)) == 0) return true;
+    }
+    return false;
+}
+
 int config_load_env(struct config *c, char *const *envp, char *err, size_t errlen)
 {
     char name[128];
@@ -472,22 +496,22 @@ int config_load_env(struct config *c, char *const *envp, char *err, size_t errle
         if (v && config_set(c, key_defs[i].section, key_defs[i].key, v, err, errlen) != 0)
             return -1;
     }
-    /* A misspelt variable for a known section must not be ignored. */
+    /* A misspelt key of a known section is an error. A variable that
+     * matches no section may belong to something else (a wrapper script's
+     * OUTBOXD_BUILD_DIR): it is skipped here, and the caller names it in a
+     * warning (config_env_unmatched). */
     for (char *const *e = envp; e && *e; e++) {
         if (strncmp(*e, "OUTBOXD_", 8) != 0 || strncmp(*e, "OUTBOXD_KAFKA_", 14) == 0)
             continue;
         const char *eq = strchr(*e, '=');
         size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
-        bool in_section = false, known = false;
-        for (size_t i = 0; i < sizeof(known_sections) / sizeof(known_sections[0]); i++) {
-            env_name(known_sections[i], "", name, sizeof(name));
-            if (strncmp(*e, name, strlen(name)) == 0) in_section = true;
-        }
-        for (size_t i = 0; i < NKEYS && in_section; i++) {
+        if (!env_in_section(*e)) continue;
+        bool known = false;
+        for (size_t i = 0; i < NKEYS; i++) {
             env_name(key_defs[i].section, key_defs[i].key, name, sizeof(name));
             if (strlen(name) == n && strncmp(*e, name, n) == 0) known = true;
         }
-        if (in_section && !known) {
+        if (!known) {
             snprintf(err, errlen, "environment variable %.*s is not a known key", (int)n, *e);
             return -1;
         }
@@ -507,6 +531,31 @@ int config_load_env(struct config *c, char *const *envp, char *err, size_t errle
         if (config_set(c, "kafka", name, eq + 1, err, errlen) != 0) return -1;
     }
     return 0;
+}
+
+int config_env_unmatched(char *const *envp, char *msg, size_t msglen)
+{
+    int count = 0;
+    size_t used = 0;
+    int w = snprintf(msg, msglen, "ignoring environment variable");
+    used = w < 0 ? 0 : (size_t)w < msglen ? (size_t)w : msglen - 1;
+    for (; envp && *envp; envp++) {
+        if (strncmp(*envp, "OUTBOXD_", 8) != 0 || env_in_section(*envp)) continue;
+        const char *eq = strchr(*envp, '=');
+        int n = (int)(eq ? (size_t)(eq - *envp) : strlen(*envp));
+        w = snprintf(msg + used, msglen - used, "%s%.*s", count ? ", " : " ", n, *envp);
+        if (w > 0) used += (size_t)w < msglen - used ? (size_t)w : msglen - used - 1;
+        count++;
+    }
+    if (count) {
+        char list[256];
+        known_section_list(list, sizeof(list));
+        snprintf(msg + used, msglen - used,
+                 ": no section matches (OUTBOXD_<SECTION>_<KEY>, sections: %s)", list);
+    } else {
+        msg[0] = '\0';
+    }
+    return count;
 }
 
 int config_apply_set(struct config *c, const char *assignment, char *err, size_t errlen)

@@ -34,7 +34,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: outboxd -c FILE [--set section.key=value ...]\n"
             "       outboxd verify -c FILE [--set ...] [--since TIMESTAMP] [--json]\n"
-            "       outboxd check -c FILE [--set ...]\n"
+            "       outboxd check -c FILE [--set ...] [--config-only]\n"
             "       outboxd requeue -c FILE [--set ...] EVENT_ID...\n"
             "       outboxd --help | --version\n"
             "\n"
@@ -54,7 +54,8 @@ static void usage(FILE *out)
             "check validates the configuration, Postgres (connection, wal_level, slots,\n"
             "role, outbox table, publication, plugin, slot) and Kafka (broker, topics)\n"
             "before streaming, one line per check (ok, warn, FAIL with the fix, skip);\n"
-            "it exits 0 when nothing failed, 1 otherwise.\n"
+            "it exits 0 when nothing failed, 1 otherwise. --config-only checks the\n"
+            "configuration alone and connects to nothing.\n"
             "\n"
             "requeue ([source] mode = polling) puts QUARANTINED events back to PENDING\n"
             "with their attempts reset; it exits 0 when every one was requeued.\n"
@@ -63,6 +64,14 @@ static void usage(FILE *out)
             "Precedence: --set > environment > file > default.\n"
             "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 fatal error, 2 bad usage or "
             "configuration.\n");
+}
+
+/* Names the OUTBOXD_* variables that set nothing (see config_env_unmatched),
+ * once the log format is known. */
+static void warn_unmatched_env(void)
+{
+    char msg[1024];
+    if (config_env_unmatched(environ, msg, sizeof(msg)) > 0) log_warn("%s", msg);
 }
 
 static void install_signals(void)
@@ -106,6 +115,7 @@ int main(int argc, char **argv)
     bool verify = argc > 1 && !strcmp(argv[1], "verify");
     struct verify_options vopt = {.since = NULL, .json = false, .timeout_ms = 60000};
     bool check = argc > 1 && !strcmp(argv[1], "check");
+    bool config_only = false;
     bool requeue = argc > 1 && !strcmp(argv[1], "requeue");
     char **ids = NULL;
     int nids = 0;
@@ -124,6 +134,8 @@ int main(int argc, char **argv)
             vopt.since = argv[++i];
         } else if (verify && !strcmp(argv[i], "--json")) {
             vopt.json = true;
+        } else if (check && !strcmp(argv[i], "--config-only")) {
+            config_only = true;
         } else if (requeue && argv[i][0] != '-') {
             ids[nids++] = argv[i];
         } else {
@@ -165,8 +177,11 @@ int main(int argc, char **argv)
 
     log_set_level((enum log_level)cfg.log_level);
     log_set_format((enum log_format)cfg.log_format);
+    bool daemon = !check && !verify && !requeue;
+    if (daemon && cfg.source_mode != SOURCE_POLLING) log_set_context("slot", cfg.pg_slot);
+    warn_unmatched_env();
     if (check) {
-        code = check_run(&cfg, false, CHECK_SCOPE_ALL);
+        code = check_run(&cfg, false, config_only ? CHECK_SCOPE_CONFIG : CHECK_SCOPE_ALL);
         config_free(&cfg);
         return code;
     }
@@ -182,7 +197,6 @@ int main(int argc, char **argv)
         return code;
     }
     install_signals();
-    if (cfg.source_mode != SOURCE_POLLING) log_set_context("slot", cfg.pg_slot);
     log_info("outboxd %s starting (%s mode)", OUTBOXD_VERSION,
              cfg.source_mode == SOURCE_POLLING ? "polling" : "logical");
     code = cfg.source_mode == SOURCE_POLLING ? poll_relay_run(&cfg, &stop_requested)
@@ -193,6 +207,7 @@ int main(int argc, char **argv)
 bad_config:
     config_free(&cfg);
     free(ids);
+    warn_unmatched_env(); /* a misspelt section may be why */
     if (check) return check_config_failed(err); /* a FAIL line, exit 1 */
     log_error("configuration: %s", err);
     return EXIT_USAGE;

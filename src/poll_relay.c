@@ -298,7 +298,11 @@ static PGresult *exec(struct pr *r, const char *what, const char *sql, int npara
     if (res && PQresultStatus(res) == expect) return res;
     char msg[1024];
     pg_message(r->conn, res, msg, sizeof(msg));
-    const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    /* The SQLSTATE is copied: PQresultErrorField() points into res. */
+    char sqlstate[6] = "";
+    const char *field = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (field) snprintf(sqlstate, sizeof(sqlstate), "%s", field);
+    const char *st = sqlstate[0] ? sqlstate : NULL;
     PQclear(res);
     if (PQstatus(r->conn) == CONNECTION_BAD) {
         char why[1200];

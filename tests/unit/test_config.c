@@ -778,6 +778,42 @@ START_TEST(test_load_env_kafka_multi_dots)
 }
 END_TEST
 
+START_TEST(test_load_env_unknown_key_in_known_section)
+{
+    char *envp[] = {"OUTBOXD_POSTGRES_SLTO=x", NULL};
+    ck_assert_int_eq(config_load_env(&C, envp, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "OUTBOXD_POSTGRES_SLTO is not a known key") != NULL, "%s", err);
+}
+END_TEST
+
+/* A variable that matches no section (a misspelt section, here HTPP for
+ * HTTP, or another program's OUTBOXD_BUILD_DIR) is not fatal: config_load_env
+ * skips it, and config_env_unmatched names it for the caller's warning, so
+ * a setting given to a container never silently does nothing. */
+START_TEST(test_load_env_unknown_section_skipped_and_named)
+{
+    char msg[512];
+    char *envp[] = {"PATH=/bin", "OUTBOXD_POSTGRES_SLOT=x", "OUTBOXD_HTPP_LISTEN=0.0.0.0:1",
+                    "OUTBOXD_NOSUCH", "OUTBOXD_KAFKA_ACKS=1", "XOUTBOXD_Y=2", NULL};
+    ck_assert_int_eq(config_load_env(&C, envp, err, sizeof(err)), 0);
+    ck_assert_str_eq(C.pg_slot, "x");
+    ck_assert_int_eq(config_env_unmatched(envp, msg, sizeof(msg)), 2);
+    ck_assert_msg(strstr(msg, "ignoring environment variable OUTBOXD_HTPP_LISTEN, "
+                              "OUTBOXD_NOSUCH: no section matches") == msg,
+                  "%s", msg);
+    ck_assert_msg(strstr(msg, "sections: postgres, outbox, kafka") != NULL, "%s", msg);
+    ck_assert_msg(strstr(msg, "0.0.0.0:1") == NULL, "value shown: %s", msg);
+
+    char *known[] = {"OUTBOXD_POSTGRES_SLOT=y", "OUTBOXD_KAFKA_ACKS=1", "HOME=/", NULL};
+    ck_assert_int_eq(config_env_unmatched(known, msg, sizeof(msg)), 0);
+    ck_assert_str_eq(msg, "");
+
+    char small[40];
+    ck_assert_int_eq(config_env_unmatched(envp, small, sizeof(small)), 2);
+    ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+}
+END_TEST
+
 /* ---- --set ---- */
 
 START_TEST(test_apply_set)
@@ -964,6 +1000,8 @@ int main(void)
     tcase_add_test(tc, test_load_env_empty);
     tcase_add_test(tc, test_load_env_bad_value);
     tcase_add_test(tc, test_load_env_kafka_multi_dots);
+    tcase_add_test(tc, test_load_env_unknown_key_in_known_section);
+    tcase_add_test(tc, test_load_env_unknown_section_skipped_and_named);
     tcase_add_test(tc, test_apply_set);
     tcase_add_test(tc, test_apply_set_errors);
     tcase_add_test(tc, test_precedence);

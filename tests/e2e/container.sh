@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# The container image is real: deploy/Dockerfile is built with podman and
+# the image streams events end to end.
+#
+#  1. A Debian 12 base image is made locally (debootstrap --variant=minbase,
+#     podman import, tagged debian:bookworm-slim: no registry is reachable)
+#     in podman storage of this test's own under $T; podman uses the
+#     machines' settings from ../shared/containers/containers.conf (runc,
+#     ulimits). See ../shared/containers/README.md.
+#  2. `podman build --pull=never --format docker -f deploy/Dockerfile`; the
+#     image must run as a non-root user, carry the HEALTHCHECK, hold no
+#     compiler or curl, and resolve every library of the binary.
+#  3. outboxd runs in it with host networking against this test's
+#     PostgreSQL and mock broker on 127.0.0.1, as the least-privilege role
+#     of sql/role.sql with its password in PGPASSWORD (scram-sha-256), the
+#     settings split between a mounted ini and OUTBOXD_* variables, the
+#     offset file in a host directory mounted on the image's volume; with a
+#     read-only root file system and no capabilities, as the Kubernetes
+#     manifests in deploy/kubernetes/ run it.
+#  4. 300 events in 30 transactions arrive exactly once (check_delivery);
+#     /healthz and /readyz answer 200 from outside the container, /metrics
+#     exports every metric deploy/prometheus/outboxd-alerts.yml uses, and
+#     the image's own HEALTHCHECK reports healthy.
+#  5. SIGTERM to the container: exit 0, the offset file in the volume holds
+#     an LSN at least the slot's confirmed position, and the password is in
+#     no line of the container's output.
+# Everything built (images, storage) is removed at the end. podman,
+# debootstrap and curl are in deploy/install-deps.sh: a missing one fails
+# the test.
+: "${E2E_TIMEOUT:=480}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_init container
+
+for tool in podman debootstrap curl; do
+    command -v "$tool" >/dev/null ||
+        fail "$tool is not installed (deploy/install-deps.sh installs it)"
+done
+CONF_DIR=$(cd "$E2E_SRC_DIR/.." && pwd)/shared/containers
+[[ -f "$CONF_DIR/containers.conf" ]] ||
+    fail "$CONF_DIR/containers.conf is missing (podman's settings for these machines)"
+
+STORE=$T/containers
+IMAGE=localhost/outboxd-e2e:$$
+CNAME=outboxd-e2e-$$
+PODMAN_PID=
+SECRET=C0ntainer-pw-$$
+mkdir -p "$STORE/graph" "$STORE/run"
+cat >"$T/storage.conf" <<EOF
+[storage]
+driver = "overlay"
+graphroot = "$STORE/graph"
+runroot = "$STORE/run"
+EOF
+export CONTAINERS_CONF=$CONF_DIR/containers.conf
+export CONTAINERS_STORAGE_CONF=$T/storage.conf
+
+# Removes the container, the images and the storage; runs before lib.sh's
+# own clean-up (which stops PostgreSQL and the broker and removes $T).
+container_cleanup() {
+    local m
+    if [[ -n "$PODMAN_PID" ]] && kill -0 "$PODMAN_PID" 2>/dev/null; then
+        timeout 30 podman kill --signal KILL "$CNAME" >/dev/null 2>&1
+    fi
+    timeout 60 podman rm -f -t 0 "$CNAME" >/dev/null 2>&1
+    [[ -z "$PODMAN_PID" ]] || wait "$PODMAN_PID" 2>/dev/null
+    timeout 60 podman rmi -a -f >/dev/null 2>&1
+    # Nothing of the storage may stay mounted before it is removed.
+    while read -r _ m _; do
+        [[ "$m" == "$STORE"/* ]] && umount -l "$m" 2>/dev/null
+    done < <(tac /proc/mounts)
+    rm -rf "$STORE" "$T/rootfs" "$T/rootfs.tar"
+    if grep -qF " $STORE/" /proc/mounts; then
+        printf 'container: storage %s still mounted\n' "$STORE" >&2
+    fi
+}
+trap 'rc=$?; set +eE; container_cleanup; (exit $rc); _e2e_cleanup' EXIT
+
+# ---------------------------------------------------------------- image
+
+step "base image: debootstrap --variant=minbase bookworm, podman import"
+mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+: "${mirror:=http://deb.debian.org/debian}"
+start=$SECONDS
+debootstrap --variant=minbase bookworm "$T/rootfs" "$mirror" >"$T/debootstrap.log" 2>&1 ||
+    { tail -n 20 "$T/debootstrap.log" >&2; fail "debootstrap from $mirror failed"; }
+mkdir -p "$T/rootfs/etc/apt/sources.list.d"
+if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+    cp /etc/apt/sources.list.d/debian.sources "$T/rootfs/etc/apt/sources.list.d/"
+fi
+rm -rf "$T/rootfs/var/lib/apt/lists/"* "$T/rootfs/var/cache/apt/archives/"*.deb
+tar -C "$T/rootfs" --numeric-owner -cf "$T/rootfs.tar" .
+rm -rf "$T/rootfs"
+podman import --change 'CMD ["/bin/bash"]' "$T/rootfs.tar" docker.io/library/debian:bookworm \
+    >"$T/import.log" 2>&1 || { cat "$T/import.log" >&2; fail "podman import failed"; }
+rm -f "$T/rootfs.tar"
+podman tag docker.io/library/debian:bookworm docker.io/library/debian:bookworm-slim
+info "base image ready after $((SECONDS - start))s"
+
+step "podman build -f deploy/Dockerfile"
+start=$SECONDS
+# --network=host: the RUN steps reach the Debian mirror without a
+# container network (none is configured on these machines).
+podman build --pull=never --format docker --network=host -f "$E2E_SRC_DIR/deploy/Dockerfile" \
+    -t "$IMAGE" "$E2E_SRC_DIR" >"$T/build.log" 2>&1 ||
+    { tail -n 40 "$T/build.log" >&2; fail "podman build failed"; }
+build_s=$((SECONDS - start))
+size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+base=$(podman image inspect --format '{{.Size}}' docker.io/library/debian:bookworm-slim)
+info "image built in ${build_s}s: $((size / 1000000)) MB ($size bytes; base image $((base / 1000000)) MB, outboxd's layers $(((size - base) / 1000000)) MB)"
+
+user=$(podman image inspect --format '{{.Config.User}}' "$IMAGE")
+[[ -n "$user" && "${user%%:*}" != 0 && "${user%%:*}" != root ]] ||
+    fail "the image runs as '$user', not as a non-root user"
+info "ok: image user $user"
+hc=$(podman image inspect --format '{{json .HealthCheck}}' "$IMAGE")
+[[ "$hc" == *outboxd-healthcheck* ]] || fail "the image has no HEALTHCHECK with outboxd-healthcheck: $hc"
+info "ok: HEALTHCHECK $hc"
+# Only runtime libraries: no compiler, no curl, and every library found.
+found=$(podman run --rm --pull=never --network=host --entrypoint /bin/bash "$IMAGE" \
+    -c 'for t in gcc cc make cmake curl wget; do command -v $t; done; true')
+[[ -z "$found" ]] || fail "build tools in the final image: $found"
+missing=$(podman run --rm --pull=never --network=host --entrypoint /usr/bin/ldd "$IMAGE" \
+    /usr/local/bin/outboxd | grep 'not found' || true)
+[[ -z "$missing" ]] || fail "libraries missing in the image: $missing"
+assert_eq "outboxd 0.1.0" "$(podman run --rm --pull=never --network=host "$IMAGE" --version)" \
+    "outboxd --version in the image"
+
+# ---------------------------------------------------------------- run it
+
+pg_start
+broker_start --partitions 3
+step "role outboxd (sql/role.sql) with a password, scram-sha-256 for it"
+psql -XAtq -v ON_ERROR_STOP=1 -f "$E2E_SRC_DIR/sql/role.sql" >/dev/null
+psql_q "SET password_encryption = 'scram-sha-256'; ALTER ROLE outboxd PASSWORD '$SECRET'"
+hba=$T/pgdata/pg_hba.conf
+{
+    echo "host all outboxd 127.0.0.1/32 scram-sha-256"
+    echo "host replication outboxd 127.0.0.1/32 scram-sha-256"
+    cat "$hba"
+} >"$hba.new"
+cat "$hba.new" >"$hba"
+rm -f "$hba.new"
+assert_sql "SELECT pg_reload_conf()" "configuration reloaded"
+sleep 0.5
+if PGPASSWORD=wrong psql -XAtq -U outboxd -c "SELECT 1" >/dev/null 2>&1; then
+    fail "the role outboxd connects without its password: pg_hba.conf not in force"
+fi
+
+# A port below the kernel's ephemeral range (ip_local_port_range), where
+# no outgoing connection can hold it between this check and outboxd's bind.
+low=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+HTTP_PORT=
+for ((i = 0; i < 200; i++)); do
+    p=$((10000 + RANDOM % (low - 10000)))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+        HTTP_PORT=$p
+        break
+    fi
+done
+[[ -n "$HTTP_PORT" ]] || fail "no free TCP port below $low"
+mkdir -p "$T/state"
+chown 10001:10001 "$T/state" # the image's user owns its volume
+cat >"$T/outboxd.ini" <<EOF
+[postgres]
+slot = outboxd
+publication = outboxd_pub
+plugin = $OUTBOXD_TEST_PLUGIN
+
+[log]
+level = info
+EOF
+chmod 644 "$T/outboxd.ini"
+
+step "podman run --network=host (ini mounted, OUTBOXD_* and PGPASSWORD in the environment)"
+{
+    _close_sess_fds
+    exec podman run --name "$CNAME" --pull=never --network=host --health-interval=disable \
+        --read-only --cap-drop=ALL --security-opt=no-new-privileges \
+        -v "$T/outboxd.ini:/etc/outboxd/outboxd.ini:ro" \
+        -v "$T/state:/var/lib/outboxd" \
+        -e "OUTBOXD_POSTGRES_CONNINFO=host=127.0.0.1 port=$PGPORT user=outboxd dbname=postgres" \
+        -e "OUTBOXD_KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP" \
+        -e "OUTBOXD_HTTP_LISTEN=127.0.0.1:$HTTP_PORT" \
+        -e "PGPASSWORD=$SECRET" \
+        "$IMAGE" >>"$T/outboxd.log" 2>&1 </dev/null
+} &
+PODMAN_PID=$!
+for ((i = 0; i < 300; i++)); do
+    [[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = 'outboxd'")" == t ]] && break
+    kill -0 "$PODMAN_PID" 2>/dev/null || fail "the container exited while starting"
+    sleep 0.1
+done
+[[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = 'outboxd'")" == t ]] ||
+    fail "outboxd's slot did not become active within 30s"
+assert_eq outboxd "$(psql_q "SELECT usename FROM pg_stat_replication")" \
+    "the walsender's role (outboxd, with the password from PGPASSWORD)"
+
+step "300 events in 30 transactions"
+for ((tx = 0; tx < 30; tx++)); do
+    echo "BEGIN;"
+    echo "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+          SELECT gen_random_uuid(), (ARRAY['Order','Customer','Invoice'])[1 + i % 3], 'agg-' || (i % 17), $tx * 10 + i,
+                 'Changed', jsonb_build_object('tx', $tx, 'i', i)
+          FROM generate_series(0, 9) AS i;"
+    echo "COMMIT;"
+done | psql_q
+wait_caught_up 60
+check_delivery --exactly-once
+assert_eq 300 "$(dump_count "$T/check.dump.jsonl")" "messages delivered from the container"
+
+step "/healthz, /readyz and /metrics from outside the container"
+code=$(curl -sS -o "$T/healthz.body" -w '%{http_code}' --max-time 5 \
+    "http://127.0.0.1:$HTTP_PORT/healthz") || fail "GET /healthz on 127.0.0.1:$HTTP_PORT failed (curl exit $?)"
+assert_eq 200 "$code" "GET /healthz status"
+# Ready once streaming and a broker is UP in librdkafka's statistics.
+for ((i = 0; i < 60; i++)); do
+    code=$(curl -s -o "$T/readyz.body" -w '%{http_code}' --max-time 5 \
+        "http://127.0.0.1:$HTTP_PORT/readyz" || true)
+    [[ "$code" == 200 ]] && break
+    sleep 0.5
+done
+assert_eq 200 "$code" "GET /readyz status ($(head -c 200 "$T/readyz.body" 2>/dev/null))"
+curl -sS -f --max-time 5 -o "$T/metrics.txt" "http://127.0.0.1:$HTTP_PORT/metrics" ||
+    fail "GET /metrics failed"
+assert_eq 1 "$(awk '$1 == "outboxd_ready" { print $2 }' "$T/metrics.txt")" "outboxd_ready in /metrics"
+# Every metric the example alert rules use is one outboxd exports.
+for m in $(grep -o 'outboxd_[a-z_]*' "$E2E_SRC_DIR/deploy/prometheus/outboxd-alerts.yml" | sort -u); do
+    grep -q "^# TYPE $m " "$T/metrics.txt" ||
+        fail "deploy/prometheus/outboxd-alerts.yml uses $m, which /metrics does not export"
+    info "ok: /metrics exports $m (used by the alert rules)"
+done
+step "the image's HEALTHCHECK"
+hc_out=$(podman healthcheck run "$CNAME" 2>&1) || fail "podman healthcheck run: unhealthy: $hc_out"
+assert_eq healthy "$(podman inspect --format '{{.State.Health.Status}}' "$CNAME")" \
+    "container health after podman healthcheck run"
+
+step "SIGTERM to the container"
+confirmed=$(slot_confirmed_lsn)
+podman kill --signal TERM "$CNAME" >/dev/null
+rc=$(timeout 60 podman wait "$CNAME") || fail "the container did not stop within 60s of SIGTERM"
+assert_eq 0 "$rc" "container exit status after SIGTERM"
+wait "$PODMAN_PID" || fail "podman run exited with status $?"
+PODMAN_PID=
+grep -q 'outboxd 0.1.0 starting' "$T/outboxd.log" || fail "no start line in the container's output"
+off=$(head -n 1 "$T/state/outboxd.offset" 2>/dev/null || true)
+[[ "$off" =~ ^[0-9A-F]+/[0-9A-F]+$ ]] || fail "offset file in the volume holds '$off', not an LSN"
+lsn_ge "$off" "$confirmed" || fail "offset file LSN $off is behind the slot's confirmed_flush_lsn $confirmed"
+assert_eq 10001 "$(stat -c %u "$T/state/outboxd.offset")" "owner of the offset file (the image's user)"
+if grep -qF -- "$SECRET" "$T/outboxd.log"; then
+    fail "the password is in the container's output"
+fi
+info "offset file $off; the password is in no output line"
+step "image: $((size / 1000000)) MB, built in ${build_s}s"
+e2e_pass
