@@ -764,7 +764,7 @@ START_TEST(test_large_values)
     free(body);
     free(expect);
 
-    /* A 3 MB line (rewrite buffer past the size it is kept at), then a small
+    /* A 3 MB line (text buffer past the size it is kept at), then a small
      * line decodes fine. */
     body = malloc(3u << 20);
     ck_assert_ptr_nonnull(body);
@@ -1278,9 +1278,10 @@ START_TEST(test_garbage)
         ck_assert_int_eq(decode_at(0, nul1, sizeof(nul1) - 1), -1);
         ck_assert_int_eq(decode_at(0, nul2, sizeof(nul2) - 1), -1);
     }
-    /* A number is no key, even though the rewrite makes it a string. */
+    /* A number is no key. */
     DECODE_ERR("{1:2,'action':'B','lsn':'0/1'}", "not valid JSON");
-    /* Errors near a number quote its source text, not the rewrite. */
+    /* Errors near a number quote its source text (in double quotes, the form
+     * the jansson-based decoder printed). */
     DECODE_ERR("{'action':'B','lsn':'0/1','xid':1 23}", "near '\"23\"'");
     ck_assert_ptr_null(strstr(err, "\\u0000"));
     /* A line the decoder then reads fine. */
