@@ -3,44 +3,68 @@
  * one JSON object per XLogData payload, turned into one struct repl_msg
  * (decode.h). See wal2json.h for the options outboxd starts the stream with.
  *
- * A line goes through three steps:
+ * The wire format, as far as the decoder reads it (wal2json.h has examples):
  *
- *   1. number rewrite. jansson turns JSON numbers into long long or double
- *      and cannot give back their text, but a numeric column must reach
- *      Kafka as exactly the text Postgres printed (1.50, 30 digits, 1e+300).
- *      So a small scanner copies the line into a decoder-owned buffer and
- *      turns every number token outside strings into a string holding a NUL
- *      byte followed by the token's text: 1.50 becomes "\u00001.50". A real
- *      string can never start with NUL, because the scanner rejects the
- *      escape \u0000 in the input (Postgres text cannot hold NUL either), so
- *      a string that starts with NUL was a number. Number tokens are checked
- *      against the JSON grammar on the way; one used as an object key is
- *      still refused (jansson allows no NUL in keys).
- *   2. json_loadb with JSON_ALLOW_NUL (for the markers) and
- *      JSON_REJECT_DUPLICATES. jansson checks the rest: structure, UTF-8,
- *      escapes and surrogate pairs, nesting depth, trailing garbage.
- *   3. one parser per action reads the fields it needs from the object;
+ *   line    = ws value ws            (the value must be an object)
+ *   B       = {"action":"B", ["xid":n,] "timestamp":s, "lsn":s, ...}
+ *   C       = {"action":"C", ["xid":n,] "timestamp":s, "lsn":s, "nextlsn":s}
+ *   I/U/D   = {"action":..., "schema":s, "table":s,
+ *              "columns"|"identity": [{"name":s, ["type":s,] ["typeoid":n,]
+ *                                      "value":scalar}, ...]}
+ *   T       = {"action":"T", "schema":s, "table":s}
+ *   M       = {"action":"M", "transactional":bool, "prefix":s, "content":s,
+ *              ["lsn":s,] ...}
+ *
+ * Unknown fields may appear anywhere and hold any JSON; they are checked
+ * and ignored.
+ *
+ * A line goes through two steps:
+ *
+ *   1. a hand-written JSON parser (parse_json) checks the whole line in one
+ *      pass and writes it into two decoder-owned arrays that are reused from
+ *      line to line, so a line costs no malloc once they have grown:
+ *        - text: every string unescaped to UTF-8 and every number as its
+ *          exact source text (1.50 stays "1.50", a 30-digit numeric stays
+ *          whole: a numeric column must reach Kafka as exactly the text
+ *          Postgres printed), each NUL-terminated;
+ *        - toks: one token per value and per object key, in document order,
+ *          each container followed by its members, and each token knowing
+ *          the size of its subtree so a reader skips a member in one step.
+ *      It is as strict as the jansson parse it replaces (json_loadb with
+ *      JSON_REJECT_DUPLICATES): structure, trailing garbage, escapes and
+ *      surrogate pairs, UTF-8 (no overlong forms, surrogates or code points
+ *      past U+10FFFF), control bytes in strings, the number grammar,
+ *      duplicate keys in any object, and nesting depth (jansson's 2048,
+ *      counting every value). The escape \u0000 is refused by name: Postgres
+ *      text cannot hold NUL, and refusing it keeps every string
+ *      NUL-terminated without holes.
+ *      Duplicate keys are found by comparing against the earlier keys of the
+ *      object, through a hash table once an object has many keys so that a
+ *      hostile line cannot make the check quadratic.
+ *   2. one reader per action looks up the fields it needs in the object;
  *      unknown fields are ignored, missing or mistyped ones are errors.
+ *      wal2json objects have a handful of keys, so a lookup is a short
+ *      linear scan.
  *
- * The parsed document is kept until the next call (or the free): column
- * values and strings in the repl_msg point into it. The decoder also owns
- * a relation cache (relcache.h) keyed by schema and table: wal2json sends
- * no Relation messages, so the layout is read off each row (column names
- * and types, in order). A row whose layout differs from the cached one -
- * ALTER TABLE, or an UPDATE that leaves out unchanged TOASTed columns -
- * gets a new relation with the next relid, which replaces the old one.
- * wal2json sends no replica identity (replident is 0) and no typmod (-1);
- * typid comes from "typeoid" when present, else from the "type" name for
- * common built-in types, else 0.
+ * Column values and strings in the repl_msg point into text, which is kept
+ * until the next call (or the free); never into the caller's buffer. The
+ * decoder also owns a relation cache (relcache.h) keyed by schema and
+ * table: wal2json sends no Relation messages, so the layout is read off
+ * each row (column names and types, in order). A row whose layout differs
+ * from the cached one - ALTER TABLE, or an UPDATE that leaves out
+ * unchanged TOASTed columns - gets a new relation with the next relid,
+ * which replaces the old one. wal2json sends no replica identity
+ * (replident is 0) and no typmod (-1); typid comes from "typeoid" when
+ * present, else from the "type" name for common built-in types, else 0.
  *
  * Errors are -1 with one line in err: "wal2json <Action>: <reason>", where
- * the reason names the field (and the column, 1-based, inside a row).
- * Control bytes from the input never reach err.
+ * the reason names the field (and the column, 1-based, inside a row); a
+ * line that is no JSON gets "not valid JSON (<n>-byte line): <what> at
+ * offset <k>". Control bytes from the input never reach err.
  */
 #include "wal2json.h"
 #include "log.h"
 
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -49,22 +73,51 @@
 
 #include "relcache.h"
 
-/* The rewrite buffer is kept for the next line only up to this size. */
+/* Buffers are shrunk back to what the line needs when they grew past this
+ * for an earlier, bigger line (a 100 kB TOASTed value should not pin the
+ * memory for ever). */
 #define W2J_KEEP_BUF (1u << 20)
+
+/* Deepest nesting accepted, counted as jansson counts it: every value,
+ * scalar or not, is one level deeper than its container. */
+#define W2J_MAX_DEPTH 2048
+
+/* Objects with more keys than this check duplicates through the hash
+ * table instead of a linear scan. */
+#define W2J_SCAN_KEYS 16
 
 /* Microseconds per second / day, and days from 1970-01-01 to 2000-01-01. */
 #define USECS_PER_SEC INT64_C(1000000)
 #define SECS_PER_DAY INT64_C(86400)
 #define PG_EPOCH_DAYS INT64_C(10957)
 
+enum jtype { J_OBJECT, J_ARRAY, J_STRING, J_NUMBER, J_TRUE, J_FALSE, J_NULL };
+
+/* One parsed value or object key. */
+struct jtok {
+    enum jtype type;
+    size_t size;   /* tokens in the subtree, this one included (1 for scalars) */
+    size_t len;    /* J_STRING/J_NUMBER: bytes at s; J_OBJECT/J_ARRAY: members */
+    const char *s; /* J_STRING/J_NUMBER: NUL-terminated, in d->text */
+};
+
+/* A slot of the duplicate-key table: the key token of object obj. */
+struct keyslot {
+    size_t obj, key; /* token indexes + 1; 0 = empty */
+};
+
 struct wal2json_decoder {
     struct relcache *rels;       /* layouts by relid; owns the relations */
     const struct relation *last; /* the layout the previous row used */
     uint32_t next_relid;         /* relid of the next new layout */
-    json_t *root;                /* document of the previous call, or NULL */
-    char *buf;                   /* number-rewrite output; owned */
-    size_t buf_len, buf_cap;
-    struct col_value *values; /* scratch for tuple values; owned */
+    char *text;                  /* strings and numbers of the line; owned */
+    size_t text_cap, text_used;
+    struct jtok *toks; /* tokens of the line; owned */
+    size_t ntoks, toks_cap;
+    struct keyslot *keys; /* duplicate-key table; owned */
+    size_t keys_cap, keys_used;
+    size_t stack[W2J_MAX_DEPTH]; /* token indexes of the open containers */
+    struct col_value *values;    /* scratch for tuple values; owned */
     size_t values_cap;
 };
 
@@ -109,33 +162,73 @@ static int fail(const struct ctx *c, const char *fmt, ...)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Step 1: number rewrite                                                  */
+/* Step 1: the JSON parser                                                 */
 /* ---------------------------------------------------------------------- */
 
-/* Appends n bytes to the rewrite buffer, growing it; -1 on out of memory. */
-static int buf_put(struct wal2json_decoder *d, const char *p, size_t n)
-{
-    if (n > d->buf_cap - d->buf_len) {
-        size_t ncap = d->buf_cap ? d->buf_cap : 256;
-        char *nb;
+/* The line being parsed and where the parser stands in it. */
+struct scan {
+    const char *in;
+    size_t len;
+    size_t i;
+};
 
-        while (ncap - d->buf_len < n) {
-            if (ncap > SIZE_MAX / 2) return -1;
-            ncap *= 2;
-        }
-        nb = realloc(d->buf, ncap);
-        if (!nb) return -1;
-        d->buf = nb;
-        d->buf_cap = ncap;
+/* Reports invalid JSON: "not valid JSON (<n>-byte line): <what> at offset
+ * <i>"; always -1. */
+static int bad_json(const struct ctx *c, const struct scan *sc, size_t at, const char *what)
+{
+    return fail(c, "not valid JSON (%zu-byte line): %s at offset %zu", sc->len, what, at);
+}
+
+/* Reports that the token at sc->i is not what the grammar wants there:
+ * "<expected> near '<token>'", the token cut to 20 bytes and reduced to
+ * printable ASCII. A number is shown in double quotes, as the jansson-based
+ * decoder showed it (the tests pin that form). */
+static int unexpected(const struct ctx *c, const struct scan *sc, const char *expected)
+{
+    const char *in = sc->in;
+    char tok[32], what[96];
+    size_t n = 0, i = sc->i;
+
+    if (i >= sc->len) {
+        snprintf(what, sizeof(what), "%s near end of line", expected);
+        return bad_json(c, sc, i, what);
     }
-    memcpy(d->buf + d->buf_len, p, n);
-    d->buf_len += n;
-    return 0;
+    if (in[i] == '-' || (in[i] >= '0' && in[i] <= '9')) {
+        tok[n++] = '"';
+        for (; i < sc->len && n < 21 && strchr("0123456789.eE+-", in[i]) && in[i]; i++)
+            tok[n++] = in[i];
+        tok[n++] = '"';
+    } else if (in[i] == '"') {
+        for (tok[n++] = in [i++]; i < sc->len && n < 21; i++) {
+            unsigned char ch = (unsigned char)in[i];
+            tok[n++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+            if (ch == '"') break;
+        }
+    } else if (in[i] != '\0' && strchr(",:[]{}", in[i])) {
+        tok[n++] = in[i];
+    } else {
+        do {
+            unsigned char ch = (unsigned char)in[i];
+            tok[n++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+        } while (++i < sc->len && n < 20 && !strchr(" \t\r\n,:[]{}\"", in[i]) && in[i]);
+    }
+    tok[n] = '\0';
+    snprintf(what, sizeof(what), "%s near '%s'", expected, tok);
+    return bad_json(c, sc, sc->i, what);
 }
 
 static bool is_digit(char ch)
 {
     return ch >= '0' && ch <= '9';
+}
+
+static void skip_ws(struct scan *sc)
+{
+    while (sc->i < sc->len) {
+        char ch = sc->in[sc->i];
+        if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') break;
+        sc->i++;
+    }
 }
 
 /*
@@ -171,125 +264,540 @@ static size_t number_length(const char *s, size_t n)
     return p;
 }
 
-/* Length of the string token at s[0] == '"' through its closing quote, or
- * all of s when it is unterminated (jansson reports that). Sets *nul when
- * the string holds the escape \u0000. */
-static size_t string_length(const char *s, size_t n, bool *nul)
+/* Length of the UTF-8 sequence at s[0..n) that starts with a byte >= 0x80,
+ * or 0 when it is not valid UTF-8: a stray continuation byte, a lead byte
+ * that cannot start a sequence (C0, C1, F5..FF), a missing continuation,
+ * an overlong form, a UTF-16 surrogate or a code point past U+10FFFF. */
+static size_t utf8_length(const unsigned char *s, size_t n)
 {
-    size_t p = 1;
+    size_t k;
+    uint32_t cp;
 
-    *nul = false;
-    while (p < n && s[p] != '"') {
-        if (s[p] == '\\') {
-            if (n - p >= 6 && s[p + 1] == 'u' && memcmp(s + p + 2, "0000", 4) == 0)
-                *nul = true;
-            p++; /* the escaped character is never the closing quote */
-        }
-        p++;
+    if (s[0] < 0xc2)
+        return 0;
+    else if (s[0] < 0xe0)
+        k = 2, cp = s[0] & 0x1fu;
+    else if (s[0] < 0xf0)
+        k = 3, cp = s[0] & 0x0fu;
+    else if (s[0] < 0xf5)
+        k = 4, cp = s[0] & 0x07u;
+    else
+        return 0;
+    if (n < k) return 0;
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
     }
-    return p < n ? p + 1 : n;
+    if (k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) return 0;
+    if (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) return 0;
+    return k;
 }
 
-/* Copies line into d->buf with every number outside strings turned into a
- * NUL-prefixed string (see the top of the file). */
-static int rewrite_numbers(struct wal2json_decoder *d, const struct ctx *c,
-                           const char *line, size_t len)
+/* Reads the 4 hex digits at s into *out. */
+static bool hex4(const char *s, uint32_t *out)
 {
-    static const char open[] = "\"\\u0000";
-    size_t i = 0;
+    uint32_t v = 0;
 
-    d->buf_len = 0;
-    while (i < len) {
-        size_t run = i, n;
-        bool nul;
-
-        /* Structural characters, whitespace, literals: copied as they are. */
-        while (run < len && line[run] != '"' && line[run] != '-' && !is_digit(line[run]))
-            run++;
-        if (run > i && buf_put(d, line + i, run - i) < 0) goto oom;
-        i = run;
-        if (i == len) break;
-        if (line[i] == '"') {
-            n = string_length(line + i, len - i, &nul);
-            if (nul)
-                return fail(c,
-                            "string at offset %zu holds \\u0000, which "
-                            "Postgres text cannot",
-                            i);
-            if (buf_put(d, line + i, n) < 0) goto oom;
-        } else {
-            n = number_length(line + i, len - i);
-            if (n == 0) return fail(c, "invalid number at offset %zu", i);
-            if (buf_put(d, open, sizeof(open) - 1) < 0 || buf_put(d, line + i, n) < 0 ||
-                buf_put(d, "\"", 1) < 0)
-                goto oom;
-        }
-        i += n;
+    for (int i = 0; i < 4; i++) {
+        char ch = s[i];
+        v <<= 4;
+        if (ch >= '0' && ch <= '9')
+            v |= (uint32_t)(ch - '0');
+        else if (ch >= 'a' && ch <= 'f')
+            v |= (uint32_t)(ch - 'a' + 10);
+        else if (ch >= 'A' && ch <= 'F')
+            v |= (uint32_t)(ch - 'A' + 10);
+        else
+            return false;
     }
+    *out = v;
+    return true;
+}
+
+/* Writes code point cp (not a surrogate, at most U+10FFFF) as UTF-8 at o;
+ * returns the bytes written. */
+static size_t put_utf8(char *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xc0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xe0 | cp >> 12);
+        o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+        o[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    o[0] = (char)(0xf0 | cp >> 18);
+    o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+    o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+    o[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/*
+ * Decodes the \u escape at in[p] (p at the backslash) into o: one code
+ * point, or a surrogate pair written as two escapes. Sets *used to the
+ * input bytes consumed and *wrote to the output bytes; -1 on a bad escape.
+ */
+static int unicode_escape(const struct ctx *c, const struct scan *sc, size_t start,
+                          size_t p, char *o, size_t *used, size_t *wrote)
+{
+    const char *in = sc->in;
+    uint32_t cp, lo;
+
+    if (sc->len - p < 6 || !hex4(in + p + 2, &cp))
+        return bad_json(c, sc, p, "\\u not followed by 4 hex digits");
+    *used = 6;
+    if (cp == 0)
+        return fail(c, "string at offset %zu holds \\u0000, which Postgres text cannot",
+                    start);
+    if (cp >= 0xdc00 && cp <= 0xdfff)
+        return bad_json(c, sc, p, "lone low surrogate escape");
+    if (cp >= 0xd800 && cp <= 0xdbff) {
+        if (sc->len - p < 12 || in[p + 6] != '\\' || in[p + 7] != 'u' ||
+            !hex4(in + p + 8, &lo) || lo < 0xdc00 || lo > 0xdfff)
+            return bad_json(c, sc, p, "high surrogate escape without a low one");
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+        *used = 12;
+    }
+    *wrote = put_utf8(o, cp);
     return 0;
-oom:
-    return fail(c, "out of memory copying a %zu-byte line", len);
+}
+
+/*
+ * Parses the string at sc->i (at its opening quote) into d->text,
+ * unescaped and NUL-terminated; *s and *n get where and how long. Raw
+ * bytes are checked as UTF-8, control bytes refused. d->text has room:
+ * see parse_json.
+ */
+static int parse_string(struct wal2json_decoder *d, const struct ctx *c, struct scan *sc,
+                        const char **s, size_t *n)
+{
+    const unsigned char *in = (const unsigned char *)sc->in;
+    const size_t len = sc->len, start = sc->i;
+    char *out = d->text + d->text_used, *o = out;
+    size_t p = start + 1;
+
+    for (;;) {
+        size_t run = p, k;
+
+        /* The common case: a run of printable ASCII, copied at once. */
+        while (run < len && in[run] >= 0x20 && in[run] < 0x80 && in[run] != '"' &&
+               in[run] != '\\')
+            run++;
+        memcpy(o, in + p, run - p);
+        o += run - p;
+        p = run;
+        if (p >= len) return bad_json(c, sc, start, "unterminated string");
+        if (in[p] == '"') break;
+        if (in[p] < 0x20) {
+            char what[48];
+            snprintf(what, sizeof(what), "control byte 0x%02x in a string", in[p]);
+            return bad_json(c, sc, p, what);
+        }
+        if (in[p] >= 0x80) {
+            k = utf8_length(in + p, len - p);
+            if (k == 0) {
+                char what[48];
+                snprintf(what, sizeof(what), "invalid UTF-8 byte 0x%02x", in[p]);
+                return bad_json(c, sc, p, what);
+            }
+            memcpy(o, in + p, k);
+            o += k;
+            p += k;
+            continue;
+        }
+        /* A backslash. */
+        if (p + 1 >= len) return bad_json(c, sc, start, "unterminated string");
+        switch (in[p + 1]) {
+        case '"':
+        case '\\':
+        case '/':
+            *o++ = (char)in[p + 1];
+            break;
+        case 'b':
+            *o++ = '\b';
+            break;
+        case 'f':
+            *o++ = '\f';
+            break;
+        case 'n':
+            *o++ = '\n';
+            break;
+        case 'r':
+            *o++ = '\r';
+            break;
+        case 't':
+            *o++ = '\t';
+            break;
+        case 'u': {
+            size_t used = 0, wrote = 0;
+            if (unicode_escape(c, sc, start, p, o, &used, &wrote) < 0) return -1;
+            o += wrote;
+            p += used;
+            continue;
+        }
+        default:
+            return bad_json(c, sc, p, "invalid escape");
+        }
+        p += 2;
+    }
+    *o = '\0';
+    *s = out;
+    *n = (size_t)(o - out);
+    d->text_used += *n + 1;
+    sc->i = p + 1;
+    return 0;
+}
+
+/* Appends a token of type t (size 1) and returns it, NULL on out of
+ * memory (reported). */
+static struct jtok *new_tok(struct wal2json_decoder *d, const struct ctx *c, enum jtype t)
+{
+    struct jtok *tok;
+
+    if (d->ntoks == d->toks_cap) {
+        size_t ncap = d->toks_cap ? d->toks_cap * 2 : 64;
+        struct jtok *nt =
+            ncap < SIZE_MAX / sizeof(*nt) ? realloc(d->toks, ncap * sizeof(*nt)) : NULL;
+        if (!nt) {
+            fail(c, "out of memory for %zu JSON tokens", ncap);
+            return NULL;
+        }
+        d->toks = nt;
+        d->toks_cap = ncap;
+    }
+    tok = &d->toks[d->ntoks++];
+    tok->type = t;
+    tok->size = 1;
+    tok->len = 0;
+    tok->s = NULL;
+    return tok;
+}
+
+/* FNV-1a of the key bytes, mixed with the object's index. */
+static size_t key_hash(size_t obj, const char *s, size_t n)
+{
+    uint64_t h = UINT64_C(14695981039346656037) ^ obj;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * UINT64_C(1099511628211);
+    return (size_t)(h ^ h >> 32);
+}
+
+/* Inserts key token key of object obj into the duplicate-key table;
+ * 1 when the object already has that key, -1 on out of memory. */
+static int key_insert(struct wal2json_decoder *d, size_t obj, size_t key)
+{
+    const struct jtok *k = &d->toks[key];
+    size_t mask, h;
+
+    if ((d->keys_used + 1) * 2 > d->keys_cap) {
+        size_t ncap = d->keys_cap ? d->keys_cap * 2 : 256, oldcap = d->keys_cap;
+        struct keyslot *old = d->keys, *nk;
+
+        if (ncap > SIZE_MAX / sizeof(*nk) || !(nk = calloc(ncap, sizeof(*nk)))) return -1;
+        d->keys = nk;
+        d->keys_cap = ncap;
+        d->keys_used = 0;
+        for (size_t i = 0; i < oldcap; i++)
+            if (old[i].key) key_insert(d, old[i].obj - 1, old[i].key - 1);
+        free(old);
+    }
+    mask = d->keys_cap - 1;
+    h = key_hash(obj, k->s, k->len) & mask;
+    for (; d->keys[h].key; h = (h + 1) & mask) {
+        const struct jtok *o = &d->toks[d->keys[h].key - 1];
+        if (d->keys[h].obj == obj + 1 && o->len == k->len &&
+            memcmp(o->s, k->s, k->len) == 0)
+            return 1;
+    }
+    d->keys[h].obj = obj + 1;
+    d->keys[h].key = key + 1;
+    d->keys_used++;
+    return 0;
+}
+
+/* Reports the duplicate key k found at offset at. */
+static int duplicate(const struct ctx *c, const struct scan *sc, size_t at,
+                     const struct jtok *k)
+{
+    char what[80];
+
+    snprintf(what, sizeof(what), "duplicate object key \"%.40s\"", k->s);
+    return bad_json(c, sc, at, what);
+}
+
+/* Checks the key just parsed (the last token) against the earlier keys of
+ * object obj: a scan while the object is small, the table once it is not. */
+static int check_duplicate(struct wal2json_decoder *d, const struct ctx *c,
+                           const struct scan *sc, size_t obj, size_t at)
+{
+    const struct jtok *o = &d->toks[obj], *key = &d->toks[d->ntoks - 1];
+    int rc;
+
+    if (o->len < W2J_SCAN_KEYS) {
+        const struct jtok *k = o + 1;
+        for (size_t m = 0; m < o->len; m++) {
+            if (k->len == key->len && memcmp(k->s, key->s, key->len) == 0)
+                return duplicate(c, sc, at, key);
+            k += 1 + k[1].size;
+        }
+        return 0;
+    }
+    if (o->len == W2J_SCAN_KEYS) { /* the table takes over: enter the keys so far */
+        size_t k = obj + 1;
+        for (size_t m = 0; m < o->len; m++) {
+            if (key_insert(d, obj, k) < 0) return fail(c, "out of memory checking keys");
+            k += 1 + d->toks[k + 1].size;
+        }
+    }
+    rc = key_insert(d, obj, d->ntoks - 1);
+    if (rc < 0) return fail(c, "out of memory checking keys");
+    if (rc > 0) return duplicate(c, sc, at, &d->toks[d->ntoks - 1]);
+    return 0;
+}
+
+/* Parses a scalar at sc->i into a new token (not an object or array). */
+static int parse_scalar(struct wal2json_decoder *d, const struct ctx *c, struct scan *sc)
+{
+    const char *in = sc->in + sc->i;
+    size_t left = sc->len - sc->i, n;
+    struct jtok *t;
+
+    switch (*in) {
+    case '"':
+        if (!(t = new_tok(d, c, J_STRING))) return -1;
+        return parse_string(d, c, sc, &t->s, &t->len);
+    case 't':
+    case 'f':
+    case 'n': {
+        static const struct {
+            const char *word;
+            size_t len;
+            enum jtype type;
+        } words[] = {{"true", 4, J_TRUE}, {"false", 5, J_FALSE}, {"null", 4, J_NULL}};
+        for (size_t w = 0; w < 3; w++)
+            if (left >= words[w].len && memcmp(in, words[w].word, words[w].len) == 0) {
+                if (!new_tok(d, c, words[w].type)) return -1;
+                sc->i += words[w].len;
+                return 0;
+            }
+        return unexpected(c, sc, "value expected");
+    }
+    default:
+        if (*in != '-' && !is_digit(*in)) return unexpected(c, sc, "value expected");
+        n = number_length(in, left);
+        if (n == 0) return fail(c, "invalid number at offset %zu", sc->i);
+        if (!(t = new_tok(d, c, J_NUMBER))) return -1;
+        t->s = d->text + d->text_used;
+        t->len = n;
+        memcpy(d->text + d->text_used, in, n);
+        d->text[d->text_used + n] = '\0';
+        d->text_used += n + 1;
+        sc->i += n;
+        return 0;
+    }
+}
+
+/* Makes room in d->text for a line of len bytes, shrinking a buffer an
+ * earlier big line left behind. */
+static int reserve_text(struct wal2json_decoder *d, const struct ctx *c, size_t len)
+{
+    size_t need = len + 1, ncap;
+
+    if (len == SIZE_MAX) return fail(c, "line too long");
+    if (need <= d->text_cap && (d->text_cap <= W2J_KEEP_BUF || need > W2J_KEEP_BUF / 2))
+        return 0;
+    ncap = need < 256 ? 256 : need;
+    /* Growing in small steps: double, as far as the kept size. */
+    if (need > d->text_cap && d->text_cap * 2 > ncap && d->text_cap * 2 <= W2J_KEEP_BUF)
+        ncap = d->text_cap * 2;
+    free(d->text);
+    d->text_cap = 0;
+    d->text = malloc(ncap);
+    if (!d->text) return fail(c, "out of memory copying a %zu-byte line", len);
+    d->text_cap = ncap;
+    return 0;
+}
+
+/* Drops token and key-table memory an earlier big line left behind. */
+static void shrink_tables(struct wal2json_decoder *d)
+{
+    if (d->toks_cap * sizeof(*d->toks) > W2J_KEEP_BUF) {
+        free(d->toks);
+        d->toks = NULL;
+        d->toks_cap = 0;
+    }
+    if (d->keys_cap * sizeof(*d->keys) > W2J_KEEP_BUF) {
+        free(d->keys);
+        d->keys = NULL;
+        d->keys_cap = 0;
+    } else if (d->keys_used) {
+        memset(d->keys, 0, d->keys_cap * sizeof(*d->keys));
+    }
+    d->keys_used = 0;
+}
+
+/*
+ * Parses the line into d->toks (d->toks[0] is the top-level value) and
+ * d->text. The parser is a loop over an explicit stack of open containers
+ * (d->stack), so a deep line cannot overflow the C stack.
+ *
+ * d->text never grows during the parse, so token pointers into it stay
+ * valid: a string writes at most its source length less one (the quotes
+ * make up for the NUL and no escape is shorter than its UTF-8), a number
+ * its length plus a NUL, and a delimiter always follows a number before
+ * the next token. So at any token the output is no longer than the input
+ * consumed, and len + 1 bytes are enough.
+ */
+static int parse_json(struct wal2json_decoder *d, const struct ctx *c, const char *in,
+                      size_t len)
+{
+    struct scan sc = {in, len, 0};
+    size_t depth = 0, top;
+    struct jtok *t;
+
+    shrink_tables(d);
+    if (reserve_text(d, c, len) < 0) return -1;
+    d->text_used = 0;
+    d->ntoks = 0;
+
+value: /* a value is expected at sc.i (after whitespace) */
+    skip_ws(&sc);
+    if (depth >= W2J_MAX_DEPTH) {
+        char what[48];
+        snprintf(what, sizeof(what), "nested deeper than %d levels", W2J_MAX_DEPTH);
+        return bad_json(c, &sc, sc.i, what);
+    }
+    if (sc.i >= len) return unexpected(c, &sc, "value expected");
+    if (in[sc.i] == '{' || in[sc.i] == '[') {
+        bool obj = in[sc.i] == '{';
+
+        if (!(t = new_tok(d, c, obj ? J_OBJECT : J_ARRAY))) return -1;
+        d->stack[depth++] = d->ntoks - 1;
+        sc.i++;
+        skip_ws(&sc);
+        if (sc.i < len && in[sc.i] == (obj ? '}' : ']')) goto close;
+        if (obj) goto key;
+        goto value;
+    }
+    if (parse_scalar(d, c, &sc) < 0) return -1;
+
+done: /* a value ended; what follows depends on its container */
+    if (depth == 0) {
+        skip_ws(&sc);
+        if (sc.i != len) return unexpected(c, &sc, "end of line expected");
+        return 0;
+    }
+    top = d->stack[depth - 1];
+    d->toks[top].len++;
+    skip_ws(&sc);
+    if (sc.i < len && in[sc.i] == ',') {
+        sc.i++;
+        if (d->toks[top].type == J_OBJECT) goto key;
+        goto value;
+    }
+    if (sc.i < len && in[sc.i] == (d->toks[top].type == J_OBJECT ? '}' : ']')) goto close;
+    return unexpected(c, &sc,
+                      d->toks[top].type == J_OBJECT ? "',' or '}' expected"
+                                                    : "',' or ']' expected");
+
+key: /* a member of the object on top of the stack starts */
+    skip_ws(&sc);
+    if (sc.i >= len || in[sc.i] != '"') return unexpected(c, &sc, "string key expected");
+    {
+        size_t at = sc.i;
+
+        if (!(t = new_tok(d, c, J_STRING)) || parse_string(d, c, &sc, &t->s, &t->len) < 0 ||
+            check_duplicate(d, c, &sc, d->stack[depth - 1], at) < 0)
+            return -1;
+    }
+    skip_ws(&sc);
+    if (sc.i >= len || in[sc.i] != ':') return unexpected(c, &sc, "':' expected");
+    sc.i++;
+    goto value;
+
+close: /* the container on top of the stack ends at sc.i */
+    sc.i++;
+    top = d->stack[--depth];
+    d->toks[top].size = d->ntoks - top;
+    goto done;
 }
 
 /* ---------------------------------------------------------------------- */
 /* Typed field access                                                      */
 /* ---------------------------------------------------------------------- */
 
-/* True for a number the rewrite turned into a NUL-prefixed string. */
-static bool is_number(const json_t *v)
+/* The value of member key of object obj, or NULL. */
+static const struct jtok *obj_get(const struct jtok *obj, const char *key)
 {
-    return json_is_string(v) && json_string_length(v) > 0 &&
-           json_string_value(v)[0] == '\0';
-}
+    size_t n = strlen(key);
+    const struct jtok *k = obj + 1;
 
-/* True for a real JSON string (not a rewritten number). */
-static bool is_text(const json_t *v)
-{
-    return json_is_string(v) && !is_number(v);
+    for (size_t m = 0; m < obj->len; m++) {
+        if (k->len == n && memcmp(k->s, key, n) == 0) return k + 1;
+        k += 1 + k[1].size;
+    }
+    return NULL;
 }
 
 /* Names the JSON type of v for errors. */
-static const char *type_name(const json_t *v)
+static const char *type_name(const struct jtok *v)
 {
     if (!v) return "missing";
-    if (is_number(v)) return "a number";
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
+    switch (v->type) {
+    case J_OBJECT:
         return "an object";
-    case JSON_ARRAY:
+    case J_ARRAY:
         return "an array";
-    case JSON_STRING:
+    case J_STRING:
         return "a string";
-    case JSON_TRUE:
+    case J_TRUE:
         return "true";
-    case JSON_FALSE:
+    case J_FALSE:
         return "false";
-    case JSON_NULL:
+    case J_NULL:
         return "null";
     default:
         return "a number";
     }
 }
 
-/* Reads string field key of obj into *out (NUL-terminated, borrowed).
- * Missing or null is an error when required, else leaves *out = NULL. */
-static int get_text(const struct ctx *c, const json_t *obj, const char *key, bool required,
-                    const char **out)
+/* Reads string field key of obj into *out (NUL-terminated, borrowed) and
+ * its length into *len (if not NULL). Missing or null is an error when
+ * required, else leaves *out = NULL. */
+static int get_textn(const struct ctx *c, const struct jtok *obj, const char *key,
+                     bool required, const char **out, size_t *len)
 {
-    const json_t *v = json_object_get(obj, key);
+    const struct jtok *v = obj_get(obj, key);
 
     *out = NULL;
-    if ((!v || json_is_null(v)) && !required) return 0;
+    if ((!v || v->type == J_NULL) && !required) return 0;
     if (!v) return fail(c, "missing \"%s\"", key);
-    if (!is_text(v)) return fail(c, "\"%s\" is %s, not a string", key, type_name(v));
-    *out = json_string_value(v);
+    if (v->type != J_STRING)
+        return fail(c, "\"%s\" is %s, not a string", key, type_name(v));
+    *out = v->s;
+    if (len) *len = v->len;
     return 0;
+}
+
+static int get_text(const struct ctx *c, const struct jtok *obj, const char *key,
+                    bool required, const char **out)
+{
+    return get_textn(c, obj, key, required, out, NULL);
 }
 
 /* Reads field key as an LSN ("%X/%X"). Missing or null is an error when
  * required, else *present = false. */
-static int get_lsn(const struct ctx *c, const json_t *obj, const char *key, bool required,
-                   lsn_t *out, bool *present)
+static int get_lsn(const struct ctx *c, const struct jtok *obj, const char *key,
+                   bool required, lsn_t *out, bool *present)
 {
     const char *s;
 
@@ -319,30 +827,31 @@ static bool parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 
 /* Reads field key as a JSON number in 0..UINT32_MAX; missing or null
  * leaves *out = 0. */
-static int get_u32(const struct ctx *c, const json_t *obj, const char *key, uint32_t *out)
+static int get_u32(const struct ctx *c, const struct jtok *obj, const char *key,
+                   uint32_t *out)
 {
-    const json_t *v = json_object_get(obj, key);
+    const struct jtok *v = obj_get(obj, key);
     uint64_t n;
 
     *out = 0;
-    if (!v || json_is_null(v)) return 0;
-    if (!is_number(v)) return fail(c, "\"%s\" is %s, not a number", key, type_name(v));
-    if (!parse_uint(json_string_value(v) + 1, json_string_length(v) - 1, UINT32_MAX, &n))
-        return fail(c, "\"%s\" is %.40s, not a 32-bit unsigned integer", key,
-                    json_string_value(v) + 1);
+    if (!v || v->type == J_NULL) return 0;
+    if (v->type != J_NUMBER)
+        return fail(c, "\"%s\" is %s, not a number", key, type_name(v));
+    if (!parse_uint(v->s, v->len, UINT32_MAX, &n))
+        return fail(c, "\"%s\" is %.40s, not a 32-bit unsigned integer", key, v->s);
     *out = (uint32_t)n;
     return 0;
 }
 
 /* Reads a required boolean field. */
-static int get_bool(const struct ctx *c, const json_t *obj, const char *key, bool *out)
+static int get_bool(const struct ctx *c, const struct jtok *obj, const char *key, bool *out)
 {
-    const json_t *v = json_object_get(obj, key);
+    const struct jtok *v = obj_get(obj, key);
 
     if (!v) return fail(c, "missing \"%s\"", key);
-    if (!json_is_boolean(v))
+    if (v->type != J_TRUE && v->type != J_FALSE)
         return fail(c, "\"%s\" is %s, not a boolean", key, type_name(v));
-    *out = json_is_true(v);
+    *out = v->type == J_TRUE;
     return 0;
 }
 
@@ -435,19 +944,17 @@ static bool parse_timestamp(const char *s, size_t len, int64_t *out)
     *out = secs * USECS_PER_SEC + usec;
     return true;
 }
-
 /* Reads "timestamp" into *out; missing or null (a non-transactional
  * message) leaves 0. */
-static int get_timestamp(const struct ctx *c, const json_t *obj, int64_t *out)
+static int get_timestamp(const struct ctx *c, const struct jtok *obj, int64_t *out)
 {
-    const json_t *v;
     const char *s;
+    size_t len = 0;
 
     *out = 0;
-    if (get_text(c, obj, "timestamp", false, &s) < 0) return -1;
+    if (get_textn(c, obj, "timestamp", false, &s, &len) < 0) return -1;
     if (!s) return 0;
-    v = json_object_get(obj, "timestamp");
-    if (!parse_timestamp(s, json_string_length(v), out))
+    if (!parse_timestamp(s, len, out))
         return fail(c,
                     "\"timestamp\" is \"%.40s\", not YYYY-MM-DD "
                     "HH:MM:SS[.ffffff]+TZ",
@@ -517,12 +1024,12 @@ static uint32_t type_oid(const char *type)
 }
 
 /* Reads the name and type OID of one element of "columns"/"identity". */
-static int read_column_head(const struct ctx *c, const json_t *col, const char **name,
+static int read_column_head(const struct ctx *c, const struct jtok *col, const char **name,
                             uint32_t *typid)
 {
     const char *type;
 
-    if (!json_is_object(col)) return fail(c, "is %s, not an object", type_name(col));
+    if (col->type != J_OBJECT) return fail(c, "is %s, not an object", type_name(col));
     if (get_text(c, col, "name", true, name) < 0 ||
         get_text(c, col, "type", false, &type) < 0 || get_u32(c, col, "typeoid", typid) < 0)
         return -1;
@@ -531,32 +1038,29 @@ static int read_column_head(const struct ctx *c, const json_t *col, const char *
     return 0;
 }
 
-/* Reads the value of one column into v; it borrows from the document. */
-static int read_value(const struct ctx *c, const json_t *col, struct col_value *v)
+/* Reads the value of one column into v; it borrows from d->text. */
+static int read_value(const struct ctx *c, const struct jtok *col, struct col_value *v)
 {
-    const json_t *j = json_object_get(col, "value");
+    const struct jtok *j = obj_get(col, "value");
 
     v->kind = CV_TEXT;
     v->data = NULL;
     v->len = 0;
     if (!j) return fail(c, "missing \"value\"");
-    switch (json_typeof(j)) {
-    case JSON_NULL:
+    switch (j->type) {
+    case J_NULL:
         v->kind = CV_NULL;
         return 0;
-    case JSON_TRUE:
-    case JSON_FALSE:
-        v->data = json_is_true(j) ? "t" : "f";
+    case J_TRUE:
+    case J_FALSE:
+        v->data = j->type == J_TRUE ? "t" : "f";
         v->len = 1;
         return 0;
-    case JSON_STRING:
-        if (json_string_length(j) > UINT32_MAX) return fail(c, "value too long");
-        v->data = json_string_value(j);
-        v->len = (uint32_t)json_string_length(j);
-        if (is_number(j)) {
-            v->data++;
-            v->len--;
-        }
+    case J_STRING:
+    case J_NUMBER:
+        if (j->len > UINT32_MAX) return fail(c, "value too long");
+        v->data = j->s;
+        v->len = (uint32_t)j->len;
         return 0;
     default:
         return fail(c, "\"value\" is %s, not a scalar", type_name(j));
@@ -574,10 +1078,11 @@ static bool same_column(const struct relation *rel, size_t i, const char *name,
 /* Caches a new layout for nsp.table built from the (already validated)
  * heads of cols, replacing the old layout if any, and points *out at it. */
 static int new_layout(struct wal2json_decoder *d, struct ctx *c, const char *nsp,
-                      const char *table, const json_t *cols, const struct relation *old,
-                      const struct relation **out)
+                      const char *table, const struct jtok *cols,
+                      const struct relation *old, const struct relation **out)
 {
-    int ncols = (int)json_array_size(cols);
+    int ncols = (int)cols->len;
+    const struct jtok *head = cols + 1;
     struct relation *rel;
 
     /* Relids wrap after 2^32 layouts; never reuse one still cached. */
@@ -590,8 +1095,8 @@ static int new_layout(struct wal2json_decoder *d, struct ctx *c, const char *nsp
         const char *name;
 
         c->col = i + 1;
-        if (read_column_head(c, json_array_get(cols, (size_t)i), &name, &col->typid) < 0)
-            goto fail;
+        if (read_column_head(c, head, &name, &col->typid) < 0) goto fail;
+        head += head->size;
         for (int j = 0; j < i; j++)
             if (strcmp(rel->cols[j].name, name) == 0) {
                 fail(c, "duplicate column name \"%.64s\"", name);
@@ -627,11 +1132,11 @@ fail:
  * cached layout of schema.table on the way, and a new layout is cached
  * when they differ.
  */
-static int parse_row(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+static int parse_row(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
                      const char *key, enum repl_msg_kind kind, struct repl_msg *out)
 {
     const char *nsp, *table, *name;
-    const json_t *cols;
+    const struct jtok *cols, *col;
     const struct relation *rel;
     uint32_t typid;
     bool same;
@@ -640,11 +1145,11 @@ static int parse_row(struct wal2json_decoder *d, struct ctx *c, const json_t *ob
     if (get_text(c, obj, "schema", true, &nsp) < 0 ||
         get_text(c, obj, "table", true, &table) < 0)
         return -1;
-    cols = json_object_get(obj, key);
+    cols = obj_get(obj, key);
     if (!cols) return fail(c, "missing \"%s\"", key);
-    if (!json_is_array(cols))
+    if (cols->type != J_ARRAY)
         return fail(c, "\"%s\" is %s, not an array", key, type_name(cols));
-    n = json_array_size(cols);
+    n = cols->len;
     if (n > REL_MAX_COLS)
         return fail(c, "%zu columns in \"%s\" (max %d)", n, key, REL_MAX_COLS);
     if (col_values_reserve(&d->values, &d->values_cap, n) < 0)
@@ -653,9 +1158,8 @@ static int parse_row(struct wal2json_decoder *d, struct ctx *c, const json_t *ob
     if (!rel || strcmp(rel->relname, table) != 0 || strcmp(rel->nspname, nsp) != 0)
         rel = relcache_find(d->rels, nsp, table);
     same = rel && (size_t)rel->ncols == n;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *col = json_array_get(cols, i);
-
+    col = cols + 1;
+    for (size_t i = 0; i < n; i++, col += col->size) {
         c->col = (int)i + 1;
         if (read_column_head(c, col, &name, &typid) < 0 ||
             read_value(c, col, &d->values[i]) < 0)
@@ -675,12 +1179,12 @@ static int parse_row(struct wal2json_decoder *d, struct ctx *c, const json_t *ob
 }
 
 /* ---------------------------------------------------------------------- */
-/* Step 3: one parser per action                                           */
+/* Step 2: one reader per action                                           */
 /* ---------------------------------------------------------------------- */
 
 /* B: {"action":"B", ["xid":number,] "timestamp":string, "lsn":LSN, ...}
  *    final_lsn = lsn (the commit record's LSN). */
-static int parse_begin(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+static int parse_begin(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
                        lsn_t data_start, struct repl_msg *out)
 {
     bool present;
@@ -698,7 +1202,7 @@ static int parse_begin(struct wal2json_decoder *d, struct ctx *c, const json_t *
 /* C: {"action":"C", ["xid":number,] "timestamp":string, "lsn":LSN,
  *     "nextlsn":LSN}. commit_lsn = lsn; end_lsn = the frame's dataStart,
  *     which nextlsn (the end of the commit record) must equal. */
-static int parse_commit(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+static int parse_commit(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
                         lsn_t data_start, struct repl_msg *out)
 {
     char a[LSN_STRLEN], b[LSN_STRLEN];
@@ -720,7 +1224,7 @@ static int parse_commit(struct wal2json_decoder *d, struct ctx *c, const json_t 
 }
 
 /* I: {"action":"I", ..., "schema", "table", "columns":[...]} (new row) */
-static int parse_insert(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+static int parse_insert(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
                         lsn_t data_start, struct repl_msg *out)
 {
     (void)data_start;
@@ -729,7 +1233,7 @@ static int parse_insert(struct wal2json_decoder *d, struct ctx *c, const json_t 
 
 /* U: {"action":"U", ..., "schema", "table", "columns":[...] (new row, less
  *     unchanged TOASTed columns), ["identity":[...] (old key)]} */
-static int parse_update(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+static int parse_update(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
                         lsn_t data_start, struct repl_msg *out)
 {
     (void)data_start;
@@ -737,7 +1241,7 @@ static int parse_update(struct wal2json_decoder *d, struct ctx *c, const json_t 
 }
 
 /* D: {"action":"D", ..., "schema", "table", "identity":[...] (old key)} */
-static int parse_delete(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+static int parse_delete(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
                         lsn_t data_start, struct repl_msg *out)
 {
     (void)data_start;
@@ -745,7 +1249,7 @@ static int parse_delete(struct wal2json_decoder *d, struct ctx *c, const json_t 
 }
 
 /* T: {"action":"T", ..., "schema", "table"}, one line per table. */
-static int parse_truncate(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+static int parse_truncate(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
                           lsn_t data_start, struct repl_msg *out)
 {
     const char *nsp, *table;
@@ -763,10 +1267,10 @@ static int parse_truncate(struct wal2json_decoder *d, struct ctx *c, const json_
 
 /* M: {"action":"M", ["xid",] "timestamp":string|null, ["lsn":LSN,]
  *     "transactional":bool, "prefix":string, "content":string} */
-static int parse_message(struct wal2json_decoder *d, struct ctx *c, const json_t *obj,
+static int parse_message(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
                          lsn_t data_start, struct repl_msg *out)
 {
-    const json_t *content = json_object_get(obj, "content");
+    const struct jtok *content = obj_get(obj, "content");
     bool transactional = false, present;
 
     (void)d;
@@ -777,12 +1281,12 @@ static int parse_message(struct wal2json_decoder *d, struct ctx *c, const json_t
         get_lsn(c, obj, "lsn", false, &out->u.message.lsn, &present) < 0)
         return -1;
     if (!content) return fail(c, "missing \"content\"");
-    if (!is_text(content))
+    if (content->type != J_STRING)
         return fail(c, "\"content\" is %s, not a string", type_name(content));
-    if (json_string_length(content) > UINT32_MAX) return fail(c, "content too long");
+    if (content->len > UINT32_MAX) return fail(c, "content too long");
     out->u.message.flags = transactional ? 1 : 0;
-    out->u.message.content = json_string_value(content);
-    out->u.message.len = (uint32_t)json_string_length(content);
+    out->u.message.content = content->s;
+    out->u.message.len = (uint32_t)content->len;
     return 0;
 }
 
@@ -807,14 +1311,15 @@ struct wal2json_decoder *wal2json_decoder_new(void)
 void wal2json_decoder_free(struct wal2json_decoder *d)
 {
     if (!d) return;
-    json_decref(d->root);
     relcache_free(d->rels);
-    free(d->buf);
+    free(d->text);
+    free(d->toks);
+    free(d->keys);
     free(d->values);
     free(d);
 }
 
-typedef int (*parse_fn)(struct wal2json_decoder *, struct ctx *, const json_t *, lsn_t,
+typedef int (*parse_fn)(struct wal2json_decoder *, struct ctx *, const struct jtok *, lsn_t,
                         struct repl_msg *);
 
 static const struct {
@@ -828,52 +1333,25 @@ static const struct {
     {'M', "Message", parse_message},
 };
 
-/* Parses d->buf into d->root, which must be an object. */
-static int load(struct wal2json_decoder *d, const struct ctx *c, size_t srclen)
-{
-    json_error_t jerr;
-
-    d->root = json_loadb(d->buf, d->buf_len,
-                         JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-    if (d->buf_cap > W2J_KEEP_BUF) {
-        free(d->buf);
-        d->buf = NULL;
-        d->buf_cap = d->buf_len = 0;
-    }
-    if (!d->root) {
-        /* jansson may quote a rewritten number: drop the markers. */
-        char text[JSON_ERROR_TEXT_LENGTH], *p = text;
-        for (const char *s = jerr.text; *s;)
-            if (strncmp(s, "\\u0000", 6) == 0)
-                s += 6;
-            else
-                *p++ = *s++;
-        *p = '\0';
-        return fail(c, "not valid JSON (%zu-byte line): %s", srclen, text);
-    }
-    if (!json_is_object(d->root))
-        return fail(c, "line is %s, not a JSON object", type_name(d->root));
-    return 0;
-}
-
 int wal2json_decode(struct wal2json_decoder *d, lsn_t data_start, const char *buf,
                     size_t len, struct repl_msg *out, char *err, size_t errlen)
 {
     struct ctx c = {NULL, 0, err, errlen};
+    const struct jtok *root;
     const char *action;
     struct repl_msg msg;
 
-    json_decref(d->root);
-    d->root = NULL;
     if (len == 0) return fail(&c, "empty line");
-    if (rewrite_numbers(d, &c, buf, len) < 0 || load(d, &c, len) < 0 ||
-        get_text(&c, d->root, "action", true, &action) < 0)
-        return -1;
+    if (parse_json(d, &c, buf, len) < 0) return -1;
+    root = &d->toks[0];
+    if (root->type != J_OBJECT)
+        return fail(&c, "line is %s, not a JSON object", type_name(root));
+    if (get_text(&c, root, "action", true, &action) < 0) return -1;
     for (size_t i = 0; i < sizeof(parsers) / sizeof(parsers[0]); i++) {
         if (action[0] != parsers[i].action || action[1] != '\0') continue;
         c.action = parsers[i].name;
         memset(&msg, 0, sizeof(msg));
-        if (parsers[i].parse(d, &c, d->root, data_start, &msg) < 0) return -1;
+        if (parsers[i].parse(d, &c, root, data_start, &msg) < 0) return -1;
         *out = msg;
         return 0;
     }

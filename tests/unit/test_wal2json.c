@@ -764,7 +764,7 @@ START_TEST(test_large_values)
     free(body);
     free(expect);
 
-    /* A 3 MB line (rewrite buffer past the size it is kept at), then a small
+    /* A 3 MB line (text buffer past the size it is kept at), then a small
      * line decodes fine. */
     body = malloc(3u << 20);
     ck_assert_ptr_nonnull(body);
@@ -1278,9 +1278,10 @@ START_TEST(test_garbage)
         ck_assert_int_eq(decode_at(0, nul1, sizeof(nul1) - 1), -1);
         ck_assert_int_eq(decode_at(0, nul2, sizeof(nul2) - 1), -1);
     }
-    /* A number is no key, even though the rewrite makes it a string. */
+    /* A number is no key. */
     DECODE_ERR("{1:2,'action':'B','lsn':'0/1'}", "not valid JSON");
-    /* Errors near a number quote its source text, not the rewrite. */
+    /* Errors near a number quote its source text (in double quotes, the form
+     * the jansson-based decoder printed). */
     DECODE_ERR("{'action':'B','lsn':'0/1','xid':1 23}", "near '\"23\"'");
     ck_assert_ptr_null(strstr(err, "\\u0000"));
     /* A line the decoder then reads fine. */
@@ -1492,6 +1493,229 @@ START_TEST(test_mutations_never_crash)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* The JSON parser's edges                                                 */
+/* ---------------------------------------------------------------------- */
+
+/* Decodes the prefix, d opening brackets, the middle, d closing brackets
+ * and the suffix as one line. */
+static int decode_nested(const char *prefix, size_t d, const char *middle,
+                         const char *suffix)
+{
+    size_t np = strlen(prefix), nm = strlen(middle), ns = strlen(suffix);
+    char *line = malloc(np + 2 * d + nm + ns + 1);
+    int rc;
+
+    ck_assert_ptr_nonnull(line);
+    memcpy(line, prefix, np);
+    memset(line + np, '[', d);
+    memcpy(line + np + d, middle, nm);
+    memset(line + np + d + nm, ']', d);
+    memcpy(line + np + 2 * d + nm, suffix, ns);
+    rc = decode_at(0, line, np + 2 * d + nm + ns);
+    free(line);
+    return rc;
+}
+
+START_TEST(test_depth_limit)
+{
+    /* jansson's limit, kept: 2048 levels, where every value (a scalar too)
+     * is one level below its container. Valid JSON that is not an object
+     * says so; too deep is not valid JSON. */
+    ck_assert_int_eq(decode_nested("", 2048, "", ""), -1);
+    ck_assert_msg(strstr(err, "not a JSON object"), "%s", err);
+    ck_assert_int_eq(decode_nested("", 2049, "", ""), -1);
+    ck_assert_msg(strstr(err, "not valid JSON") && strstr(err, "deeper than 2048"), "%s",
+                  err);
+    ck_assert_int_eq(decode_nested("", 2047, "0", ""), -1);
+    ck_assert_msg(strstr(err, "not a JSON object"), "%s", err);
+    ck_assert_int_eq(decode_nested("", 2048, "0", ""), -1);
+    ck_assert_msg(strstr(err, "not valid JSON"), "%s", err);
+    /* Inside a line: the object is level 1. */
+    ck_assert_int_eq(
+        decode_nested("{\"action\":\"B\",\"lsn\":\"0/5\",\"x\":", 2047, "", "}"), 0);
+    ck_assert_uint_eq(m.u.begin.final_lsn, 5);
+    ck_assert_int_eq(
+        decode_nested("{\"action\":\"B\",\"lsn\":\"0/5\",\"x\":", 2048, "", "}"), -1);
+    ck_assert_msg(strstr(err, "not valid JSON"), "%s", err);
+}
+END_TEST
+
+/* Appends ,"<prefix><i>":<i> for i in [from, to) to line at *n. */
+static void add_keys(char *line, size_t *n, const char *prefix, int from, int to)
+{
+    for (int i = from; i < to; i++)
+        *n +=
+            (size_t)sprintf(line + *n, "%s\"%s%d\":%d", i > from ? "," : "", prefix, i, i);
+}
+
+START_TEST(test_duplicate_keys)
+{
+    static char line[1 << 18];
+    size_t n;
+
+    /* In any object, also an unknown field's; compared after unescaping. */
+    DECODE_ERR("{'action':'B','lsn':'0/1','x':{'a':1,'b':[{'c':1,'c':2}]}}",
+               "duplicate object key \"c\"");
+    DECODE_ERR("{'action':'B','lsn':'0/1','x':{'a1':1,'a\\u0031':2}}",
+               "duplicate object key");
+    DECODE_ERR("{'action':'B','lsn':'0/1','':1,'':2}", "duplicate object key \"\"");
+    /* The same key in other objects, nested or side by side, is no
+     * duplicate; and a lookup does not descend into nested objects. */
+    DECODE_OK("{'action':'B','x':{'lsn':'0/9','action':'C','x':{'x':[{'x':1}]}},"
+              "'y':{'x':2,'lsn':'0/8'},'lsn':'0/1'}");
+    ck_assert_int_eq(m.kind, RM_BEGIN);
+    ck_assert_uint_eq(m.u.begin.final_lsn, 1);
+
+    /* Objects with many keys (past the linear scan): two siblings and a
+     * nested one with the same 2000 keys are fine, twice in a row (the
+     * table must forget the previous line)... */
+    for (int round = 0; round < 2; round++) {
+        n = (size_t)sprintf(line, "{\"action\":\"B\",\"lsn\":\"0/2\",\"o\":{");
+        add_keys(line, &n, "k", 0, 2000);
+        n += (size_t)sprintf(line + n, ",\"in\":{");
+        add_keys(line, &n, "k", 0, 2000);
+        n += (size_t)sprintf(line + n, "}},\"p\":{");
+        add_keys(line, &n, "k", 0, 2000);
+        n += (size_t)sprintf(line + n, "}}");
+        ck_assert_msg(decode_at(0, line, n) == 0, "%s", err);
+        ck_assert_uint_eq(m.u.begin.final_lsn, 2);
+    }
+    /* ...and a repeated key is found wherever it stands: as the 17th key
+     * (the first after the scan), the 41st, or the 2001st. */
+    {
+        static const int at[] = {16, 40, 2000};
+        for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+            n = (size_t)sprintf(line, "{\"action\":\"B\",\"lsn\":\"0/2\",\"o\":{");
+            add_keys(line, &n, "k", 0, at[i]);
+            n += (size_t)sprintf(line + n, ",\"k\\u0033\":0}}"); /* "k3" */
+            ck_assert_int_eq(decode_at(0, line, n), -1);
+            ck_assert_msg(strstr(err, "duplicate object key \"k3\""), "%d: %s", at[i], err);
+        }
+        n = (size_t)sprintf(line, "{\"action\":\"B\",\"lsn\":\"0/2\",\"o\":{");
+        add_keys(line, &n, "k", 0, 16);
+        n += (size_t)sprintf(line + n, ",\"k15\":0}}"); /* 17th = 16th */
+        ck_assert_int_eq(decode_at(0, line, n), -1);
+        ck_assert_msg(strstr(err, "duplicate object key \"k15\""), "%s", err);
+    }
+}
+END_TEST
+
+/* Decodes a one-column row whose value is the JSON text v (in J() form). */
+static int decode_value(const char *v)
+{
+    char line[512];
+
+    snprintf(line, sizeof(line),
+             "{'action':'I','schema':'s','table':'t','columns':["
+             "{'name':'a','value':%s}]}",
+             v);
+    return decode_j(line);
+}
+
+START_TEST(test_unicode_edges)
+{
+    static const struct {
+        const char *json, *text;
+    } good[] = {
+        {"'\\u0080\\u07ff\\u0800\\uffff\\uE000'",
+         "\xc2\x80\xdf\xbf\xe0\xa0\x80\xef\xbf\xbf\xee\x80\x80"},
+        {"'\\uDBFF\\uDFFF\\ud800\\udc00'", "\xf4\x8f\xbf\xbf\xf0\x90\x80\x80"},
+        {"'\xc2\x80\xdf\xbf\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf'",
+         "\xc2\x80\xdf\xbf\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf"},
+        {"'del \x7f'", "del \x7f"},
+    };
+    static const char *const bad[] = {
+        "'\\ud800\\u0041'",   /* high surrogate, then no low one */
+        "'\\ud800x'",         /* high surrogate, then text */
+        "'\\ud800'",          /* high surrogate at the end */
+        "'\\udc00'",          /* lone low surrogate */
+        "'\\udc00\\ud800'",   /* pair the wrong way round */
+        "'\\u00'",            /* short */
+        "'\\u12G4'",          /* not hex */
+        "'\\U0041'",          /* not an escape */
+        "'\\x41'",            /* not an escape */
+        "'\xed\xa0\x80'",     /* a surrogate in UTF-8 */
+        "'\xf4\x90\x80\x80'", /* past U+10FFFF */
+        "'\xe0\x9f\xbf'",     /* overlong 3-byte */
+        "'\xf0\x8f\xbf\xbf'", /* overlong 4-byte */
+        "'\xc1\xbf'",         /* overlong 2-byte */
+        "'\xc2'",             /* cut short before the quote */
+        "'\xe2\x82'",         /* cut short */
+        "'\x80'",             /* stray continuation byte */
+        "'\xf5\x80\x80\x80'", /* no such lead byte */
+        "'tab\there'",        /* raw control bytes */
+        "'\x01'",
+        "'\x1f'",
+    };
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        ck_assert_msg(decode_value(good[i].json) == 0, "%zu: %s", i, err);
+        check_text(&m.u.tuple.values[0], good[i].text);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(decode_value(bad[i]) == -1, "bad %zu decoded", i);
+        ck_assert_msg(strstr(err, "not valid JSON"), "bad %zu: %s", i, err);
+    }
+    ck_assert_int_eq(decode_value("'\x01'"), -1);
+    ck_assert_msg(strstr(err, "control byte 0x01"), "%s", err);
+    ck_assert_int_eq(decode_value("'ab\xed\xa0\x80'"), -1);
+    ck_assert_msg(strstr(err, "invalid UTF-8 byte 0xed at offset 73"), "%s", err);
+    /* \u0000 is refused by name also when the string holds other escapes. */
+    ck_assert_int_eq(decode_value("'\\u00e9\\u0000'"), -1);
+    ck_assert_msg(strstr(err, "\\u0000"), "%s", err);
+}
+END_TEST
+
+START_TEST(test_grammar_edges)
+{
+    static const char *const bad[] = {
+        "{'action':'B','lsn':'0/1','x':tRue}",
+        "{'action':'B','lsn':'0/1','x':truex}",
+        "{'action':'B','lsn':'0/1','x':nul}",
+        "{'action':'B','lsn':'0/1','x':[1,]}",
+        "{'action':'B','lsn':'0/1','x':[,1]}",
+        "{'action':'B','lsn':'0/1','x':[1 2]}",
+        "{'action':'B','lsn':'0/1','x':{'a' 1}}",
+        "{'action':'B','lsn':'0/1','x':{'a':}}",
+        "{'action':'B','lsn':'0/1','x':{'a':1,}}",
+        "{'action':'B','lsn':'0/1','x':{,}}",
+        "{'action':'B','lsn':'0/1','x':[}",
+        "{'action':'B','lsn':'0/1','x':{]}",
+        "{'action':'B','lsn':'0/1'},",
+        "{'action':'B','lsn':'0/1'}]",
+        "\v{'action':'B','lsn':'0/1'}",
+        "{'action':'B','lsn':'0/1'}\f",
+        "{'action':'B',\v'lsn':'0/1'}",
+        "\xef\xbb\xbf{'action':'B','lsn':'0/1'}",
+        "{'action':'B','lsn':'0/1','x':\xc3\xa9}",
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(decode_j(bad[i]) == -1, "%s decoded", bad[i]);
+        ck_assert_msg(strstr(err, "not valid JSON"), "%s: %s", bad[i], err);
+    }
+    DECODE_ERR("{'action':'B','lsn':'0/1','x':[1,]}",
+               "value expected near ']' at offset 33");
+    DECODE_ERR("{'action':'B','lsn':'0/1','x':{'a' 1}}", "':' expected");
+    DECODE_ERR("{'action':'B','lsn':'0/1'} x", "end of line expected near 'x'");
+
+    /* JSON's four whitespace bytes anywhere between tokens; empty
+     * containers; a member order other than wal2json's; unknown members of
+     * a column, with a "name" and "value" of their own. */
+    DECODE_OK(
+        "\r\n\t {\t'x'\r:\n{ } , 'y' : [ ] ,'columns'\n:\r[ {'value' : 1.5 ,"
+        "'meta':{'name':'zz','value':5,'more':[{'value':7}]},'name' :'a'} , "
+        "{ 'name':'b','value':null } ] , 'table':'t','schema':'s','action':'I' } \r\n\t");
+    ck_assert_int_eq(m.kind, RM_INSERT);
+    ck_assert_int_eq(m.u.tuple.nvalues, 2);
+    ck_assert_str_eq(m.u.tuple.rel->cols[0].name, "a");
+    check_text(&m.u.tuple.values[0], "1.5");
+    ck_assert_str_eq(m.u.tuple.rel->cols[1].name, "b");
+    check_null(&m.u.tuple.values[1]);
+}
+END_TEST
+
 static Suite *wal2json_suite(void)
 {
     Suite *s = suite_create("wal2json");
@@ -1501,6 +1725,7 @@ static Suite *wal2json_suite(void)
     TCase *rels = tcase_create("relations");
     TCase *errs = tcase_create("errors");
     TCase *robust = tcase_create("robustness");
+    TCase *json = tcase_create("json");
 
     tcase_set_timeout(rec, 600); /* every prefix, slow under valgrind */
     tcase_add_checked_fixture(rec, setup, teardown);
@@ -1544,6 +1769,14 @@ static Suite *wal2json_suite(void)
     tcase_add_test(errs, test_huge_nesting);
     tcase_add_test(errs, test_failure_leaves_decoder_usable);
     suite_add_tcase(s, errs);
+
+    tcase_set_timeout(json, 120);
+    tcase_add_checked_fixture(json, setup, teardown);
+    tcase_add_test(json, test_depth_limit);
+    tcase_add_test(json, test_duplicate_keys);
+    tcase_add_test(json, test_unicode_edges);
+    tcase_add_test(json, test_grammar_edges);
+    suite_add_tcase(s, json);
 
     tcase_set_timeout(robust, 600);
     tcase_add_checked_fixture(robust, setup, teardown);
