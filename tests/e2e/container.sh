@@ -4,9 +4,9 @@
 #
 #  1. A Debian 12 base image is made locally (debootstrap --variant=minbase,
 #     podman import, tagged debian:bookworm-slim: no registry is reachable)
-#     in podman storage of this test's own under $T; podman uses the
-#     machines' settings from ../shared/containers/containers.conf (runc,
-#     ulimits). See ../shared/containers/README.md.
+#     in podman storage of this test's own under $T, with podman settings
+#     of its own (runc, ulimits: see the comments where they are written),
+#     so the test needs nothing outside the repository.
 #  2. `podman build --pull=never --format docker -f deploy/Dockerfile`; the
 #     image must run as a non-root user, carry the HEALTHCHECK, hold no
 #     compiler or curl, and resolve every library of the binary.
@@ -35,9 +35,17 @@ for tool in podman debootstrap curl; do
     command -v "$tool" >/dev/null ||
         fail "$tool is not installed (deploy/install-deps.sh installs it)"
 done
-CONF_DIR=$(cd "$E2E_SRC_DIR/.." && pwd)/shared/containers
-[[ -f "$CONF_DIR/containers.conf" ]] ||
-    fail "$CONF_DIR/containers.conf is missing (podman's settings for these machines)"
+# podman settings that work on Debian 12 VMs like the CI machines:
+# - they lack CAP_SYS_RESOURCE, so podman's default ulimits
+#   (nofile=1048576, nproc=4194304) cannot be set; podman caps its own NPROC
+#   at 32768, so a container's value must not exceed it;
+# - crun 1.8.1 refuses their hybrid cgroup layout; runc works.
+cat >"$T/containers.conf" <<'CONF'
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+[engine]
+runtime = "runc"
+CONF
 
 STORE=$T/containers
 IMAGE=localhost/outboxd-e2e:$$
@@ -51,7 +59,7 @@ driver = "overlay"
 graphroot = "$STORE/graph"
 runroot = "$STORE/run"
 EOF
-export CONTAINERS_CONF=$CONF_DIR/containers.conf
+export CONTAINERS_CONF=$T/containers.conf
 export CONTAINERS_STORAGE_CONF=$T/storage.conf
 
 # Removes the container, the images and the storage; runs before lib.sh's
