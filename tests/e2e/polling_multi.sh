@@ -87,13 +87,21 @@ psql_q "SELECT event_id, lease_generation, attempts FROM public.outbox_events" |
 join -t $'\t' "$T/rows.tsv" <(sort "$T/copies.tsv") >"$T/joined.tsv"
 assert_eq "$committed" "$(wc -l <"$T/joined.tsv")" "events found in Kafka"
 # event gen attempts copies
-awk -F '\t' '
-    $4 > $2 { bad++; if (bad <= 5) print "event " $1 ": " $4 " copies but claimed only " $2 " times" > "/dev/stderr" }
+# A copy beyond the claims of an event comes from inside the producer: when
+# a produce connection drops (the injected _TRANSPORT errors), librdkafka
+# re-sends the batches in flight. Kafka's idempotent producer discards such
+# a re-send; the mock broker does not check sequence numbers and stores it
+# again. Those are allowed only when connections were dropped, and at most
+# one extra copy per event and batch_size per drop; anything else fails.
+awk -F '\t' -v drops="$DROPS" -v batch=200 '
+    $4 > $2 { same_claim++; extra_same += $4 - $2
+              if ($4 - $2 > 1 || drops == 0) { bad++; if (bad <= 5) print "event " $1 ": " $4 " copies but claimed only " $2 " times" > "/dev/stderr" } }
     $4 > 1 { dup_events++; extra += $4 - 1; if ($3 > 0) dup_retry++; else dup_lease++ }
     $2 > 1 { reclaimed++ }
     END {
-        printf "dup_events=%d extra=%d dup_after_lease_expiry=%d dup_after_failed_attempt=%d reclaimed=%d unexplained=%d\n",
-            dup_events, extra, dup_lease, dup_retry, reclaimed, bad
+        if (extra_same > drops * batch) bad++
+        printf "dup_events=%d extra=%d dup_after_lease_expiry=%d dup_after_failed_attempt=%d reclaimed=%d dup_from_producer_resend_after_drop=%d unexplained=%d\n",
+            dup_events, extra, dup_lease, dup_retry, reclaimed, same_claim, bad
         exit bad > 0
     }' "$T/joined.tsv" >"$T/dups" || fail "duplicates that no re-claim explains: $(cat "$T/dups")"
 assert_eq "$(jq .duplicates "$T/verify.json")" "$(sed -E 's/.* extra=([0-9]+).*/\1/' "$T/dups")" "extra copies (verify vs dump)"
