@@ -132,19 +132,8 @@ expect_line kafka_property '^skip topics: the \[kafka\] configuration is not val
 # -------------------------------------------------------------- the role
 
 step "role outboxd (sql/role.sql) with a password, scram-sha-256 for it on 127.0.0.1"
-psql -XAtq -v ON_ERROR_STOP=1 -f "$E2E_SRC_DIR/sql/role.sql" >/dev/null
-psql_q "SET password_encryption = 'scram-sha-256'; ALTER ROLE outboxd PASSWORD '$SECRET'"
+pg_role_outboxd "$SECRET"
 [[ -z "$PG_CTL_OPTS" ]] || psql_q "GRANT pg_read_all_settings TO outboxd"
-hba=$T/pgdata/pg_hba.conf
-{
-    echo "host all outboxd 127.0.0.1/32 scram-sha-256"
-    echo "host replication outboxd 127.0.0.1/32 scram-sha-256"
-    cat "$hba"
-} >"$hba.new"
-cat "$hba.new" >"$hba"
-rm -f "$hba.new"
-assert_sql "SELECT pg_reload_conf()" "configuration reloaded"
-sleep 0.5
 AS_ROLE="host=127.0.0.1 port=$PGPORT user=outboxd dbname=postgres"
 
 run_check 1 wrong_password --set "postgres.conninfo=$AS_ROLE password=${SECRET}x"
@@ -262,11 +251,7 @@ else
 fi
 
 step "a server whose library directory has no wal2json"
-libdir=$(pg_config --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)
-mkdir -p "$T/libdir"
-for f in "$libdir"/*; do
-    [[ $(basename "$f") == wal2json.so ]] || ln -s "$f" "$T/libdir/"
-done
+pg_libdir_without_wal2json
 psql_q "ALTER SYSTEM SET dynamic_library_path = '$T/libdir'"
 psql_q "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5

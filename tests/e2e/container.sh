@@ -138,18 +138,7 @@ assert_eq "outboxd 0.1.0" "$(podman run --rm --pull=never --network=host "$IMAGE
 pg_start
 broker_start --partitions 3
 step "role outboxd (sql/role.sql) with a password, scram-sha-256 for it"
-psql -XAtq -v ON_ERROR_STOP=1 -f "$E2E_SRC_DIR/sql/role.sql" >/dev/null
-psql_q "SET password_encryption = 'scram-sha-256'; ALTER ROLE outboxd PASSWORD '$SECRET'"
-hba=$T/pgdata/pg_hba.conf
-{
-    echo "host all outboxd 127.0.0.1/32 scram-sha-256"
-    echo "host replication outboxd 127.0.0.1/32 scram-sha-256"
-    cat "$hba"
-} >"$hba.new"
-cat "$hba.new" >"$hba"
-rm -f "$hba.new"
-assert_sql "SELECT pg_reload_conf()" "configuration reloaded"
-sleep 0.5
+pg_role_outboxd "$SECRET"
 if PGPASSWORD=wrong psql -XAtq -U outboxd -c "SELECT 1" >/dev/null 2>&1; then
     fail "the role outboxd connects without its password: pg_hba.conf not in force"
 fi

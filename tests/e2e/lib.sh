@@ -370,6 +370,36 @@ sess_close() {
 }
 
 # Creates table public.other (never in the publication).
+# pg_role_outboxd SECRET: the least-privilege role of sql/role.sql with
+# password SECRET, which 127.0.0.1 connections of that role must give
+# (scram-sha-256, in pg_hba.conf ahead of the test's trust lines).
+pg_role_outboxd() {
+    local secret=${1:?pg_role_outboxd SECRET} hba=$T/pgdata/pg_hba.conf
+    psql -XAtq -v ON_ERROR_STOP=1 -f "$E2E_SRC_DIR/sql/role.sql" >/dev/null
+    psql_q "SET password_encryption = 'scram-sha-256'; ALTER ROLE outboxd PASSWORD '$secret'"
+    {
+        echo "host all outboxd 127.0.0.1/32 scram-sha-256"
+        echo "host replication outboxd 127.0.0.1/32 scram-sha-256"
+        cat "$hba"
+    } >"$hba.new"
+    cat "$hba.new" >"$hba"
+    rm -f "$hba.new"
+    assert_sql "SELECT pg_reload_conf()" "configuration reloaded"
+    sleep 0.5
+}
+
+# pg_libdir_without_wal2json: $T/libdir, the server's library directory
+# with everything but wal2json.so (links), for "plugin not installed" tests.
+pg_libdir_without_wal2json() {
+    local libdir f
+    libdir=$(pg_config --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)
+    mkdir -p "$T/libdir"
+    for f in "$libdir"/*; do
+        [[ $(basename "$f") == wal2json.so ]] || ln -s "$f" "$T/libdir/"
+    done
+    [[ -e "$T/libdir/pgoutput.so" ]] || fail "pgoutput.so not found in $libdir"
+}
+
 create_other_table() {
     psql_q "CREATE TABLE public.other (id bigserial PRIMARY KEY, note text, at timestamptz DEFAULT now())"
 }

@@ -67,12 +67,7 @@ else
 fi
 
 step "a server whose library directory has no wal2json"
-libdir=$(pg_config --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)
-mkdir -p "$T/libdir"
-for f in "$libdir"/*; do
-    [[ $(basename "$f") == wal2json.so ]] || ln -s "$f" "$T/libdir/"
-done
-[[ -e "$T/libdir/pgoutput.so" ]] || fail "pgoutput.so not found in $libdir"
+pg_libdir_without_wal2json
 psql_q "ALTER SYSTEM SET dynamic_library_path = '$T/libdir'"
 psql_q "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
