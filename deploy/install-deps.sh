@@ -8,6 +8,7 @@ PACKAGES=(
     build-essential cmake pkg-config
     # libraries
     libpq-dev librdkafka-dev libjansson-dev libinih-dev libmicrohttpd-dev
+    libjemalloc-dev
     # tests
     check valgrind kcat jq procps util-linux iproute2 curl
     # promtool (tests/e2e/observability.sh validates /metrics with it;

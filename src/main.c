@@ -16,6 +16,10 @@
 #include "relay.h"
 #include "verify.h"
 
+#ifdef OUTBOXD_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
 extern char **environ;
 
 /* Set by the first SIGTERM/SIGINT; a second one exits at once. Exiting
@@ -27,6 +31,24 @@ static void on_signal(int sig)
     (void)sig;
     if (stop_requested) _exit(EXIT_FATAL);
     stop_requested = 1;
+}
+
+/* Which allocator serves malloc(): "jemalloc 5.3.0" when the daemon is
+ * linked with it (CMakeLists.txt says why), else "libc". Asking jemalloc
+ * also makes sure the linker kept it. Returns out. */
+static const char *allocator_name(char *out, size_t outlen)
+{
+#ifdef OUTBOXD_JEMALLOC
+    const char *v = NULL;
+    size_t len = sizeof(v);
+    if (mallctl("version", (void *)&v, &len, NULL, 0) == 0 && v) {
+        /* "5.3.0-0-g54eaed1d...": the release is enough */
+        snprintf(out, outlen, "jemalloc %.*s", (int)strcspn(v, "-"), v);
+        return out;
+    }
+#endif
+    snprintf(out, outlen, "libc");
+    return out;
 }
 
 static void usage(FILE *out)
@@ -197,8 +219,10 @@ int main(int argc, char **argv)
         return code;
     }
     install_signals();
-    log_info("outboxd %s starting (%s mode)", OUTBOXD_VERSION,
-             cfg.source_mode == SOURCE_POLLING ? "polling" : "logical");
+    char alloc[64];
+    log_info("outboxd %s starting (%s mode, allocator %s)", OUTBOXD_VERSION,
+             cfg.source_mode == SOURCE_POLLING ? "polling" : "logical",
+             allocator_name(alloc, sizeof(alloc)));
     code = cfg.source_mode == SOURCE_POLLING ? poll_relay_run(&cfg, &stop_requested)
                                               : relay_run(&cfg, &stop_requested);
     config_free(&cfg);

@@ -8,6 +8,17 @@ pg_start
 broker_start
 outboxd_start
 
+step "the allocator the build chose serves the daemon"
+# CMakeLists.txt links the daemon with jemalloc unless told not to (or
+# sanitized); the start-up line names the allocator malloc() resolved to.
+want=libc
+if grep -q '^OUTBOXD_JEMALLOC:BOOL=ON' "$OUTBOXD_BUILD_DIR/CMakeCache.txt" &&
+    ! grep -q '^OUTBOXD_SANITIZE:BOOL=ON' "$OUTBOXD_BUILD_DIR/CMakeCache.txt"; then
+    want=jemalloc
+fi
+grep -qE "starting \(logical mode, allocator $want( [0-9.]+)?\)" "$T/outboxd.log" ||
+    fail "start-up line does not name allocator $want: $(grep -m1 starting "$T/outboxd.log")"
+
 step "single-row transaction"
 psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
         VALUES ('00000000-0000-4000-8000-000000000001', 'Order', 'order-1', 1, 'OrderCreated', '{\"total\": 10, \"items\": [1, 2]}')"

@@ -9,7 +9,9 @@ E2E_TIMEOUT=600
 e2e_init valgrind_daemon
 pg_start
 broker_start
-export OUTBOXD_WRAPPER="valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect"
+# --soname-synonyms: the daemon links jemalloc (CMakeLists.txt), whose
+# malloc valgrind must replace to see the heap at all.
+export OUTBOXD_WRAPPER="valgrind --soname-synonyms=somalloc=*jemalloc* --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect"
 
 for plugin in pgoutput wal2json; do
     export OUTBOXD_TEST_PLUGIN=$plugin OUTBOXD_SLOT=vg_$plugin
