@@ -370,6 +370,31 @@ static int unicode_escape(const struct ctx *c, const struct scan *sc, size_t sta
     return 0;
 }
 
+/* A byte that a string holds as it is: printable ASCII but the quote and
+ * the backslash. The rest (controls, escapes, UTF-8) is looked at one by
+ * one. */
+static bool plain_byte(unsigned char ch)
+{
+    return ch >= 0x20 && ch < 0x80 && ch != '"' && ch != '\\';
+}
+
+/*
+ * plain_byte() for eight bytes at once (SWAR): the high bit of byte i of
+ * the result is set when byte i of x is not plain, that is has the high
+ * bit set, is below 0x20, or equals '"' or '\\'. For a word x,
+ * (x - 0x01..01 * n) & ~x & 0x80..80 flags the bytes of x below n (n <=
+ * 0x80), and a byte equal to ch is a zero byte of x ^ (0x01..01 * ch),
+ * flagged with n = 1. (A borrow can flag a byte above a flagged one too:
+ * the mask says whether, not where.)
+ */
+static uint64_t not_plain_mask(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+
+    return (x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+}
+
 /*
  * Parses the string at sc->i (at its opening quote) into d->text,
  * unescaped and NUL-terminated; *s and *n get where and how long. Raw
@@ -385,15 +410,23 @@ static int parse_string(struct wal2json_decoder *d, const struct ctx *c, struct 
     size_t p = start + 1;
 
     for (;;) {
-        size_t run = p, k;
+        size_t k;
 
-        /* The common case: a run of printable ASCII, copied at once. */
-        while (run < len && in[run] >= 0x20 && in[run] < 0x80 && in[run] != '"' &&
-               in[run] != '\\')
-            run++;
-        memcpy(o, in + p, run - p);
-        o += run - p;
-        p = run;
+        /* The common case: printable ASCII, copied eight bytes at a time
+         * while a whole word is plain (writing a word at o is safe: o is
+         * behind p, and the line fits d->text), then byte by byte up to the
+         * byte that is not. (Finding that byte in the word with a bit scan
+         * instead measured no faster.) */
+        while (p + 8 <= len) {
+            uint64_t w;
+            memcpy(&w, in + p, 8);
+            if (not_plain_mask(w) != 0) break;
+            memcpy(o, &w, 8);
+            o += 8;
+            p += 8;
+        }
+        while (p < len && plain_byte(in[p]))
+            *o++ = (char)in[p++];
         if (p >= len) return bad_json(c, sc, start, "unterminated string");
         if (in[p] == '"') break;
         if (in[p] < 0x20) {
@@ -967,37 +1000,40 @@ static int get_timestamp(const struct ctx *c, const struct jtok *obj, int64_t *o
 /* ---------------------------------------------------------------------- */
 
 /* Type OIDs of common built-in types by the name format_type() prints. */
+#define TYPE(name, oid) {name, sizeof(name) - 1, oid}
 static const struct {
     const char *name;
+    size_t len;
     uint32_t oid;
 } type_oids[] = {
-    {"boolean", 16},
-    {"bytea", 17},
-    {"\"char\"", 18},
-    {"name", 19},
-    {"bigint", 20},
-    {"smallint", 21},
-    {"integer", 23},
-    {"text", 25},
-    {"oid", 26},
-    {"json", 114},
-    {"xml", 142},
-    {"real", 700},
-    {"double precision", 701},
-    {"money", 790},
-    {"inet", 869},
-    {"character", 1042},
-    {"character varying", 1043},
-    {"date", 1082},
-    {"time without time zone", 1083},
-    {"timestamp without time zone", 1114},
-    {"timestamp with time zone", 1184},
-    {"interval", 1186},
-    {"time with time zone", 1266},
-    {"numeric", 1700},
-    {"uuid", 2950},
-    {"jsonb", 3802},
+    TYPE("boolean", 16),
+    TYPE("bytea", 17),
+    TYPE("\"char\"", 18),
+    TYPE("name", 19),
+    TYPE("bigint", 20),
+    TYPE("smallint", 21),
+    TYPE("integer", 23),
+    TYPE("text", 25),
+    TYPE("oid", 26),
+    TYPE("json", 114),
+    TYPE("xml", 142),
+    TYPE("real", 700),
+    TYPE("double precision", 701),
+    TYPE("money", 790),
+    TYPE("inet", 869),
+    TYPE("character", 1042),
+    TYPE("character varying", 1043),
+    TYPE("date", 1082),
+    TYPE("time without time zone", 1083),
+    TYPE("timestamp without time zone", 1114),
+    TYPE("timestamp with time zone", 1184),
+    TYPE("interval", 1186),
+    TYPE("time with time zone", 1266),
+    TYPE("numeric", 1700),
+    TYPE("uuid", 2950),
+    TYPE("jsonb", 3802),
 };
+#undef TYPE
 
 /* OID for a type name as wal2json prints it, ignoring a typmod such as
  * "(20)" or "(10,2)" wherever it stands; 0 for arrays and unknown types. */
@@ -1017,9 +1053,9 @@ static uint32_t type_oid(const char *type)
             base[n++] = *p;
         }
     }
-    base[n] = '\0';
     for (size_t i = 0; i < sizeof(type_oids) / sizeof(type_oids[0]); i++)
-        if (strcmp(base, type_oids[i].name) == 0) return type_oids[i].oid;
+        if (type_oids[i].len == n && memcmp(base, type_oids[i].name, n) == 0)
+            return type_oids[i].oid;
     return 0;
 }
 

@@ -779,6 +779,55 @@ START_TEST(test_large_values)
 }
 END_TEST
 
+/* Strings are scanned eight bytes at a time while a whole word is plain
+ * (parse_string): every kind of byte that ends a run must be seen in every
+ * position of a word, and at a string's very end. */
+START_TEST(test_special_byte_at_every_offset)
+{
+    static const struct {
+        const char *json;   /* as it stands in the string */
+        const char *text;   /* decoded; NULL: the line is invalid */
+        const char *reason; /* for an invalid one */
+    } specials[] = {
+        {"\\\"", "\"", NULL},          {"\\\\", "\\", NULL},
+        {"\\n", "\n", NULL},            {"\\u00e9", "\xc3\xa9", NULL},
+        {"\xc3\xa9", "\xc3\xa9", NULL},    {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80", NULL},
+        {"\x7f", "\x7f", NULL},          {" ", " ", NULL},
+        {"\x1f", NULL, "control byte 0x1f"}, {"\x01", NULL, "control byte 0x01"},
+        {"\xff", NULL, "invalid UTF-8 byte 0xff"}, {"\x80", NULL, "invalid UTF-8 byte 0x80"},
+        {"\"", NULL, "not valid JSON"}, /* a bare quote ends the string early */
+    };
+    char body[128], expect[128];
+
+    for (size_t s = 0; s < sizeof(specials) / sizeof(specials[0]); s++)
+        for (size_t before = 0; before <= 17; before++)
+            for (size_t after = 0; after <= 9; after += 9) {
+                size_t n = 0, k = 0, len;
+                body[n++] = '"';
+                for (size_t i = 0; i < before; i++) body[n++] = expect[k++] = (char)('a' + i);
+                memcpy(body + n, specials[s].json, strlen(specials[s].json));
+                n += strlen(specials[s].json);
+                if (specials[s].text) {
+                    memcpy(expect + k, specials[s].text, strlen(specials[s].text));
+                    k += strlen(specials[s].text);
+                }
+                for (size_t i = 0; i < after; i++) body[n++] = expect[k++] = (char)('z' - i);
+                body[n++] = '"';
+                char *line = row_with_value(body, n, &len);
+                int rc = decode_at(0, line, len);
+                free(line);
+                if (!specials[s].text) {
+                    ck_assert_msg(rc == -1, "special %zu after %zu bytes: decoded", s, before);
+                    ck_assert_msg(strstr(err, specials[s].reason), "special %zu: \"%s\"", s,
+                                  err);
+                    continue;
+                }
+                ck_assert_msg(rc == 0, "special %zu after %zu bytes: %s", s, before, err);
+                check_textn(&m.u.tuple.values[1], expect, k);
+            }
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 /* Begin / Commit fields and timestamps                                    */
 /* ---------------------------------------------------------------------- */
@@ -1744,6 +1793,7 @@ static Suite *wal2json_suite(void)
     tcase_add_test(vals, test_invalid_numbers);
     tcase_add_test(vals, test_booleans_and_null);
     tcase_add_test(vals, test_large_values);
+    tcase_add_test(vals, test_special_byte_at_every_offset);
     suite_add_tcase(s, vals);
 
     tcase_add_checked_fixture(bc, setup, teardown);
