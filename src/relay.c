@@ -42,7 +42,7 @@
  * the stream is live, and while it is a backlog, which a wake-up that
  * found at least BACKLOG_BYTES of it says it is. */
 #define WAKE_GAP_US 1000
-#define WAKE_GAP_BACKLOG_US 6000
+#define WAKE_GAP_BACKLOG_US 10000
 #define BACKLOG_BYTES 65536
 
 /* Frames handled before the loop serves reports and status again. */
@@ -662,11 +662,14 @@ static void wait_io(struct relay *r)
      * broker thread. Napping WAKE_GAP_BACKLOG_US then lets the kernel
      * coalesce the walsender's many small sends, and leaves the CPU to the
      * walsender, which is the bottleneck on a small machine (benchmark,
-     * pgoutput: 2.6 -> 1.7 us of CPU per event, and a faster drain). A
-     * live stream at 5,000 events/s brings ~4 kB per wake-up and stays at
-     * the short gap; back at the short gap only a stream of over ~90,000
-     * events/s (64 kB per ms) counts as a backlog, and once there, a
-     * stream of under ~15,000 events/s (64 kB per 6 ms) does not. */
+     * pgoutput, 500,000 events: 2.6-2.7 us of CPU per event without the
+     * nap, medians 1.7-2.2 us with 6 ms, 1.8 us with 10 ms; the drain got
+     * faster, too). A live stream at 5,000 events/s of ~700 bytes brings
+     * ~4 kB per wake-up and stays at the short gap. At the short gap only
+     * a stream of over ~90,000 such events/s (64 kB per ms) counts as a
+     * backlog; once there, a stream of under ~9,000 events/s (64 kB per
+     * 10 ms) no longer does, and in between up to 10 ms of latency may be
+     * added. */
     bool backlog = r->wake_bytes >= BACKLOG_BYTES;
     int64_t gap = backlog ? WAKE_GAP_BACKLOG_US : WAKE_GAP_US;
     r->wake_bytes = 0;
