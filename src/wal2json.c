@@ -70,6 +70,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "relcache.h"
 
@@ -93,9 +96,47 @@
 
 enum jtype { J_OBJECT, J_ARRAY, J_STRING, J_NUMBER, J_TRUE, J_FALSE, J_NULL };
 
+/*
+ * The object keys the readers look up, interned while parsing: a key token
+ * gets its id (K_OTHER for any other key), so a lookup compares an integer
+ * and the duplicate check of a known key is one bit in its object's mask.
+ */
+enum key {
+    K_OTHER,
+    K_ACTION,
+    K_TIMESTAMP,
+    K_LSN,
+    K_NEXTLSN,
+    K_XID,
+    K_SCHEMA,
+    K_TABLE,
+    K_COLUMNS,
+    K_IDENTITY,
+    K_NAME,
+    K_TYPE,
+    K_TYPEOID,
+    K_VALUE,
+    K_TRANSACTIONAL,
+    K_PREFIX,
+    K_CONTENT,
+};
+
+static const char *const key_names[] = {
+    [K_OTHER] = "",         [K_ACTION] = "action",
+    [K_TIMESTAMP] = "timestamp", [K_LSN] = "lsn",
+    [K_NEXTLSN] = "nextlsn",     [K_XID] = "xid",
+    [K_SCHEMA] = "schema",       [K_TABLE] = "table",
+    [K_COLUMNS] = "columns",     [K_IDENTITY] = "identity",
+    [K_NAME] = "name",           [K_TYPE] = "type",
+    [K_TYPEOID] = "typeoid",     [K_VALUE] = "value",
+    [K_TRANSACTIONAL] = "transactional", [K_PREFIX] = "prefix",
+    [K_CONTENT] = "content",
+};
+
 /* One parsed value or object key. */
 struct jtok {
     enum jtype type;
+    enum key kid;  /* object keys: the interned key; K_OTHER otherwise */
     size_t size;   /* tokens in the subtree, this one included (1 for scalars) */
     size_t len;    /* J_STRING/J_NUMBER: bytes at s; J_OBJECT/J_ARRAY: members */
     const char *s; /* J_STRING/J_NUMBER: NUL-terminated, in d->text */
@@ -116,7 +157,11 @@ struct wal2json_decoder {
     size_t ntoks, toks_cap;
     struct keyslot *keys; /* duplicate-key table; owned */
     size_t keys_cap, keys_used;
-    size_t stack[W2J_MAX_DEPTH]; /* token indexes of the open containers */
+    struct open {                /* the open containers, innermost last */
+        size_t tok;              /* token index of the object or array */
+        uint32_t seen;           /* objects: bits (1 << enum key) of known keys met */
+        bool in_table;           /* objects: the other keys are in the key table */
+    } stack[W2J_MAX_DEPTH];
     struct col_value *values;    /* scratch for tuple values; owned */
     size_t values_cap;
 };
@@ -222,8 +267,10 @@ static bool is_digit(char ch)
     return ch >= '0' && ch <= '9';
 }
 
-static void skip_ws(struct scan *sc)
+static inline void skip_ws(struct scan *sc)
 {
+    /* wal2json writes no whitespace between tokens: one test, usually. */
+    if (sc->i < sc->len && (unsigned char)sc->in[sc->i] > ' ') return;
     while (sc->i < sc->len) {
         char ch = sc->in[sc->i];
         if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') break;
@@ -412,11 +459,35 @@ static int parse_string(struct wal2json_decoder *d, const struct ctx *c, struct 
     for (;;) {
         size_t k;
 
-        /* The common case: printable ASCII, copied eight bytes at a time
-         * while a whole word is plain (writing a word at o is safe: o is
-         * behind p, and the line fits d->text), then byte by byte up to the
-         * byte that is not. (Finding that byte in the word with a bit scan
-         * instead measured no faster.) */
+        /* The common case: printable ASCII, copied a block at a time while
+         * a whole block is plain (writing a block at o is safe: o is behind
+         * p, and the line fits d->text). With SSE2 (every x86-64) a block
+         * is 16 bytes and the first byte that is not plain is found with a
+         * bit scan, so a string with many escapes (a jsonb value: every
+         * quote in it is \") does not fall back to bytes between them. */
+#ifdef __SSE2__
+        while (p + 16 <= len) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + p));
+            /* Signed compare: below 0x20 is a control byte or, as a
+             * negative number, a byte >= 0x80. */
+            __m128i bad = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                             _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
+            unsigned mask = (unsigned)_mm_movemask_epi8(bad);
+            _mm_storeu_si128((__m128i *)(void *)o, v);
+            if (mask != 0) {
+                unsigned k = (unsigned)__builtin_ctz(mask);
+                o += k;
+                p += k;
+                goto special;
+            }
+            o += 16;
+            p += 16;
+        }
+#endif
+        /* Eight bytes at a time (SWAR), then byte by byte up to the byte
+         * that is not plain. */
         while (p + 8 <= len) {
             uint64_t w;
             memcpy(&w, in + p, 8);
@@ -427,6 +498,9 @@ static int parse_string(struct wal2json_decoder *d, const struct ctx *c, struct 
         }
         while (p < len && plain_byte(in[p]))
             *o++ = (char)in[p++];
+#ifdef __SSE2__
+    special: /* in[p] is not plain, or p is at the end */
+#endif
         if (p >= len) return bad_json(c, sc, start, "unterminated string");
         if (in[p] == '"') break;
         if (in[p] < 0x20) {
@@ -489,25 +563,30 @@ static int parse_string(struct wal2json_decoder *d, const struct ctx *c, struct 
     return 0;
 }
 
+/* Doubles d->toks; -1 on out of memory (reported). */
+static int grow_toks(struct wal2json_decoder *d, const struct ctx *c)
+{
+    size_t ncap = d->toks_cap ? d->toks_cap * 2 : 64;
+    struct jtok *nt =
+        ncap < SIZE_MAX / sizeof(*nt) ? realloc(d->toks, ncap * sizeof(*nt)) : NULL;
+
+    if (!nt) return fail(c, "out of memory for %zu JSON tokens", ncap);
+    d->toks = nt;
+    d->toks_cap = ncap;
+    return 0;
+}
+
 /* Appends a token of type t (size 1) and returns it, NULL on out of
  * memory (reported). */
-static struct jtok *new_tok(struct wal2json_decoder *d, const struct ctx *c, enum jtype t)
+static inline struct jtok *new_tok(struct wal2json_decoder *d, const struct ctx *c,
+                                   enum jtype t)
 {
     struct jtok *tok;
 
-    if (d->ntoks == d->toks_cap) {
-        size_t ncap = d->toks_cap ? d->toks_cap * 2 : 64;
-        struct jtok *nt =
-            ncap < SIZE_MAX / sizeof(*nt) ? realloc(d->toks, ncap * sizeof(*nt)) : NULL;
-        if (!nt) {
-            fail(c, "out of memory for %zu JSON tokens", ncap);
-            return NULL;
-        }
-        d->toks = nt;
-        d->toks_cap = ncap;
-    }
+    if (d->ntoks == d->toks_cap && grow_toks(d, c) < 0) return NULL;
     tok = &d->toks[d->ntoks++];
     tok->type = t;
+    tok->kid = K_OTHER;
     tok->size = 1;
     tok->len = 0;
     tok->s = NULL;
@@ -567,31 +646,76 @@ static int duplicate(const struct ctx *c, const struct scan *sc, size_t at,
     return bad_json(c, sc, at, what);
 }
 
-/* Checks the key just parsed (the last token) against the earlier keys of
- * object obj: a scan while the object is small, the table once it is not. */
-static int check_duplicate(struct wal2json_decoder *d, const struct ctx *c,
-                           const struct scan *sc, size_t obj, size_t at)
+/* The interned id of key s[0..n). */
+static enum key key_id(const char *s, size_t n)
 {
-    const struct jtok *o = &d->toks[obj], *key = &d->toks[d->ntoks - 1];
+#define IS(lit) (memcmp(s, lit, sizeof(lit) - 1) == 0)
+    switch (n) {
+    case 3:
+        return IS("lsn") ? K_LSN : IS("xid") ? K_XID : K_OTHER;
+    case 4:
+        return IS("name") ? K_NAME : IS("type") ? K_TYPE : K_OTHER;
+    case 5:
+        return IS("table") ? K_TABLE : IS("value") ? K_VALUE : K_OTHER;
+    case 6:
+        return IS("action") ? K_ACTION : IS("schema") ? K_SCHEMA : IS("prefix") ? K_PREFIX
+                                                                                : K_OTHER;
+    case 7:
+        return IS("columns")   ? K_COLUMNS
+               : IS("nextlsn") ? K_NEXTLSN
+               : IS("typeoid") ? K_TYPEOID
+               : IS("content") ? K_CONTENT
+                               : K_OTHER;
+    case 8:
+        return IS("identity") ? K_IDENTITY : K_OTHER;
+    case 9:
+        return IS("timestamp") ? K_TIMESTAMP : K_OTHER;
+    case 13:
+        return IS("transactional") ? K_TRANSACTIONAL : K_OTHER;
+    default:
+        return K_OTHER;
+    }
+#undef IS
+}
+
+/*
+ * Checks the key just parsed (the last token) against the earlier keys of
+ * the object op. A known key is a bit in op->seen. Any other key can only
+ * equal another such key: a scan of them while the object is small, the
+ * hash table once it is not (or once it was: op->in_table).
+ */
+static int check_duplicate(struct wal2json_decoder *d, const struct ctx *c,
+                           const struct scan *sc, struct open *op, size_t at)
+{
+    const struct jtok *o = &d->toks[op->tok], *key = &d->toks[d->ntoks - 1];
     int rc;
 
-    if (o->len < W2J_SCAN_KEYS) {
+    if (key->kid != K_OTHER) {
+        uint32_t bit = UINT32_C(1) << key->kid;
+        if (op->seen & bit) return duplicate(c, sc, at, key);
+        op->seen |= bit;
+        return 0;
+    }
+    if (!op->in_table && o->len < W2J_SCAN_KEYS) {
         const struct jtok *k = o + 1;
         for (size_t m = 0; m < o->len; m++) {
-            if (k->len == key->len && memcmp(k->s, key->s, key->len) == 0)
+            if (k->kid == K_OTHER && k->len == key->len &&
+                memcmp(k->s, key->s, key->len) == 0)
                 return duplicate(c, sc, at, key);
             k += 1 + k[1].size;
         }
         return 0;
     }
-    if (o->len == W2J_SCAN_KEYS) { /* the table takes over: enter the keys so far */
-        size_t k = obj + 1;
+    if (!op->in_table) { /* the table takes over: enter the other keys so far */
+        size_t k = op->tok + 1;
         for (size_t m = 0; m < o->len; m++) {
-            if (key_insert(d, obj, k) < 0) return fail(c, "out of memory checking keys");
+            if (d->toks[k].kid == K_OTHER && key_insert(d, op->tok, k) < 0)
+                return fail(c, "out of memory checking keys");
             k += 1 + d->toks[k + 1].size;
         }
+        op->in_table = true;
     }
-    rc = key_insert(d, obj, d->ntoks - 1);
+    rc = key_insert(d, op->tok, d->ntoks - 1);
     if (rc < 0) return fail(c, "out of memory checking keys");
     if (rc > 0) return duplicate(c, sc, at, &d->toks[d->ntoks - 1]);
     return 0;
@@ -611,17 +735,16 @@ static int parse_scalar(struct wal2json_decoder *d, const struct ctx *c, struct 
     case 't':
     case 'f':
     case 'n': {
-        static const struct {
-            const char *word;
-            size_t len;
-            enum jtype type;
-        } words[] = {{"true", 4, J_TRUE}, {"false", 5, J_FALSE}, {"null", 4, J_NULL}};
-        for (size_t w = 0; w < 3; w++)
-            if (left >= words[w].len && memcmp(in, words[w].word, words[w].len) == 0) {
-                if (!new_tok(d, c, words[w].type)) return -1;
-                sc->i += words[w].len;
-                return 0;
-            }
+        enum jtype type = *in == 't' ? J_TRUE : *in == 'f' ? J_FALSE : J_NULL;
+        size_t wl = type == J_FALSE ? 5 : 4;
+        if (left >= wl && memcmp(in, type == J_TRUE    ? "true"
+                                     : type == J_FALSE ? "false"
+                                                       : "null",
+                                 wl) == 0) {
+            if (!new_tok(d, c, type)) return -1;
+            sc->i += wl;
+            return 0;
+        }
         return unexpected(c, sc, "value expected");
     }
     default:
@@ -714,7 +837,9 @@ value: /* a value is expected at sc.i (after whitespace) */
         bool obj = in[sc.i] == '{';
 
         if (!(t = new_tok(d, c, obj ? J_OBJECT : J_ARRAY))) return -1;
-        d->stack[depth++] = d->ntoks - 1;
+        d->stack[depth].tok = d->ntoks - 1;
+        d->stack[depth].seen = 0;
+        d->stack[depth++].in_table = false;
         sc.i++;
         skip_ws(&sc);
         if (sc.i < len && in[sc.i] == (obj ? '}' : ']')) goto close;
@@ -729,7 +854,7 @@ done: /* a value ended; what follows depends on its container */
         if (sc.i != len) return unexpected(c, &sc, "end of line expected");
         return 0;
     }
-    top = d->stack[depth - 1];
+    top = d->stack[depth - 1].tok;
     d->toks[top].len++;
     skip_ws(&sc);
     if (sc.i < len && in[sc.i] == ',') {
@@ -748,9 +873,10 @@ key: /* a member of the object on top of the stack starts */
     {
         size_t at = sc.i;
 
-        if (!(t = new_tok(d, c, J_STRING)) || parse_string(d, c, &sc, &t->s, &t->len) < 0 ||
-            check_duplicate(d, c, &sc, d->stack[depth - 1], at) < 0)
+        if (!(t = new_tok(d, c, J_STRING)) || parse_string(d, c, &sc, &t->s, &t->len) < 0)
             return -1;
+        t->kid = key_id(t->s, t->len);
+        if (check_duplicate(d, c, &sc, &d->stack[depth - 1], at) < 0) return -1;
     }
     skip_ws(&sc);
     if (sc.i >= len || in[sc.i] != ':') return unexpected(c, &sc, "':' expected");
@@ -759,7 +885,7 @@ key: /* a member of the object on top of the stack starts */
 
 close: /* the container on top of the stack ends at sc.i */
     sc.i++;
-    top = d->stack[--depth];
+    top = d->stack[--depth].tok;
     d->toks[top].size = d->ntoks - top;
     goto done;
 }
@@ -769,13 +895,12 @@ close: /* the container on top of the stack ends at sc.i */
 /* ---------------------------------------------------------------------- */
 
 /* The value of member key of object obj, or NULL. */
-static const struct jtok *obj_get(const struct jtok *obj, const char *key)
+static const struct jtok *obj_get(const struct jtok *obj, enum key key)
 {
-    size_t n = strlen(key);
     const struct jtok *k = obj + 1;
 
     for (size_t m = 0; m < obj->len; m++) {
-        if (k->len == n && memcmp(k->s, key, n) == 0) return k + 1;
+        if (k->kid == key) return k + 1;
         k += 1 + k[1].size;
     }
     return NULL;
@@ -806,22 +931,22 @@ static const char *type_name(const struct jtok *v)
 /* Reads string field key of obj into *out (NUL-terminated, borrowed) and
  * its length into *len (if not NULL). Missing or null is an error when
  * required, else leaves *out = NULL. */
-static int get_textn(const struct ctx *c, const struct jtok *obj, const char *key,
+static int get_textn(const struct ctx *c, const struct jtok *obj, enum key key,
                      bool required, const char **out, size_t *len)
 {
     const struct jtok *v = obj_get(obj, key);
 
     *out = NULL;
     if ((!v || v->type == J_NULL) && !required) return 0;
-    if (!v) return fail(c, "missing \"%s\"", key);
+    if (!v) return fail(c, "missing \"%s\"", key_names[key]);
     if (v->type != J_STRING)
-        return fail(c, "\"%s\" is %s, not a string", key, type_name(v));
+        return fail(c, "\"%s\" is %s, not a string", key_names[key], type_name(v));
     *out = v->s;
     if (len) *len = v->len;
     return 0;
 }
 
-static int get_text(const struct ctx *c, const struct jtok *obj, const char *key,
+static int get_text(const struct ctx *c, const struct jtok *obj, enum key key,
                     bool required, const char **out)
 {
     return get_textn(c, obj, key, required, out, NULL);
@@ -829,7 +954,7 @@ static int get_text(const struct ctx *c, const struct jtok *obj, const char *key
 
 /* Reads field key as an LSN ("%X/%X"). Missing or null is an error when
  * required, else *present = false. */
-static int get_lsn(const struct ctx *c, const struct jtok *obj, const char *key,
+static int get_lsn(const struct ctx *c, const struct jtok *obj, enum key key,
                    bool required, lsn_t *out, bool *present)
 {
     const char *s;
@@ -837,7 +962,7 @@ static int get_lsn(const struct ctx *c, const struct jtok *obj, const char *key,
     *present = false;
     if (get_text(c, obj, key, required, &s) < 0) return -1;
     if (!s) return 0;
-    if (!lsn_parse(s, out)) return fail(c, "\"%s\" is \"%.40s\", not an LSN", key, s);
+    if (!lsn_parse(s, out)) return fail(c, "\"%s\" is \"%.40s\", not an LSN", key_names[key], s);
     *present = true;
     return 0;
 }
@@ -860,7 +985,7 @@ static bool parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 
 /* Reads field key as a JSON number in 0..UINT32_MAX; missing or null
  * leaves *out = 0. */
-static int get_u32(const struct ctx *c, const struct jtok *obj, const char *key,
+static int get_u32(const struct ctx *c, const struct jtok *obj, enum key key,
                    uint32_t *out)
 {
     const struct jtok *v = obj_get(obj, key);
@@ -869,21 +994,21 @@ static int get_u32(const struct ctx *c, const struct jtok *obj, const char *key,
     *out = 0;
     if (!v || v->type == J_NULL) return 0;
     if (v->type != J_NUMBER)
-        return fail(c, "\"%s\" is %s, not a number", key, type_name(v));
+        return fail(c, "\"%s\" is %s, not a number", key_names[key], type_name(v));
     if (!parse_uint(v->s, v->len, UINT32_MAX, &n))
-        return fail(c, "\"%s\" is %.40s, not a 32-bit unsigned integer", key, v->s);
+        return fail(c, "\"%s\" is %.40s, not a 32-bit unsigned integer", key_names[key], v->s);
     *out = (uint32_t)n;
     return 0;
 }
 
 /* Reads a required boolean field. */
-static int get_bool(const struct ctx *c, const struct jtok *obj, const char *key, bool *out)
+static int get_bool(const struct ctx *c, const struct jtok *obj, enum key key, bool *out)
 {
     const struct jtok *v = obj_get(obj, key);
 
-    if (!v) return fail(c, "missing \"%s\"", key);
+    if (!v) return fail(c, "missing \"%s\"", key_names[key]);
     if (v->type != J_TRUE && v->type != J_FALSE)
-        return fail(c, "\"%s\" is %s, not a boolean", key, type_name(v));
+        return fail(c, "\"%s\" is %s, not a boolean", key_names[key], type_name(v));
     *out = v->type == J_TRUE;
     return 0;
 }
@@ -985,7 +1110,7 @@ static int get_timestamp(const struct ctx *c, const struct jtok *obj, int64_t *o
     size_t len = 0;
 
     *out = 0;
-    if (get_textn(c, obj, "timestamp", false, &s, &len) < 0) return -1;
+    if (get_textn(c, obj, K_TIMESTAMP, false, &s, &len) < 0) return -1;
     if (!s) return 0;
     if (!parse_timestamp(s, len, out))
         return fail(c,
@@ -1035,14 +1160,26 @@ static const struct {
 };
 #undef TYPE
 
+/* OID of the type named name[0..n) in type_oids, 0 if not there. */
+static uint32_t type_oid_of(const char *name, size_t n)
+{
+    for (size_t i = 0; i < sizeof(type_oids) / sizeof(type_oids[0]); i++)
+        if (type_oids[i].len == n && type_oids[i].name[0] == name[0] &&
+            memcmp(name, type_oids[i].name, n) == 0)
+            return type_oids[i].oid;
+    return 0;
+}
+
 /* OID for a type name as wal2json prints it, ignoring a typmod such as
  * "(20)" or "(10,2)" wherever it stands; 0 for arrays and unknown types. */
-static uint32_t type_oid(const char *type)
+static uint32_t type_oid(const char *type, size_t len)
 {
     char base[64];
     size_t n = 0;
     bool in_mod = false;
 
+    if (!memchr(type, '(', len)) /* the common case: no typmod to drop */
+        return type_oid_of(type, len);
     for (const char *p = type; *p; p++) {
         if (*p == '(')
             in_mod = true;
@@ -1053,10 +1190,7 @@ static uint32_t type_oid(const char *type)
             base[n++] = *p;
         }
     }
-    for (size_t i = 0; i < sizeof(type_oids) / sizeof(type_oids[0]); i++)
-        if (type_oids[i].len == n && memcmp(base, type_oids[i].name, n) == 0)
-            return type_oids[i].oid;
-    return 0;
+    return type_oid_of(base, n);
 }
 
 /* Reads the name and type OID of one element of "columns"/"identity". */
@@ -1064,20 +1198,22 @@ static int read_column_head(const struct ctx *c, const struct jtok *col, const c
                             uint32_t *typid)
 {
     const char *type;
+    size_t type_len = 0;
 
     if (col->type != J_OBJECT) return fail(c, "is %s, not an object", type_name(col));
-    if (get_text(c, col, "name", true, name) < 0 ||
-        get_text(c, col, "type", false, &type) < 0 || get_u32(c, col, "typeoid", typid) < 0)
+    if (get_text(c, col, K_NAME, true, name) < 0 ||
+        get_textn(c, col, K_TYPE, false, &type, &type_len) < 0 ||
+        get_u32(c, col, K_TYPEOID, typid) < 0)
         return -1;
     if (**name == '\0') return fail(c, "empty \"name\"");
-    if (*typid == 0 && type) *typid = type_oid(type);
+    if (*typid == 0 && type) *typid = type_oid(type, type_len);
     return 0;
 }
 
 /* Reads the value of one column into v; it borrows from d->text. */
 static int read_value(const struct ctx *c, const struct jtok *col, struct col_value *v)
 {
-    const struct jtok *j = obj_get(col, "value");
+    const struct jtok *j = obj_get(col, K_VALUE);
 
     v->kind = CV_TEXT;
     v->data = NULL;
@@ -1169,7 +1305,7 @@ fail:
  * when they differ.
  */
 static int parse_row(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
-                     const char *key, enum repl_msg_kind kind, struct repl_msg *out)
+                     enum key key, enum repl_msg_kind kind, struct repl_msg *out)
 {
     const char *nsp, *table, *name;
     const struct jtok *cols, *col;
@@ -1178,16 +1314,16 @@ static int parse_row(struct wal2json_decoder *d, struct ctx *c, const struct jto
     bool same;
     size_t n;
 
-    if (get_text(c, obj, "schema", true, &nsp) < 0 ||
-        get_text(c, obj, "table", true, &table) < 0)
+    if (get_text(c, obj, K_SCHEMA, true, &nsp) < 0 ||
+        get_text(c, obj, K_TABLE, true, &table) < 0)
         return -1;
     cols = obj_get(obj, key);
-    if (!cols) return fail(c, "missing \"%s\"", key);
+    if (!cols) return fail(c, "missing \"%s\"", key_names[key]);
     if (cols->type != J_ARRAY)
-        return fail(c, "\"%s\" is %s, not an array", key, type_name(cols));
+        return fail(c, "\"%s\" is %s, not an array", key_names[key], type_name(cols));
     n = cols->len;
     if (n > REL_MAX_COLS)
-        return fail(c, "%zu columns in \"%s\" (max %d)", n, key, REL_MAX_COLS);
+        return fail(c, "%zu columns in \"%s\" (max %d)", n, key_names[key], REL_MAX_COLS);
     if (col_values_reserve(&d->values, &d->values_cap, n) < 0)
         return fail(c, "out of memory for %zu column values", n);
     rel = d->last;
@@ -1228,9 +1364,9 @@ static int parse_begin(struct wal2json_decoder *d, struct ctx *c, const struct j
     (void)d;
     (void)data_start;
     out->kind = RM_BEGIN;
-    if (get_lsn(c, obj, "lsn", true, &out->u.begin.final_lsn, &present) < 0 ||
+    if (get_lsn(c, obj, K_LSN, true, &out->u.begin.final_lsn, &present) < 0 ||
         get_timestamp(c, obj, &out->u.begin.commit_time) < 0 ||
-        get_u32(c, obj, "xid", &out->u.begin.xid) < 0)
+        get_u32(c, obj, K_XID, &out->u.begin.xid) < 0)
         return -1;
     return 0;
 }
@@ -1249,9 +1385,9 @@ static int parse_commit(struct wal2json_decoder *d, struct ctx *c, const struct 
     out->kind = RM_COMMIT;
     out->u.commit.flags = 0;
     out->u.commit.end_lsn = data_start;
-    if (get_lsn(c, obj, "lsn", true, &out->u.commit.commit_lsn, &present) < 0 ||
+    if (get_lsn(c, obj, K_LSN, true, &out->u.commit.commit_lsn, &present) < 0 ||
         get_timestamp(c, obj, &out->u.commit.commit_time) < 0 ||
-        get_lsn(c, obj, "nextlsn", false, &next, &present) < 0)
+        get_lsn(c, obj, K_NEXTLSN, false, &next, &present) < 0)
         return -1;
     if (present && next != data_start)
         return fail(c, "\"nextlsn\" %s differs from the frame's dataStart %s",
@@ -1264,7 +1400,7 @@ static int parse_insert(struct wal2json_decoder *d, struct ctx *c, const struct 
                         lsn_t data_start, struct repl_msg *out)
 {
     (void)data_start;
-    return parse_row(d, c, obj, "columns", RM_INSERT, out);
+    return parse_row(d, c, obj, K_COLUMNS, RM_INSERT, out);
 }
 
 /* U: {"action":"U", ..., "schema", "table", "columns":[...] (new row, less
@@ -1273,7 +1409,7 @@ static int parse_update(struct wal2json_decoder *d, struct ctx *c, const struct 
                         lsn_t data_start, struct repl_msg *out)
 {
     (void)data_start;
-    return parse_row(d, c, obj, "columns", RM_UPDATE, out);
+    return parse_row(d, c, obj, K_COLUMNS, RM_UPDATE, out);
 }
 
 /* D: {"action":"D", ..., "schema", "table", "identity":[...] (old key)} */
@@ -1281,7 +1417,7 @@ static int parse_delete(struct wal2json_decoder *d, struct ctx *c, const struct 
                         lsn_t data_start, struct repl_msg *out)
 {
     (void)data_start;
-    return parse_row(d, c, obj, "identity", RM_DELETE, out);
+    return parse_row(d, c, obj, K_IDENTITY, RM_DELETE, out);
 }
 
 /* T: {"action":"T", ..., "schema", "table"}, one line per table. */
@@ -1292,8 +1428,8 @@ static int parse_truncate(struct wal2json_decoder *d, struct ctx *c, const struc
 
     (void)d;
     (void)data_start;
-    if (get_text(c, obj, "schema", true, &nsp) < 0 ||
-        get_text(c, obj, "table", true, &table) < 0)
+    if (get_text(c, obj, K_SCHEMA, true, &nsp) < 0 ||
+        get_text(c, obj, K_TABLE, true, &table) < 0)
         return -1;
     out->kind = RM_TRUNCATE;
     out->u.truncate.nrelids = 1;
@@ -1306,15 +1442,15 @@ static int parse_truncate(struct wal2json_decoder *d, struct ctx *c, const struc
 static int parse_message(struct wal2json_decoder *d, struct ctx *c, const struct jtok *obj,
                          lsn_t data_start, struct repl_msg *out)
 {
-    const struct jtok *content = obj_get(obj, "content");
+    const struct jtok *content = obj_get(obj, K_CONTENT);
     bool transactional = false, present;
 
     (void)d;
     (void)data_start;
     out->kind = RM_MESSAGE;
-    if (get_bool(c, obj, "transactional", &transactional) < 0 ||
-        get_text(c, obj, "prefix", true, &out->u.message.prefix) < 0 ||
-        get_lsn(c, obj, "lsn", false, &out->u.message.lsn, &present) < 0)
+    if (get_bool(c, obj, K_TRANSACTIONAL, &transactional) < 0 ||
+        get_text(c, obj, K_PREFIX, true, &out->u.message.prefix) < 0 ||
+        get_lsn(c, obj, K_LSN, false, &out->u.message.lsn, &present) < 0)
         return -1;
     if (!content) return fail(c, "missing \"content\"");
     if (content->type != J_STRING)
@@ -1382,7 +1518,7 @@ int wal2json_decode(struct wal2json_decoder *d, lsn_t data_start, const char *bu
     root = &d->toks[0];
     if (root->type != J_OBJECT)
         return fail(&c, "line is %s, not a JSON object", type_name(root));
-    if (get_text(&c, root, "action", true, &action) < 0) return -1;
+    if (get_text(&c, root, K_ACTION, true, &action) < 0) return -1;
     for (size_t i = 0; i < sizeof(parsers) / sizeof(parsers[0]); i++) {
         if (action[0] != parsers[i].action || action[1] != '\0') continue;
         c.action = parsers[i].name;

@@ -1650,6 +1650,62 @@ START_TEST(test_duplicate_keys)
 }
 END_TEST
 
+/* The keys the decoder interns (src/wal2json.c, enum key): a repeat of one
+ * is found through its bit, any other key by comparing text; both must
+ * hold together in one object, before and after the hash table takes over
+ * (past 16 keys), whichever kind of key stands at the switch. */
+START_TEST(test_duplicate_known_keys)
+{
+    static const char *const known[] = {
+        "action", "timestamp", "lsn",  "nextlsn", "xid",   "schema",        "table",  "columns",
+        "identity", "name",    "type", "typeoid", "value", "transactional", "prefix", "content"};
+    static char line[1 << 16];
+    size_t n;
+
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+        char expect[64];
+        n = (size_t)sprintf(line, "{\"action\":\"B\",\"lsn\":\"0/1\",\"x\":{\"%s\":1,\"a\":2,"
+                                  "\"%s\":3}}",
+                            known[i], known[i]);
+        ck_assert_int_eq(decode_at(0, line, n), -1);
+        snprintf(expect, sizeof(expect), "duplicate object key \"%s\"", known[i]);
+        ck_assert_msg(strstr(err, expect), "%s: %s", known[i], err);
+    }
+    /* At the top level, and spelled with an escape the second time. */
+    DECODE_ERR("{'action':'B','lsn':'0/1','l\\u0073n':'0/2'}", "duplicate object key \"lsn\"");
+    /* An escaped known key is the key: it is looked up. */
+    DECODE_OK("{'\\u0061ction':'B','l\\u0073n':'0/5'}");
+    ck_assert_uint_eq(m.u.begin.final_lsn, 5);
+
+    /* Every known key once among 40 others, in one object: no duplicate. */
+    n = (size_t)sprintf(line, "{\"action\":\"B\",\"lsn\":\"0/3\",\"x\":{");
+    add_keys(line, &n, "k", 0, 20);
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        n += (size_t)sprintf(line + n, ",\"%s\":%zu", known[i], i);
+    n += (size_t)sprintf(line + n, ",");
+    add_keys(line, &n, "m", 0, 20);
+    n += (size_t)sprintf(line + n, "}}");
+    ck_assert_msg(decode_at(0, line, n) == 0, "%s", err);
+    ck_assert_uint_eq(m.u.begin.final_lsn, 3);
+
+    /* A known key at the 17th place, where the table takes over, then a
+     * repeat of an earlier other key; and the same with the known keys
+     * before the others. */
+    n = (size_t)sprintf(line, "{\"action\":\"B\",\"lsn\":\"0/2\",\"o\":{");
+    add_keys(line, &n, "k", 0, 16);
+    n += (size_t)sprintf(line + n, ",\"name\":0,\"type\":0,\"k3\":0}}");
+    ck_assert_int_eq(decode_at(0, line, n), -1);
+    ck_assert_msg(strstr(err, "duplicate object key \"k3\""), "%s", err);
+    n = (size_t)sprintf(line, "{\"action\":\"B\",\"lsn\":\"0/2\",\"o\":{");
+    for (size_t i = 0; i < 12; i++)
+        n += (size_t)sprintf(line + n, "\"%s\":0,", known[i]);
+    add_keys(line, &n, "k", 0, 10);
+    n += (size_t)sprintf(line + n, ",\"k9\":0}}");
+    ck_assert_int_eq(decode_at(0, line, n), -1);
+    ck_assert_msg(strstr(err, "duplicate object key \"k9\""), "%s", err);
+}
+END_TEST
+
 /* Decodes a one-column row whose value is the JSON text v (in J() form). */
 static int decode_value(const char *v)
 {
@@ -1824,6 +1880,7 @@ static Suite *wal2json_suite(void)
     tcase_add_checked_fixture(json, setup, teardown);
     tcase_add_test(json, test_depth_limit);
     tcase_add_test(json, test_duplicate_keys);
+    tcase_add_test(json, test_duplicate_known_keys);
     tcase_add_test(json, test_unicode_edges);
     tcase_add_test(json, test_grammar_edges);
     suite_add_tcase(s, json);
