@@ -4,8 +4,8 @@
  *
  * outboxd starts the stream with
  *   "format-version" '2', "include-transaction" 'true', "include-lsn" 'true',
- *   "include-timestamp" 'true', "add-tables" '<schema>.<table>',
- *   "actions" 'insert'
+ *   "include-timestamp" 'true', "include-types" 'false',
+ *   "add-tables" '<schema>.<table>', "actions" 'insert'
  * so each XLogData payload is one line such as
  *   {"action":"B","timestamp":"2026-11-30 00:58:39.245662+00",
  *    "lsn":"0/1571240","nextlsn":"0/1571270"}

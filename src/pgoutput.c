@@ -88,15 +88,21 @@ static const char *field_label(const struct cursor *c, const char *field,
     return buf;
 }
 
-/* Checks that n more bytes are available; errors name the field. */
-static int need(const struct cursor *c, size_t n, const char *field)
+/* need()'s error: kept out of line so that need() inlines into every read. */
+static __attribute__((noinline, cold)) int truncated(const struct cursor *c, size_t n,
+                                                     const char *field)
 {
     char lbl[96];
 
-    if (c->len - c->pos >= n) return 0;
     return fail(c, "truncated at %s (offset %zu, need %zu bytes, have %zu)",
-                field_label(c, field, lbl, sizeof(lbl)), c->pos, n,
-                c->len - c->pos);
+                field_label(c, field, lbl, sizeof(lbl)), c->pos, n, c->len - c->pos);
+}
+
+/* Checks that n more bytes are available; errors name the field. */
+static inline int need(const struct cursor *c, size_t n, const char *field)
+{
+    if (c->len - c->pos >= n) return 0;
+    return truncated(c, n, field);
 }
 
 static int get_u8(struct cursor *c, const char *field, uint8_t *out)

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kafkaconf.h"
@@ -39,7 +40,17 @@ struct producer {
     producer_delivery_fn on_delivery;
     void *ctx;
     int brokers_up; /* -1 until the first statistics */
+    int64_t dr_clock_us;  /* delivery_report.served_unix_us */
+    int dr_since_clock;   /* reports served with it; >= EVERY: read again */
+    bool dr_clock_exact;  /* read it for every report (producer_flush waits) */
 };
+
+static int64_t unix_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 /* librdkafka's statistics (JSON), served by rd_kafka_poll() on our thread:
  * counts the real brokers (configured or learned, not internal) in state
@@ -72,7 +83,13 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void)rk;
     struct producer *p = opaque;
+    if (p->dr_clock_exact || p->dr_since_clock >= PRODUCER_DR_CLOCK_EVERY) {
+        p->dr_clock_us = unix_us();
+        p->dr_since_clock = 0;
+    }
+    p->dr_since_clock++;
     struct delivery_report dr = {
+        .served_unix_us = p->dr_clock_us,
         .seq = (uint64_t)(uintptr_t)m->_private,
         .err = (int)m->err,
         .reason = m->err ? rd_kafka_err2str(m->err) : NULL,
@@ -110,6 +127,7 @@ struct producer *producer_new(const struct config *c, producer_delivery_fn fn, v
     p->on_delivery = fn;
     p->ctx = ctx;
     p->brokers_up = -1;
+    p->dr_since_clock = PRODUCER_DR_CLOCK_EVERY;
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (kafka_conf_producer_defaults(conf, c, err, errlen) != 0) goto fail_conf;
@@ -277,6 +295,7 @@ int producer_poll(struct producer *p, int timeout_ms)
     /* Drain the pipe first: a report that arrives after rd_kafka_poll()
      * returns writes it again, so no wake-up is lost. */
     drain_pipe(p);
+    p->dr_since_clock = PRODUCER_DR_CLOCK_EVERY; /* it may have waited: read again */
     int n = rd_kafka_poll(p->rk, timeout_ms);
     int more;
     while ((more = rd_kafka_poll(p->rk, 0)) > 0) n += more;
@@ -288,7 +307,9 @@ int producer_wakeup_fd(const struct producer *p) { return p->pipefd[0]; }
 int producer_flush(struct producer *p, int timeout_ms)
 {
     drain_pipe(p);
+    p->dr_clock_exact = true; /* rd_kafka_flush() waits between reports */
     rd_kafka_flush(p->rk, timeout_ms);
+    p->dr_clock_exact = false;
     return rd_kafka_outq_len(p->rk);
 }
 

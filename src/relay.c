@@ -90,15 +90,6 @@ struct relay {
 /* Microseconds between 2000-01-01 00:00 UTC (Postgres' epoch) and 1970's. */
 #define PG_EPOCH_OFFSET_US 946684800000000LL
 
-/* Wall-clock now in Postgres' timestamp unit, to compare with commit times
- * (the server and outboxd share a host or a synchronised clock). */
-static int64_t now_pg_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - PG_EPOCH_OFFSET_US;
-}
-
 static int64_t now_us(void)
 {
     struct timespec ts;
@@ -211,7 +202,9 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
         r->events_acked++;
         metrics_count(&r->met.acked, dr->topic, 1);
         int64_t commit_time = tracker_commit_time(r->trk, dr->seq);
-        if (commit_time != 0) latency_record(&r->commit_to_ack, now_pg_us() - commit_time);
+        if (commit_time != 0)
+            latency_record(&r->commit_to_ack,
+                           dr->served_unix_us - PG_EPOCH_OFFSET_US - commit_time);
         if (tracker_ack(r->trk, dr->seq) < 0)
             log_error("internal: delivery report for transaction %llu with no pending "
                       "event",

@@ -189,10 +189,14 @@ static int plugin_options(struct stream *s, const struct stream_target *t, char 
     wal2json_table_filter(t->schema, t->table, filter, sizeof(filter));
     char *lit = PQescapeLiteral(s->conn, filter, strlen(filter));
     if (!lit) return -1;
+    /* include-types 'false': outboxd maps columns by name, and a type name
+     * on every column of every row ("timestamp with time zone") made up
+     * 13 % of the benchmark's lines, for the walsender to print and outboxd
+     * to parse. */
     snprintf(out, outlen,
              "\"format-version\" '2', \"include-transaction\" 'true', "
              "\"include-lsn\" 'true', \"include-timestamp\" 'true', "
-             "\"add-tables\" %s, \"actions\" 'insert'",
+             "\"include-types\" 'false', \"add-tables\" %s, \"actions\" 'insert'",
              lit);
     PQfreemem(lit);
     return 0;

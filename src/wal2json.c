@@ -55,7 +55,9 @@
  * unchanged TOASTed columns - gets a new relation with the next relid,
  * which replaces the old one. wal2json sends no replica identity
  * (replident is 0) and no typmod (-1); typid comes from "typeoid" when
- * present, else from the "type" name for common built-in types, else 0.
+ * present, else from the "type" name for common built-in types, else 0
+ * (outboxd's own stream asks for no types, see stream.c: its typids are 0
+ * and nothing downstream reads them).
  *
  * Errors are -1 with one line in err: "wal2json <Action>: <reason>", where
  * the reason names the field (and the column, 1-based, inside a row); a

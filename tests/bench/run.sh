@@ -183,7 +183,8 @@ recvlogical_opts() {
         echo "-o proto_version=1 -o publication_names=outboxd_pub"
     else
         echo "-o format-version=2 -o include-transaction=true -o include-lsn=true" \
-            "-o include-timestamp=true -o add-tables=public.outbox_events -o actions=insert"
+            "-o include-timestamp=true -o include-types=false" \
+            "-o add-tables=public.outbox_events -o actions=insert"
     fi
 }
 
