@@ -1033,6 +1033,31 @@ START_TEST(test_alter_table_and_missing_columns)
 }
 END_TEST
 
+/* A column renamed to a prefix or an extension of its name (ALTER TABLE
+ * RENAME COLUMN "amount" TO "amount_cents", or back) is a new layout: the
+ * names are compared whole, not up to the shorter one. */
+START_TEST(test_renamed_column_prefix)
+{
+    static const char *const long_names[] = {"id", "amount_cents"};
+    static const char *const short_names[] = {"id", "amount"};
+    uint32_t id1, id2; /* a replaced relation is freed: keep ids, not pointers */
+
+    DECODE_OK("{'action':'I','schema':'s','table':'t','columns':["
+              "{'name':'id','value':1},{'name':'amount_cents','value':2}]}");
+    check_rel(m.u.tuple.rel, "s", "t", 2, long_names);
+    id1 = m.u.tuple.rel->relid;
+    DECODE_OK("{'action':'I','schema':'s','table':'t','columns':["
+              "{'name':'id','value':1},{'name':'amount','value':2}]}");
+    check_rel(m.u.tuple.rel, "s", "t", 2, short_names);
+    id2 = m.u.tuple.rel->relid;
+    ck_assert_uint_ne(id2, id1);
+    DECODE_OK("{'action':'I','schema':'s','table':'t','columns':["
+              "{'name':'id','value':1},{'name':'amount_cents','value':2}]}");
+    check_rel(m.u.tuple.rel, "s", "t", 2, long_names);
+    ck_assert_uint_ne(m.u.tuple.rel->relid, id2);
+}
+END_TEST
+
 START_TEST(test_tables_are_told_apart)
 {
     /* Same table name in two schemas, and a schema.table split the other
@@ -1860,6 +1885,7 @@ static Suite *wal2json_suite(void)
     tcase_set_timeout(rels, 120);
     tcase_add_checked_fixture(rels, setup, teardown);
     tcase_add_test(rels, test_alter_table_and_missing_columns);
+    tcase_add_test(rels, test_renamed_column_prefix);
     tcase_add_test(rels, test_tables_are_told_apart);
     tcase_add_test(rels, test_many_tables_and_layouts);
     tcase_add_test(rels, test_type_oids);
