@@ -152,6 +152,10 @@ struct map_cache {
     uint64_t layout_id;
     bool is_outbox;
     int col[OC__COUNT]; /* index in the relation, -1 when absent */
+    /* The last rendered topic that passed outbox_topic_valid(): most
+     * events go to the topic the previous one went to, and comparing is
+     * cheaper than checking every character again. */
+    char valid_topic[OUTBOX_TOPIC_MAX];
 };
 
 static const struct map_cache *cache_for(const struct outbox_map *m,
@@ -230,11 +234,12 @@ enum presence {
 /* Finds column c of the map in the row: 1 with a value, 0 absent (only
  * OPTIONAL columns may be) or NULL, -1 a schema fault (column missing, an
  * unchanged-TOAST marker) with err set. */
-static int get_column(const struct outbox_map *m, const struct relation *rel,
-                      const struct col_value *values, int nvalues, enum outbox_col c,
-                      enum presence presence, struct slice *out, char *err, size_t errlen)
+static int get_column(const struct outbox_map *m, const struct map_cache *mc,
+                      const struct relation *rel, const struct col_value *values, int nvalues,
+                      enum outbox_col c, enum presence presence, struct slice *out, char *err,
+                      size_t errlen)
 {
-    int i = cache_for(m, rel)->col[c];
+    int i = mc->col[c];
     out->data = NULL;
     out->len = 0;
     if (i < 0 || i >= nvalues) {
@@ -312,19 +317,20 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
 
     /* Everything the row has is filled in first, so that a poison row can
      * still be dead-lettered with its key, value and event_id. */
+    const struct map_cache *mc = cache_for(m, rel);
     memset(ev, 0, sizeof(*ev));
     lsn_format(commit_lsn, ev->commit_lsn);
-    if ((has_id = get_column(m, rel, values, nvalues, OC_EVENT_ID, REQUIRED, &event_id, err,
+    if ((has_id = get_column(m, mc, rel, values, nvalues, OC_EVENT_ID, REQUIRED, &event_id, err,
                              errlen)) < 0 ||
-        (has_type = get_column(m, rel, values, nvalues, OC_AGGREGATE_TYPE, REQUIRED, &agg_type,
+        (has_type = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_TYPE, REQUIRED, &agg_type,
                                err, errlen)) < 0 ||
-        (has_agg = get_column(m, rel, values, nvalues, OC_AGGREGATE_ID, REQUIRED, &agg_id, err,
+        (has_agg = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_ID, REQUIRED, &agg_id, err,
                               errlen)) < 0 ||
-        (has_etype = get_column(m, rel, values, nvalues, OC_EVENT_TYPE, REQUIRED, &event_type,
+        (has_etype = get_column(m, mc, rel, values, nvalues, OC_EVENT_TYPE, REQUIRED, &event_type,
                                 err, errlen)) < 0 ||
-        (has_version = get_column(m, rel, values, nvalues, OC_AGGREGATE_VERSION, OPTIONAL,
+        (has_version = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_VERSION, OPTIONAL,
                                   &version, err, errlen)) < 0 ||
-        (has_payload = get_column(m, rel, values, nvalues, OC_PAYLOAD, NULLABLE, &payload, err,
+        (has_payload = get_column(m, mc, rel, values, nvalues, OC_PAYLOAD, NULLABLE, &payload, err,
                                   errlen)) < 0)
         return poison(ev, OF_SCHEMA, err, errlen, NULL);
 
@@ -355,7 +361,11 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
         ev->topic[0] = '\0';
         return poison(ev, OF_BAD_TOPIC, err, errlen, why);
     }
-    if (!outbox_topic_valid(ev->topic, why, sizeof(why)))
-        return poison(ev, OF_BAD_TOPIC, err, errlen, why);
+    /* (Never "" from the zeroed cache: an empty topic is checked, and fails.) */
+    if (ev->topic[0] == '\0' || strcmp(ev->topic, m->cache->valid_topic) != 0) {
+        if (!outbox_topic_valid(ev->topic, why, sizeof(why)))
+            return poison(ev, OF_BAD_TOPIC, err, errlen, why);
+        memcpy(m->cache->valid_topic, ev->topic, sizeof(ev->topic));
+    }
     return 0;
 }

@@ -778,6 +778,37 @@ START_TEST(test_build_faults)
 }
 END_TEST
 
+/* The topic of each event is checked, also after a valid one was seen (the
+ * mapper remembers the last valid name); an empty topic is refused from a
+ * fresh map too. */
+START_TEST(test_build_topic_checked_every_event)
+{
+    struct outbox_event ev;
+    for (int round = 0; round < 2; round++) {
+        ck_assert_msg(build_with(1, TXT("Order"), &ev) == 0, "build: %s", err);
+        ck_assert_str_eq(ev.topic, "outbox.event.Order");
+        ck_assert_int_eq(build_with(1, TXT("Order Items"), &ev), -1);
+        ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);
+        ck_assert_int_eq(build_with(1, TXT("Order/"), &ev), -1);
+        ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);
+    }
+
+    struct outbox_map bare;
+    memset(&bare, 0, sizeof(bare));
+    ck_assert_int_eq(outbox_map_init(&bare, "public.outbox_events", default_columns,
+                                     "${aggregate_type}", err, sizeof(err)),
+                     0);
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT(""), TXT("o-1"), TXT("1"),
+                                TXT("OrderCreated"), TXT("{}"), TXT("now")};
+    ck_assert_int_eq(outbox_event_build(&bare, r, v, NSTD, 1, &ev, err, sizeof(err)), -1);
+    ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);
+    ERR_HAS("empty");
+    rel_free(r);
+    outbox_map_free(&bare);
+}
+END_TEST
+
 START_TEST(test_build_lsn_formats)
 {
     static const struct {
@@ -842,6 +873,7 @@ int main(void)
     tcase_add_test(tb, test_build_missing_payload_column);
     tcase_add_test(tb, test_build_topic_too_long);
     tcase_add_test(tb, test_build_faults);
+    tcase_add_test(tb, test_build_topic_checked_every_event);
     tcase_add_test(tb, test_build_lsn_formats);
     suite_add_tcase(s, tb);
 
