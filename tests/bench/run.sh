@@ -389,7 +389,9 @@ jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
       recvlogical_events_per_s: (.events / .recvlogical_s),
       outboxd_events_per_s: (.events / .outboxd_s),
       ratio: (.recvlogical_s / .outboxd_s),
-      outboxd_cpu_us_per_event: (.outboxd_cpu_s * 1e6 / .events)})) as $drain
+      outboxd_cpu_us_per_event: (.outboxd_cpu_s * 1e6 / .events),
+      recvlogical_cpu_us_per_event: (.recvlogical_cpu_s * 1e6 / .events),
+      cpu_vs_recvlogical: (.outboxd_cpu_s / .recvlogical_cpu_s)})) as $drain
   | {plugin: $plugin, smoke: ($smoke == "1"), cores: $cores, host: $host,
      payload_bytes: $payload,
      drain: {pairs: $drain,
@@ -397,6 +399,7 @@ jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
              median_outboxd_events_per_s: ($drain | map(.outboxd_events_per_s) | median),
              median_recvlogical_events_per_s: ($drain | map(.recvlogical_events_per_s) | median),
              median_outboxd_cpu_us_per_event: ($drain | map(.outboxd_cpu_us_per_event) | median),
+             median_cpu_vs_recvlogical: ($drain | map(.cpu_vs_recvlogical) | median),
              peak_rss_kb: ($drain | map(.outboxd_peak_rss_kb) | max)},
      steady: (map(select(.kind == "steady"))[0] | . + {
              outboxd_cpu_ms_per_1000_events: (.outboxd_cpu_s * 1e6 / .events)}),
@@ -404,9 +407,9 @@ jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
 
 jq -r '
   "plugin \(.plugin)  payload \(.payload_bytes) B  cores \(.cores)\(if .smoke then "  (SMOKE: sizes too small to mean anything)" else "" end)",
-  "drain pair  events   pg_recvlogical ev/s   outboxd ev/s   ratio   outboxd cpu us/ev   peak RSS kB",
-  (.drain.pairs[] | "  \(.pair) (\(.first) first)  \(.events)   \(.recvlogical_events_per_s | floor)   \(.outboxd_events_per_s | floor)   \(.ratio * 1000 | round / 1000)   \(.outboxd_cpu_us_per_event * 100 | round / 100)   \(.outboxd_peak_rss_kb)"),
-  (if .drain.median_ratio then "  median ratio \(.drain.median_ratio * 1000 | round / 1000), median cpu \(.drain.median_outboxd_cpu_us_per_event * 100 | round / 100) us/event" else empty end),
+  "drain pair  events   pg_recvlogical ev/s   outboxd ev/s   ratio   outboxd cpu us/ev   (pg_recvlogical cpu)   peak RSS kB",
+  (.drain.pairs[] | "  \(.pair) (\(.first) first)  \(.events)   \(.recvlogical_events_per_s | floor)   \(.outboxd_events_per_s | floor)   \(.ratio * 1000 | round / 1000)   \(.outboxd_cpu_us_per_event * 100 | round / 100)   (\(.recvlogical_cpu_us_per_event * 100 | round / 100))   \(.outboxd_peak_rss_kb)"),
+  (if .drain.median_ratio then "  median ratio \(.drain.median_ratio * 1000 | round / 1000), median cpu \(.drain.median_outboxd_cpu_us_per_event * 100 | round / 100) us/event, \(.drain.median_cpu_vs_recvlogical * 100 | round / 100) x pg_recvlogical cpu" else empty end),
   "steady \(.steady.achieved_rate | floor) ev/s for \(.steady.seconds)s: commit-to-ACK p50 \(.steady.p50_us / 1000) ms, p99 \(.steady.p99_us / 1000) ms, max \(.steady.max_us / 1000) ms; cpu \(.steady.outboxd_cpu_ms_per_1000_events * 100 | round / 100) ms per 1000 events; peak RSS \(.steady.outboxd_peak_rss_kb) kB",
   (if .big_txn then "one transaction of \(.big_txn.events) events: \(.big_txn.outboxd_s * 100 | round / 100)s, peak RSS \(.big_txn.outboxd_peak_rss_kb) kB" else empty end)
 ' "$OUT"
