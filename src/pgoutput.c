@@ -89,20 +89,23 @@ static const char *field_label(const struct cursor *c, const char *field,
 }
 
 /* need()'s error: kept out of line so that need() inlines into every read. */
-static __attribute__((noinline, cold)) int truncated(const struct cursor *c, size_t n,
-                                                     const char *field)
+static __attribute__((noinline, cold)) void truncated(const struct cursor *c, size_t n,
+                                                      const char *field)
 {
     char lbl[96];
 
-    return fail(c, "truncated at %s (offset %zu, need %zu bytes, have %zu)",
-                field_label(c, field, lbl, sizeof(lbl)), c->pos, n, c->len - c->pos);
+    fail(c, "truncated at %s (offset %zu, need %zu bytes, have %zu)",
+         field_label(c, field, lbl, sizeof(lbl)), c->pos, n, c->len - c->pos);
 }
 
-/* Checks that n more bytes are available; errors name the field. */
+/* Checks that n more bytes are available; errors name the field. (The -1
+ * stays here, in sight of the callers: gcc then sees that a read that
+ * returned 0 wrote its output.) */
 static inline int need(const struct cursor *c, size_t n, const char *field)
 {
     if (c->len - c->pos >= n) return 0;
-    return truncated(c, n, field);
+    truncated(c, n, field);
+    return -1;
 }
 
 static int get_u8(struct cursor *c, const char *field, uint8_t *out)
@@ -143,9 +146,10 @@ static int get_count16(struct cursor *c, const char *field, int *out)
     uint16_t v;
 
     if (get_u16(c, field, &v) < 0) return -1;
-    if ((int16_t)v < 0)
-        return fail(c, "negative %s %d at offset %zu", field, (int16_t)v,
-                    c->pos - 2);
+    if ((int16_t)v < 0) {
+        fail(c, "negative %s %d at offset %zu", field, (int16_t)v, c->pos - 2);
+        return -1; /* here, not fail()'s, so gcc sees *out is set on 0 */
+    }
     *out = (int16_t)v;
     return 0;
 }
@@ -157,10 +161,11 @@ static int get_len32(struct cursor *c, const char *field, uint32_t *out)
     uint32_t v;
 
     if (get_u32(c, field, &v) < 0) return -1;
-    if ((int32_t)v < 0)
-        return fail(c, "negative %s %d at offset %zu",
-                    field_label(c, field, lbl, sizeof(lbl)), (int32_t)v,
-                    c->pos - 4);
+    if ((int32_t)v < 0) {
+        fail(c, "negative %s %d at offset %zu", field_label(c, field, lbl, sizeof(lbl)),
+             (int32_t)v, c->pos - 4);
+        return -1; /* see get_count16() */
+    }
     *out = v;
     return 0;
 }
@@ -174,10 +179,11 @@ static int get_str(struct cursor *c, const char *field, const char **out)
 
     if (need(c, 1, field) < 0) return -1;
     nul = memchr(start, '\0', c->len - c->pos);
-    if (!nul)
-        return fail(c, "unterminated string at %s (offset %zu, %zu bytes left)",
-                    field_label(c, field, lbl, sizeof(lbl)), c->pos,
-                    c->len - c->pos);
+    if (!nul) {
+        fail(c, "unterminated string at %s (offset %zu, %zu bytes left)",
+             field_label(c, field, lbl, sizeof(lbl)), c->pos, c->len - c->pos);
+        return -1; /* see get_count16() */
+    }
     *out = (const char *)start;
     c->pos += (size_t)(nul - start) + 1;
     return 0;
