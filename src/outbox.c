@@ -235,9 +235,9 @@ enum presence {
  * OPTIONAL columns may be) or NULL, -1 a schema fault (column missing, an
  * unchanged-TOAST marker) with err set. */
 static int get_column(const struct outbox_map *m, const struct map_cache *mc,
-                      const struct relation *rel, const struct col_value *values, int nvalues,
-                      enum outbox_col c, enum presence presence, struct slice *out, char *err,
-                      size_t errlen)
+                      const struct relation *rel, const struct col_value *values,
+                      int nvalues, enum outbox_col c, enum presence presence,
+                      struct slice *out, char *err, size_t errlen)
 {
     int i = mc->col[c];
     out->data = NULL;
@@ -320,18 +320,18 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
     const struct map_cache *mc = cache_for(m, rel);
     memset(ev, 0, sizeof(*ev));
     lsn_format(commit_lsn, ev->commit_lsn);
-    if ((has_id = get_column(m, mc, rel, values, nvalues, OC_EVENT_ID, REQUIRED, &event_id, err,
-                             errlen)) < 0 ||
-        (has_type = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_TYPE, REQUIRED, &agg_type,
-                               err, errlen)) < 0 ||
-        (has_agg = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_ID, REQUIRED, &agg_id, err,
-                              errlen)) < 0 ||
-        (has_etype = get_column(m, mc, rel, values, nvalues, OC_EVENT_TYPE, REQUIRED, &event_type,
-                                err, errlen)) < 0 ||
-        (has_version = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_VERSION, OPTIONAL,
-                                  &version, err, errlen)) < 0 ||
-        (has_payload = get_column(m, mc, rel, values, nvalues, OC_PAYLOAD, NULLABLE, &payload, err,
-                                  errlen)) < 0)
+    if ((has_id = get_column(m, mc, rel, values, nvalues, OC_EVENT_ID, REQUIRED, &event_id,
+                             err, errlen)) < 0 ||
+        (has_type = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_TYPE, REQUIRED,
+                               &agg_type, err, errlen)) < 0 ||
+        (has_agg = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_ID, REQUIRED,
+                              &agg_id, err, errlen)) < 0 ||
+        (has_etype = get_column(m, mc, rel, values, nvalues, OC_EVENT_TYPE, REQUIRED,
+                                &event_type, err, errlen)) < 0 ||
+        (has_version = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_VERSION,
+                                  OPTIONAL, &version, err, errlen)) < 0 ||
+        (has_payload = get_column(m, mc, rel, values, nvalues, OC_PAYLOAD, NULLABLE,
+                                  &payload, err, errlen)) < 0)
         return poison(ev, OF_SCHEMA, err, errlen, NULL);
 
     ev->key = agg_id;

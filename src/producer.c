@@ -40,9 +40,9 @@ struct producer {
     producer_delivery_fn on_delivery;
     void *ctx;
     int brokers_up; /* -1 until the first statistics */
-    int64_t dr_clock_us;  /* delivery_report.served_unix_us */
-    int dr_since_clock;   /* reports served with it; >= EVERY: read again */
-    bool dr_clock_exact;  /* read it for every report (producer_flush waits) */
+    int64_t dr_clock_us; /* delivery_report.served_unix_us */
+    int dr_since_clock;  /* reports served with it; >= EVERY: read again */
+    bool dr_clock_exact; /* read it for every report (producer_flush waits) */
 };
 
 static int64_t unix_us(void)

@@ -124,14 +124,22 @@ enum key {
 };
 
 static const char *const key_names[] = {
-    [K_OTHER] = "",         [K_ACTION] = "action",
-    [K_TIMESTAMP] = "timestamp", [K_LSN] = "lsn",
-    [K_NEXTLSN] = "nextlsn",     [K_XID] = "xid",
-    [K_SCHEMA] = "schema",       [K_TABLE] = "table",
-    [K_COLUMNS] = "columns",     [K_IDENTITY] = "identity",
-    [K_NAME] = "name",           [K_TYPE] = "type",
-    [K_TYPEOID] = "typeoid",     [K_VALUE] = "value",
-    [K_TRANSACTIONAL] = "transactional", [K_PREFIX] = "prefix",
+    [K_OTHER] = "",
+    [K_ACTION] = "action",
+    [K_TIMESTAMP] = "timestamp",
+    [K_LSN] = "lsn",
+    [K_NEXTLSN] = "nextlsn",
+    [K_XID] = "xid",
+    [K_SCHEMA] = "schema",
+    [K_TABLE] = "table",
+    [K_COLUMNS] = "columns",
+    [K_IDENTITY] = "identity",
+    [K_NAME] = "name",
+    [K_TYPE] = "type",
+    [K_TYPEOID] = "typeoid",
+    [K_VALUE] = "value",
+    [K_TRANSACTIONAL] = "transactional",
+    [K_PREFIX] = "prefix",
     [K_CONTENT] = "content",
 };
 
@@ -159,10 +167,10 @@ struct wal2json_decoder {
     size_t ntoks, toks_cap;
     struct keyslot *keys; /* duplicate-key table; owned */
     size_t keys_cap, keys_used;
-    struct open {                /* the open containers, innermost last */
-        size_t tok;              /* token index of the object or array */
-        uint32_t seen;           /* objects: bits (1 << enum key) of known keys met */
-        bool in_table;           /* objects: the other keys are in the key table */
+    struct open {      /* the open containers, innermost last */
+        size_t tok;    /* token index of the object or array */
+        uint32_t seen; /* objects: bits (1 << enum key) of known keys met */
+        bool in_table; /* objects: the other keys are in the key table */
     } stack[W2J_MAX_DEPTH];
     struct col_value *values;    /* scratch for tuple values; owned */
     size_t values_cap;
@@ -472,10 +480,9 @@ static int parse_string(struct wal2json_decoder *d, const struct ctx *c, struct 
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + p));
             /* Signed compare: below 0x20 is a control byte or, as a
              * negative number, a byte >= 0x80. */
-            __m128i bad = _mm_or_si128(
-                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                             _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
-                _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
+            __m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                       _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
             unsigned mask = (unsigned)_mm_movemask_epi8(bad);
             _mm_storeu_si128((__m128i *)(void *)o, v);
             if (mask != 0) {
@@ -670,8 +677,10 @@ static enum key key_id(const char *s, size_t n)
     case 5:
         return IS("table") ? K_TABLE : IS("value") ? K_VALUE : K_OTHER;
     case 6:
-        return IS("action") ? K_ACTION : IS("schema") ? K_SCHEMA : IS("prefix") ? K_PREFIX
-                                                                                : K_OTHER;
+        return IS("action")   ? K_ACTION
+               : IS("schema") ? K_SCHEMA
+               : IS("prefix") ? K_PREFIX
+                              : K_OTHER;
     case 7:
         return IS("columns")   ? K_COLUMNS
                : IS("nextlsn") ? K_NEXTLSN
@@ -967,15 +976,16 @@ static int get_text(const struct ctx *c, const struct jtok *obj, enum key key,
 
 /* Reads field key as an LSN ("%X/%X"). Missing or null is an error when
  * required, else *present = false. */
-static int get_lsn(const struct ctx *c, const struct jtok *obj, enum key key,
-                   bool required, lsn_t *out, bool *present)
+static int get_lsn(const struct ctx *c, const struct jtok *obj, enum key key, bool required,
+                   lsn_t *out, bool *present)
 {
     const char *s;
 
     *present = false;
     if (get_text(c, obj, key, required, &s) < 0) return -1;
     if (!s) return 0;
-    if (!lsn_parse(s, out)) return fail(c, "\"%s\" is \"%.40s\", not an LSN", key_names[key], s);
+    if (!lsn_parse(s, out))
+        return fail(c, "\"%s\" is \"%.40s\", not an LSN", key_names[key], s);
     *present = true;
     return 0;
 }
@@ -998,8 +1008,7 @@ static bool parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 
 /* Reads field key as a JSON number in 0..UINT32_MAX; missing or null
  * leaves *out = 0. */
-static int get_u32(const struct ctx *c, const struct jtok *obj, enum key key,
-                   uint32_t *out)
+static int get_u32(const struct ctx *c, const struct jtok *obj, enum key key, uint32_t *out)
 {
     const struct jtok *v = obj_get(obj, key);
     uint64_t n;
@@ -1009,7 +1018,8 @@ static int get_u32(const struct ctx *c, const struct jtok *obj, enum key key,
     if (v->type != J_NUMBER)
         return fail(c, "\"%s\" is %s, not a number", key_names[key], type_name(v));
     if (!parse_uint(v->s, v->len, UINT32_MAX, &n))
-        return fail(c, "\"%s\" is %.40s, not a 32-bit unsigned integer", key_names[key], v->s);
+        return fail(c, "\"%s\" is %.40s, not a 32-bit unsigned integer", key_names[key],
+                    v->s);
     *out = (uint32_t)n;
     return 0;
 }

@@ -799,7 +799,7 @@ START_TEST(test_build_topic_checked_every_event)
                                      "${aggregate_type}", err, sizeof(err)),
                      0);
     struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
-    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT(""), TXT("o-1"), TXT("1"),
+    struct col_value v[NSTD] = {TXT(EVENT_ID),       TXT(""),   TXT("o-1"), TXT("1"),
                                 TXT("OrderCreated"), TXT("{}"), TXT("now")};
     ck_assert_int_eq(outbox_event_build(&bare, r, v, NSTD, 1, &ev, err, sizeof(err)), -1);
     ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);

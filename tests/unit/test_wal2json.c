@@ -1681,23 +1681,26 @@ END_TEST
  * (past 16 keys), whichever kind of key stands at the switch. */
 START_TEST(test_duplicate_known_keys)
 {
-    static const char *const known[] = {
-        "action", "timestamp", "lsn",  "nextlsn", "xid",   "schema",        "table",  "columns",
-        "identity", "name",    "type", "typeoid", "value", "transactional", "prefix", "content"};
+    static const char *const known[] = {"action",   "timestamp",     "lsn",    "nextlsn",
+                                        "xid",      "schema",        "table",  "columns",
+                                        "identity", "name",          "type",   "typeoid",
+                                        "value",    "transactional", "prefix", "content"};
     static char line[1 << 16];
     size_t n;
 
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
         char expect[64];
-        n = (size_t)sprintf(line, "{\"action\":\"B\",\"lsn\":\"0/1\",\"x\":{\"%s\":1,\"a\":2,"
-                                  "\"%s\":3}}",
+        n = (size_t)sprintf(line,
+                            "{\"action\":\"B\",\"lsn\":\"0/1\",\"x\":{\"%s\":1,\"a\":2,"
+                            "\"%s\":3}}",
                             known[i], known[i]);
         ck_assert_int_eq(decode_at(0, line, n), -1);
         snprintf(expect, sizeof(expect), "duplicate object key \"%s\"", known[i]);
         ck_assert_msg(strstr(err, expect), "%s: %s", known[i], err);
     }
     /* At the top level, and spelled with an escape the second time. */
-    DECODE_ERR("{'action':'B','lsn':'0/1','l\\u0073n':'0/2'}", "duplicate object key \"lsn\"");
+    DECODE_ERR("{'action':'B','lsn':'0/1','l\\u0073n':'0/2'}",
+               "duplicate object key \"lsn\"");
     /* An escaped known key is the key: it is looked up. */
     DECODE_OK("{'\\u0061ction':'B','l\\u0073n':'0/5'}");
     ck_assert_uint_eq(m.u.begin.final_lsn, 5);
