@@ -38,13 +38,15 @@
  *      counting every value). The escape \u0000 is refused by name: Postgres
  *      text cannot hold NUL, and refusing it keeps every string
  *      NUL-terminated without holes.
- *      Duplicate keys are found by comparing against the earlier keys of the
- *      object, through a hash table once an object has many keys so that a
- *      hostile line cannot make the check quadratic.
+ *      Keys the readers use are interned as they are parsed (enum key): a
+ *      repeat of one is a bit already set in its object's mask. Any other
+ *      key is compared with the object's earlier other keys, through a hash
+ *      table once the object has many keys so that a hostile line cannot
+ *      make the check quadratic.
  *   2. one reader per action looks up the fields it needs in the object;
  *      unknown fields are ignored, missing or mistyped ones are errors.
  *      wal2json objects have a handful of keys, so a lookup is a short
- *      linear scan.
+ *      linear scan comparing key ids.
  *
  * Column values and strings in the repl_msg point into text, which is kept
  * until the next call (or the free); never into the caller's buffer. The
