@@ -49,6 +49,7 @@ struct stream_target {
     bool messages;           /* pgoutput: also logical messages (heartbeats) */
     const char *schema;      /* wal2json: server-side filter on the outbox */
     const char *table;
+    bool direct_read; /* read the socket itself unless encrypted (stream.c) */
 };
 
 /* START_REPLICATION SLOT slot LOGICAL start with the plugin's options
@@ -76,16 +77,19 @@ bool stream_broken(const struct stream *s);
  * retrying (authentication, missing role or database, bad conninfo). */
 bool stream_error_is_fatal(const char *err);
 
+/* True when the stream is read from the socket directly (see stream.c),
+ * false when through libpq. */
+bool stream_direct(const struct stream *s);
 /* Socket to wait on for readability. */
 int stream_fd(const struct stream *s);
 
 /*
  * Returns the next CopyData payload without blocking: 1 with *buf and *len set
- * (the caller frees *buf with stream_free_buf()), 0 when nothing complete
- * has arrived, -1 when the stream ended or failed (err says why).
+ * (the stream owns *buf; it stays valid until the next stream_read() or
+ * stream_close()), 0 when nothing complete has arrived, -1 when the stream
+ * ended or failed (err says why).
  */
 int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen);
-void stream_free_buf(char *buf);
 
 /* Sends a standby status update and flushes it. Returns 0 or -1 with err. */
 int stream_send_status(struct stream *s, lsn_t written, lsn_t flushed, bool reply,

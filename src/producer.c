@@ -35,6 +35,7 @@ struct producer {
     rd_kafka_t *rk;
     struct topic_slot *topics;
     size_t ntopics, topics_cap;
+    struct topic_slot *last_topic; /* found last: most events go where the one before went */
     rd_kafka_queue_t *mainq;
     int pipefd[2];
     producer_delivery_fn on_delivery;
@@ -217,6 +218,7 @@ static int topics_grow(struct producer *p)
     free(p->topics);
     p->topics = n;
     p->topics_cap = ncap;
+    p->last_topic = NULL;
     return 0;
 }
 
@@ -232,9 +234,13 @@ static int topics_grow(struct producer *p)
  * use. NULL with *kafka_err set when librdkafka refuses the name. */
 static rd_kafka_topic_t *topic_handle(struct producer *p, const char *name, int *kafka_err)
 {
+    if (p->last_topic && strcmp(p->last_topic->name, name) == 0) return p->last_topic->rkt;
     if (p->topics_cap) {
         struct topic_slot *s = topic_find_slot(p->topics, p->topics_cap, name);
-        if (s->name) return s->rkt;
+        if (s->name) {
+            p->last_topic = s;
+            return s->rkt;
+        }
     }
     if ((p->ntopics + 1) * 2 > p->topics_cap && topics_grow(p) != 0) {
         *kafka_err = RD_KAFKA_RESP_ERR__FAIL;

@@ -631,7 +631,6 @@ static int read_frames(struct relay *r)
         }
         r->wake_bytes += (size_t)len;
         rc = on_frame(r, buf, len);
-        stream_free_buf(buf);
         if (rc != 0) return rc;
     }
     return 0;
@@ -913,6 +912,7 @@ static int open_stream(struct relay *r, lsn_t *start)
         .messages = c->pg_heartbeat_interval_ms > 0,
         .schema = r->map.schema,
         .table = r->map.table,
+        .direct_read = c->pg_direct_read,
     };
     if (stream_start(r->st, &t, *start, err, sizeof(err)) != 0) {
         bool in_use = strcmp(stream_sqlstate(r->st), "55006") == 0;
@@ -924,6 +924,10 @@ static int open_stream(struct relay *r, lsn_t *start)
         log_plugin_error(r, err);
         return EXIT_FATAL;
     }
+    log_info("reading the replication stream %s",
+             stream_direct(r->st) ? "from the socket directly"
+             : c->pg_direct_read ? "through libpq (the connection is encrypted)"
+                                 : "through libpq ([postgres] direct_read = false)");
     return 0;
 }
 

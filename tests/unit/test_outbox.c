@@ -829,6 +829,35 @@ START_TEST(test_build_lsn_formats)
 }
 END_TEST
 
+/* The commit LSN text is remembered between events: it must follow every
+ * change of transaction, back and forth, and be right for LSN 0 on a map
+ * that has seen nothing yet. */
+START_TEST(test_build_commit_lsn_follows_each_transaction)
+{
+    struct outbox_map fresh;
+    ck_assert_int_eq(outbox_map_init(&fresh, "public.outbox_events", default_columns,
+                                     "t.${aggregate_type}", err, sizeof(err)),
+                     0);
+    static const struct {
+        lsn_t l;
+        const char *s;
+    } seq[] = {{0, "0/0"},         {0x2AULL, "0/2A"},   {0x2AULL, "0/2A"},
+               {0x100000000ULL, "1/0"}, {0x2AULL, "0/2A"}, {0, "0/0"}};
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+        struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                    TXT("OrderCreated"), TXT("{}"), TXT("now")};
+        struct outbox_event ev;
+        ck_assert_int_eq(outbox_event_build(&fresh, r, v, NSTD, seq[i].l, &ev, err, sizeof(err)),
+                         0);
+        ck_assert_str_eq(ev.commit_lsn, seq[i].s);
+        check_header(&ev, 5, "commit_lsn", seq[i].s);
+    }
+    rel_free(r);
+    outbox_map_free(&fresh);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("outbox");
@@ -875,6 +904,7 @@ int main(void)
     tcase_add_test(tb, test_build_faults);
     tcase_add_test(tb, test_build_topic_checked_every_event);
     tcase_add_test(tb, test_build_lsn_formats);
+    tcase_add_test(tb, test_build_commit_lsn_follows_each_transaction);
     suite_add_tcase(s, tb);
 
     SRunner *sr = srunner_create(s);
