@@ -11,6 +11,8 @@ PACKAGES=(
     libjemalloc-dev
     # tests
     check valgrind kcat jq procps util-linux iproute2 curl
+    # a throw-away TLS certificate (tests/e2e/test_stream_reader.sh)
+    openssl
     # promtool (tests/e2e/observability.sh validates /metrics with it;
     # tests/e2e/deploy_files.sh checks and tests the alert rules)
     prometheus

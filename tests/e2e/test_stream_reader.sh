@@ -6,7 +6,8 @@
 # with small ones, and the reader goes on with small messages after it.
 # A walsender terminated under the direct reader is reported with the
 # server's own message, and outboxd resumes without loss. A clean stop
-# ends the copy and confirms what was ACKed under both readers.
+# ends the copy and confirms what was ACKed under both readers. An SSL
+# connection is read through libpq even with direct_read on.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init stream_reader
 pg_start
@@ -93,4 +94,33 @@ before=$(current_lsn)
 outboxd_stop || fail "outboxd (direct reader) exited with $OUTBOXD_RC"
 lsn_ge "$(slot_confirmed_lsn)" "$before" ||
     fail "after a clean stop the slot confirmed $(slot_confirmed_lsn), less than $before"
+
+step "an SSL connection is read through libpq"
+# Only libpq can read TLS records: the direct reader must step aside.
+openssl req -new -x509 -nodes -days 1 -subj /CN=127.0.0.1 -keyout "$T/server.key" \
+    -out "$T/server.crt" >"$T/openssl.log" 2>&1 || { cat "$T/openssl.log" >&2; fail "openssl req failed"; }
+chmod 600 "$T/server.key"
+[[ $(id -u) -ne 0 ]] || chown postgres "$T/server.key" "$T/server.crt"
+psql_q "ALTER SYSTEM SET ssl_cert_file = '$T/server.crt'" >/dev/null
+psql_q "ALTER SYSTEM SET ssl_key_file = '$T/server.key'" >/dev/null
+psql_q "ALTER SYSTEM SET ssl = on" >/dev/null
+psql_q "SELECT pg_reload_conf()" >/dev/null
+for ((i = 0; i < 50; i++)); do [[ $(psql_q "SHOW ssl") == on ]] && break; sleep 0.1; done
+assert_eq on "$(psql_q "SHOW ssl")" "ssl after reload"
+plain_conninfo=$PG_CONNINFO
+PG_CONNINFO="$plain_conninfo sslmode=require"
+outboxd_start
+PG_CONNINFO=$plain_conninfo
+assert_eq t "$(psql_q "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_replication_slots r ON s.pid = r.active_pid WHERE r.slot_name = 'outboxd'")" \
+    "the walsender's connection uses SSL"
+grep -q "reading the replication stream through libpq (the connection is encrypted)" "$T/outboxd.log" ||
+    fail "outboxd does not say it reads the encrypted stream through libpq: $(grep 'replication stream' "$T/outboxd.log" | tail -2)"
+small_events ssl-1 10
+insert_big ssl-big 1 400
+wait_caught_up 120
+check_delivery
+sizes_match ssl-big
+assert_eq 10 "$(jq -r 'select(.key == "ssl-1") | .headers.event_id' "$T/check.dump.jsonl" | sort -u | wc -l)" \
+    "events over SSL"
+outboxd_stop || fail "outboxd (SSL, libpq reader) exited with $OUTBOXD_RC"
 e2e_pass
