@@ -80,6 +80,11 @@ bool stream_error_is_fatal(const char *err);
 /* True when the stream is read from the socket directly (see stream.c),
  * false when through libpq. */
 bool stream_direct(const struct stream *s);
+/* True when a complete message is already buffered (direct reader), so
+ * waiting for the socket to become readable would wait for the next one:
+ * a burst of small frames can fill the buffer with more than one turn of
+ * the loop reads. */
+bool stream_pending(const struct stream *s);
 /* Socket to wait on for readability. */
 int stream_fd(const struct stream *s);
 

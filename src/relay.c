@@ -685,7 +685,7 @@ static void wait_io(struct relay *r)
         int64_t due = monitor_due_in(r->mon, now);
         if (due < wait) wait = due;
     }
-    if (wait < 0) wait = 0;
+    if (wait < 0 || stream_pending(r->st)) wait = 0;
     if (wait > 1000) wait = 1000;
     struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)((wait % 1000) * 1000)};
     int nfds = sfd > pfd ? sfd : pfd;

@@ -533,6 +533,15 @@ int stream_fd(const struct stream *s) { return PQsocket(s->conn); }
 
 bool stream_direct(const struct stream *s) { return s->direct; }
 
+bool stream_pending(const struct stream *s)
+{
+    if (!s->direct || s->rend == s->rstart) return false;
+    struct pgwire_msg m;
+    size_t need;
+    char why[8];
+    return pgwire_next(s->rbuf + s->rstart, s->rend - s->rstart, &m, &need, why, sizeof(why)) != 0;
+}
+
 const char *stream_sqlstate(const struct stream *s) { return s->sqlstate; }
 
 bool stream_broken(const struct stream *s)
