@@ -289,6 +289,7 @@ static int direct_send(struct stream *s, const char header[PGWIRE_HEADER_LEN],
 static int direct_make_room(struct stream *s, size_t need)
 {
     size_t unread = s->rend - s->rstart;
+    if (unread == 0) s->rstart = s->rend = 0;
     if (unread == 0 && s->rcap > STREAM_RBUF) {
         free(s->rbuf);
         s->rbuf = NULL;
@@ -401,6 +402,11 @@ static int wait_socket(const struct stream *s, bool out, int ms)
 static int start_direct(struct stream *s, const char *sql, char *err, size_t errlen)
 {
     s->sqlstate[0] = '\0';
+    /* The buffer exists from here on: no NULL arithmetic later. */
+    if (direct_make_room(s, PGWIRE_HEADER_LEN) != 0) {
+        snprintf(err, errlen, "START_REPLICATION: out of memory");
+        return -1;
+    }
     if (!PQsendQuery(s->conn, sql) || PQflush(s->conn) != 0) {
         pq_error(s->conn, "START_REPLICATION", err, errlen);
         s->broken = PQstatus(s->conn) == CONNECTION_BAD;
