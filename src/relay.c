@@ -465,15 +465,16 @@ static int reject(struct relay *r, const struct outbox_event *ev, const char *co
 /* Stops on a record that cannot be set aside. Returns STEP_FATAL. */
 static int halt_on_stream_record(struct relay *r, const char *at, const char *why)
 {
-    char commit[LSN_STRLEN], what[160];
+    char commit[LSN_STRLEN], what[224];
     bool wal2json = plugin_parse(r->cfg->pg_plugin) == PLUGIN_WAL2JSON;
     if (r->cur_seq) tracker_fail(r->trk, r->cur_seq);
     if (!wal2json)
         snprintf(what, sizeof(what), "a protocol error");
     else if (r->cur_seq)
         snprintf(what, sizeof(what),
-                 "it is not a change of the open transaction (commit_lsn %s), so it "
-                 "cannot be dead-lettered",
+                 "it is no change of the open transaction (commit_lsn %s) but a begin or "
+                 "commit record, or one whose action cannot be read, so it cannot be "
+                 "dead-lettered",
                  lsn_format(r->cur_commit_lsn, commit));
     else
         snprintf(what, sizeof(what),
@@ -481,9 +482,9 @@ static int halt_on_stream_record(struct relay *r, const char *at, const char *wh
                  "dead-lettered");
     if (wal2json) metrics_count(&r->met.failed, INVALID_RECORD, 1);
     log_kv(LOG_ERROR, LOG_FIELDS({"lsn", at}),
-           "%s record at LSN %s cannot be decoded: %s; %s; stopping without confirming "
+           "%s %s at LSN %s cannot be decoded: %s; %s; stopping without confirming "
            "past it",
-           r->cfg->pg_plugin, at, why, what);
+           r->cfg->pg_plugin, wal2json ? "record" : "message", at, why, what);
     return STEP_FATAL;
 }
 

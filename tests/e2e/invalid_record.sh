@@ -7,7 +7,7 @@
 #    record (in its transaction and outside) are delivered, the raw record
 #    is in outbox.dlq with its LSN, the commit_lsn of its transaction and
 #    the reason (with the offset of the bad byte), the metrics count it, and
-#    the slot moves past it;
+#    the slot moves past it, but not before the DLQ write is ACKed;
 #  - wal2json, policy = halt: outboxd exits 1 naming the record's LSN and
 #    the ways past it, without confirming past the bad transaction; the
 #    first way (policy = dlq, restart) then gets past it;
@@ -17,7 +17,13 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init invalid_record
 pg_start
-broker_start
+broker_start --brokers 2
+# The DLQ on broker 2, the events on broker 1: slowing broker 2 down keeps
+# the DLQ write in flight while the events around it are ACKed.
+broker_cmd "create outbox.event.Order 1"
+broker_cmd "leader outbox.event.Order 0 1"
+broker_cmd "create outbox.dlq 1"
+broker_cmd "leader outbox.dlq 0 2"
 
 step "a SQL_ASCII database with the outbox schema"
 psql_q "CREATE DATABASE ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
@@ -54,7 +60,21 @@ end=$(current_lsn)
 
 step "wal2json, policy dlq: the raw record is dead-lettered, streaming goes on"
 export OUTBOXD_TEST_PLUGIN=wal2json OUTBOXD_SLOT=w_dlq
+broker_cmd "rtt 2 5000"
 outboxd_start --set errors.policy=dlq --set "offsets.file=$T/w_dlq.offset"
+for ((i = 0; i < 300; i++)); do
+    [[ "$(metric_value 'outboxd_events_acked_total{topic="outbox.event.Order"}')" == 4 ]] && break
+    sleep 0.1
+done
+assert_eq 4 "$(metric_value 'outboxd_events_acked_total{topic="outbox.event.Order"}')" "good events ACKed"
+sleep 1
+confirmed=$(slot_confirmed_lsn)
+dlq_acked=$(metric_value 'outboxd_events_acked_total{topic="outbox.dlq"}')
+assert_eq 0 "${dlq_acked:-0}" "DLQ writes ACKed while broker 2 is slow"
+! lsn_ge "$confirmed" "$after" ||
+    fail "slot confirmed $confirmed, past the bad transaction (ends by $after), before its DLQ write was ACKed"
+info "ok: slot at $confirmed while the DLQ write is in flight (bad transaction ends by $after)"
+broker_cmd "rtt 2 0"
 wait_for_confirmed_lsn "$end" 60 || fail "the slot did not move past the bad record: $(grep ERROR "$T/outboxd.log" | tail -1)"
 outboxd_assert_running
 kdump_all >"$T/dump1.jsonl"
