@@ -33,4 +33,18 @@ void decoder_free(struct decoder *d);
 int decoder_decode(struct decoder *d, lsn_t data_start, const char *buf, size_t len,
                    struct repl_msg *out, char *err, size_t errlen);
 
+/* What a payload that decoder_decode() refused was, as far as the relay
+ * can act on it. (The decoder's state is as it was before the call.) */
+enum decode_failure {
+    /* Nothing the relay can set aside: a pgoutput message (binary; one that
+     * does not decode is a protocol error), or a wal2json record that
+     * opens or closes a transaction, or whose action cannot be read. */
+    DF_STREAM = 0,
+    /* A wal2json record of one change or message ("I", "U", "D", "T",
+     * "M"): one bad record of the transaction that is open, if any. */
+    DF_CHANGE,
+};
+
+enum decode_failure decoder_failure(const struct decoder *d, const char *buf, size_t len);
+
 #endif

@@ -62,6 +62,7 @@ enum outbox_fault {
     OF_NONE = 0,
     OF_SCHEMA,            /* configured column missing, unchanged-TOAST marker */
     OF_NULL_EVENT_ID,
+    OF_EMPTY_EVENT_ID,    /* "" would reach consumers as an empty header */
     OF_NULL_AGGREGATE_ID,
     OF_EMPTY_AGGREGATE_ID,
     OF_NULL_EVENT_TYPE,
@@ -120,7 +121,7 @@ bool outbox_is_table(const struct outbox_map *m, const struct relation *rel);
  * Builds the event for one inserted row. commit_lsn is the transaction's
  * commit record LSN. Returns 0, or -1 with ev->fault set and a reason in
  * err (required column missing from the table, unchanged-TOAST marker,
- * NULL event_id, NULL or empty aggregate_id, NULL event_type, a topic that
+ * NULL or empty event_id, NULL or empty aggregate_id, NULL event_type, a topic that
  * cannot be rendered or is not a valid name). On a poison row (any fault
  * but OF_SCHEMA) ev still holds what the row has: key (key_null when
  * NULL), value, event_id and the headers that exist.

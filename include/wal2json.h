@@ -56,4 +56,14 @@ void wal2json_decoder_free(struct wal2json_decoder *d);
 int wal2json_decode(struct wal2json_decoder *d, lsn_t data_start, const char *buf,
                     size_t len, struct repl_msg *out, char *err, size_t errlen);
 
+/*
+ * The action a line claims, read off its first bytes without parsing the
+ * rest: 'I' for a line starting {"action":"I" (whitespace allowed between
+ * the tokens), '\0' when it does not start that way. For a line that
+ * wal2json_decode() refused: wal2json writes "action" first, so a record
+ * whose values are not valid UTF-8 (a SQL_ASCII database stores any
+ * bytes) or that is cut short still says what it is.
+ */
+char wal2json_line_action(const char *buf, size_t len);
+
 #endif

@@ -70,3 +70,10 @@ int decoder_decode(struct decoder *d, lsn_t data_start, const char *buf, size_t 
     if (d->plugin == PLUGIN_PGOUTPUT) return pgoutput_decode(d->pg, buf, len, out, err, errlen);
     return wal2json_decode(d->wj, data_start, buf, len, out, err, errlen);
 }
+
+enum decode_failure decoder_failure(const struct decoder *d, const char *buf, size_t len)
+{
+    if (d->plugin != PLUGIN_WAL2JSON) return DF_STREAM;
+    char action = wal2json_line_action(buf, len);
+    return action && strchr("IUDTM", action) ? DF_CHANGE : DF_STREAM;
+}

@@ -274,10 +274,16 @@ static inline int get_column(const struct outbox_map *m, const struct map_cache 
 const char *outbox_fault_name(enum outbox_fault f)
 {
     static const char *const names[] = {
-        "NONE", "SCHEMA", "NULL_EVENT_ID", "NULL_AGGREGATE_ID", "EMPTY_AGGREGATE_ID",
-        "NULL_EVENT_TYPE", "BAD_TOPIC",
+        [OF_NONE] = "NONE",
+        [OF_SCHEMA] = "SCHEMA",
+        [OF_NULL_EVENT_ID] = "NULL_EVENT_ID",
+        [OF_EMPTY_EVENT_ID] = "EMPTY_EVENT_ID",
+        [OF_NULL_AGGREGATE_ID] = "NULL_AGGREGATE_ID",
+        [OF_EMPTY_AGGREGATE_ID] = "EMPTY_AGGREGATE_ID",
+        [OF_NULL_EVENT_TYPE] = "NULL_EVENT_TYPE",
+        [OF_BAD_TOPIC] = "BAD_TOPIC",
     };
-    return f <= OF_BAD_TOPIC ? names[f] : "?";
+    return (size_t)f < sizeof(names) / sizeof(names[0]) && names[f] ? names[f] : "?";
 }
 
 bool outbox_topic_valid(const char *topic, char *err, size_t errlen)
@@ -365,6 +371,10 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
 
     char why[256];
     if (!has_id) return poison(ev, OF_NULL_EVENT_ID, err, errlen, "event_id is NULL");
+    /* An empty id is as useless to a consumer that deduplicates on it as
+     * none, and a text column allows it. */
+    if (event_id.len == 0)
+        return poison(ev, OF_EMPTY_EVENT_ID, err, errlen, "event_id is empty");
     if (!has_agg)
         return poison(ev, OF_NULL_AGGREGATE_ID, err, errlen,
                       "aggregate_id is NULL: the event would have no key and no order");

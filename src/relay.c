@@ -331,8 +331,24 @@ struct dead_letter {
     char reason[256];
     char code[64];
     char commit_lsn[LSN_STRLEN];
+    char record_lsn[LSN_STRLEN]; /* a record that could not be decoded: its LSN */
     bool too_large; /* the value itself is what is too large */
 };
+
+/* "event <id>" ("(NULL)" or "\"\"" for a NULL or empty one), or "record at
+ * <LSN>" for a record that could not be decoded, into out. */
+static const char *dead_letter_label(const struct dead_letter *d, char *out, size_t outlen)
+{
+    if (d->record_lsn[0])
+        snprintf(out, outlen, "%s record at %s", d->code, d->record_lsn);
+    else if (!d->event_id.data)
+        snprintf(out, outlen, "event (NULL)");
+    else if (d->event_id.len == 0)
+        snprintf(out, outlen, "event \"\"");
+    else
+        snprintf(out, outlen, "event %.*s", (int)d->event_id.len, d->event_id.data);
+    return out;
+}
 
 /* Headroom for key and headers when a too-large value is truncated. */
 #define DLQ_HEADROOM 16384
@@ -361,22 +377,24 @@ static int dead_letter_send(struct relay *r, const struct dead_letter *d)
     *h++ = (struct outbox_header){"dlq_reason", {d->reason, strlen(d->reason)}};
     *h++ = (struct outbox_header){"dlq_error", {d->code, strlen(d->code)}};
     *h++ = (struct outbox_header){"commit_lsn", {d->commit_lsn, strlen(d->commit_lsn)}};
+    if (d->record_lsn[0]) /* (such a record has no event_id header) */
+        *h++ = (struct outbox_header){"dlq_record_lsn", {d->record_lsn, strlen(d->record_lsn)}};
     if (len_text[0])
         *h++ = (struct outbox_header){"dlq_value_truncated_from", {len_text, strlen(len_text)}};
     ev.nheaders = (int)(h - ev.headers);
 
     int rc = send_waiting(r, &ev, d->seq, &kafka_err, err, sizeof(err));
-    char id[128];
+    char id[128], label[160];
     const struct log_field *fields = LOG_FIELDS(
         {"event_id", field_text(d->event_id.data, d->event_id.len, id, sizeof(id))},
         {"lsn", d->commit_lsn});
+    dead_letter_label(d, label, sizeof(label));
     if (rc == STEP_FATAL) {
         tracker_fail(r->trk, d->seq);
         log_kv(LOG_ERROR, fields,
-               "event %.*s (commit_lsn %s): the dead-letter write failed too (%s); "
+               "%s (commit_lsn %s): the dead-letter write failed too (%s); "
                "stopping without confirming past it",
-               d->event_id.data ? (int)d->event_id.len : 6,
-               d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn, err);
+               label, d->commit_lsn, err);
         return STEP_FATAL;
     }
     if (rc == STEP_OK) {
@@ -386,10 +404,8 @@ static int dead_letter_send(struct relay *r, const struct dead_letter *d)
         metrics_count(&r->met.dead_lettered, d->code, 1);
     }
     if (rc == STEP_OK)
-        log_kv(LOG_WARN, fields, "event %.*s (commit_lsn %s) dead-lettered to %s: %s: %s",
-               d->event_id.data ? (int)d->event_id.len : 6,
-               d->event_id.data ? d->event_id.data : "(NULL)", d->commit_lsn,
-               r->cfg->errors_dlq_topic, d->code, d->reason);
+        log_kv(LOG_WARN, fields, "%s (commit_lsn %s) dead-lettered to %s: %s: %s", label,
+               d->commit_lsn, r->cfg->errors_dlq_topic, d->code, d->reason);
     return rc;
 }
 
@@ -398,15 +414,16 @@ static int halt_on(struct relay *r, uint64_t seq, const struct slice *event_id,
                    const char *commit_lsn, const char *code, const char *reason)
 {
     tracker_fail(r->trk, seq);
-    char id[128];
+    char id[128], label[160];
+    struct dead_letter d = {.event_id = *event_id};
     log_kv(
         LOG_ERROR,
         LOG_FIELDS({"event_id", field_text(event_id->data, event_id->len, id, sizeof(id))},
                    {"lsn", commit_lsn}),
-        "event %.*s (commit_lsn %s) cannot be published: %s: %s; stopping without "
+        "%s (commit_lsn %s) cannot be published: %s: %s; stopping without "
         "confirming past it ([errors] policy = %s)",
-        event_id->data ? (int)event_id->len : 6, event_id->data ? event_id->data : "(NULL)",
-        commit_lsn, code, reason, r->cfg->errors_policy == ERRORS_DLQ ? "dlq" : "halt");
+        dead_letter_label(&d, label, sizeof(label)), commit_lsn, code, reason,
+        r->cfg->errors_policy == ERRORS_DLQ ? "dlq" : "halt");
     return STEP_FATAL;
 }
 
@@ -429,6 +446,78 @@ static int reject(struct relay *r, const struct outbox_event *ev, const char *co
     snprintf(d.code, sizeof(d.code), "%s", code);
     snprintf(d.commit_lsn, sizeof(d.commit_lsn), "%s", ev->commit_lsn);
     return dead_letter_send(r, &d);
+}
+
+/* ---- records that cannot be decoded --------------------------------------
+ * A wal2json record that is not valid JSON (a SQL_ASCII database stores any
+ * bytes, and wal2json copies them into its strings as they are) or not the
+ * JSON expected. A change record inside a transaction is one bad event of
+ * it: under policy = dlq its raw bytes go to the DLQ as an event of that
+ * transaction (pending until the write is ACKed, so the slot never moves
+ * past a record that is in neither place), and streaming goes on; the
+ * decoder kept its state as it was. A record that opens or closes a
+ * transaction, or comes outside one, cannot be set aside without losing
+ * track of where transactions end: stop. A pgoutput message that does not
+ * decode is a protocol error (pgoutput sends text as it is stored, so bad
+ * UTF-8 does not make one): stop too. Both stops name the record's LSN. */
+#define INVALID_RECORD "INVALID_RECORD"
+
+/* Stops on a record that cannot be set aside. Returns STEP_FATAL. */
+static int halt_on_stream_record(struct relay *r, const char *at, const char *why)
+{
+    char commit[LSN_STRLEN], what[224];
+    bool wal2json = plugin_parse(r->cfg->pg_plugin) == PLUGIN_WAL2JSON;
+    if (r->cur_seq) tracker_fail(r->trk, r->cur_seq);
+    if (!wal2json)
+        snprintf(what, sizeof(what), "a protocol error");
+    else if (r->cur_seq)
+        snprintf(what, sizeof(what),
+                 "it is no change of the open transaction (commit_lsn %s) but a begin or "
+                 "commit record, or one whose action cannot be read, so it cannot be "
+                 "dead-lettered",
+                 lsn_format(r->cur_commit_lsn, commit));
+    else
+        snprintf(what, sizeof(what),
+                 "it is outside any transaction, so it cannot be attributed to one or "
+                 "dead-lettered");
+    if (wal2json) metrics_count(&r->met.failed, INVALID_RECORD, 1);
+    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", at}),
+           "%s %s at LSN %s cannot be decoded: %s; %s; stopping without confirming "
+           "past it",
+           r->cfg->pg_plugin, wal2json ? "record" : "message", at, why, what);
+    return STEP_FATAL;
+}
+
+/* A frame whose payload the decoder refused with why. Returns a STEP_*
+ * code. */
+static int on_bad_record(struct relay *r, const struct repl_frame *f, const char *why)
+{
+    char at[LSN_STRLEN];
+    lsn_format(f->data_start, at);
+    if (r->cur_seq == 0 || decoder_failure(r->dec, f->data, f->len) != DF_CHANGE)
+        return halt_on_stream_record(r, at, why);
+    metrics_count(&r->met.failed, INVALID_RECORD, 1);
+    if (tracker_event_sent(r->trk, r->cur_seq) != 0) return STEP_FATAL;
+    struct dead_letter d = {.seq = r->cur_seq,
+                            .key_null = true,
+                            .value = {f->data, f->len},
+                            .too_large = true /* truncated when it is */};
+    snprintf(d.reason, sizeof(d.reason), "%.*s", (int)sizeof(d.reason) - 1, why);
+    snprintf(d.code, sizeof(d.code), "%s", INVALID_RECORD);
+    lsn_format(r->cur_commit_lsn, d.commit_lsn);
+    snprintf(d.record_lsn, sizeof(d.record_lsn), "%s", at);
+    if (r->cfg->errors_policy == ERRORS_DLQ) return dead_letter_send(r, &d);
+    tracker_fail(r->trk, r->cur_seq);
+    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", at}),
+           "%s record at LSN %s (commit_lsn %s) cannot be decoded: %s: %s; stopping "
+           "without confirming past it ([errors] policy = halt). To get past it: set "
+           "[errors] policy = dlq and restart (the record goes to %s with its LSN); or, "
+           "accepting the loss of that whole transaction, move the slot past its commit "
+           "with SELECT pg_replication_slot_advance('%s', '%s'::pg_lsn + 1) while outboxd "
+           "is stopped, then run outboxd accept-slot -c FILE",
+           r->cfg->pg_plugin, at, d.commit_lsn, INVALID_RECORD, why,
+           r->cfg->errors_dlq_topic, r->cfg->pg_slot, d.commit_lsn);
+    return STEP_FATAL;
 }
 
 /* Delivery failures reported inside producer_poll() cannot be re-produced
@@ -609,10 +698,8 @@ static int on_frame(struct relay *r, const char *buf, int len)
         return f.reply_requested ? send_status(r, false) : 0;
     }
     struct repl_msg m;
-    if (decoder_decode(r->dec, f.data_start, f.data, f.len, &m, err, sizeof(err)) != 0) {
-        log_error("%s", err);
-        return -1;
-    }
+    if (decoder_decode(r->dec, f.data_start, f.data, f.len, &m, err, sizeof(err)) != 0)
+        return on_bad_record(r, &f, err);
     return on_message(r, &m);
 }
 

@@ -1558,3 +1558,24 @@ int wal2json_decode(struct wal2json_decoder *d, lsn_t data_start, const char *bu
     }
     return fail(&c, "unknown action \"%.16s\"", action);
 }
+
+/* {"action":"<letter>" at the start of the line: see wal2json.h. */
+char wal2json_line_action(const char *buf, size_t len)
+{
+    static const char key[] = "\"action\"";
+    struct scan sc = {buf, len, 0};
+    char action;
+
+    skip_ws(&sc);
+    if (sc.i >= len || buf[sc.i++] != '{') return '\0';
+    skip_ws(&sc);
+    if (len - sc.i < sizeof(key) - 1 || memcmp(buf + sc.i, key, sizeof(key) - 1) != 0)
+        return '\0';
+    sc.i += sizeof(key) - 1;
+    skip_ws(&sc);
+    if (sc.i >= len || buf[sc.i++] != ':') return '\0';
+    skip_ws(&sc);
+    if (len - sc.i < 3 || buf[sc.i] != '"' || buf[sc.i + 2] != '"') return '\0';
+    action = buf[sc.i + 1];
+    return action >= 'A' && action <= 'Z' ? action : '\0';
+}

@@ -2,8 +2,9 @@
 # Poison events under both [errors] policies, with the slot position checked.
 # Classes: NULL event_id, NULL aggregate_id, empty aggregate_id, NULL
 # event_type (a table without the NOT NULL constraints), an invalid topic
-# name, a payload larger than message.max.bytes, and a delivery the broker
-# refuses for good (TOPIC_AUTHORIZATION_FAILED injected by the mock).
+# name, a payload larger than message.max.bytes, an empty event_id (a text
+# column), and a delivery the broker refuses for good
+# (TOPIC_AUTHORIZATION_FAILED injected by the mock).
 #  - dlq: each bad event lands in outbox.dlq with its key, its value
 #    (truncated with a header when the value is what is too large) and
 #    headers naming the original topic, the reason, the error and the LSN;
@@ -16,7 +17,7 @@ pg_start
 broker_start
 
 psql_q <<'SQL'
-CREATE TABLE public.loose_outbox (event_id uuid, aggregate_type text, aggregate_id text,
+CREATE TABLE public.loose_outbox (event_id text, aggregate_type text, aggregate_id text,
     aggregate_version bigint, event_type text, payload jsonb);
 CREATE PUBLICATION loose_pub FOR TABLE public.loose_outbox WITH (publish = 'insert');
 SQL
@@ -34,17 +35,20 @@ bad_sql() {
     4) echo "INSERT INTO public.loose_outbox ($cols) VALUES ('00000000-0000-4000-8000-000000000b04', 'Order', 'o-4', 1, NULL, '{\"c\": 4}')" ;;
     5) echo "INSERT INTO public.loose_outbox ($cols) VALUES ('00000000-0000-4000-8000-000000000b05', 'Bad Type!', 'o-5', 1, 'Bad', '{\"c\": 5}')" ;;
     6) echo "INSERT INTO public.loose_outbox ($cols) VALUES ('00000000-0000-4000-8000-000000000b06', 'Order', 'o-6', 1, 'Big', jsonb_build_object('blob', repeat('x', 50000)))" ;;
+    7) echo "INSERT INTO public.loose_outbox ($cols) VALUES ('', 'Order', 'o-7', 1, 'Bad', '{\"c\": 7}')" ;;
     esac
 }
 good_sql() { # N
     echo "INSERT INTO public.loose_outbox ($cols) VALUES (gen_random_uuid(), 'Order', 'good-$1', 1, 'Good', '{\"good\": $1}')"
 }
-expect_code=(x NULL_EVENT_ID NULL_AGGREGATE_ID EMPTY_AGGREGATE_ID NULL_EVENT_TYPE BAD_TOPIC MSG_SIZE_TOO_LARGE)
+expect_code=(x NULL_EVENT_ID NULL_AGGREGATE_ID EMPTY_AGGREGATE_ID NULL_EVENT_TYPE BAD_TOPIC MSG_SIZE_TOO_LARGE
+             EMPTY_EVENT_ID)
+classes="1 2 3 4 5 6 7"
 
 step "policy dlq: every class dead-lettered, good events delivered, slot moves on"
 export OUTBOXD_SLOT=dlq_slot
 outboxd_start "${loose[@]}" --set errors.policy=dlq
-for c in 1 2 3 4 5 6; do
+for c in $classes; do
     psql_q "$(good_sql "$c")"
     psql_q "$(bad_sql "$c")"
 done
@@ -52,9 +56,11 @@ psql_q "$(good_sql 99)"
 wait_for_confirmed_lsn "$(current_lsn)" 60 || fail "the slot did not move past the dead-lettered events"
 outboxd_assert_running
 kdump_all >"$T/dlq.jsonl"
-assert_eq 6 "$(jq -r 'select(.topic == "outbox.dlq")' "$T/dlq.jsonl" | jq -s length)" "messages in outbox.dlq"
-assert_eq 7 "$(jq -r 'select(.headers.event_type == "Good")' "$T/dlq.jsonl" | jq -s length)" "good events delivered"
-for c in 1 2 3 4 5 6; do
+assert_eq 7 "$(jq -r 'select(.topic == "outbox.dlq")' "$T/dlq.jsonl" | jq -s length)" "messages in outbox.dlq"
+assert_eq 8 "$(jq -r 'select(.headers.event_type == "Good")' "$T/dlq.jsonl" | jq -s length)" "good events delivered"
+assert_eq 0 "$(jq -r 'select(.topic != "outbox.dlq" and .headers.event_type != "Good")' "$T/dlq.jsonl" | jq -s length)" \
+    "bad events published to their topic"
+for c in $classes; do
     if [[ $c == 6 ]]; then
         m=$(jq -c 'select(.topic == "outbox.dlq" and .headers.dlq_error == "MSG_SIZE_TOO_LARGE")' "$T/dlq.jsonl" | head -1)
     else
@@ -72,22 +78,24 @@ assert_eq o-6 "$(jq -r '.key' <<<"$m")" "key of the too-large event"
 [[ "$(jq -r '.value_hex | length / 2' <<<"$m")" -lt 20000 ]] || fail "the dead-lettered value was not truncated"
 m=$(jq -c 'select(.topic == "outbox.dlq" and .headers.dlq_error == "EMPTY_AGGREGATE_ID")' "$T/dlq.jsonl")
 assert_eq '""' "$(jq -c '.key_hex' <<<"$m")" "the empty key is kept as it was"
+m=$(jq -c 'select(.topic == "outbox.dlq" and .headers.dlq_error == "EMPTY_EVENT_ID")' "$T/dlq.jsonl")
+assert_eq '"" o-7' "$(jq -r '(.headers.event_id | tojson) + " " + .key' <<<"$m")" "event_id and key of the empty-event_id event"
 
 step "policy dlq: a delivery the broker refuses for good"
 psql_q "$(good_sql 100)"
 wait_caught_up 60
 broker_cmd "error produce TOPIC_AUTHORIZATION_FAILED 1"
-psql_q "INSERT INTO public.loose_outbox ($cols) VALUES ('00000000-0000-4000-8000-000000000b07', 'Order', 'o-7', 1, 'Refused', '{\"c\": 7}')"
+psql_q "INSERT INTO public.loose_outbox ($cols) VALUES ('00000000-0000-4000-8000-000000000b08', 'Order', 'o-8', 1, 'Refused', '{\"c\": 8}')"
 wait_caught_up 60
 outboxd_assert_running
 kdump_all >"$T/dlq2.jsonl"
-m=$(jq -c 'select(.topic == "outbox.dlq" and .headers.event_id == "00000000-0000-4000-8000-000000000b07")' "$T/dlq2.jsonl")
+m=$(jq -c 'select(.topic == "outbox.dlq" and .headers.event_id == "00000000-0000-4000-8000-000000000b08")' "$T/dlq2.jsonl")
 [[ -n "$m" ]] || fail "the refused event is not in outbox.dlq: $(grep -E 'WARN|ERROR' "$T/outboxd.log" | grep -v kafka: | tail -3)"
 assert_eq TOPIC_AUTHORIZATION_FAILED "$(jq -r '.headers.dlq_error' <<<"$m")" "dlq_error of the refused event"
 outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
 
 step "policy halt: each class stops outboxd before its LSN"
-for c in 1 2 3 4 5 6; do
+for c in $classes; do
     slot=halt_$c
     psql_q "SELECT pg_create_logical_replication_slot('$slot', '$OUTBOXD_TEST_PLUGIN')" >/dev/null
     psql_q "$(good_sql $((200 + c)))"

@@ -114,6 +114,10 @@ static void decode_one(struct wal2json_decoder *d, lsn_t data_start,
         check_ok(data_start, &m);
     else
         check_err(err, sizeof(err));
+    /* What the relay asks of a line the decoder refused: read in bounds,
+     * an upper-case letter or nothing. */
+    char action = wal2json_line_action(buf, len);
+    CHECK(action == '\0' || (action >= 'A' && action <= 'Z'));
     free(buf);
 }
 

@@ -70,6 +70,37 @@ START_TEST(test_dispatch)
 }
 END_TEST
 
+/* What a refused payload was: only a wal2json change or message record can
+ * be set aside by the relay (dead-lettered within its transaction). */
+START_TEST(test_failure_kind)
+{
+    char err[256];
+    struct repl_msg m;
+    struct decoder *wj = decoder_new(PLUGIN_WAL2JSON);
+    struct decoder *pg = decoder_new(PLUGIN_PGOUTPUT);
+    ck_assert_ptr_nonnull(wj);
+    ck_assert_ptr_nonnull(pg);
+    const char *bad_insert = "{\"action\":\"I\",\"schema\":\"public\",\"columns\":\"\xff";
+    ck_assert_int_eq(decoder_decode(wj, 0, bad_insert, strlen(bad_insert), &m, err,
+                                    sizeof(err)),
+                     -1);
+    ck_assert_int_eq(decoder_failure(wj, bad_insert, strlen(bad_insert)), DF_CHANGE);
+    const char *change[] = {"{\"action\":\"U\"", "{\"action\":\"D\"", "{\"action\":\"T\"",
+                            "{\"action\":\"M\""};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(decoder_failure(wj, change[i], strlen(change[i])), DF_CHANGE);
+    const char *stream[] = {"{\"action\":\"B\",\"lsn\":\"0/", "{\"action\":\"C\"", "{\"action\":\"X\"",
+                            "\xff", ""};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(decoder_failure(wj, stream[i], strlen(stream[i])), DF_STREAM);
+    /* pgoutput is binary: a message that does not decode is a protocol error */
+    ck_assert_int_eq(decoder_failure(pg, bad_insert, strlen(bad_insert)), DF_STREAM);
+    ck_assert_int_eq(decoder_failure(pg, "I", 1), DF_STREAM);
+    decoder_free(wj);
+    decoder_free(pg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("decoder");
@@ -77,6 +108,7 @@ int main(void)
     tcase_add_test(tc, test_plugin_names);
     tcase_add_test(tc, test_plugin_listed);
     tcase_add_test(tc, test_dispatch);
+    tcase_add_test(tc, test_failure_kind);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -671,6 +671,27 @@ START_TEST(test_build_null_required)
 }
 END_TEST
 
+/* An empty event_id (a text column allows it) is poison like a NULL one,
+ * with its own class; the row, and its empty event_id, are kept for the
+ * dead-letter topic. */
+START_TEST(test_build_empty_event_id)
+{
+    struct outbox_event ev;
+    ck_assert_int_eq(build_with(0, TXT(""), &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_EMPTY_EVENT_ID);
+    ck_assert_str_eq(outbox_fault_name(ev.fault), "EMPTY_EVENT_ID");
+    ERR_HAS("event_id is empty");
+    ck_assert_ptr_nonnull(ev.event_id.data);
+    ck_assert_uint_eq(ev.event_id.len, 0);
+    ck_assert(!ev.key_null);
+    ck_assert_uint_eq(ev.key.len, 3);
+    ck_assert_uint_eq(ev.value.len, 2);
+    /* one byte is enough to be an id */
+    ck_assert_int_eq(build_with(0, TXT("x"), &ev), 0);
+    ck_assert_int_eq(ev.fault, OF_NONE);
+}
+END_TEST
+
 START_TEST(test_build_unchanged_toast)
 {
     struct outbox_event ev;
@@ -897,6 +918,7 @@ int main(void)
     tcase_add_test(tb, test_build_custom_columns);
     tcase_add_test(tb, test_build_custom_missing_version_column);
     tcase_add_test(tb, test_build_null_required);
+    tcase_add_test(tb, test_build_empty_event_id);
     tcase_add_test(tb, test_build_unchanged_toast);
     tcase_add_test(tb, test_build_missing_required_column);
     tcase_add_test(tb, test_build_missing_payload_column);

@@ -1500,6 +1500,93 @@ START_TEST(test_failure_leaves_decoder_usable)
 }
 END_TEST
 
+/* A record outboxd cannot parse - bytes that are not UTF-8, as a SQL_ASCII
+ * database stores them and wal2json copies them, or a line cut short -
+ * gives a one-line error with the offset of what is wrong, leaves the
+ * relation cache as it was (no layout added, replaced or relid used), and
+ * still says which action it is (the relay dead-letters a change record). */
+START_TEST(test_bad_record_offset_and_cache)
+{
+    const struct relation *r;
+    char *line, off[48];
+    size_t at;
+
+    DECODE_OK("{'action':'I','schema':'s','table':'t','columns':[{'name':'a','value':'1'}]}");
+    r = m.u.tuple.rel;
+    ck_assert_uint_eq(r->relid, 1);
+
+    /* a byte 0xff in a value of a row with another layout (a, b) */
+    line = J("{'action':'I','schema':'s','table':'t','columns':[{'name':'a','value':'1'},"
+             "{'name':'b','value':'caf\xff'}]}");
+    at = (size_t)((char *)memchr(line, 0xff, strlen(line)) - line);
+    ck_assert_int_eq(decode_at(0x1000, line, strlen(line)), -1);
+    snprintf(off, sizeof(off), "at offset %zu", at);
+    ck_assert_msg(strstr(err, "not valid JSON") && strstr(err, "invalid UTF-8 byte 0xff") &&
+                      strstr(err, off),
+                  "%s", err);
+    ck_assert_ptr_null(strchr(err, '\n'));
+    for (const char *p = err; *p; p++) ck_assert_int_ge((unsigned char)*p, 0x20);
+    ck_assert_int_eq(wal2json_line_action(line, strlen(line)), 'I');
+    free(line);
+
+    /* the same row cut inside the value of b: the string's start is named */
+    line = J("{'action':'I','schema':'s','table':'t','columns':[{'name':'a','value':'1'},"
+             "{'name':'b','value':'cafe'}]}");
+    at = (size_t)(strstr(line, "\"cafe") - line);
+    ck_assert_int_eq(decode_at(0x1000, line, at + 3), -1);
+    snprintf(off, sizeof(off), "unterminated string at offset %zu", at);
+    ck_assert_msg(strstr(err, off), "%s", err);
+    ck_assert_ptr_null(strchr(err, '\n'));
+    ck_assert_int_eq(wal2json_line_action(line, at + 3), 'I');
+    /* cut after the last column: the array is not closed */
+    ck_assert_int_eq(decode_at(0x1000, line, strlen(line) - 2), -1);
+    ck_assert_msg(strstr(err, "near end of line at offset"), "%s", err);
+    free(line);
+
+    /* the cache is as it was: the old layout still matches, and the new
+     * one gets the next relid (2), none was spent on the failures */
+    DECODE_OK("{'action':'I','schema':'s','table':'t','columns':[{'name':'a','value':'2'}]}");
+    ck_assert_ptr_eq(m.u.tuple.rel, r);
+    check_text(&m.u.tuple.values[0], "2");
+    DECODE_OK("{'action':'I','schema':'s','table':'t','columns':[{'name':'a','value':'1'},"
+              "{'name':'b','value':'cafe'}]}");
+    ck_assert_uint_eq(m.u.tuple.rel->relid, 2);
+    ck_assert_int_eq(m.u.tuple.rel->ncols, 2);
+}
+END_TEST
+
+START_TEST(test_line_action)
+{
+    static const struct {
+        const char *line;
+        char action;
+    } cases[] = {
+        {"{\"action\":\"I\",\"schema\":\"s\xff", 'I'},
+        {"{\"action\":\"B\"", 'B'},
+        {" { \"action\" :\t\"C\" , \"lsn\":", 'C'},
+        {"{\"action\":\"M\",", 'M'},
+        {"{\"schema\":\"s\",\"action\":\"I\"}", '\0'}, /* not first: not read */
+        {"{\"action\":\"IX\"}", '\0'},
+        {"{\"action\":\"i\"}", '\0'},
+        {"{\"action\":\"", '\0'},
+        {"{\"action\":", '\0'},
+        {"{\"actio", '\0'},
+        {"{", '\0'},
+        {"[\"action\",\"I\"]", '\0'},
+        {"", '\0'},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = strlen(cases[i].line);
+        char *copy = malloc(n ? n : 1); /* exact size: reads past it show */
+        ck_assert_ptr_nonnull(copy);
+        memcpy(copy, cases[i].line, n);
+        ck_assert_msg(wal2json_line_action(copy, n) == cases[i].action, "line %zu: %s", i,
+                      cases[i].line);
+        free(copy);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 /* Robustness                                                              */
 /* ---------------------------------------------------------------------- */
@@ -1903,6 +1990,8 @@ static Suite *wal2json_suite(void)
     tcase_add_test(errs, test_wrong_types_in_rows);
     tcase_add_test(errs, test_huge_nesting);
     tcase_add_test(errs, test_failure_leaves_decoder_usable);
+    tcase_add_test(errs, test_bad_record_offset_and_cache);
+    tcase_add_test(errs, test_line_action);
     suite_add_tcase(s, errs);
 
     tcase_set_timeout(json, 120);
