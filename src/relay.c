@@ -866,7 +866,7 @@ static int prepare_stream(struct relay *r, lsn_t *start)
                       "is false: create it with SELECT pg_create_logical_replication_slot"
                       "('%s', '%s')",
                       c->pg_slot, c->pg_slot, c->pg_plugin);
-            return EXIT_USAGE;
+            return EXIT_FATAL;
         }
         if (stream_create_slot(r->st, c->pg_slot, c->pg_plugin, err, sizeof(err)) != 0) {
             log_plugin_error(r, err);
