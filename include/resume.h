@@ -49,7 +49,8 @@ struct resume_decision {
     bool refused;      /* one of the refusing verdicts: exit 2 */
     char message[1536]; /* refused: the problem, both sides and the way out */
     char note[512];    /* accepted: worth an info line ("" if none): a format
-                        * 1 file to be rewritten, a new timeline, file ahead */
+                        * 1 file to be rewritten, a new timeline */
+    bool note_is_warning; /* the new timeline: worth a warning */
 };
 
 /* Decides for file (NULL when there is none). config_path names the

@@ -128,6 +128,7 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
         return -1;
     }
     bool seen[K_COUNT] = {false};
+    char unknown[96] = "";
     const char *p = text, *end = text + len;
     for (int lineno = 1; p < end; lineno++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -144,9 +145,13 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
                                     memcmp(p, key_names[k], (size_t)(eq - p)) == 0))
                 k++;
             if (k == K_COUNT) {
-                snprintf(err, errlen, "line %d: unknown key \"%.*s\"", lineno,
-                         (int)((eq - p) > 40 ? 40 : (eq - p)), p);
-                return -1;
+                /* reported after the format check: a newer format may have
+                 * keys this version does not know */
+                if (!unknown[0])
+                    snprintf(unknown, sizeof(unknown), "line %d: unknown key \"%.*s\"",
+                             lineno, (int)((eq - p) > 40 ? 40 : (eq - p)), p);
+                p = eol + (nl ? 1 : 0);
+                continue;
             }
             if (seen[k]) {
                 snprintf(err, errlen, "line %d: %s appears twice", lineno, key_names[k]);
@@ -168,6 +173,10 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
                  out->format, OFFSET_FORMAT,
                  out->format > OFFSET_FORMAT ? "a newer outboxd wrote it: run that version"
                                              : "not a format outboxd ever wrote");
+        return -1;
+    }
+    if (unknown[0]) {
+        snprintf(err, errlen, "%s", unknown);
         return -1;
     }
     for (int k = 0; k < K_COUNT; k++)

@@ -859,7 +859,7 @@ static int prepare_stream(struct relay *r, lsn_t *start)
         log_error("%s", d.message);
         return EXIT_USAGE;
     }
-    if (d.note[0]) log_info("%s", d.note);
+    if (d.note[0]) log_msg(d.note_is_warning ? LOG_WARN : LOG_INFO, "%s", d.note);
     if (d.verdict == RESUME_NO_SLOT) {
         if (!c->pg_create_slot) {
             log_error("replication slot \"%s\" does not exist and [postgres] create_slot "

@@ -102,6 +102,7 @@ void resume_decide(const struct offset_state *file, const struct resume_server *
                      lsn_format(srv->slot_confirmed, a));
             return;
         }
+        out->note_is_warning = file->timeline != srv->timeline;
         if (file->timeline != srv->timeline)
             snprintf(out->note, sizeof(out->note),
                      "the server's timeline is %u, the offset file's %u: the server was "

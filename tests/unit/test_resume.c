@@ -153,6 +153,7 @@ START_TEST(test_notes)
     resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
     ck_assert(!d.refused);
     ck_assert_msg(strstr(d.note, "timeline is 2") && strstr(d.note, "promoted"), "%s", d.note);
+    ck_assert(d.note_is_warning);
     f.has_identity = false;
     f.format = 1;
     resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
