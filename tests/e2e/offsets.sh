@@ -15,7 +15,8 @@
 #    message says what is known (not "was dropped"), the slot is not
 #    re-created;
 #  - other_cluster: the file of another cluster (a fresh initdb with more
-#    WAL behind it), with and without a slot of the same name there.
+#    WAL behind it), with a slot of the same name there (other_cluster) and
+#    without (failover).
 # `outboxd check` FAILs with the same explanation in each refused case.
 # OFFSETS_ONLY="a b" runs only those scenarios (after the common start), to
 # run each one against another build (OUTBOXD_BUILD_DIR=/work/main/build).
@@ -47,6 +48,7 @@ expect_exit() {
         sleep 0.1
     done
     if kill -0 "$OUTBOXD_PID" 2>/dev/null; then
+        info "slot ${OUTBOXD_SLOT:-outboxd} is confirmed at $(confirmed_of "${OUTBOXD_SLOT:-outboxd}") (server at $(current_lsn))"
         outboxd_stop 20 || true
         fail "outboxd was still running 30 s after its start: expected it to exit with $want"
     fi
@@ -163,7 +165,7 @@ if want slot_ahead; then
     cp "$T/outboxd.offset" "$T/good.offset"
 fi
 
-if want other_cluster; then
+if want other_cluster || want failover; then
     step "other_cluster: the file of this cluster, used on a fresh one"
     # More WAL here than the fresh cluster will have.
     for i in 1 2 3; do
@@ -182,8 +184,14 @@ if want other_cluster; then
     new_system=$(psql_q "SELECT system_identifier FROM pg_control_system()")
     info "old system $old_system at $(offset_file_lsn "$T/cluster1.offset"), new system $new_system at $(current_lsn)"
     cp "$T/cluster1.offset" "$T/outboxd.offset"
+fi
+if want failover; then
+    step "failover: the new cluster has no slot of that name"
     expect_exit 2 "replication slot \"outboxd\" does not exist on this server \(system $new_system, database postgres\), but the offset file .* says outboxd streamed up to [0-9A-F]+/[0-9A-F]+ on system $old_system.*\(another system\).*failover"
     assert_eq none "$(confirmed_of outboxd)" "slot outboxd on the new cluster (not created)"
+fi
+if want other_cluster; then
+    step "other_cluster: the new cluster has a (new) slot of that name"
     psql_q "SELECT pg_create_logical_replication_slot('outboxd', 'pgoutput')" >/dev/null
     before=$(confirmed_of outboxd)
     expect_exit 2 "belongs to another stream \(the system identifier differs\): the file says .* on system $old_system.* system $new_system"
