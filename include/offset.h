@@ -19,7 +19,7 @@
  *
  * A value runs to the end of its line; backslash, CR and LF in it are
  * written as \\, \r and \n (a database name may hold anything).
- * Format 1 (before 0.x): one line, the bare LSN ("16/B374D848\n"); still
+ * Format 1 (earlier versions): one line, the bare LSN ("16/B374D848\n"); still
  * read (no identity known), and rewritten as format 2 at the next write.
  * A higher format number is refused: a newer outboxd wrote it.
  */
