@@ -11,6 +11,8 @@ PACKAGES=(
     libjemalloc-dev
     # tests
     check valgrind kcat jq procps util-linux iproute2 curl
+    # counting the offset file's renames (tests/e2e/offset_writes.sh)
+    strace
     # a throw-away TLS certificate (tests/e2e/test_stream_reader.sh)
     openssl
     # promtool (tests/e2e/observability.sh validates /metrics with it;

@@ -16,8 +16,9 @@
  * template columns present), the publication (pgoutput: exists, includes
  * the table, publishes inserts), the plugin allowed (output_plugin_libraries
  * where the server has it), a replication connection, the plugin installed
- * (a TEMPORARY slot is created with it and dropped), the offset file, the
- * slot (exists with the configured plugin, or can be created), the slot not
+ * (a TEMPORARY slot is created with it and dropped), the offset file (a
+ * real write next to it; compared with IDENTIFY_SYSTEM and the slot as the
+ * daemon does at start, resume.h), the slot (exists with the configured plugin, or can be created), the slot not
  * invalidated (wal_status lost), the broker reachable (a metadata request)
  * and the topics the template renders for the distinct values in the
  * outbox (up to CHECK_TOPIC_ROWS): existing, or a warning that they will

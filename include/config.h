@@ -28,6 +28,7 @@ struct kv {
 };
 
 struct config {
+    const char *path; /* the file loaded (main.c sets it, argv's), for messages */
     /* [postgres] */
     char *pg_conninfo;
     char *pg_slot;

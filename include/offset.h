@@ -1,22 +1,84 @@
 /*
  * offset.h - the offset file: the last commit end LSN whose events were all
- * ACKed by the broker. Written atomically (temp file, fsync, rename, fsync
- * of the directory) before that LSN is confirmed to Postgres, so a crash
- * leaves either the old or the new value, never a torn one.
- * File format: one line, the LSN as Postgres prints it ("16/B374D848\n").
+ * ACKed by the broker, and the stream it belongs to. Written atomically
+ * (temp file, fsync, rename, fsync of the directory) before that LSN is
+ * confirmed to Postgres, so a crash leaves either the old or the new value,
+ * never a torn one.
+ *
+ * File format 2 (what outboxd writes): key=value lines, '#' comments and
+ * blank lines ignored, every key exactly once, no spaces around '=':
+ *
+ *   # outboxd offset file: ...
+ *   format=2
+ *   lsn=16/B374D848          last position whose events were all ACKed
+ *   system=7312345678901234567   IDENTIFY_SYSTEM systemid of the server
+ *   timeline=1               its timeline when the file was written
+ *   database=outbox          the database streamed
+ *   slot=outboxd             the replication slot
+ *   plugin=pgoutput          the slot's output plugin
+ *
+ * A value runs to the end of its line; backslash, CR and LF in it are
+ * written as \\, \r and \n (a database name may hold anything).
+ * Format 1 (earlier versions): one line, the bare LSN ("16/B374D848\n"); still
+ * read (no identity known), and rewritten as format 2 at the next write.
+ * A higher format number is refused: a newer outboxd wrote it.
  */
 #ifndef OUTBOXD_OFFSET_H
 #define OUTBOXD_OFFSET_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lsn.h"
 
-/* Returns 1 and sets *out when the file holds an LSN, 0 when the file does
- * not exist, -1 with a reason in err when it cannot be read or is corrupt. */
-int offset_read(const char *path, lsn_t *out, char *err, size_t errlen);
+#define OFFSET_FORMAT 2
+#define OFFSET_NAME_MAX 64 /* NAMEDATALEN, with the NUL */
+/* Largest file read: format 2 with the longest names fits well within. */
+#define OFFSET_FILE_MAX 2048
 
-/* Returns 0, or -1 with a reason in err. */
-int offset_write(const char *path, lsn_t lsn, char *err, size_t errlen);
+/* What the offset file says. */
+struct offset_state {
+    int format;        /* 1 (bare LSN) or 2 */
+    lsn_t lsn;
+    bool has_identity; /* format 2: the fields below are set */
+    char system[24];   /* decimal system identifier */
+    uint32_t timeline;
+    char database[OFFSET_NAME_MAX];
+    char slot[OFFSET_NAME_MAX];
+    char plugin[OFFSET_NAME_MAX];
+};
+
+/* ---- pure (tests/unit/test_offset.c) ---- */
+
+/* Parses the file's text (len bytes, need not be NUL-terminated) into out.
+ * Returns 0, or -1 with the problem in err (without the file's name). */
+int offset_parse(const char *text, size_t len, struct offset_state *out, char *err,
+                 size_t errlen);
+
+/* Formats st (its identity must be set) as format 2 into buf. Returns the
+ * length, or 0 when buf is too small or a name is too long. */
+size_t offset_format(const struct offset_state *st, char *buf, size_t buflen);
+
+/* One line describing st for messages: "0/1A2B3C on system 7312.../database
+ * outbox/slot outboxd" or "0/1A2B3C (format 1: no identity recorded)".
+ * Returns out. */
+char *offset_describe(const struct offset_state *st, char *out, size_t outlen);
+
+/* ---- the file ---- */
+
+/* Returns 1 and fills *out when the file exists and parses, 0 when it does
+ * not exist, -1 with a reason in err (naming the file and the way out) when
+ * it cannot be read, is corrupt or of an unknown format. */
+int offset_read(const char *path, struct offset_state *out, char *err, size_t errlen);
+
+/* Writes st as format 2 atomically. Returns 0, or -1 with a reason in err. */
+int offset_write(const char *path, const struct offset_state *st, char *err, size_t errlen);
+
+/* Proves that the directory of path takes real bytes: writes, fsyncs and
+ * removes a small temporary file next to path (a full or read-only file
+ * system fails here, where access() would not). Returns 0, or -1 with
+ * the reason in err. */
+int offset_probe_dir(const char *path, char *err, size_t errlen);
 
 #endif

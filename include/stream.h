@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "decoder.h"
 #include "lsn.h"
@@ -31,6 +32,23 @@ struct slot_info {
 /* Reads pg_replication_slots for slot. Returns 0 or -1 with err. */
 int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
                      char *err, size_t errlen);
+
+/* IDENTIFY_SYSTEM: which server and database the connection reached. */
+struct server_ident {
+    char system[24];   /* systemid, decimal */
+    uint32_t timeline; /* current timeline */
+    lsn_t xlogpos;     /* current WAL flush position */
+    char dbname[64];
+};
+
+/* Runs IDENTIFY_SYSTEM. Returns 0 or -1 with err. */
+int stream_identify(struct stream *s, struct server_ident *out, char *err, size_t errlen);
+
+/* The same on a plain libpq replication connection (a PGconn, as `outboxd
+ * check` has one). */
+struct pg_conn;
+int stream_identify_conn(struct pg_conn *conn, struct server_ident *out, char *err,
+                         size_t errlen);
 
 /* CREATE_REPLICATION_SLOT slot LOGICAL plugin. Returns 0 or -1 with err. */
 int stream_create_slot(struct stream *s, const char *slot, const char *plugin,

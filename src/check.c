@@ -36,6 +36,8 @@
 #include "lsn.h"
 #include "offset.h"
 #include "polling.h"
+#include "resume.h"
+#include "stream.h"
 
 /* ---- pure helpers -------------------------------------------------------- */
 
@@ -245,7 +247,10 @@ struct ck {
 
     bool allowed_ok, replconn_ok;
     bool have_offset;
-    lsn_t offset_lsn;
+    struct offset_state offset;
+    lsn_t slot_confirmed;
+    bool resumed; /* the file was compared with the server: resume below */
+    struct resume_decision resume;
     bool slot_exists;
     char slot_wal_status[32];
     bool broker_ok;
@@ -1237,35 +1242,117 @@ static void check_plugin_installed(struct ck *k, PGconn *repl)
 
 /* ---- offset file ---- */
 
-static void check_offset_file(struct ck *k)
+/* Compares the offset file with the server (IDENTIFY_SYSTEM on repl) and
+ * the slot, as the daemon does at start (resume.h). Returns 0 with
+ * k->resume filled, or -1 with why not in err. */
+static int compare_offset(struct ck *k, PGconn *repl, char *err, size_t errlen)
+{
+    const struct config *c = k->cfg;
+    struct server_ident id;
+    if (!repl) return snprintf(err, errlen, "no replication connection"), -1;
+    if (stream_identify_conn(repl, &id, err, errlen) != 0) return -1;
+    const char *params[] = {c->pg_slot};
+    PGresult *r = query(k,
+                        "SELECT coalesce(confirmed_flush_lsn::text, '0/0'), "
+                        "coalesce(plugin, '') FROM pg_catalog.pg_replication_slots "
+                        "WHERE slot_name = $1",
+                        1, params, err, errlen);
+    if (!r) return -1;
+    struct resume_server srv = {.timeline = id.timeline,
+                                .wal_end = id.xlogpos,
+                                .slot = c->pg_slot,
+                                .plugin = c->pg_plugin,
+                                .slot_exists = PQntuples(r) == 1};
+    if (srv.slot_exists) lsn_parse(PQgetvalue(r, 0, 0), &srv.slot_confirmed);
+    k->slot_confirmed = srv.slot_confirmed;
+    if (srv.slot_exists && strcmp(PQgetvalue(r, 0, 1), c->pg_plugin) != 0) {
+        /* the slot's check says that; the daemon stops on it first, too */
+        snprintf(err, errlen, "the slot uses plugin %s (see below)", PQgetvalue(r, 0, 1));
+        PQclear(r);
+        return -1;
+    }
+    PQclear(r);
+    snprintf(srv.system, sizeof(srv.system), "%s", id.system);
+    snprintf(srv.database, sizeof(srv.database), "%s", id.dbname);
+    resume_decide(k->have_offset ? &k->offset : NULL, &srv, c->offsets_file, c->path,
+                  &k->resume);
+    k->resumed = true;
+    return 0;
+}
+
+/* The detail of an ok offset-file line: the file against the slot. */
+static void offset_detail(const struct ck *k, char *out, size_t outlen)
+{
+    char f[512], a[LSN_STRLEN], size[32];
+    const struct resume_decision *d = &k->resume;
+    if (!k->have_offset) {
+        if (d->verdict == RESUME_FROM_SLOT)
+            snprintf(out, outlen,
+                     "not there yet (written at the first confirm); outboxd will start "
+                     "from the slot's confirmed position %s",
+                     lsn_format(d->start, a));
+        else
+            snprintf(out, outlen, "not there yet (written at the first confirm)");
+        return;
+    }
+    offset_describe(&k->offset, f, sizeof(f));
+    if (d->verdict == RESUME_SLOT_LOST) {
+        snprintf(out, outlen, "%s; the slot does not exist (see below)", f);
+        return;
+    }
+    lsn_t slot = k->slot_confirmed, file = k->offset.lsn;
+    int n = snprintf(out, outlen, "%s; slot confirmed %s (%s)", f, lsn_format(slot, a),
+                     file == slot ? "the same"
+                                  : "file ahead by ");
+    if (file != slot && n > 0 && (size_t)n < outlen) {
+        out[n - 1] = '\0';
+        snprintf(out + n - 1, outlen - (size_t)n + 1, "%s: normal after a crash)",
+                 resume_bytes(file - slot, size, sizeof(size)));
+    }
+    if (d->note[0] && strlen(out) + 4 < outlen)
+        snprintf(out + strlen(out), outlen - strlen(out), "; %s", d->note);
+}
+
+static void check_offset_file(struct ck *k, PGconn *repl)
 {
     const char *path = k->cfg->offsets_file;
-    char what[600], err[1024], fix[2048], a[LSN_STRLEN];
+    char what[600], err[1024], fix[2048], detail[2048];
     snprintf(what, sizeof(what), "offset file %s", path);
-    int rc = offset_read(path, &k->offset_lsn, err, sizeof(err));
+    int rc = offset_read(path, &k->offset, err, sizeof(err));
     if (rc < 0) {
-        report(k, CHECK_FAIL, what,
-               "repair or remove it (without it outboxd starts from the slot's confirmed "
-               "position)",
-               "%s", err);
+        /* err says how to get out of it */
+        report(k, CHECK_FAIL, what, NULL, "%s", err);
         return;
     }
     k->have_offset = rc == 1;
     char *copy = strdup(path);
     const char *dir = copy ? dirname(copy) : ".";
-    if (access(dir, W_OK | X_OK) != 0) {
+    int probe = offset_probe_dir(path, err, sizeof(err));
+    if (probe != 0) {
         snprintf(fix, sizeof(fix),
-                 "create the directory %s and let the user outboxd runs as write to it, or "
-                 "set [offsets] file",
+                 "free space on that file system, or create the directory %s and let the "
+                 "user outboxd runs as write to it, or set [offsets] file",
                  dir);
-        report(k, CHECK_FAIL, what, fix, "its directory %s is not writable: %s", dir,
-               strerror(errno));
-    } else {
-        report(k, CHECK_OK, what, NULL, "%s%s", k->have_offset ? "holds " : "",
-               k->have_offset ? lsn_format(k->offset_lsn, a)
-                              : "not there yet (written after the first ACK)");
+        report(k, CHECK_FAIL, what, fix, "its directory %s does not take a write: %s", dir,
+               err);
+        free(copy);
+        return;
     }
     free(copy);
+    if (compare_offset(k, repl, err, sizeof(err)) != 0) {
+        char f[512];
+        if (k->have_offset) offset_describe(&k->offset, f, sizeof(f));
+        report(k, CHECK_OK, what, NULL, "%s; not compared with the server and the slot: %s",
+               k->have_offset ? f : "not there yet", err);
+        return;
+    }
+    const struct resume_decision *d = &k->resume;
+    if (d->refused && d->verdict != RESUME_SLOT_LOST) {
+        report(k, CHECK_FAIL, what, NULL, "%s", d->message);
+        return;
+    }
+    offset_detail(k, detail, sizeof(detail));
+    report(k, CHECK_OK, what, NULL, "%s", detail);
 }
 
 /* ---- 9, 10. the slot ---- */
@@ -1297,17 +1384,20 @@ static void check_slot(struct ck *k)
     }
     if (PQntuples(r) == 0) {
         PQclear(r);
-        if (k->have_offset) {
+        if (k->have_offset && k->resumed && k->resume.verdict == RESUME_SLOT_LOST) {
+            report(k, CHECK_FAIL, what, NULL, "%s", k->resume.message);
+        } else if (k->have_offset) {
             snprintf(
                 fix, sizeof(fix),
-                "check with outboxd verify; to start afresh from now, remove the offset "
-                "file %s",
+                "fix [postgres] slot or conninfo; or check with outboxd verify, then move "
+                "the offset file %s away to start afresh from now",
                 c->offsets_file);
             report(k, CHECK_FAIL, what, fix,
-                   "the slot does not exist, but the offset file holds %s: it was dropped "
-                   "after outboxd streamed from it, and events committed since may be lost "
-                   "to it (outboxd refuses to re-create it)",
-                   lsn_format(k->offset_lsn, a));
+                   "the slot does not exist on this server, but the offset file says "
+                   "outboxd streamed it up to %s: a failover, a mistyped slot name or a "
+                   "dropped slot; events committed since may be lost to it (outboxd "
+                   "refuses to re-create it)",
+                   lsn_format(k->offset.lsn, a));
         } else if (!c->pg_create_slot) {
             snprintf(
                 fix, sizeof(fix),
@@ -1672,8 +1762,8 @@ int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
         check_plugin_allowed(&k);
         PGconn *repl = check_replication_connection(&k);
         check_plugin_installed(&k, repl);
+        check_offset_file(&k, repl);
         PQfinish(repl);
-        check_offset_file(&k);
         check_slot(&k);
         check_broker(&k);
         check_topics(&k);

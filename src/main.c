@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "checks.h"
 #include "config.h"
 #include "log.h"
@@ -58,6 +59,7 @@ static void usage(FILE *out)
             "       outboxd verify -c FILE [--set ...] [--since TIMESTAMP] [--json]\n"
             "       outboxd check -c FILE [--set ...] [--config-only]\n"
             "       outboxd requeue -c FILE [--set ...] EVENT_ID...\n"
+            "       outboxd accept-slot -c FILE [--set ...]\n"
             "       outboxd --help | --version\n"
             "\n"
             "Relays committed INSERTs into a PostgreSQL outbox table to Kafka through a\n"
@@ -82,10 +84,25 @@ static void usage(FILE *out)
             "requeue ([source] mode = polling) puts QUARANTINED events back to PENDING\n"
             "with their attempts reset; it exits 0 when every one was requeued.\n"
             "\n"
+            "accept-slot rewrites the offset file to the slot's confirmed position, with\n"
+            "this server's identity, after outboxd refused to start because the file and\n"
+            "the slot disagree (run outboxd verify first: events between the two\n"
+            "positions may never have been sent); stop outboxd before. It exits 0 when\n"
+            "the file was written.\n"
+            "\n"
             "Every key can also be set as OUTBOXD_<SECTION>_<KEY> (dots as '_').\n"
             "Precedence: --set > environment > file > default.\n"
-            "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 fatal error, 2 bad usage or "
-            "configuration.\n");
+            "\n"
+            "Exit codes of the daemon:\n"
+            "  0  stopped by SIGTERM/SIGINT after a graceful drain\n"
+            "  1  fatal runtime error (systemd's Restart=on-failure restarts it)\n"
+            "  2  needs an operator: bad usage or configuration, a corrupt offset file, an\n"
+            "     offset file of another stream or beyond the server's WAL, a slot moved\n"
+            "     past the offset file by someone else, a lost slot (the unit's\n"
+            "     RestartPreventExitStatus=2 does not restart it)\n"
+            "check: 0 nothing failed, 1 something failed. verify: 0 nothing missing and\n"
+            "nothing out of order. accept-slot: 0 written, 1 connection or write failed,\n"
+            "2 refused (no such slot, another plugin, the slot in use).\n");
 }
 
 /* Names the OUTBOXD_* variables that set nothing (see config_env_unmatched),
@@ -139,9 +156,10 @@ int main(int argc, char **argv)
     bool check = argc > 1 && !strcmp(argv[1], "check");
     bool config_only = false;
     bool requeue = argc > 1 && !strcmp(argv[1], "requeue");
+    bool accept = argc > 1 && !strcmp(argv[1], "accept-slot");
     char **ids = NULL;
     int nids = 0;
-    if (verify || check || requeue) first = 2;
+    if (verify || check || requeue || accept) first = 2;
     if (requeue && !(ids = calloc((size_t)argc, sizeof(*ids)))) {
         log_error("out of memory");
         config_free(&cfg);
@@ -196,10 +214,11 @@ int main(int argc, char **argv)
             goto bad_config;
     }
     if (config_validate(&cfg, err, sizeof(err)) != 0) goto bad_config;
+    cfg.path = path;
 
     log_set_level((enum log_level)cfg.log_level);
     log_set_format((enum log_format)cfg.log_format);
-    bool daemon = !check && !verify && !requeue;
+    bool daemon = !check && !verify && !requeue && !accept;
     if (daemon && cfg.source_mode != SOURCE_POLLING) log_set_context("slot", cfg.pg_slot);
     warn_unmatched_env();
     if (check) {
@@ -209,6 +228,13 @@ int main(int argc, char **argv)
     }
     if (verify) {
         code = verify_run(&cfg, &vopt);
+        config_free(&cfg);
+        return code;
+    }
+    if (accept) {
+        code = cfg.source_mode == SOURCE_POLLING
+                   ? (log_error("accept-slot: [source] mode = polling has no slot"), EXIT_USAGE)
+                   : accept_slot_run(&cfg);
         config_free(&cfg);
         return code;
     }

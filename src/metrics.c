@@ -270,6 +270,10 @@ static void render_positions(const struct metrics *m, struct textbuf *b)
             "WAL position last confirmed to the server (flush position of the "
             "standby status), as a number.",
             m->confirmed_lsn);
+    counter_u(b, "outboxd_offset_writes_total",
+              "Writes of the offset file (each a write, fsync, rename and directory "
+              "fsync on the event loop).",
+              m->offset_writes);
     family(b, "outboxd_slot_lag_bytes", "gauge",
            "pg_current_wal_lsn() - confirmed_flush_lsn of the slot, as the server sees "
            "it (periodic query on a normal connection).");

@@ -1,8 +1,8 @@
 /*
- * offset.c - the offset file, written so that a crash at any instant leaves
- * a complete old or new value: write a temp file in the same directory,
- * fsync it, rename it over the old one, fsync the directory (the rename is
- * only durable once the directory entry is).
+ * offset.c - the offset file (format in offset.h), written so that a crash
+ * at any instant leaves a complete old or new value: write a temp file in
+ * the same directory, fsync it, rename it over the old one, fsync the
+ * directory (the rename is only durable once the directory entry is).
  */
 #include "offset.h"
 
@@ -14,32 +14,250 @@
 #include <string.h>
 #include <unistd.h>
 
-int offset_read(const char *path, lsn_t *out, char *err, size_t errlen)
+/* ---- parsing and formatting (pure) ---------------------------------------- */
+
+/* Copies the escaped value v[0..n) into out (outlen with the NUL), undoing
+ * \\, \r and \n. Returns 0, or -1 when too long or badly escaped. */
+static int unescape(const char *v, size_t n, char *out, size_t outlen)
 {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = v[i];
+        if (ch == '\\') {
+            if (++i == n) return -1;
+            ch = v[i] == 'n' ? '\n' : v[i] == 'r' ? '\r' : v[i] == '\\' ? '\\' : 0;
+            if (!ch) return -1;
+        } else if (ch == '\0') {
+            return -1;
+        }
+        if (o + 1 >= outlen) return -1;
+        out[o++] = ch;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* Appends the escaped s to buf at *pos. Returns 0, or -1 when full. */
+static int escape_into(const char *s, char *buf, size_t buflen, size_t *pos)
+{
+    for (; *s; s++) {
+        const char *rep = *s == '\\' ? "\\\\" : *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : NULL;
+        size_t n = rep ? 2 : 1;
+        if (*pos + n >= buflen) return -1;
+        memcpy(buf + *pos, rep ? rep : s, n);
+        *pos += n;
+    }
+    return 0;
+}
+
+/* The keys of format 2, in the order written. */
+enum { K_FORMAT, K_LSN, K_SYSTEM, K_TIMELINE, K_DATABASE, K_SLOT, K_PLUGIN, K_COUNT };
+static const char *const key_names[K_COUNT] = {"format",   "lsn",  "system", "timeline",
+                                               "database", "slot", "plugin"};
+
+static bool all_digits(const char *s, size_t maxlen)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > maxlen) return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9') return false;
+    return true;
+}
+
+/* Stores the value of key k into out. Returns 0 or -1 with err. */
+static int set_field(struct offset_state *out, int k, const char *v, size_t n, char *err,
+                     size_t errlen)
+{
+    char tmp[OFFSET_NAME_MAX * 2];
+    size_t cap = k == K_SYSTEM ? sizeof(out->system) : OFFSET_NAME_MAX;
+    if (unescape(v, n, tmp, cap) != 0) {
+        snprintf(err, errlen, "the value of %s is too long or badly escaped", key_names[k]);
+        return -1;
+    }
+    switch (k) {
+    case K_FORMAT:
+        if (!all_digits(tmp, 4)) break;
+        out->format = atoi(tmp);
+        return 0;
+    case K_LSN:
+        if (!lsn_parse(tmp, &out->lsn)) break;
+        return 0;
+    case K_SYSTEM:
+        if (!all_digits(tmp, 20)) break;
+        memcpy(out->system, tmp, strlen(tmp) + 1);
+        return 0;
+    case K_TIMELINE:
+        if (!all_digits(tmp, 10) || strtoul(tmp, NULL, 10) == 0 ||
+            strtoul(tmp, NULL, 10) > UINT32_MAX)
+            break;
+        out->timeline = (uint32_t)strtoul(tmp, NULL, 10);
+        return 0;
+    default: {
+        char *dst = k == K_DATABASE ? out->database : k == K_SLOT ? out->slot : out->plugin;
+        if (!*tmp) break;
+        memcpy(dst, tmp, strlen(tmp) + 1);
+        return 0;
+    }
+    }
+    snprintf(err, errlen, "%s=%.*s is not a valid %s", key_names[k], (int)(n > 40 ? 40 : n), v,
+             k == K_LSN ? "LSN (like 16/B374D848)" : "value");
+    return -1;
+}
+
+/* Format 1: the whole text is one LSN, optionally followed by a newline. */
+static bool parse_bare_lsn(const char *text, size_t len, struct offset_state *out)
+{
+    char buf[LSN_STRLEN + 2];
+    if (len > 0 && text[len - 1] == '\n') len--;
+    if (len == 0 || len >= sizeof(buf) || memchr(text, '\n', len)) return false;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    if (!lsn_parse(buf, &out->lsn)) return false;
+    out->format = 1;
+    return true;
+}
+
+int offset_parse(const char *text, size_t len, struct offset_state *out, char *err,
+                 size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (memchr(text, '=', len) == NULL) {
+        if (parse_bare_lsn(text, len, out)) return 0;
+        snprintf(err, errlen, "it holds neither an LSN (format 1, like 16/B374D848) nor "
+                              "key=value lines (format 2)");
+        return -1;
+    }
+    bool seen[K_COUNT] = {false};
+    char unknown[96] = "";
+    const char *p = text, *end = text + len;
+    for (int lineno = 1; p < end; lineno++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        const char *eq = memchr(p, '=', (size_t)(eol - p));
+        if (eol == p || *p == '#') {
+            /* blank or comment */
+        } else if (!eq) {
+            snprintf(err, errlen, "line %d is not key=value", lineno);
+            return -1;
+        } else {
+            int k = 0;
+            while (k < K_COUNT && !((size_t)(eq - p) == strlen(key_names[k]) &&
+                                    memcmp(p, key_names[k], (size_t)(eq - p)) == 0))
+                k++;
+            if (k == K_COUNT) {
+                /* reported after the format check: a newer format may have
+                 * keys this version does not know */
+                if (!unknown[0])
+                    snprintf(unknown, sizeof(unknown), "line %d: unknown key \"%.*s\"",
+                             lineno, (int)((eq - p) > 40 ? 40 : (eq - p)), p);
+                p = eol + (nl ? 1 : 0);
+                continue;
+            }
+            if (seen[k]) {
+                snprintf(err, errlen, "line %d: %s appears twice", lineno, key_names[k]);
+                return -1;
+            }
+            seen[k] = true;
+            if (set_field(out, k, eq + 1, (size_t)(eol - eq - 1), err, errlen) != 0)
+                return -1;
+        }
+        p = eol + (nl ? 1 : 0);
+    }
+    if (!seen[K_FORMAT]) {
+        snprintf(err, errlen, "the format line (format=%d) is missing", OFFSET_FORMAT);
+        return -1;
+    }
+    if (out->format != OFFSET_FORMAT) {
+        snprintf(err, errlen,
+                 "it has format %d, and this outboxd reads formats 1 and %d only (%s)",
+                 out->format, OFFSET_FORMAT,
+                 out->format > OFFSET_FORMAT ? "a newer outboxd wrote it: run that version"
+                                             : "not a format outboxd ever wrote");
+        return -1;
+    }
+    if (unknown[0]) {
+        snprintf(err, errlen, "%s", unknown);
+        return -1;
+    }
+    for (int k = 0; k < K_COUNT; k++)
+        if (!seen[k]) {
+            snprintf(err, errlen, "the %s line is missing", key_names[k]);
+            return -1;
+        }
+    out->has_identity = true;
+    return 0;
+}
+
+size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
+{
+    char lsn[LSN_STRLEN];
+    int n = snprintf(buf, buflen,
+                     "# outboxd offset file: the last position whose events were all ACKed\n"
+                     "# by Kafka, and the stream it belongs to (see README). Do not edit.\n"
+                     "format=%d\nlsn=%s\nsystem=%s\ntimeline=%u\n",
+                     OFFSET_FORMAT, lsn_format(st->lsn, lsn), st->system,
+                     (unsigned)st->timeline);
+    if (n < 0 || (size_t)n >= buflen) return 0;
+    size_t pos = (size_t)n;
+    const char *names[3] = {"database=", "slot=", "plugin="};
+    const char *vals[3] = {st->database, st->slot, st->plugin};
+    for (int i = 0; i < 3; i++) {
+        size_t kl = strlen(names[i]);
+        if (strlen(vals[i]) >= OFFSET_NAME_MAX || pos + kl >= buflen) return 0;
+        memcpy(buf + pos, names[i], kl);
+        pos += kl;
+        if (escape_into(vals[i], buf, buflen, &pos) != 0 || pos + 1 >= buflen) return 0;
+        buf[pos++] = '\n';
+    }
+    buf[pos] = '\0';
+    return pos;
+}
+
+char *offset_describe(const struct offset_state *st, char *out, size_t outlen)
+{
+    char a[LSN_STRLEN];
+    if (st->has_identity)
+        snprintf(out, outlen, "%s on system %s/database %s/slot %s (timeline %u, plugin %s)",
+                 lsn_format(st->lsn, a), st->system, st->database, st->slot,
+                 (unsigned)st->timeline, st->plugin);
+    else
+        snprintf(out, outlen, "%s (format 1: no system, database or slot recorded)",
+                 lsn_format(st->lsn, a));
+    return out;
+}
+
+/* ---- the file ------------------------------------------------------------ */
+
+int offset_read(const char *path, struct offset_state *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
         if (errno == ENOENT) return 0;
         snprintf(err, errlen, "offset file %s: %s", path, strerror(errno));
         return -1;
     }
-    char buf[64];
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    char buf[OFFSET_FILE_MAX + 1], why[256];
+    size_t len = 0;
+    ssize_t n;
+    while ((n = read(fd, buf + len, sizeof(buf) - len)) > 0 && len + (size_t)n < sizeof(buf))
+        len += (size_t)n;
     int saved = errno;
     close(fd);
     if (n < 0) {
         snprintf(err, errlen, "offset file %s: %s", path, strerror(saved));
         return -1;
     }
-    buf[n] = '\0';
-    if (n > 0 && buf[n - 1] == '\n') buf[n - 1] = '\0';
-    if (!lsn_parse(buf, out)) {
-        snprintf(err, errlen,
-                 "offset file %s is corrupt (expected an LSN like 16/B374D848); "
-                 "move it away to start from the slot's confirmed position",
-                 path);
-        return -1;
+    if (n > 0) {
+        snprintf(why, sizeof(why), "it is larger than %d bytes", OFFSET_FILE_MAX);
+    } else if (offset_parse(buf, len, out, why, sizeof(why)) == 0) {
+        return 1;
     }
-    return 1;
+    snprintf(err, errlen,
+             "offset file %s is corrupt or unreadable: %s. Restore it, or move it away "
+             "to start from the slot's confirmed position",
+             path, why);
+    return -1;
 }
 
 static int fsync_dir_of(const char *path)
@@ -54,27 +272,43 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
-int offset_write(const char *path, lsn_t lsn, char *err, size_t errlen)
+/* Writes len bytes of data to the new file tmp and fsyncs it; removes it on
+ * failure. Returns 0 or -1 with errno set. */
+static int write_synced(const char *tmp, const char *data, size_t len)
 {
-    char tmp[4096], line[LSN_STRLEN + 1];
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return -1;
+    ssize_t n = write(fd, data, len);
+    if (n != (ssize_t)len || fsync(fd) != 0) {
+        int saved = n >= 0 && n != (ssize_t)len ? ENOSPC : errno;
+        close(fd);
+        unlink(tmp);
+        errno = saved ? saved : EIO;
+        return -1;
+    }
+    if (close(fd) != 0) {
+        int saved = errno;
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+int offset_write(const char *path, const struct offset_state *st, char *err, size_t errlen)
+{
+    char tmp[4096], text[OFFSET_FILE_MAX];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
         snprintf(err, errlen, "offset file path too long");
         return -1;
     }
-    lsn_format(lsn, line);
-    size_t len = strlen(line);
-    line[len++] = '\n';
-
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) goto fail;
-    if (write(fd, line, len) != (ssize_t)len || fsync(fd) != 0) {
-        int saved = errno;
-        close(fd);
-        unlink(tmp);
-        errno = saved ? saved : EIO;
-        goto fail;
+    size_t len = offset_format(st, text, sizeof(text));
+    if (len == 0) {
+        snprintf(err, errlen, "cannot write offset file %s: a name is too long", path);
+        return -1;
     }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
+    if (write_synced(tmp, text, len) != 0) goto fail;
+    if (rename(tmp, path) != 0) {
         int saved = errno;
         unlink(tmp);
         errno = saved;
@@ -85,4 +319,21 @@ int offset_write(const char *path, lsn_t lsn, char *err, size_t errlen)
 fail:
     snprintf(err, errlen, "cannot write offset file %s: %s", path, strerror(errno));
     return -1;
+}
+
+int offset_probe_dir(const char *path, char *err, size_t errlen)
+{
+    char tmp[4096], block[4096];
+    if (snprintf(tmp, sizeof(tmp), "%s.probe.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
+        snprintf(err, errlen, "offset file path too long");
+        return -1;
+    }
+    memset(block, '#', sizeof(block));
+    if (write_synced(tmp, block, sizeof(block)) != 0) {
+        snprintf(err, errlen, "writing and syncing a test file %s failed: %s", tmp,
+                 strerror(errno));
+        return -1;
+    }
+    unlink(tmp);
+    return 0;
 }

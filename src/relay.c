@@ -35,6 +35,7 @@
 #include "outbox.h"
 #include "producer.h"
 #include "replproto.h"
+#include "resume.h"
 #include "stream.h"
 #include "tracker.h"
 
@@ -67,6 +68,14 @@ struct relay {
     lsn_t cur_commit_lsn;    /* its commit record LSN (Begin final_lsn) */
     lsn_t received_lsn;      /* newest wal_end seen on the stream */
     lsn_t stored_lsn;        /* last LSN in the offset file */
+    lsn_t start_lsn;         /* validated start of this connection (resume.h) */
+    struct offset_state identity; /* the stream the offset file is written for */
+    bool rewrite_offset;     /* write the file at the next status even if the
+                              * position did not move (absent, format 1, new
+                              * timeline) */
+    bool offset_failed;      /* a write failed (logged): never retried */
+    int64_t last_write_ms;   /* when the offset file was last written */
+    uint64_t acked_at_write; /* events_acked then */
     lsn_t sent_lsn;          /* last flush LSN sent to the server */
     int64_t next_status_ms;  /* monotonic deadline of the next status */
     int64_t last_status_ms;  /* when the last one went out */
@@ -234,38 +243,82 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
 
 /* ---- status -------------------------------------------------------------- */
 
+/* Writes lsn to the offset file with the stream's identity. Returns 0, or
+ * -1 after logging the failure (once: a failed write is not retried, so
+ * the final status on the way out does not log it again). */
+static int store_offset(struct relay *r, lsn_t lsn)
+{
+    char err[512];
+    if (r->offset_failed) return -1;
+    struct offset_state st = r->identity;
+    st.lsn = lsn;
+    if (offset_write(r->cfg->offsets_file, &st, err, sizeof(err)) != 0) {
+        log_error("%s; stopping without confirming past %s", err,
+                  lsn_format(r->stored_lsn, (char[LSN_STRLEN]){0}));
+        r->offset_failed = true;
+        return -1;
+    }
+    r->stored_lsn = lsn;
+    r->rewrite_offset = false;
+    r->last_write_ms = now_ms();
+    r->acked_at_write = r->events_acked;
+    r->met.offset_writes++;
+    return 0;
+}
+
+/* Whether send_status() would write the offset file now. force: the
+ * position must be stored now (stop, reconnect, fatal error). Events ACKed
+ * since the last write move it at once; an advance by keepalives alone (or
+ * transactions without events) is written at most once per
+ * status_interval_ms: under a busy database whose other tables keep the
+ * walsender sending keepalives, writing each would cost a write, two
+ * fsyncs and a rename on the event loop tens of times a second. */
+static bool offset_write_due(const struct relay *r, bool force, int64_t now)
+{
+    lsn_t flush = tracker_flush_lsn(r->trk);
+    if (r->rewrite_offset && flush >= r->stored_lsn) return true;
+    return resume_write_due(flush, r->stored_lsn, r->events_acked != r->acked_at_write,
+                            force, now, r->last_write_ms, r->cfg->pg_status_interval_ms);
+}
+
 /*
- * Confirms the tracker's flush LSN: first to the offset file (durably), then
- * to the server. The order matters: if outboxd dies between the two, the
- * file is ahead of the slot, which is safe because it only ever holds ACKed
- * positions.
+ * Confirms what the offset file holds: first the tracker's flush LSN goes to
+ * the file (durably, when due: see offset_write_due()), then the file's
+ * position to the server, never beyond what the server has sent. The order
+ * matters: if outboxd dies between the two, the file is ahead of the slot,
+ * which is safe because it only ever holds ACKed positions; and the slot
+ * is never ahead of the file, which is what lets a start tell that someone
+ * else moved it (resume.h).
  */
-static int send_status(struct relay *r, bool reply)
+static int send_status_ex(struct relay *r, bool reply, bool force)
 {
     char err[512], a[LSN_STRLEN];
     lsn_t flush = tracker_flush_lsn(r->trk);
-    if (flush > r->stored_lsn) {
-        if (offset_write(r->cfg->offsets_file, flush, err, sizeof(err)) != 0) {
-            log_error("%s", err);
-            return STEP_FATAL;
-        }
-        r->stored_lsn = flush;
-    }
+    if (r->offset_failed) return STEP_FATAL;
+    if (offset_write_due(r, force, now_ms()) &&
+        store_offset(r, flush > r->stored_lsn ? flush : r->stored_lsn) != 0)
+        return STEP_FATAL;
     if (!r->st) return STEP_OK; /* between connections: the file is enough */
-    lsn_t written = r->received_lsn > flush ? r->received_lsn : flush;
-    if (stream_send_status(r->st, written, flush, reply, err, sizeof(err)) != 0) {
+    lsn_t confirm = resume_clamp_flush(r->stored_lsn, r->received_lsn, r->start_lsn);
+    lsn_t written = r->received_lsn > confirm ? r->received_lsn : confirm;
+    if (stream_send_status(r->st, written, confirm, reply, err, sizeof(err)) != 0) {
         log_warn("%s", err);
         return STEP_BROKEN;
     }
-    if (flush != r->sent_lsn && log_get_level() >= LOG_DEBUG)
-        log_kv(LOG_DEBUG, LOG_FIELDS({"lsn", lsn_format(flush, a)}),
+    if (confirm != r->sent_lsn && log_get_level() >= LOG_DEBUG)
+        log_kv(LOG_DEBUG, LOG_FIELDS({"lsn", lsn_format(confirm, a)}),
                "confirmed %s (pending: %llu events in %zu transactions)", a,
                (unsigned long long)tracker_pending_events(r->trk),
                tracker_pending_txns(r->trk));
-    r->sent_lsn = flush;
+    r->sent_lsn = confirm;
     r->last_status_ms = now_ms();
     r->next_status_ms = r->last_status_ms + r->cfg->pg_status_interval_ms;
     return STEP_OK;
+}
+
+static int send_status(struct relay *r, bool reply)
+{
+    return send_status_ex(r, reply, false);
 }
 
 /* A status goes out every status_interval_ms, and sooner (but at most
@@ -280,6 +333,7 @@ static int send_status(struct relay *r, bool reply)
 static int64_t status_deadline(const struct relay *r)
 {
     if (tracker_idle(r->trk) && tracker_flush_lsn(r->trk) != r->sent_lsn &&
+        r->events_acked != r->acked_at_write &&
         r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS < r->next_status_ms)
         return r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS;
     return r->next_status_ms;
@@ -805,13 +859,12 @@ static int prepare_stream(struct relay *r, lsn_t *start)
 {
     const struct config *c = r->cfg;
     char err[1024], a[LSN_STRLEN];
-    lsn_t stored = 0;
-    int have_offset = offset_read(c->offsets_file, &stored, err, sizeof(err));
+    struct offset_state file;
+    int have_offset = offset_read(c->offsets_file, &file, err, sizeof(err));
     if (have_offset < 0) {
-        log_error("%s", err);
-        return EXIT_FATAL;
+        log_error("%s", err); /* only an operator can repair it */
+        return EXIT_USAGE;
     }
-    if (have_offset) r->stored_lsn = stored;
     int rc;
 
     if (!(r->st = stream_connect(c->pg_conninfo, err, sizeof(err)))) {
@@ -852,21 +905,49 @@ static int prepare_stream(struct relay *r, lsn_t *start)
         log_error("%s", err);
         return EXIT_FATAL;
     }
+    struct server_ident id;
+    if (stream_identify(r->st, &id, err, sizeof(err)) != 0) {
+        log_warn("%s", err);
+        return stream_broken(r->st) ? RETRY_LATER : EXIT_FATAL;
+    }
     struct slot_info si;
     if (stream_slot_info(r->st, c->pg_slot, &si, err, sizeof(err)) != 0) {
         log_warn("%s", err);
         return stream_broken(r->st) ? RETRY_LATER : EXIT_FATAL;
     }
-    if (!si.exists && (have_offset || r->trk)) {
-        /* Creating it again would start at the current WAL position and
-         * silently skip every event since the stored one. */
-        log_error("replication slot \"%s\" was dropped (outboxd had streamed it up to "
-                  "%s): events committed since may be lost to it. Check with outboxd "
-                  "verify; to start afresh from now, remove the offset file %s",
-                  c->pg_slot, lsn_format(stored, a), c->offsets_file);
-        return EXIT_FATAL;
+    struct resume_server srv = {.timeline = id.timeline,
+                                .wal_end = id.xlogpos,
+                                .slot = c->pg_slot,
+                                .plugin = c->pg_plugin,
+                                .slot_exists = si.exists,
+                                .slot_confirmed = si.confirmed_flush};
+    snprintf(srv.system, sizeof(srv.system), "%s", id.system);
+    snprintf(srv.database, sizeof(srv.database), "%s", id.dbname);
+    if (!have_offset && r->trk && !si.exists) {
+        /* Streaming, but nothing stored yet: what was streamed is the file. */
+        resume_identity(&srv, tracker_flush_lsn(r->trk), &file);
+        have_offset = 1;
     }
-    if (!si.exists) {
+    if (si.exists && strcmp(si.plugin, c->pg_plugin) != 0) {
+        log_error("replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s: "
+                  "set plugin = %s or use another slot",
+                  c->pg_slot, si.plugin, c->pg_plugin, si.plugin);
+        return EXIT_USAGE;
+    }
+    if (si.exists && si.active) {
+        log_warn("replication slot \"%s\" is in use by another process (pid %d)",
+                 c->pg_slot, si.active_pid);
+        r->retry_cause = "slot_in_use";
+        return RETRY_LATER;
+    }
+    struct resume_decision d;
+    resume_decide(have_offset ? &file : NULL, &srv, c->offsets_file, c->path, &d);
+    if (d.refused) {
+        log_error("%s", d.message);
+        return EXIT_USAGE;
+    }
+    if (d.note[0]) log_msg(d.note_is_warning ? LOG_WARN : LOG_INFO, "%s", d.note);
+    if (d.verdict == RESUME_NO_SLOT) {
         if (!c->pg_create_slot) {
             log_error("replication slot \"%s\" does not exist and [postgres] create_slot "
                       "is false: create it with SELECT pg_create_logical_replication_slot"
@@ -883,24 +964,20 @@ static int prepare_stream(struct relay *r, lsn_t *start)
             log_error("%s", err);
             return EXIT_FATAL;
         }
-    } else if (strcmp(si.plugin, c->pg_plugin) != 0) {
-        log_error("replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s: "
-                  "set plugin = %s or use another slot",
-                  c->pg_slot, si.plugin, c->pg_plugin, si.plugin);
-        return EXIT_USAGE;
-    } else if (si.active) {
-        log_warn("replication slot \"%s\" is in use by another process (pid %d)",
-                 c->pg_slot, si.active_pid);
-        r->retry_cause = "slot_in_use";
-        return RETRY_LATER;
+        d.start = si.confirmed_flush;
     }
-    *start = r->stored_lsn;
-    lsn_t from = si.confirmed_flush > *start ? si.confirmed_flush : *start;
-    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(from, a)}),
-           "streaming slot \"%s\" from %s (offset file %s, slot confirmed %s)", c->pg_slot,
-           a, have_offset ? "present" : "absent",
-           lsn_format(si.confirmed_flush, (char[LSN_STRLEN]){0}));
-    *start = from;
+    resume_identity(&srv, d.start, &r->identity);
+    /* Absent, format 1 or from an older timeline: write it as this stream's
+     * at the first status. */
+    r->rewrite_offset = !have_offset || !file.has_identity || file.timeline != id.timeline;
+    if (have_offset) r->stored_lsn = file.lsn;
+    *start = d.start;
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
+           "streaming slot \"%s\" from %s (offset file %s, slot confirmed %s, server at %s, "
+           "system %s, timeline %u)",
+           c->pg_slot, a, have_offset ? "present" : "absent",
+           lsn_format(si.confirmed_flush, (char[LSN_STRLEN]){0}),
+           lsn_format(id.xlogpos, (char[LSN_STRLEN]){0}), id.system, (unsigned)id.timeline);
     return 0;
 }
 
@@ -977,7 +1054,7 @@ static void drain_and_confirm(struct relay *r)
         log_warn("%d events not ACKed within %d ms; they will be re-delivered after "
                  "restart",
                  left, RELAY_SHUTDOWN_FLUSH_MS);
-    if (send_status(r, false) == STEP_OK && r->st) stream_finish(r->st);
+    if (send_status_ex(r, false, true) == STEP_OK && r->st) stream_finish(r->st);
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(tracker_flush_lsn(r->trk), a)}),
            "confirmed %s; produced %llu events, %llu ACKed", a,
            (unsigned long long)r->events_produced, (unsigned long long)r->events_acked);
@@ -1110,7 +1187,7 @@ static int recover_from_broken_stream(struct relay *r)
     producer_poll(r->prod, 0);
     if (tracker_failed(r->trk)) return STEP_FATAL;
     if (*r->stop) return STEP_STOP;
-    int rc = send_status(r, false); /* writes the offset file only */
+    int rc = send_status_ex(r, false, true); /* writes the offset file only */
     if (rc != STEP_OK) return rc;
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(tracker_flush_lsn(r->trk), a)}),
            "reconnecting from %s", a);
@@ -1139,6 +1216,7 @@ static int connect_stream(struct relay *r)
         return EXIT_FATAL;
     }
     if (start > r->stored_lsn) r->stored_lsn = start;
+    r->start_lsn = start;
     r->sent_lsn = start;
     r->received_lsn = 0;
     r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
@@ -1186,7 +1264,7 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
     if (code == 0 && rc == STEP_FATAL) {
         /* Confirm the ACKed prefix (never past the failure), then stop. */
         producer_poll(r.prod, 0);
-        if (r.trk) send_status(&r, false);
+        if (r.trk) send_status_ex(&r, false, true);
         code = EXIT_FATAL;
     } else if (code == 0 && r.trk) {
         log_info("stopping: draining outstanding deliveries");

@@ -143,6 +143,34 @@ int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
     return 0;
 }
 
+int stream_identify_conn(struct pg_conn *conn, struct server_ident *out, char *err,
+                         size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    PGresult *r = PQexec(conn, "IDENTIFY_SYSTEM");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) < 4) {
+        pq_error(conn, "IDENTIFY_SYSTEM", err, errlen);
+        PQclear(r);
+        return -1;
+    }
+    snprintf(out->system, sizeof(out->system), "%s", PQgetvalue(r, 0, 0));
+    out->timeline = (uint32_t)strtoul(PQgetvalue(r, 0, 1), NULL, 10);
+    bool ok = lsn_parse(PQgetvalue(r, 0, 2), &out->xlogpos);
+    snprintf(out->dbname, sizeof(out->dbname), "%s", PQgetvalue(r, 0, 3));
+    PQclear(r);
+    if (!ok || !out->system[0]) {
+        snprintf(err, errlen, "IDENTIFY_SYSTEM: unexpected answer");
+        return -1;
+    }
+    return 0;
+}
+
+int stream_identify(struct stream *s, struct server_ident *out, char *err, size_t errlen)
+{
+    s->sqlstate[0] = '\0';
+    return stream_identify_conn(s->conn, out, err, errlen);
+}
+
 int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
                        char *err, size_t errlen)
 {

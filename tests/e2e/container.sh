@@ -239,7 +239,7 @@ assert_eq 0 "$rc" "container exit status after SIGTERM"
 wait "$PODMAN_PID" || fail "podman run exited with status $?"
 PODMAN_PID=
 grep -q 'outboxd 0.1.0 starting' "$T/outboxd.log" || fail "no start line in the container's output"
-off=$(head -n 1 "$T/state/outboxd.offset" 2>/dev/null || true)
+off=$(offset_file_lsn "$T/state/outboxd.offset" || true)
 [[ "$off" =~ ^[0-9A-F]+/[0-9A-F]+$ ]] || fail "offset file in the volume holds '$off', not an LSN"
 lsn_ge "$off" "$confirmed" || fail "offset file LSN $off is behind the slot's confirmed_flush_lsn $confirmed"
 assert_eq 10001 "$(stat -c %u "$T/state/outboxd.offset")" "owner of the offset file (the image's user)"

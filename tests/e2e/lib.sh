@@ -441,6 +441,17 @@ slot_confirmed_lsn() {
     psql_q "SELECT coalesce(confirmed_flush_lsn::text, '') FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'"
 }
 
+# offset_file_lsn [FILE]: the LSN an offset file holds (format 2's lsn=
+# line, or format 1's bare LSN); default $T/outboxd.offset.
+offset_file_lsn() {
+    local f=${1:-$T/outboxd.offset}
+    if grep -q '^lsn=' "$f" 2>/dev/null; then
+        sed -n 's/^lsn=//p' "$f" | head -n 1
+    else
+        head -n 1 "$f" 2>/dev/null
+    fi
+}
+
 # lsn_ge A B: true when LSN A >= LSN B.
 lsn_ge() { [[ "$(psql_q "SELECT '$1'::pg_lsn >= '$2'::pg_lsn")" == t ]]; }
 

@@ -63,7 +63,7 @@ step "graceful stop"
 confirmed=$(slot_confirmed_lsn)
 outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
 [[ -s "$T/outboxd.offset" ]] || fail "offset file $T/outboxd.offset missing or empty"
-off=$(head -n 1 "$T/outboxd.offset")
+off=$(offset_file_lsn)
 [[ "$off" =~ ^[0-9A-F]+/[0-9A-F]+$ ]] || fail "offset file holds '$off', not an LSN"
 lsn_ge "$off" "$confirmed" || fail "offset file LSN $off is behind the slot's confirmed_flush_lsn $confirmed"
 info "offset file: $off, slot confirmed: $(slot_confirmed_lsn)"

@@ -37,8 +37,8 @@ grep -q "event 00000000-0000-4000-8000-0000000000b1 (commit_lsn .*) cannot be pu
     fail "the log does not name the event and the reason: $(grep ERROR "$T/outboxd.log" | tail -2)"
 confirmed=$(slot_confirmed_lsn)
 lsn_ge "$before" "$confirmed" || fail "slot confirmed $confirmed, past the failed event (written after $before)"
-lsn_ge "$(cat "$T/outboxd.offset")" "$before" && ! lsn_ge "$before" "$(cat "$T/outboxd.offset")" &&
-    fail "offset file $(cat "$T/outboxd.offset") is past the failed event"
+lsn_ge "$(offset_file_lsn)" "$before" && ! lsn_ge "$before" "$(offset_file_lsn)" &&
+    fail "offset file $(offset_file_lsn) is past the failed event"
 info "slot stays at $confirmed (failed event written after $before)"
 
 step "restart with the limit lifted: the big event arrives"

@@ -114,6 +114,7 @@ START_TEST(test_every_family_announced)
         {"outboxd_received_lsn", "gauge"},
         {"outboxd_acked_lsn", "gauge"},
         {"outboxd_confirmed_lsn", "gauge"},
+        {"outboxd_offset_writes_total", "counter"},
         {"outboxd_slot_lag_bytes", "gauge"},
         {"outboxd_slot_wal_status", "gauge"},
         {"outboxd_monitor_errors_total", "counter"},

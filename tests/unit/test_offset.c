@@ -1,6 +1,7 @@
 /*
- * test_offset.c - the offset file (include/offset.h): one line "X/X\n",
- * written atomically (temp file + rename), read back as 1 / 0 / -1.
+ * test_offset.c - the offset file (include/offset.h): format 2 key=value
+ * lines (format 1, a bare LSN, still read), written atomically (temp file +
+ * rename), read back as 1 / 0 / -1; the pure parser and formatter.
  */
 #include <check.h>
 #include <dirent.h>
@@ -14,6 +15,32 @@
 #include <unistd.h>
 
 #include "offset.h"
+
+/* A format 2 state for lsn on a typical stream. */
+static struct offset_state state_at(lsn_t lsn)
+{
+    struct offset_state st = {.format = 2, .lsn = lsn, .has_identity = true,
+                              .timeline = 1};
+    snprintf(st.system, sizeof(st.system), "7312345678901234567");
+    snprintf(st.database, sizeof(st.database), "outbox");
+    snprintf(st.slot, sizeof(st.slot), "outboxd");
+    snprintf(st.plugin, sizeof(st.plugin), "pgoutput");
+    return st;
+}
+
+static int wr(const char *p, lsn_t lsn, char *err, size_t errlen)
+{
+    struct offset_state st = state_at(lsn);
+    return offset_write(p, &st, err, errlen);
+}
+
+static int rd(const char *p, lsn_t *v, char *err, size_t errlen)
+{
+    struct offset_state st;
+    int rc = offset_read(p, &st, err, errlen);
+    if (rc == 1) *v = st.lsn;
+    return rc;
+}
 
 static char dir[256];
 static char path[512];
@@ -89,8 +116,8 @@ START_TEST(test_round_trip)
 {
     char err[256] = "";
     lsn_t v = 0;
-    ck_assert_int_eq(offset_write(path, 0x16B374D848ULL, err, sizeof(err)), 0);
-    ck_assert_int_eq(offset_read(path, &v, err, sizeof(err)), 1);
+    ck_assert_int_eq(wr(path, 0x16B374D848ULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(rd(path, &v, err, sizeof(err)), 1);
     ck_assert_uint_eq(v, 0x16B374D848ULL);
 }
 END_TEST
@@ -102,8 +129,8 @@ START_TEST(test_round_trip_edges)
     for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
         char err[256] = "";
         lsn_t v = ~vals[i];
-        ck_assert_int_eq(offset_write(path, vals[i], err, sizeof(err)), 0);
-        ck_assert_int_eq(offset_read(path, &v, err, sizeof(err)), 1);
+        ck_assert_int_eq(wr(path, vals[i], err, sizeof(err)), 0);
+        ck_assert_int_eq(rd(path, &v, err, sizeof(err)), 1);
         ck_assert_uint_eq(v, vals[i]);
     }
 }
@@ -113,46 +140,48 @@ START_TEST(test_missing_file)
 {
     char err[256] = "";
     lsn_t v = 0x1234;
-    ck_assert_int_eq(offset_read(path, &v, err, sizeof(err)), 0);
+    ck_assert_int_eq(rd(path, &v, err, sizeof(err)), 0);
     char p2[600];
     snprintf(p2, sizeof(p2), "%s/no/such/dir/offset", dir);
-    ck_assert_int_eq(offset_read(p2, &v, err, sizeof(err)), 0);
+    ck_assert_int_eq(rd(p2, &v, err, sizeof(err)), 0);
 }
 END_TEST
 
+#define HEADER                                                                       \
+    "# outboxd offset file: the last position whose events were all ACKed\n"          \
+    "# by Kafka, and the stream it belongs to (see README). Do not edit.\n"
+
 START_TEST(test_exact_content)
 {
-    char err[256] = "", buf[128];
-    ck_assert_int_eq(offset_write(path, 0x16B374D848ULL, err, sizeof(err)), 0);
-    ck_assert_int_eq(slurp(path, buf, sizeof(buf)), 12);
-    ck_assert_str_eq(buf, "16/B374D848\n");
-
-    ck_assert_int_eq(offset_write(path, 0, err, sizeof(err)), 0);
-    ck_assert_int_eq(slurp(path, buf, sizeof(buf)), 4);
-    ck_assert_str_eq(buf, "0/0\n");
-
-    ck_assert_int_eq(offset_write(path, UINT64_MAX, err, sizeof(err)), 0);
-    ck_assert_str_eq((slurp(path, buf, sizeof(buf)), buf), "FFFFFFFF/FFFFFFFF\n");
-
-    ck_assert_int_eq(offset_write(path, 0xA0000000BULL, err, sizeof(err)), 0);
-    ck_assert_str_eq((slurp(path, buf, sizeof(buf)), buf), "A/B\n");
+    char err[256] = "", buf[1024];
+    ck_assert_int_eq(wr(path, 0x16B374D848ULL, err, sizeof(err)), 0);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_str_eq(buf, HEADER "format=2\nlsn=16/B374D848\nsystem=7312345678901234567\n"
+                          "timeline=1\ndatabase=outbox\nslot=outboxd\nplugin=pgoutput\n");
+    ck_assert_int_eq(wr(path, UINT64_MAX, err, sizeof(err)), 0);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "\nlsn=FFFFFFFF/FFFFFFFF\n"));
+    ck_assert_int_eq(wr(path, 0xA0000000BULL, err, sizeof(err)), 0);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "\nlsn=A/B\n"));
 }
 END_TEST
 
 START_TEST(test_overwrite)
 {
-    char err[256] = "", buf[128];
+    char err[256] = "", buf[1024];
     lsn_t v = 0;
     /* A longer value first, then a shorter one: no stale tail may remain. */
-    ck_assert_int_eq(offset_write(path, 0xFFFFFFFFFFFFFFF0ULL, err, sizeof(err)), 0);
-    ck_assert_int_eq(offset_write(path, 0x1A2BULL, err, sizeof(err)), 0);
-    ck_assert_str_eq((slurp(path, buf, sizeof(buf)), buf), "0/1A2B\n");
-    ck_assert_int_eq(offset_read(path, &v, err, sizeof(err)), 1);
+    ck_assert_int_eq(wr(path, 0xFFFFFFFFFFFFFFF0ULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(wr(path, 0x1A2BULL, err, sizeof(err)), 0);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "\nlsn=0/1A2B\n"));
+    ck_assert_int_eq(rd(path, &v, err, sizeof(err)), 1);
     ck_assert_uint_eq(v, 0x1A2BULL);
 
     for (lsn_t l = 0x100; l < 0x100 + 50; l++) {
-        ck_assert_int_eq(offset_write(path, l << 24, err, sizeof(err)), 0);
-        ck_assert_int_eq(offset_read(path, &v, err, sizeof(err)), 1);
+        ck_assert_int_eq(wr(path, l << 24, err, sizeof(err)), 0);
+        ck_assert_int_eq(rd(path, &v, err, sizeof(err)), 1);
         ck_assert_uint_eq(v, l << 24);
     }
 }
@@ -162,7 +191,7 @@ START_TEST(test_no_temp_files_left)
 {
     char err[256] = "", names[1024];
     for (int i = 0; i < 20; i++)
-        ck_assert_int_eq(offset_write(path, (lsn_t)i * 0x1000001ULL, err, sizeof(err)), 0);
+        ck_assert_int_eq(wr(path, (lsn_t)i * 0x1000001ULL, err, sizeof(err)), 0);
     ck_assert_int_eq(list_dir(names, sizeof(names)), 1);
     ck_assert_str_eq(names, "outboxd.offset");
 }
@@ -171,7 +200,7 @@ END_TEST
 START_TEST(test_permissions_regular_file)
 {
     char err[256] = "";
-    ck_assert_int_eq(offset_write(path, 77, err, sizeof(err)), 0);
+    ck_assert_int_eq(wr(path, 77, err, sizeof(err)), 0);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert(S_ISREG(st.st_mode));
@@ -181,7 +210,8 @@ END_TEST
 static const char *const corrupt[] = {
     "garbage\n",        "",          "\n",        "16B374D848\n", "16/\n",
     "/B374D848\n",      "1/2/3\n",   "G/1\n",     "16/B374D848 junk\n",
-    "123456789/0\n",    "16/B374D848\n17/0\n",
+    "123456789/0\n",    "16/B374D848\n17/0\n", "=\n", "lsn=0/1\n",
+    "format=2\nlsn=0/1\n",
 };
 
 START_TEST(test_corrupt)
@@ -190,7 +220,7 @@ START_TEST(test_corrupt)
     char err[256] = "";
     lsn_t v = 0x5555;
     spit(path, c, strlen(c));
-    ck_assert_msg(offset_read(path, &v, err, sizeof(err)) == -1,
+    ck_assert_msg(rd(path, &v, err, sizeof(err)) == -1,
                   "offset_read accepted \"%s\"", c);
     ck_assert_msg(err[0] != '\0', "no reason for corrupt content \"%s\"", c);
 }
@@ -202,7 +232,7 @@ START_TEST(test_unreadable_is_error)
     char err[256] = "";
     lsn_t v = 0;
     ck_assert_int_eq(mkdir(path, 0700), 0);
-    ck_assert_int_eq(offset_read(path, &v, err, sizeof(err)), -1);
+    ck_assert_int_eq(rd(path, &v, err, sizeof(err)), -1);
     ck_assert(err[0] != '\0');
 }
 END_TEST
@@ -211,7 +241,7 @@ START_TEST(test_write_into_missing_dir_fails)
 {
     char err[256] = "", p2[600];
     snprintf(p2, sizeof(p2), "%s/missing-subdir/outboxd.offset", dir);
-    ck_assert_int_eq(offset_write(p2, 42, err, sizeof(err)), -1);
+    ck_assert_int_eq(wr(p2, 42, err, sizeof(err)), -1);
     ck_assert(err[0] != '\0');
 }
 END_TEST
@@ -223,14 +253,14 @@ START_TEST(test_write_failure_keeps_old_value)
      * old file is still readable with its old value. */
     char err[256] = "", tmp[600];
     lsn_t v = 0;
-    ck_assert_int_eq(offset_write(path, 0x2A00000001ULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(wr(path, 0x2A00000001ULL, err, sizeof(err)), 0);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     ck_assert_int_eq(mkdir(tmp, 0700), 0);
-    int rc = offset_write(path, 0x99, err, sizeof(err));
+    int rc = wr(path, 0x99, err, sizeof(err));
     rmdir(tmp);
     ck_assert_int_eq(rc, -1);
     ck_assert(err[0] != '\0');
-    ck_assert_int_eq(offset_read(path, &v, err, sizeof(err)), 1);
+    ck_assert_int_eq(rd(path, &v, err, sizeof(err)), 1);
     ck_assert_uint_eq(v, 0x2A00000001ULL);
 }
 END_TEST
@@ -244,14 +274,192 @@ START_TEST(test_relative_path)
     char cwd[1024];
     ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
     ck_assert_int_eq(chdir(dir), 0);
-    int w = offset_write("outboxd.offset", 0x300000004ULL, err, sizeof(err));
-    int r = offset_read("outboxd.offset", &v, err, sizeof(err));
+    int w = wr("outboxd.offset", 0x300000004ULL, err, sizeof(err));
+    int r = rd("outboxd.offset", &v, err, sizeof(err));
     ck_assert_int_eq(chdir(cwd), 0);
     ck_assert_int_eq(w, 0);
     ck_assert_int_eq(r, 1);
     ck_assert_uint_eq(v, 0x300000004ULL);
     ck_assert_int_eq(list_dir(names, sizeof(names)), 1);
     ck_assert_str_eq(names, "outboxd.offset");
+}
+END_TEST
+
+/* ---- format 2 and format 1, pure ---- */
+
+static const char *const full_v2 =
+    "# a comment\n"
+    "format=2\nlsn=16/B374D848\nsystem=7312345678901234567\ntimeline=3\n"
+    "\n"
+    "database=outbox\nslot=outboxd\nplugin=wal2json\n";
+
+START_TEST(test_parse_v2)
+{
+    struct offset_state st;
+    char err[256] = "";
+    ck_assert_int_eq(offset_parse(full_v2, strlen(full_v2), &st, err, sizeof(err)), 0);
+    ck_assert_int_eq(st.format, 2);
+    ck_assert(st.has_identity);
+    ck_assert_uint_eq(st.lsn, 0x16B374D848ULL);
+    ck_assert_str_eq(st.system, "7312345678901234567");
+    ck_assert_uint_eq(st.timeline, 3);
+    ck_assert_str_eq(st.database, "outbox");
+    ck_assert_str_eq(st.slot, "outboxd");
+    ck_assert_str_eq(st.plugin, "wal2json");
+    /* No final newline is fine too. */
+    const char *t = "format=2\nlsn=0/1\nsystem=1\ntimeline=1\ndatabase=d\nslot=s\nplugin=p";
+    ck_assert_int_eq(offset_parse(t, strlen(t), &st, err, sizeof(err)), 0);
+    ck_assert_str_eq(st.plugin, "p");
+}
+END_TEST
+
+START_TEST(test_parse_v1)
+{
+    struct offset_state st;
+    char err[256] = "";
+    ck_assert_int_eq(offset_parse("16/B374D848\n", 12, &st, err, sizeof(err)), 0);
+    ck_assert_int_eq(st.format, 1);
+    ck_assert(!st.has_identity);
+    ck_assert_uint_eq(st.lsn, 0x16B374D848ULL);
+    ck_assert_int_eq(offset_parse("0/0", 3, &st, err, sizeof(err)), 0);
+    ck_assert_uint_eq(st.lsn, 0);
+    /* and from a file, as main wrote it */
+    lsn_t v = 0;
+    spit(path, "FFFFFFFF/FFFFFFFF\n", 18);
+    ck_assert_int_eq(rd(path, &v, err, sizeof(err)), 1);
+    ck_assert_uint_eq(v, UINT64_MAX);
+}
+END_TEST
+
+/* Each key of full_v2 left out in turn: refused, naming the key. */
+START_TEST(test_every_field_missing)
+{
+    static const char *const keys[] = {"format", "lsn",  "system", "timeline",
+                                       "database", "slot", "plugin"};
+    const char *key = keys[_i];
+    char text[512] = "", line[128], err[256] = "";
+    const char *p = full_v2;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t n = (size_t)(nl - p) + 1;
+        snprintf(line, sizeof(line), "%.*s", (int)n, p);
+        if (!(strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == '='))
+            strcat(text, line);
+        p += n;
+    }
+    struct offset_state st;
+    ck_assert_int_eq(offset_parse(text, strlen(text), &st, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, key) != NULL, "err \"%s\" does not name %s", err, key);
+}
+END_TEST
+
+static const char *const garbage_v2[] = {
+    "format=2\nlsn=16/B374D848x\nsystem=1\ntimeline=1\ndatabase=d\nslot=s\nplugin=p\n",
+    "format=2\nlsn=1/1\nsystem=12a\ntimeline=1\ndatabase=d\nslot=s\nplugin=p\n",
+    "format=2\nlsn=1/1\nsystem=1\ntimeline=0\ndatabase=d\nslot=s\nplugin=p\n",
+    "format=2\nlsn=1/1\nsystem=1\ntimeline=-1\ndatabase=d\nslot=s\nplugin=p\n",
+    "format=2\nlsn=1/1\nsystem=1\ntimeline=1\ndatabase=\nslot=s\nplugin=p\n",
+    "format=2\nlsn=1/1\nsystem=1\ntimeline=1\ndatabase=d\nslot=s\nplugin=p\nslot=t\n",
+    "format=2\nlsn=1/1\nsystem=1\ntimeline=1\ndatabase=d\nslot=s\nplugin=p\ncolor=red\n",
+    "format=2\nlsn=1/1\nsystem=1\ntimeline=1\ndatabase=d\nslot=s\nplugin=p\njunk\n",
+    "format=2\nlsn=1/1\nsystem=1\ntimeline=1\ndatabase=d\\x\nslot=s\nplugin=p\n",
+    "format=2\nlsn = 1/1\nsystem=1\ntimeline=1\ndatabase=d\nslot=s\nplugin=p\n",
+    "format=two\nlsn=1/1\nsystem=1\ntimeline=1\ndatabase=d\nslot=s\nplugin=p\n",
+    "format=1\nlsn=1/1\n",
+    "\x01\x02=\xff\n",
+};
+
+START_TEST(test_garbage_v2)
+{
+    struct offset_state st;
+    char err[256] = "";
+    const char *t = garbage_v2[_i];
+    ck_assert_msg(offset_parse(t, strlen(t), &st, err, sizeof(err)) == -1, "accepted %s", t);
+    ck_assert(err[0] != '\0');
+}
+END_TEST
+
+START_TEST(test_future_format_refused)
+{
+    /* Refused for the format, not for a missing or unknown key. */
+    const char *t = "format=3\nlsn=1/1\nshard=9\n";
+    struct offset_state st;
+    char err[256] = "";
+    lsn_t v;
+    ck_assert_int_eq(offset_parse(t, strlen(t), &st, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "format 3") && strstr(err, "newer outboxd"), "%s", err);
+    spit(path, t, strlen(t));
+    ck_assert_int_eq(rd(path, &v, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, path) && strstr(err, "newer outboxd") &&
+                      strstr(err, "move it away"),
+                  "%s", err);
+}
+END_TEST
+
+START_TEST(test_escaped_names_round_trip)
+{
+    struct offset_state st = state_at(0x42), back;
+    snprintf(st.database, sizeof(st.database), "odd\nname\\with=stuff\r");
+    char buf[OFFSET_FILE_MAX], err[256] = "";
+    size_t n = offset_format(&st, buf, sizeof(buf));
+    ck_assert_uint_gt(n, 0);
+    ck_assert_ptr_nonnull(strstr(buf, "database=odd\\nname\\\\with=stuff\\r\n"));
+    ck_assert_int_eq(offset_parse(buf, n, &back, err, sizeof(err)), 0);
+    ck_assert_str_eq(back.database, st.database);
+    ck_assert_uint_eq(back.lsn, 0x42);
+    /* Too small a buffer: 0, not a truncated file. */
+    ck_assert_uint_eq(offset_format(&st, buf, 40), 0);
+}
+END_TEST
+
+START_TEST(test_write_read_identity)
+{
+    struct offset_state st = state_at(0x16B374D848ULL), back;
+    snprintf(st.plugin, sizeof(st.plugin), "wal2json");
+    st.timeline = 7;
+    char err[256] = "";
+    ck_assert_int_eq(offset_write(path, &st, err, sizeof(err)), 0);
+    ck_assert_int_eq(offset_read(path, &back, err, sizeof(err)), 1);
+    ck_assert(back.has_identity);
+    ck_assert_uint_eq(back.timeline, 7);
+    ck_assert_str_eq(back.plugin, "wal2json");
+    ck_assert_str_eq(back.system, st.system);
+}
+END_TEST
+
+START_TEST(test_describe)
+{
+    char out[512];
+    struct offset_state st = state_at(0x1A2B3C);
+    offset_describe(&st, out, sizeof(out));
+    ck_assert_str_eq(out, "0/1A2B3C on system 7312345678901234567/database outbox/slot "
+                          "outboxd (timeline 1, plugin pgoutput)");
+    st.has_identity = false;
+    st.format = 1;
+    offset_describe(&st, out, sizeof(out));
+    ck_assert_ptr_nonnull(strstr(out, "0/1A2B3C (format 1"));
+}
+END_TEST
+
+START_TEST(test_probe_dir)
+{
+    char err[256] = "", names[1024], p2[600];
+    ck_assert_int_eq(offset_probe_dir(path, err, sizeof(err)), 0);
+    ck_assert_int_eq(list_dir(names, sizeof(names)), 0); /* nothing left */
+    snprintf(p2, sizeof(p2), "%s/missing-subdir/outboxd.offset", dir);
+    ck_assert_int_eq(offset_probe_dir(p2, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "No such file"));
+}
+END_TEST
+
+START_TEST(test_too_large_is_corrupt)
+{
+    char big[OFFSET_FILE_MAX + 100], err[256] = "";
+    lsn_t v;
+    memset(big, '#', sizeof(big));
+    spit(path, big, sizeof(big));
+    ck_assert_int_eq(rd(path, &v, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "larger than"));
 }
 END_TEST
 
@@ -273,6 +481,17 @@ int main(void)
     tcase_add_test(tc, test_write_into_missing_dir_fails);
     tcase_add_test(tc, test_write_failure_keeps_old_value);
     tcase_add_test(tc, test_relative_path);
+    tcase_add_test(tc, test_parse_v2);
+    tcase_add_test(tc, test_parse_v1);
+    tcase_add_loop_test(tc, test_every_field_missing, 0, 7);
+    tcase_add_loop_test(tc, test_garbage_v2, 0,
+                        (int)(sizeof(garbage_v2) / sizeof(garbage_v2[0])));
+    tcase_add_test(tc, test_future_format_refused);
+    tcase_add_test(tc, test_escaped_names_round_trip);
+    tcase_add_test(tc, test_write_read_identity);
+    tcase_add_test(tc, test_describe);
+    tcase_add_test(tc, test_probe_dir);
+    tcase_add_test(tc, test_too_large_is_corrupt);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);

@@ -1,0 +1,80 @@
+/*
+ * resume.h - where a restart may resume: the offset file checked against
+ * the server (IDENTIFY_SYSTEM), the configuration and the slot, and the
+ * flush position outboxd may send. Pure: no I/O (tests/unit/test_resume.c).
+ * The daemon (relay.c), `outboxd check` and `outboxd accept-slot` all
+ * decide and explain with these functions, so they say the same thing.
+ *
+ * The invariant behind it: outboxd writes the offset file before it
+ * confirms a position, and never confirms past the file. So, for the same
+ * stream, the slot's confirmed position is never ahead of the file (the
+ * file may be ahead: a crash between the write and the confirm), and
+ * neither is ever beyond the server's WAL.
+ */
+#ifndef OUTBOXD_RESUME_H
+#define OUTBOXD_RESUME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lsn.h"
+#include "offset.h"
+
+/* The server's side: IDENTIFY_SYSTEM, the configuration and the slot. */
+struct resume_server {
+    char system[24];   /* systemid */
+    uint32_t timeline; /* current timeline */
+    lsn_t wal_end;     /* xlogpos: the server's current WAL position */
+    char database[OFFSET_NAME_MAX];
+    const char *slot;   /* [postgres] slot */
+    const char *plugin; /* [postgres] plugin */
+    bool slot_exists;
+    lsn_t slot_confirmed; /* confirmed_flush_lsn (when it exists) */
+};
+
+enum resume_verdict {
+    RESUME_FROM_FILE,   /* the file is this stream's: start at its LSN */
+    RESUME_FROM_SLOT,   /* no file: start at the slot's position */
+    RESUME_NO_SLOT,     /* no file and no slot: create it (if allowed) */
+    RESUME_OTHER_STREAM, /* refuse: the file is of another system/db/slot/plugin */
+    RESUME_BEYOND_WAL,  /* refuse: the file is ahead of the server's WAL */
+    RESUME_SLOT_AHEAD,  /* refuse: someone else moved the slot past the file */
+    RESUME_SLOT_LOST,   /* refuse: the file says we streamed a slot that is gone */
+};
+
+struct resume_decision {
+    enum resume_verdict verdict;
+    lsn_t start;       /* RESUME_FROM_FILE/SLOT: where to start */
+    bool refused;      /* one of the refusing verdicts: exit 2 */
+    char message[1536]; /* refused: the problem, both sides and the way out */
+    char note[512];    /* accepted: worth an info line ("" if none): a format
+                        * 1 file to be rewritten, a new timeline */
+    bool note_is_warning; /* the new timeline: worth a warning */
+};
+
+/* Decides for file (NULL when there is none). config_path names the
+ * configuration in the suggested commands. */
+void resume_decide(const struct offset_state *file, const struct resume_server *srv,
+                   const char *offsets_path, const char *config_path,
+                   struct resume_decision *out);
+
+/* The state to write for lsn on srv's stream. */
+void resume_identity(const struct resume_server *srv, lsn_t lsn, struct offset_state *out);
+
+/* The flush position to send to the server: what is in the offset file
+ * (stored), but never beyond what the server has sent (received wal_end,
+ * or the validated start position before anything arrived). */
+lsn_t resume_clamp_flush(lsn_t stored, lsn_t received, lsn_t start);
+
+/* Whether a flush position that moved past the file (flush > stored) is
+ * written now: at once when events were ACKed since the last write
+ * (event_driven), or when forced (stop, reconnect); a keepalive-only
+ * advance at most once per interval_ms since the last write. */
+bool resume_write_due(lsn_t flush, lsn_t stored, bool event_driven, bool force,
+                      int64_t now_ms, int64_t last_write_ms, int64_t interval_ms);
+
+/* Human size of a byte difference: "1 kB", "312 bytes", "3 MB". */
+char *resume_bytes(uint64_t n, char *out, size_t outlen);
+
+#endif

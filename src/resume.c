@@ -1,0 +1,163 @@
+/*
+ * resume.c - the offset file against the server and the slot (resume.h):
+ * which position a start may use, and the words for the cases it may not.
+ */
+#include "resume.h"
+
+#include <stdio.h>
+#include <string.h>
+
+char *resume_bytes(uint64_t n, char *out, size_t outlen)
+{
+    static const char *const units[] = {"bytes", "kB", "MB", "GB", "TB"};
+    int u = 0;
+    uint64_t v = n;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, outlen, "%llu %s", (unsigned long long)v, units[u]);
+    return out;
+}
+
+void resume_identity(const struct resume_server *srv, lsn_t lsn, struct offset_state *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->format = OFFSET_FORMAT;
+    out->lsn = lsn;
+    out->has_identity = true;
+    snprintf(out->system, sizeof(out->system), "%s", srv->system);
+    out->timeline = srv->timeline;
+    snprintf(out->database, sizeof(out->database), "%s", srv->database);
+    snprintf(out->slot, sizeof(out->slot), "%s", srv->slot ? srv->slot : "");
+    snprintf(out->plugin, sizeof(out->plugin), "%s", srv->plugin ? srv->plugin : "");
+}
+
+/* "system S/database D/slot X" of the server side. */
+static void describe_server(const struct resume_server *srv, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "system %s/database %s/slot %s (timeline %u, plugin %s)",
+             srv->system, srv->database, srv->slot, (unsigned)srv->timeline, srv->plugin);
+}
+
+/* The field of file that differs from srv, or NULL. */
+static const char *identity_mismatch(const struct offset_state *f,
+                                     const struct resume_server *srv)
+{
+    if (strcmp(f->system, srv->system) != 0) return "system identifier";
+    if (strcmp(f->database, srv->database) != 0) return "database";
+    if (strcmp(f->slot, srv->slot) != 0) return "slot";
+    if (strcmp(f->plugin, srv->plugin) != 0) return "plugin";
+    return NULL;
+}
+
+static void refuse(struct resume_decision *out, enum resume_verdict v)
+{
+    out->verdict = v;
+    out->refused = true;
+}
+
+void resume_decide(const struct offset_state *file, const struct resume_server *srv,
+                   const char *offsets_path, const char *config_path,
+                   struct resume_decision *out)
+{
+    char fdesc[512], sdesc[512], a[LSN_STRLEN], b[LSN_STRLEN], size[32];
+    memset(out, 0, sizeof(*out));
+    if (!config_path) config_path = "FILE";
+    describe_server(srv, sdesc, sizeof(sdesc));
+    if (!file) {
+        out->verdict = srv->slot_exists ? RESUME_FROM_SLOT : RESUME_NO_SLOT;
+        out->start = srv->slot_exists ? srv->slot_confirmed : 0;
+        return;
+    }
+    offset_describe(file, fdesc, sizeof(fdesc));
+    if (!srv->slot_exists) {
+        refuse(out, RESUME_SLOT_LOST);
+        bool other = file->has_identity && strcmp(file->system, srv->system) != 0;
+        snprintf(out->message, sizeof(out->message),
+                 "replication slot \"%s\" does not exist on this server (system %s, "
+                 "database %s), but the offset file %s says outboxd streamed up to %s%s%s. "
+                 "A failover to a server without the slot, or a mistyped [postgres] slot, "
+                 "are the usual causes; a dropped slot is the other one. outboxd does not "
+                 "re-create it: that would silently skip every event committed since. "
+                 "Fix the slot name or the conninfo; or, to start afresh from now, run "
+                 "outboxd verify -c %s to see what is missing, then move %s away",
+                 srv->slot, srv->system, srv->database, offsets_path,
+                 file->has_identity ? "" : lsn_format(file->lsn, a),
+                 file->has_identity ? fdesc : "", other ? " (another system)" : "",
+                 config_path, offsets_path);
+        return;
+    }
+    if (file->has_identity) {
+        const char *diff = identity_mismatch(file, srv);
+        if (diff) {
+            refuse(out, RESUME_OTHER_STREAM);
+            snprintf(out->message, sizeof(out->message),
+                     "the offset file %s belongs to another stream (the %s differs): the "
+                     "file says %s; this server and configuration are %s. Its position "
+                     "means nothing here and is not used. Point [offsets] file at this "
+                     "stream's offset file, or move %s away to start from the slot's "
+                     "confirmed position %s",
+                     offsets_path, diff, fdesc, sdesc, offsets_path,
+                     lsn_format(srv->slot_confirmed, a));
+            return;
+        }
+        out->note_is_warning = file->timeline != srv->timeline;
+        if (file->timeline != srv->timeline)
+            snprintf(out->note, sizeof(out->note),
+                     "the server's timeline is %u, the offset file's %u: the server was "
+                     "promoted (or restored) since the file was written; its position is "
+                     "checked against the server's WAL and the slot",
+                     (unsigned)srv->timeline, (unsigned)file->timeline);
+    } else {
+        snprintf(out->note, sizeof(out->note),
+                 "offset file %s has format 1 (a bare LSN: no system, database or slot "
+                 "recorded); it is rewritten in format %d at the next confirm",
+                 offsets_path, OFFSET_FORMAT);
+    }
+    if (file->lsn > srv->wal_end) {
+        refuse(out, RESUME_BEYOND_WAL);
+        snprintf(out->message, sizeof(out->message),
+                 "the offset file %s holds %s, beyond this server's current WAL position "
+                 "%s (%s): it was not written by this server's history (another cluster, "
+                 "a restored backup or a lagging promoted replica). It is neither used nor "
+                 "confirmed. Point [offsets] file at the right file, or run outboxd "
+                 "verify -c %s, then outboxd accept-slot -c %s to continue from the slot's "
+                 "confirmed position %s",
+                 offsets_path, lsn_format(file->lsn, a), lsn_format(srv->wal_end, b), sdesc,
+                 config_path, config_path,
+                 lsn_format(srv->slot_confirmed, (char[LSN_STRLEN]){0}));
+        return;
+    }
+    if (srv->slot_confirmed > file->lsn) {
+        refuse(out, RESUME_SLOT_AHEAD);
+        snprintf(out->message, sizeof(out->message),
+                 "replication slot \"%s\" is confirmed up to %s, ahead of the offset file "
+                 "%s at %s (by %s). outboxd writes the file before it confirms, so someone "
+                 "else moved the slot (pg_replication_slot_advance, a slot dropped and "
+                 "re-created under the same name, another client on it): events committed "
+                 "between %s and %s may never have been sent. Run outboxd verify -c %s to "
+                 "see what is missing, then outboxd accept-slot -c %s to continue from %s",
+                 srv->slot, lsn_format(srv->slot_confirmed, a), offsets_path,
+                 lsn_format(file->lsn, b),
+                 resume_bytes(srv->slot_confirmed - file->lsn, size, sizeof(size)), b, a,
+                 config_path, config_path, a);
+        return;
+    }
+    out->verdict = RESUME_FROM_FILE;
+    out->start = file->lsn;
+}
+
+lsn_t resume_clamp_flush(lsn_t stored, lsn_t received, lsn_t start)
+{
+    lsn_t limit = received > start ? received : start;
+    return stored < limit ? stored : limit;
+}
+
+bool resume_write_due(lsn_t flush, lsn_t stored, bool event_driven, bool force,
+                      int64_t now_ms, int64_t last_write_ms, int64_t interval_ms)
+{
+    if (flush <= stored) return false;
+    if (force || event_driven) return true;
+    return now_ms - last_write_ms >= interval_ms;
+}

@@ -1,0 +1,218 @@
+/*
+ * test_resume.c - where a start may resume (include/resume.h): the offset
+ * file against the server, the configuration and the slot; the flush
+ * clamp; when keepalive-only advances are written.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resume.h"
+
+static struct resume_server server(void)
+{
+    struct resume_server s = {.timeline = 1,
+                              .wal_end = 0x5000000,
+                              .slot = "outboxd",
+                              .plugin = "pgoutput",
+                              .slot_exists = true,
+                              .slot_confirmed = 0x1A2000};
+    snprintf(s.system, sizeof(s.system), "7312000000000000001");
+    snprintf(s.database, sizeof(s.database), "outbox");
+    return s;
+}
+
+static struct offset_state file_of(const struct resume_server *s, lsn_t lsn)
+{
+    struct offset_state f;
+    resume_identity(s, lsn, &f);
+    return f;
+}
+
+START_TEST(test_file_ahead_of_slot_is_normal)
+{
+    struct resume_server s = server();
+    struct offset_state f = file_of(&s, 0x1A2B3C);
+    struct resume_decision d;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(!d.refused);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    ck_assert_uint_eq(d.start, 0x1A2B3C);
+    ck_assert_str_eq(d.note, "");
+    f.lsn = s.slot_confirmed; /* equal */
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+}
+END_TEST
+
+START_TEST(test_no_file)
+{
+    struct resume_server s = server();
+    struct resume_decision d;
+    resume_decide(NULL, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_SLOT);
+    ck_assert_uint_eq(d.start, 0x1A2000);
+    s.slot_exists = false;
+    resume_decide(NULL, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_NO_SLOT);
+    ck_assert(!d.refused);
+}
+END_TEST
+
+/* system, database, slot, plugin of the file differing in turn. */
+START_TEST(test_other_stream_refused)
+{
+    struct resume_server s = server();
+    struct offset_state f = file_of(&s, 0x1A2B3C);
+    static const char *const names[] = {"system identifier", "database", "slot", "plugin"};
+    switch (_i) {
+    case 0: snprintf(f.system, sizeof(f.system), "7399999999999999999"); break;
+    case 1: snprintf(f.database, sizeof(f.database), "other"); break;
+    case 2: snprintf(f.slot, sizeof(f.slot), "slot_a"); break;
+    default: snprintf(f.plugin, sizeof(f.plugin), "wal2json"); break;
+    }
+    struct resume_decision d;
+    resume_decide(&f, &s, "/var/lib/outboxd/offset", "/etc/o.ini", &d);
+    ck_assert(d.refused);
+    ck_assert_int_eq(d.verdict, RESUME_OTHER_STREAM);
+    ck_assert_msg(strstr(d.message, names[_i]), "%s", d.message);
+    /* both sides, and the way out */
+    ck_assert_msg(strstr(d.message, f.system) && strstr(d.message, s.system) &&
+                      strstr(d.message, "0/1A2B3C") && strstr(d.message, "slot outboxd") &&
+                      strstr(d.message, "Point [offsets] file") &&
+                      strstr(d.message, "move /var/lib/outboxd/offset away"),
+                  "%s", d.message);
+}
+END_TEST
+
+START_TEST(test_beyond_wal_refused)
+{
+    struct resume_server s = server();
+    struct offset_state f = file_of(&s, UINT64_MAX);
+    struct resume_decision d;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(d.refused);
+    ck_assert_int_eq(d.verdict, RESUME_BEYOND_WAL);
+    ck_assert_msg(strstr(d.message, "FFFFFFFF/FFFFFFFF") && strstr(d.message, "0/5000000") &&
+                      strstr(d.message, "accept-slot -c /etc/o.ini"),
+                  "%s", d.message);
+    f.lsn = s.wal_end; /* at the end exactly: fine */
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(!d.refused);
+    /* a format 1 file is checked the same */
+    f.has_identity = false;
+    f.format = 1;
+    f.lsn = s.wal_end + 1;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_BEYOND_WAL);
+}
+END_TEST
+
+START_TEST(test_slot_ahead_refused)
+{
+    struct resume_server s = server();
+    struct offset_state f = file_of(&s, 0x1A1C00);
+    struct resume_decision d;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(d.refused);
+    ck_assert_int_eq(d.verdict, RESUME_SLOT_AHEAD);
+    ck_assert_msg(strstr(d.message, "0/1A2000") && strstr(d.message, "0/1A1C00") &&
+                      strstr(d.message, "1 kB") && strstr(d.message, "may never have been sent") &&
+                      strstr(d.message, "outboxd accept-slot -c /etc/o.ini"),
+                  "%s", d.message);
+}
+END_TEST
+
+START_TEST(test_slot_lost)
+{
+    struct resume_server s = server();
+    struct offset_state f = file_of(&s, 0x1A2B3C);
+    snprintf(f.system, sizeof(f.system), "7300000000000000009");
+    s.slot_exists = false;
+    struct resume_decision d;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(d.refused);
+    ck_assert_int_eq(d.verdict, RESUME_SLOT_LOST);
+    ck_assert_msg(strstr(d.message, "does not exist on this server (system 7312000000000000001") &&
+                      strstr(d.message, "up to 0/1A2B3C on system 7300000000000000009") &&
+                      strstr(d.message, "failover") && strstr(d.message, "mistyped") &&
+                      strstr(d.message, "move /x away"),
+                  "%s", d.message);
+    ck_assert_ptr_null(strstr(d.message, "was dropped"));
+}
+END_TEST
+
+START_TEST(test_notes)
+{
+    struct resume_server s = server();
+    struct offset_state f = file_of(&s, 0x1A2B3C);
+    struct resume_decision d;
+    f.timeline = 1;
+    s.timeline = 2;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(!d.refused);
+    ck_assert_msg(strstr(d.note, "timeline is 2") && strstr(d.note, "promoted"), "%s", d.note);
+    ck_assert(d.note_is_warning);
+    f.has_identity = false;
+    f.format = 1;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(!d.refused);
+    ck_assert_msg(strstr(d.note, "format 1") && strstr(d.note, "rewritten"), "%s", d.note);
+}
+END_TEST
+
+START_TEST(test_clamp_flush)
+{
+    ck_assert_uint_eq(resume_clamp_flush(100, 200, 50), 100);
+    ck_assert_uint_eq(resume_clamp_flush(300, 200, 50), 200); /* never past received */
+    ck_assert_uint_eq(resume_clamp_flush(300, 0, 250), 250);  /* nothing received yet */
+    ck_assert_uint_eq(resume_clamp_flush(300, 0, 300), 300);
+}
+END_TEST
+
+START_TEST(test_write_due)
+{
+    /* nothing new */
+    ck_assert(!resume_write_due(100, 100, true, true, 5000, 0, 1000));
+    /* events ACKed: at once */
+    ck_assert(resume_write_due(200, 100, true, false, 5000, 4990, 1000));
+    /* forced: at once */
+    ck_assert(resume_write_due(200, 100, false, true, 5000, 4990, 1000));
+    /* keepalive only: once per interval */
+    ck_assert(!resume_write_due(200, 100, false, false, 5000, 4990, 1000));
+    ck_assert(!resume_write_due(200, 100, false, false, 5989, 4990, 1000));
+    ck_assert(resume_write_due(200, 100, false, false, 5990, 4990, 1000));
+}
+END_TEST
+
+START_TEST(test_bytes)
+{
+    char b[32];
+    ck_assert_str_eq(resume_bytes(312, b, sizeof(b)), "312 bytes");
+    ck_assert_str_eq(resume_bytes(1024, b, sizeof(b)), "1 kB");
+    ck_assert_str_eq(resume_bytes(3u << 20, b, sizeof(b)), "3 MB");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("resume");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_file_ahead_of_slot_is_normal);
+    tcase_add_test(tc, test_no_file);
+    tcase_add_loop_test(tc, test_other_stream_refused, 0, 4);
+    tcase_add_test(tc, test_beyond_wal_refused);
+    tcase_add_test(tc, test_slot_ahead_refused);
+    tcase_add_test(tc, test_slot_lost);
+    tcase_add_test(tc, test_notes);
+    tcase_add_test(tc, test_clamp_flush);
+    tcase_add_test(tc, test_write_due);
+    tcase_add_test(tc, test_bytes);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
