@@ -105,18 +105,21 @@ static long long producer_property(const struct config *c, const char *key, long
 
 long long kafka_queue_max_bytes(const struct config *c)
 {
-    long long kb = producer_property(c, "queue.buffering.max.kbytes", RDKAFKA_DEFAULT_QUEUE_MAX_KBYTES);
+    long long kb =
+        producer_property(c, "queue.buffering.max.kbytes", RDKAFKA_DEFAULT_QUEUE_MAX_KBYTES);
     return kb < 0 ? -1 : kb * 1024;
 }
 
 bool kafka_value_fits_queue(size_t value_len, long long queue_max_bytes)
 {
-    return queue_max_bytes < 0 || (unsigned long long)value_len <= (unsigned long long)queue_max_bytes;
+    return queue_max_bytes < 0 ||
+           (unsigned long long)value_len <= (unsigned long long)queue_max_bytes;
 }
 
 int kafka_conf_check_queue_fit(const struct config *c, char *err, size_t errlen)
 {
-    long long kb = producer_property(c, "queue.buffering.max.kbytes", RDKAFKA_DEFAULT_QUEUE_MAX_KBYTES);
+    long long kb =
+        producer_property(c, "queue.buffering.max.kbytes", RDKAFKA_DEFAULT_QUEUE_MAX_KBYTES);
     long long mmb =
         producer_property(c, "message.max.bytes", RDKAFKA_DEFAULT_MESSAGE_MAX_BYTES);
     if (kb < 0 || mmb < 0 || mmb <= kb * 1024) return 0;

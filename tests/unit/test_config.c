@@ -922,6 +922,9 @@ START_TEST(test_validate)
 }
 END_TEST
 
+/* kset KEY VALUE: a [kafka] property, asserted to be taken. */
+#define KSET(k, v) ck_assert_int_eq(config_set(&C, "kafka", (k), (v), err, sizeof(err)), 0)
+
 /* Issue 15, item 5: an event larger than the producer's queue never left,
  * silently. librdkafka counts value bytes against
  * queue.buffering.max.kbytes, and refuses even into an empty queue a
@@ -933,22 +936,22 @@ START_TEST(test_validate_message_larger_than_queue)
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
     /* defaults: librdkafka's 1,000,000 bytes against outboxd's 16,384 kB */
     ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
-    ck_assert_int_eq(config_set(&C, "kafka", "message.max.bytes", "16777216", err, sizeof(err)), 0);
+    KSET("message.max.bytes", "16777216");
     ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "equal bounds: %s", err);
-    ck_assert_int_eq(config_set(&C, "kafka", "message.max.bytes", "16777217", err, sizeof(err)), 0);
+    KSET("message.max.bytes", "16777217");
     ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("message.max.bytes = 16777217");
     ERR_HAS("queue.buffering.max.kbytes = 16384");
-    ck_assert_int_eq(config_set(&C, "kafka", "message.max.bytes", "100000000", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_set(&C, "kafka", "queue.buffering.max.kbytes", "65536", err, sizeof(err)), 0);
+    KSET("message.max.bytes", "100000000");
+    KSET("queue.buffering.max.kbytes", "65536");
     ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("message.max.bytes = 100000000");
     ERR_HAS("queue.buffering.max.kbytes = 65536");
     ERR_HAS("97657"); /* the kbytes that would do */
-    ck_assert_int_eq(config_set(&C, "kafka", "queue.buffering.max.kbytes", "97657", err, sizeof(err)), 0);
+    KSET("queue.buffering.max.kbytes", "97657");
     ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "raised queue: %s", err);
     /* a value librdkafka will refuse itself is left to librdkafka's message */
-    ck_assert_int_eq(config_set(&C, "kafka", "queue.buffering.max.kbytes", "lots", err, sizeof(err)), 0);
+    KSET("queue.buffering.max.kbytes", "lots");
     ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "not a number: %s", err);
 }
 END_TEST
@@ -962,7 +965,7 @@ START_TEST(test_value_fits_queue)
     ck_assert(!kafka_value_fits_queue(16384 * 1024 + 1, 16384LL * 1024));
     ck_assert(!kafka_value_fits_queue(2048, 1024));
     ck_assert(kafka_value_fits_queue((size_t)-1, -1)); /* bound unknown: librdkafka decides */
-    ck_assert_int_eq(config_set(&C, "kafka", "queue.buffering.max.kbytes", "1", err, sizeof(err)), 0);
+    KSET("queue.buffering.max.kbytes", "1");
     ck_assert(kafka_queue_max_bytes(&C) == 1024);
 }
 END_TEST
