@@ -40,6 +40,13 @@ int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t 
 /* /healthz fails when the event loop has not turned for this long. */
 #define HTTPD_STALL_MS 30000
 
+/* /readyz fails sooner: the verdict it answers with is the loop's own,
+ * published every 500 ms, so a loop that stopped turning would otherwise
+ * leave it saying "ready" for ever. A turn waits at most ~1 s (select,
+ * a producer poll of 100 ms, a replaced Kafka client); 5 s without one is a
+ * stall, and a stalled relay delivers nothing. */
+#define HTTPD_READY_STALL_MS 5000
+
 /* What a request is answered from: a snapshot of the relay's state. */
 struct httpd_view {
     const char *metrics; /* exposition text, NUL-terminated; NULL before the first */
@@ -47,6 +54,7 @@ struct httpd_view {
     bool ready;
     const char *not_ready; /* why not, when !ready */
     int64_t stall_ms;      /* HTTPD_STALL_MS, or less in tests */
+    int64_t ready_stall_ms; /* HTTPD_READY_STALL_MS; 0 means that default */
 };
 
 /* One answer. body points into the view or into static text. */
@@ -60,7 +68,8 @@ struct httpd_reply {
 
 /* Answers method + path from v at monotonic time now_ms: GET/HEAD of
  * /metrics, /healthz, /readyz (and / listing them); 404 for other paths,
- * 405 for other methods. Pure. */
+ * 405 for other methods. /readyz is 503 when the loop has not turned for
+ * ready_stall_ms, whatever its last verdict said. Pure. */
 void httpd_route(const char *method, const char *path, const struct httpd_view *v,
                  int64_t now_ms, struct httpd_reply *out);
 

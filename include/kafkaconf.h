@@ -8,6 +8,7 @@
 #define OUTBOXD_KAFKACONF_H
 
 #include <librdkafka/rdkafka.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -23,6 +24,23 @@ int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *er
  * `outboxd check` both use it, so check validates what the daemon runs. */
 int kafka_conf_producer_defaults(rd_kafka_conf_t *conf, const struct config *c, char *err,
                                  size_t errlen);
+
+/* The producer's queue bound in bytes as the producer runs it:
+ * queue.buffering.max.kbytes ([kafka], else outboxd's default) * 1024. */
+long long kafka_queue_max_bytes(const struct config *c);
+
+/* True when a message whose value has value_len bytes can ever enter a
+ * producer queue bounded to queue_max_bytes: librdkafka counts only value
+ * bytes against queue.buffering.max.kbytes and refuses (QUEUE_FULL) a
+ * message that would take the total past it, even into an empty queue.
+ * Pure. */
+bool kafka_value_fits_queue(size_t value_len, long long queue_max_bytes);
+
+/* Refuses message.max.bytes above queue.buffering.max.kbytes * 1024 (as
+ * the producer would run them, defaults included): an event between the
+ * two passes the size check and then never fits the queue. Returns 0, or
+ * -1 with a message naming both settings and values in err. Pure. */
+int kafka_conf_check_queue_fit(const struct config *c, char *err, size_t errlen);
 
 /* Installs the error and log callbacks that write to outboxd's log. */
 void kafka_conf_route_logs(rd_kafka_conf_t *conf);

@@ -64,10 +64,22 @@ void producer_free(struct producer *p);
 #define PRODUCER_QUEUE_FULL 1
 #define PRODUCER_ERROR (-1)
 
-/* Enqueues ev with opaque seq. Returns PRODUCER_OK, PRODUCER_QUEUE_FULL
- * (serve reports with producer_poll() and try again), or PRODUCER_ERROR with
+/* Distinct topics one librdkafka client is given before it is replaced by
+ * a fresh one (librdkafka keeps every topic it has seen until the client is
+ * destroyed: see producer.c). The replacement waits until every message is
+ * ACKed, so it costs a pause of about one broker round trip plus the
+ * client's start (measured in tests/bench/many_topics.sh); a bound of
+ * 1,000 keeps librdkafka's topic state to a few MB and makes the pause rare
+ * unless more than 1,000 topics are in use at the same time. */
+#define PRODUCER_MAX_TOPICS 1000
+
+/* Enqueues ev with opaque seq. Never waits for the broker. Returns
+ * PRODUCER_OK, PRODUCER_QUEUE_FULL (serve reports with producer_poll() and
+ * try again: the queue is full, or a new topic waits for the client's
+ * replacement, see PRODUCER_MAX_TOPICS), or PRODUCER_ERROR with
  * librdkafka's code in *kafka_err and a reason in err (permanent: e.g.
- * message larger than message.max.bytes). */
+ * message larger than message.max.bytes, or a value that can never fit the
+ * queue: MSG_SIZE_TOO_LARGE). */
 int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
                   int *kafka_err, char *err, size_t errlen);
 

@@ -21,6 +21,7 @@
 
 #include "decoder.h"
 #include "httpd.h"
+#include "kafkaconf.h"
 #include "log.h"
 #include "polling.h"
 #include "redact.h"
@@ -657,5 +658,6 @@ int config_validate(const struct config *c, char *err, size_t errlen)
         snprintf(err, errlen, "[kafka] bootstrap.servers is not set");
         return -1;
     }
+    if (kafka_conf_check_queue_fit(c, err, errlen) != 0) return -1;
     return c->source_mode == SOURCE_POLLING ? config_validate_polling(c, err, errlen) : 0;
 }

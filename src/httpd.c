@@ -114,6 +114,13 @@ static void reply_text(struct httpd_reply *out, int status, const char *fmt, ...
     out->len = n < 0 ? 0 : (size_t)n < sizeof(out->buf) ? (size_t)n : sizeof(out->buf) - 1;
 }
 
+/* Milliseconds since the loop's last turn (0 for a beat "from the future"). */
+static int64_t loop_age(const struct httpd_view *v, int64_t now_ms)
+{
+    int64_t age = now_ms - v->beat_ms;
+    return age < 0 ? 0 : age;
+}
+
 void httpd_route(const char *method, const char *path, const struct httpd_view *v,
                  int64_t now_ms, struct httpd_reply *out)
 {
@@ -140,14 +147,18 @@ void httpd_route(const char *method, const char *path, const struct httpd_view *
         out->body = v->metrics;
         out->len = strlen(v->metrics);
     } else if (strcmp(path, "/healthz") == 0) {
-        int64_t age = now_ms - v->beat_ms;
-        if (age < 0) age = 0;
+        int64_t age = loop_age(v, now_ms);
         if (age > v->stall_ms)
             reply_text(out, 503, "event loop stalled: last turn %lld.%03lld s ago\n",
                        (long long)(age / 1000), (long long)(age % 1000));
         else
             reply_text(out, 200, "ok: event loop turned %lld.%03lld s ago\n",
                        (long long)(age / 1000), (long long)(age % 1000));
+    } else if (loop_age(v, now_ms) > (v->ready_stall_ms > 0 ? v->ready_stall_ms
+                                                             : HTTPD_READY_STALL_MS)) {
+        int64_t age = loop_age(v, now_ms);
+        reply_text(out, 503, "not ready: event loop stalled: last turn %lld.%03lld s ago\n",
+                   (long long)(age / 1000), (long long)(age % 1000));
     } else if (v->ready) {
         reply_text(out, 200, "ready\n");
     } else {
@@ -201,6 +212,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .ready = h->ready,
         .not_ready = h->not_ready,
         .stall_ms = HTTPD_STALL_MS,
+        .ready_stall_ms = HTTPD_READY_STALL_MS,
     };
     httpd_route(method, url, &v, mono_ms(), &rep);
     /* The body may point into the snapshot: copy it before unlocking. */

@@ -3,7 +3,10 @@
  */
 #include "kafkaconf.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -79,4 +82,52 @@ int kafka_conf_producer_defaults(rd_kafka_conf_t *conf, const struct config *c, 
                            errlen) != 0)
             return -1;
     return 0;
+}
+
+/* librdkafka 2.0.2's own default (CONFIGURATION.md). */
+#define RDKAFKA_DEFAULT_MESSAGE_MAX_BYTES 1000000LL
+#define RDKAFKA_DEFAULT_QUEUE_MAX_KBYTES 1048576LL
+
+/* The value of a [kafka] property as the producer runs it: [kafka], else
+ * outboxd's default, else dflt. -1 when it is not a whole number
+ * (librdkafka itself then refuses it, with its own message). */
+static long long producer_property(const struct config *c, const char *key, long long dflt)
+{
+    const char *v = config_kafka_get(c, key);
+    for (size_t i = 0; !v && i < sizeof(producer_defaults) / sizeof(producer_defaults[0]); i++)
+        if (strcmp(producer_defaults[i][0], key) == 0) v = producer_defaults[i][1];
+    if (!v) return dflt;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    return errno || end == v || *end || n < 0 ? -1 : n;
+}
+
+long long kafka_queue_max_bytes(const struct config *c)
+{
+    long long kb =
+        producer_property(c, "queue.buffering.max.kbytes", RDKAFKA_DEFAULT_QUEUE_MAX_KBYTES);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+bool kafka_value_fits_queue(size_t value_len, long long queue_max_bytes)
+{
+    return queue_max_bytes < 0 ||
+           (unsigned long long)value_len <= (unsigned long long)queue_max_bytes;
+}
+
+int kafka_conf_check_queue_fit(const struct config *c, char *err, size_t errlen)
+{
+    long long kb =
+        producer_property(c, "queue.buffering.max.kbytes", RDKAFKA_DEFAULT_QUEUE_MAX_KBYTES);
+    long long mmb =
+        producer_property(c, "message.max.bytes", RDKAFKA_DEFAULT_MESSAGE_MAX_BYTES);
+    if (kb < 0 || mmb < 0 || mmb <= kb * 1024) return 0;
+    snprintf(err, errlen,
+             "[kafka] message.max.bytes = %lld is larger than queue.buffering.max.kbytes = "
+             "%lld (%lld bytes): an event between the two would pass the size check and "
+             "then never fit the producer's queue; raise queue.buffering.max.kbytes to at "
+             "least %lld or lower message.max.bytes",
+             mmb, kb, kb * 1024, (mmb + 1023) / 1024);
+    return -1;
 }

@@ -7,6 +7,7 @@
  * non-empty, which lets the event loop sleep in select() on both the
  * replication socket and the broker side.
  */
+#define _GNU_SOURCE /* memmem */
 #include "producer.h"
 
 #include <errno.h>
@@ -23,9 +24,20 @@
 #include "log.h"
 
 /* A topic handle per topic name: producing by handle saves librdkafka a
- * locked lookup per message, and the first sight of a topic is where its
- * metadata is fetched (see topic_handle()). Open addressing, linear
- * probing, at most half full. */
+ * locked lookup per message (its own topic list is searched linearly).
+ * Open addressing, linear probing, at most half full.
+ *
+ * librdkafka keeps every topic it has ever been given, with a partition
+ * object per partition, until the rd_kafka_t is destroyed:
+ * rd_kafka_topic_destroy() only drops the application's reference
+ * (rdkafka_topic.c: a topic's partitions are removed "only during
+ * rd_kafka_t termination"), and each topic adds to every statistics JSON
+ * and to the one-second topic scan. Hence the bound: once one rd_kafka_t
+ * has been given max_topics distinct topics, the next new topic waits
+ * until every message is ACKed (producer_send() reports QUEUE_FULL, so the
+ * caller keeps serving reports, status updates and signals), then the
+ * producer is replaced by a fresh one (see renew()). The table holds
+ * exactly the current rd_kafka_t's topics, so it is bounded too. */
 struct topic_slot {
     char *name;            /* owned; NULL = empty slot */
     rd_kafka_topic_t *rkt; /* owned (a reference) */
@@ -33,8 +45,12 @@ struct topic_slot {
 
 struct producer {
     rd_kafka_t *rk;
+    const struct config *cfg; /* borrowed: to create the next rd_kafka_t */
     struct topic_slot *topics;
     size_t ntopics, topics_cap;
+    size_t max_topics; /* PRODUCER_MAX_TOPICS */
+    uint64_t renewals;
+    long long queue_max_bytes; /* queue.buffering.max.kbytes * 1024 */
     struct topic_slot *last_topic; /* found last: most events go where the one before went */
     rd_kafka_queue_t *mainq;
     int pipefd[2];
@@ -53,6 +69,26 @@ static int64_t unix_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Where the top-level "brokers" object of a statistics JSON starts, or
+ * NULL. librdkafka writes it before "topics" (rdkafka.c,
+ * rd_kafka_stats_emit_all), and the topics are the bulk of the text: one
+ * object per partition of every topic the client knows, ~1 kB each.
+ * Parsing the whole document made every statistics interval build a tree
+ * of some 75 kB per topic (188 MB peak RSS at 2,000 topics, 35 MB with
+ * statistics off); only the brokers are needed. */
+static const char *stats_brokers(const char *json, size_t len)
+{
+    static const char key[] = "\"brokers\":";
+    const char *end = json + len, *at = json;
+    while ((at = memmem(at, (size_t)(end - at), key, sizeof(key) - 1)) != NULL) {
+        const char *b = at;
+        while (b > json && (b[-1] == ' ' || b[-1] == '\n')) b--;
+        if (b > json && b[-1] == ',') return at + sizeof(key) - 1; /* a key, not in a string */
+        at += sizeof(key) - 1;
+    }
+    return NULL;
+}
+
 /* librdkafka's statistics (JSON), served by rd_kafka_poll() on our thread:
  * counts the real brokers (configured or learned, not internal) in state
  * UP. */
@@ -60,8 +96,9 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
 {
     (void)rk;
     struct producer *p = opaque;
-    json_t *root = json_loadb(json, len, 0, NULL);
-    json_t *brokers = json_object_get(root, "brokers");
+    const char *at = stats_brokers(json, len);
+    json_t *brokers =
+        at ? json_loadb(at, len - (size_t)(at - json), JSON_DISABLE_EOF_CHECK, NULL) : NULL;
     if (json_is_object(brokers)) {
         const char *name;
         json_t *b;
@@ -76,7 +113,7 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
         }
         p->brokers_up = up;
     }
-    json_decref(root);
+    json_decref(brokers);
     return 0; /* librdkafka frees json */
 }
 
@@ -116,24 +153,15 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     p->on_delivery(p->ctx, &dr);
 }
 
-struct producer *producer_new(const struct config *c, producer_delivery_fn fn, void *ctx,
-                              char *err, size_t errlen)
+/* Creates p->rk from the configuration, with the wake-up pipe on its main
+ * queue. Returns 0, or -1 with a reason in err. */
+static int open_rk(struct producer *p, char *err, size_t errlen)
 {
-    struct producer *p = calloc(1, sizeof(*p));
-    if (!p) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    p->pipefd[0] = p->pipefd[1] = -1;
-    p->on_delivery = fn;
-    p->ctx = ctx;
-    p->brokers_up = -1;
-    p->dr_since_clock = PRODUCER_DR_CLOCK_EVERY;
-
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (kafka_conf_producer_defaults(conf, c, err, errlen) != 0) goto fail_conf;
-    for (size_t i = 0; i < c->nkafka; i++)
-        if (kafka_conf_set(conf, c->kafka[i].key, c->kafka[i].value, err, errlen) != 0)
+    if (kafka_conf_producer_defaults(conf, p->cfg, err, errlen) != 0) goto fail_conf;
+    for (size_t i = 0; i < p->cfg->nkafka; i++)
+        if (kafka_conf_set(conf, p->cfg->kafka[i].key, p->cfg->kafka[i].value, err,
+                           errlen) != 0)
             goto fail_conf;
     rd_kafka_conf_set_opaque(conf, p);
     rd_kafka_conf_set_dr_msg_cb(conf, on_dr);
@@ -147,6 +175,59 @@ struct producer *producer_new(const struct config *c, producer_delivery_fn fn, v
         goto fail_conf;
     }
     /* conf is owned by p->rk from here on. */
+    p->mainq = rd_kafka_queue_get_main(p->rk);
+    rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "w", 1);
+    return 0;
+
+fail_conf:
+    rd_kafka_conf_destroy(conf);
+    return -1;
+}
+
+/* Drops every topic handle (the table keeps its size). */
+static void topics_clear(struct producer *p)
+{
+    for (size_t i = 0; i < p->topics_cap; i++) {
+        if (!p->topics[i].name) continue;
+        rd_kafka_topic_destroy(p->topics[i].rkt);
+        free(p->topics[i].name);
+        p->topics[i].name = NULL;
+        p->topics[i].rkt = NULL;
+    }
+    p->ntopics = 0;
+    p->last_topic = NULL;
+}
+
+/* Destroys p->rk and its handles (nothing waits: callers make sure no
+ * message is outstanding, or accept dropping it). */
+static void close_rk(struct producer *p)
+{
+    topics_clear(p);
+    if (p->mainq) {
+        rd_kafka_queue_io_event_enable(p->mainq, -1, NULL, 0);
+        rd_kafka_queue_destroy(p->mainq);
+        p->mainq = NULL;
+    }
+    if (p->rk) rd_kafka_destroy(p->rk);
+    p->rk = NULL;
+}
+
+struct producer *producer_new(const struct config *c, producer_delivery_fn fn, void *ctx,
+                              char *err, size_t errlen)
+{
+    struct producer *p = calloc(1, sizeof(*p));
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    p->pipefd[0] = p->pipefd[1] = -1;
+    p->cfg = c;
+    p->on_delivery = fn;
+    p->ctx = ctx;
+    p->brokers_up = -1;
+    p->dr_since_clock = PRODUCER_DR_CLOCK_EVERY;
+    p->max_topics = PRODUCER_MAX_TOPICS;
+    p->queue_max_bytes = kafka_queue_max_bytes(c);
 
     if (pipe(p->pipefd) != 0) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
@@ -154,12 +235,9 @@ struct producer *producer_new(const struct config *c, producer_delivery_fn fn, v
     }
     for (int i = 0; i < 2; i++)
         fcntl(p->pipefd[i], F_SETFL, fcntl(p->pipefd[i], F_GETFL) | O_NONBLOCK);
-    p->mainq = rd_kafka_queue_get_main(p->rk);
-    rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "w", 1);
+    if (open_rk(p, err, errlen) != 0) goto fail;
     return p;
 
-fail_conf:
-    rd_kafka_conf_destroy(conf);
 fail:
     producer_free(p);
     return NULL;
@@ -168,20 +246,30 @@ fail:
 void producer_free(struct producer *p)
 {
     if (!p) return;
-    for (size_t i = 0; i < p->topics_cap; i++) {
-        if (!p->topics[i].name) continue;
-        rd_kafka_topic_destroy(p->topics[i].rkt);
-        free(p->topics[i].name);
-    }
+    close_rk(p);
     free(p->topics);
-    if (p->mainq) {
-        rd_kafka_queue_io_event_enable(p->mainq, -1, NULL, 0);
-        rd_kafka_queue_destroy(p->mainq);
-    }
-    if (p->rk) rd_kafka_destroy(p->rk);
     for (int i = 0; i < 2; i++)
         if (p->pipefd[i] >= 0) close(p->pipefd[i]);
     free(p);
+}
+
+/* Replaces the rd_kafka_t by a fresh one, which forgets every topic (see
+ * struct topic_slot). Only called with nothing outstanding
+ * (rd_kafka_outq_len() == 0: every message ACKed or failed and its report
+ * served), so no delivery is lost or reordered: the idempotent producer's
+ * new id starts from an empty queue. The broker count is kept until the
+ * new client's first statistics. Returns 0, or -1 with a reason in err. */
+static int renew(struct producer *p, char *err, size_t errlen)
+{
+    int64_t t0 = unix_us();
+    close_rk(p);
+    if (open_rk(p, err, errlen) != 0) return -1;
+    p->renewals++;
+    log_info("kafka: producer replaced after %zu distinct topics (bound %zu), in %lld ms "
+             "(replacement %llu)",
+             p->max_topics, p->max_topics, (long long)((unix_us() - t0) / 1000),
+             (unsigned long long)p->renewals);
+    return 0;
 }
 
 static rd_kafka_headers_t *build_headers(const struct outbox_event *ev)
@@ -222,68 +310,105 @@ static int topics_grow(struct producer *p)
     return 0;
 }
 
-/* How long the first message to a topic may wait for the topic's metadata.
- * librdkafka 2.0 looks unknown topics up only on a one-second timer, so
- * without asking here the first events after a start (or of a new
- * aggregate type) waited up to a second: the benchmark's commit-to-ACK p99
- * was ~0.9 s from that alone. With the broker down this wait is paid once
- * per new topic, well within wal_sender_timeout. */
-#define TOPIC_METADATA_WAIT_MS 500
+/* No metadata is fetched here. This used to wait up to 500 ms per new topic
+ * (rd_kafka_metadata) on the event loop, so that the first events of a
+ * topic would not wait for librdkafka's one-second topic scan; with 10,000
+ * topics that made minutes of stall (and 500 ms per topic with the broker
+ * down). librdkafka 2.0.2 asks for a new topic's leaders by itself as soon
+ * as the topic object is made and routes the messages waiting for it when
+ * the answer arrives: tests/bench/many_topics.sh measured a new topic's
+ * first event ACKed in 2.8 ms (p50, max 8.3 ms) without the wait, 4.1 ms
+ * (max 14.4 ms) with it. An explicit asynchronous request per topic
+ * (rd_kafka_metadata with timeout 0) made a burst of new topics 4 times
+ * slower (one Metadata round trip each, in line with the produce
+ * requests), so there is none. */
 
-/* The handle of topic name, created (and its metadata fetched) on first
- * use. NULL with *kafka_err set when librdkafka refuses the name. */
-static rd_kafka_topic_t *topic_handle(struct producer *p, const char *name, int *kafka_err)
+/* Finds the handle of topic name, creating it on first use. Returns
+ * PRODUCER_OK with *out set; PRODUCER_QUEUE_FULL when name is new and the
+ * current rd_kafka_t already has max_topics topics while messages are
+ * outstanding (call again once they are reported); PRODUCER_ERROR with
+ * *kafka_err and err when librdkafka refuses the name. */
+static int topic_handle(struct producer *p, const char *name, rd_kafka_topic_t **out,
+                        int *kafka_err, char *err, size_t errlen)
 {
-    if (p->last_topic && strcmp(p->last_topic->name, name) == 0) return p->last_topic->rkt;
+    if (p->last_topic && strcmp(p->last_topic->name, name) == 0) {
+        *out = p->last_topic->rkt;
+        return PRODUCER_OK;
+    }
     if (p->topics_cap) {
         struct topic_slot *s = topic_find_slot(p->topics, p->topics_cap, name);
         if (s->name) {
             p->last_topic = s;
-            return s->rkt;
+            *out = s->rkt;
+            return PRODUCER_OK;
+        }
+    }
+    if (p->ntopics >= p->max_topics) {
+        if (rd_kafka_outq_len(p->rk) > 0) return PRODUCER_QUEUE_FULL;
+        if (renew(p, err, errlen) != 0) {
+            *kafka_err = RD_KAFKA_RESP_ERR__FAIL;
+            return PRODUCER_ERROR;
         }
     }
     if ((p->ntopics + 1) * 2 > p->topics_cap && topics_grow(p) != 0) {
         *kafka_err = RD_KAFKA_RESP_ERR__FAIL;
-        return NULL;
+        snprintf(err, errlen, "produce to %s: out of memory", name);
+        return PRODUCER_ERROR;
     }
     char *copy = strdup(name);
     rd_kafka_topic_t *rkt = copy ? rd_kafka_topic_new(p->rk, name, NULL) : NULL;
     if (!rkt) {
         *kafka_err = copy ? (int)rd_kafka_last_error() : RD_KAFKA_RESP_ERR__FAIL;
+        snprintf(err, errlen, "produce to %s: %s", name,
+                 rd_kafka_err2str((rd_kafka_resp_err_t)*kafka_err));
         free(copy);
-        return NULL;
+        return PRODUCER_ERROR;
     }
-    const struct rd_kafka_metadata *md = NULL;
-    if (rd_kafka_metadata(p->rk, 0, rkt, &md, TOPIC_METADATA_WAIT_MS) ==
-        RD_KAFKA_RESP_ERR_NO_ERROR)
-        rd_kafka_metadata_destroy(md);
-    /* On a timeout librdkafka keeps looking the topic up by itself. */
     struct topic_slot *s = topic_find_slot(p->topics, p->topics_cap, name);
     s->name = copy;
     s->rkt = rkt;
     p->ntopics++;
-    return rkt;
+    *out = rkt;
+    return PRODUCER_OK;
 }
 
 int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
                   int *kafka_err, char *err, size_t errlen)
 {
-    rd_kafka_topic_t *rkt = topic_handle(p, ev->topic, kafka_err);
-    if (!rkt) {
-        snprintf(err, errlen, "produce to %s: %s", ev->topic,
-                 rd_kafka_err2str((rd_kafka_resp_err_t)*kafka_err));
+    size_t value_len = ev->value_null ? 0 : ev->value.len;
+    if (!kafka_value_fits_queue(value_len, p->queue_max_bytes)) {
+        /* Checked before anything waits: librdkafka would answer QUEUE_FULL
+         * for ever, even to an empty queue. */
+        *kafka_err = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+        snprintf(err, errlen,
+                 "produce to %s: a value of %zu bytes can never fit the producer's queue "
+                 "(queue.buffering.max.kbytes = %lld, %lld bytes)",
+                 ev->topic, value_len, p->queue_max_bytes / 1024, p->queue_max_bytes);
         return PRODUCER_ERROR;
     }
+    rd_kafka_topic_t *rkt;
+    int th = topic_handle(p, ev->topic, &rkt, kafka_err, err, errlen);
+    if (th != PRODUCER_OK) return th;
     rd_kafka_headers_t *h = build_headers(ev);
     rd_kafka_resp_err_t rc = rd_kafka_producev(
         p->rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_KEY(ev->key_null ? NULL : ev->key.data, ev->key_null ? 0 : ev->key.len),
-        RD_KAFKA_V_VALUE(ev->value_null ? NULL : (void *)ev->value.data,
-                         ev->value_null ? 0 : ev->value.len),
+        RD_KAFKA_V_VALUE(ev->value_null ? NULL : (void *)ev->value.data, value_len),
         RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)(uintptr_t)seq), RD_KAFKA_V_END);
     if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) return PRODUCER_OK; /* h now owned by rk */
     rd_kafka_headers_destroy(h);
-    if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL) return PRODUCER_QUEUE_FULL;
+    if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL && rd_kafka_outq_len(p->rk) > 0)
+        return PRODUCER_QUEUE_FULL;
+    if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        /* Full while empty: waiting cannot help (a bound librdkafka counts
+         * differently from kafka_value_fits_queue()). */
+        *kafka_err = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+        snprintf(err, errlen,
+                 "produce to %s: the producer's queue is empty yet refuses this event "
+                 "(%zu bytes of value; queue.buffering.max.kbytes = %lld): it can never fit",
+                 ev->topic, value_len, p->queue_max_bytes / 1024);
+        return PRODUCER_ERROR;
+    }
     *kafka_err = (int)rc;
     snprintf(err, errlen, "produce to %s: %s", ev->topic, rd_kafka_err2str(rc));
     return PRODUCER_ERROR;

@@ -3,7 +3,8 @@
 # "ok"), for pgoutput and for wal2json; then one thing at a time is broken
 # and the FAIL line (with its fix) and exit 1 are asserted:
 #  - an unknown config key (with the "did you mean" suggestion), an unknown
-#    librdkafka property;
+#    librdkafka property, message.max.bytes above the producer queue's
+#    byte bound (and the same with the queue raised: ok);
 #  - a wrong password (role with a password, scram-sha-256 for 127.0.0.1;
 #    the password never appears in the output), a role without REPLICATION;
 #  - a missing column (column.payload = nope);
@@ -128,6 +129,12 @@ expect_line kafka_property '^FAIL configuration: \[kafka\] bootstrap.server: No 
 expect_line kafka_property '^ok   postgres connection'
 expect_line kafka_property '^skip kafka broker: the \[kafka\] configuration is not valid$'
 expect_line kafka_property '^skip topics: the \[kafka\] configuration is not valid$'
+
+# issue 15, item 5: an event between the two bounds would never leave
+run_check 1 message_above_queue --set kafka.message.max.bytes=33554432
+expect_line message_above_queue '^FAIL configuration: \[kafka\] message.max.bytes = 33554432 is larger than queue.buffering.max.kbytes = 16384 \(16777216 bytes\)'
+run_check 0 message_within_queue --set kafka.message.max.bytes=33554432 --set kafka.queue.buffering.max.kbytes=32768
+expect_line message_within_queue '^ok   configuration$'
 
 # -------------------------------------------------------------- the role
 

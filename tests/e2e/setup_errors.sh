@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Server-side set-up mistakes end before streaming, with the exit code the
 # interface promises and a message that names the problem and the fix:
+#  - message.max.bytes above queue.buffering.max.kbytes * 1024: exit 2;
 #  - an existing slot made with another plugin than configured: exit 2;
 #  - the publication missing (pgoutput): exit 1;
 #  - the slot missing with create_slot = false: exit 1;
@@ -34,6 +35,11 @@ expect_exit() {
         fail "log does not match /$pattern/: $(tail -n 3 "$T/outboxd.log")"
     info "log: $(tail -n 1 "$T/outboxd.log" | cut -c1-300)"
 }
+
+# issue 15, item 5: message.max.bytes above the queue's byte bound: an event
+# between the two would pass the size check and then wait for ever
+expect_exit 2 'message.max.bytes = 20000000 is larger than queue.buffering.max.kbytes = 16384' \
+    --set kafka.message.max.bytes=20000000
 
 psql_q "SELECT pg_create_logical_replication_slot('made_by_pgoutput', 'pgoutput')" >/dev/null
 before=$(psql_q "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'made_by_pgoutput'")

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "kafkaconf.h"
 #include "log.h"
 #include "outbox.h"
 
@@ -921,6 +922,54 @@ START_TEST(test_validate)
 }
 END_TEST
 
+/* kset KEY VALUE: a [kafka] property, asserted to be taken. */
+#define KSET(k, v) ck_assert_int_eq(config_set(&C, "kafka", (k), (v), err, sizeof(err)), 0)
+
+/* Issue 15, item 5: an event larger than the producer's queue never left,
+ * silently. librdkafka counts value bytes against
+ * queue.buffering.max.kbytes, and refuses even into an empty queue a
+ * message that does not fit; message.max.bytes above it lets such events
+ * through the size check. */
+START_TEST(test_validate_message_larger_than_queue)
+{
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
+    /* defaults: librdkafka's 1,000,000 bytes against outboxd's 16,384 kB */
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    KSET("message.max.bytes", "16777216");
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "equal bounds: %s", err);
+    KSET("message.max.bytes", "16777217");
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("message.max.bytes = 16777217");
+    ERR_HAS("queue.buffering.max.kbytes = 16384");
+    KSET("message.max.bytes", "100000000");
+    KSET("queue.buffering.max.kbytes", "65536");
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("message.max.bytes = 100000000");
+    ERR_HAS("queue.buffering.max.kbytes = 65536");
+    ERR_HAS("97657"); /* the kbytes that would do */
+    KSET("queue.buffering.max.kbytes", "97657");
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "raised queue: %s", err);
+    /* a value librdkafka will refuse itself is left to librdkafka's message */
+    KSET("queue.buffering.max.kbytes", "lots");
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "not a number: %s", err);
+}
+END_TEST
+
+/* The run-time decision: a value that can never enter the queue. */
+START_TEST(test_value_fits_queue)
+{
+    ck_assert(kafka_queue_max_bytes(&C) == 16384LL * 1024);
+    ck_assert(kafka_value_fits_queue(0, 16384LL * 1024));
+    ck_assert(kafka_value_fits_queue(16384 * 1024, 16384LL * 1024));
+    ck_assert(!kafka_value_fits_queue(16384 * 1024 + 1, 16384LL * 1024));
+    ck_assert(!kafka_value_fits_queue(2048, 1024));
+    ck_assert(kafka_value_fits_queue((size_t)-1, -1)); /* bound unknown: librdkafka decides */
+    KSET("queue.buffering.max.kbytes", "1");
+    ck_assert(kafka_queue_max_bytes(&C) == 1024);
+}
+END_TEST
+
 START_TEST(test_validate_bad_conninfo_hides_password)
 {
     /* libpq quotes what it cannot parse; the message must not carry the
@@ -1007,6 +1056,8 @@ int main(void)
     tcase_add_test(tc, test_precedence);
     tcase_add_test(tc, test_validate);
     tcase_add_test(tc, test_validate_unknown_plugin);
+    tcase_add_test(tc, test_validate_message_larger_than_queue);
+    tcase_add_test(tc, test_value_fits_queue);
     tcase_add_test(tc, test_validate_bad_conninfo_hides_password);
     suite_add_tcase(s, tc);
 

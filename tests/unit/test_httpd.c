@@ -125,6 +125,33 @@ START_TEST(test_route_readyz)
 }
 END_TEST
 
+/* The verdict is the loop's, published every 500 ms: a loop that stopped
+ * turning must not leave it saying "ready" (issue 15, item 4: /readyz ready
+ * while /healthz reported a 95 s stall). */
+START_TEST(test_route_readyz_stalled_loop)
+{
+    struct httpd_view v = view();
+    struct httpd_reply r;
+    httpd_route("GET", "/readyz", &v, 10000 + HTTPD_READY_STALL_MS, &r); /* at the limit */
+    ck_assert_int_eq(r.status, 200);
+    httpd_route("GET", "/readyz", &v, 10000 + HTTPD_READY_STALL_MS + 1, &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_str_eq(r.body, "not ready: event loop stalled: last turn 5.001 s ago\n");
+    httpd_route("GET", "/readyz", &v, 10000 + 95000, &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_str_eq(r.body, "not ready: event loop stalled: last turn 95.000 s ago\n");
+    v.ready_stall_ms = 2000; /* the view's own bound wins */
+    httpd_route("GET", "/readyz", &v, 10000 + 2001, &r);
+    ck_assert_int_eq(r.status, 503);
+    v.ready = false; /* a stall is said even when the verdict was not ready */
+    v.not_ready = "no Kafka broker reachable";
+    httpd_route("GET", "/readyz", &v, 10000 + 2001, &r);
+    ck_assert_ptr_nonnull(strstr(r.body, "event loop stalled"));
+    httpd_route("GET", "/readyz", &v, 9000, &r); /* a beat "from the future" */
+    ck_assert_str_eq(r.body, "not ready: no Kafka broker reachable\n");
+}
+END_TEST
+
 START_TEST(test_route_errors)
 {
     struct httpd_view v = view();
@@ -250,6 +277,7 @@ int main(void)
     tcase_add_test(tc, test_route_metrics);
     tcase_add_test(tc, test_route_healthz);
     tcase_add_test(tc, test_route_readyz);
+    tcase_add_test(tc, test_route_readyz_stalled_loop);
     tcase_add_test(tc, test_route_errors);
     tcase_add_test(tc, test_server);
     suite_add_tcase(s, tc);
