@@ -1066,7 +1066,12 @@ static int open_stream(struct relay *r, lsn_t *start)
         .table = r->map.table,
         .direct_read = c->pg_direct_read,
     };
-    if (stream_start(r->st, &t, *start, err, sizeof(err)) != 0) {
+    /* After a reconnect, stream from what is ACKed: with pgoutput the
+     * confirmed position (*start) may trail it for want of a publication
+     * proof, and the tracker has counted everything up to it already. */
+    lsn_t from = *start;
+    if (r->trk && tracker_flush_lsn(r->trk) > from) from = tracker_flush_lsn(r->trk);
+    if (stream_start(r->st, &t, from, err, sizeof(err)) != 0) {
         bool in_use = strcmp(stream_sqlstate(r->st), "55006") == 0;
         if (in_use || stream_broken(r->st)) {
             log_warn("%s", err);
