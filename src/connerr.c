@@ -65,6 +65,10 @@ static const struct connerr_rule rules[] = {
     {"no pg_hba.conf entry",
      "add a pg_hba.conf line for this role, database and client address (a "
      "\"replication\" line for the replication connection), then reload the server"},
+    {"pg_hba.conf rejects connection",
+     "change the server's pg_hba.conf line that rejects this role, database and client "
+     "address (a \"replication\" line for the replication connection), then reload the "
+     "server"},
     {"not permitted to log in", "ALTER ROLE ... LOGIN, or connect as another role"},
     {"must be superuser or replication role",
      "ALTER ROLE ... REPLICATION, or connect as a role that has it (see sql/role.sql)"},

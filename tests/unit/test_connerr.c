@@ -51,6 +51,8 @@ START_TEST(test_auth)
     has_fix("FATAL:  no pg_hba.conf entry for replication connection from host \"127.0.0.1\", "
             "user \"x\", no encryption",
             "pg_hba.conf");
+    has_fix("FATAL:  pg_hba.conf rejects connection for host \"127.0.0.1\", user \"x\"",
+            "rejects this role");
     has_fix("FATAL:  role \"nobody\" does not exist", "role (user) or database");
     has_fix("FATAL:  database \"nope\" does not exist", "role (user) or database");
     has_fix("FATAL:  must be superuser or replication role to start walsender", "REPLICATION");
