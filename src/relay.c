@@ -105,6 +105,7 @@ struct relay {
     uint64_t proofs;                 /* publication checks answered */
     bool pub_lost;                   /* the outbox is no longer published: stop */
     bool pub_missing_on_stream;      /* the stream said the publication is missing */
+    bool pub_missing_warned;         /* ... and so did the publication check */
     char stream_err[512];            /* why the last stream broke */
 };
 
@@ -217,11 +218,14 @@ static void on_publication_check(struct relay *r, const struct monitor_report *r
     r->proofs++;
     if (!r->pub_capped || r->pub_lost) return;
     if (!rep->pub_found) {
-        log_warn("publication \"%s\" does not exist (publication check): nothing is "
-                 "confirmed until it does",
-                 r->cfg->pg_publication);
+        if (!r->pub_missing_warned)
+            log_warn("publication \"%s\" does not exist (publication check): nothing is "
+                     "confirmed until it does",
+                     r->cfg->pg_publication);
+        r->pub_missing_warned = true;
         return;
     }
+    r->pub_missing_warned = false;
     if (!rep->pub_insert || !rep->pub_member) {
         publication_lost(r, rep);
         return;
