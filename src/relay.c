@@ -315,12 +315,6 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
 
 /* ---- status -------------------------------------------------------------- */
 
-/*
- * Confirms the tracker's flush LSN: first to the offset file (durably), then
- * to the server. The order matters: if outboxd dies between the two, the
- * file is ahead of the slot, which is safe because it only ever holds ACKed
- * positions.
- */
 /* What may be confirmed now: the ACKed position, with pgoutput never past
  * the last proven publication membership (confirm.h). */
 static lsn_t confirmable(const struct relay *r)
@@ -329,6 +323,12 @@ static lsn_t confirmable(const struct relay *r)
                             r->sent_lsn);
 }
 
+/*
+ * Confirms the tracker's flush LSN: first to the offset file (durably), then
+ * to the server. The order matters: if outboxd dies between the two, the
+ * file is ahead of the slot, which is safe because it only ever holds ACKed
+ * positions.
+ */
 static int send_status(struct relay *r, bool reply)
 {
     char err[512], a[LSN_STRLEN];
@@ -1082,7 +1082,10 @@ static int open_stream(struct relay *r, lsn_t *start)
             if (in_use) r->retry_cause = "slot_in_use";
             return RETRY_LATER;
         }
-        log_plugin_error(r, err);
+        if (r->pub_capped && says_publication_missing(err, c->pg_publication))
+            log_publication_gap(r, true); /* prepare_stream() just found it */
+        else
+            log_plugin_error(r, err);
         return EXIT_FATAL;
     }
     log_info("reading the replication stream %s",
