@@ -69,6 +69,7 @@ struct monitor_report {
     bool pub_member;     /* ... the outbox table is in it */
     lsn_t pub_lsn;       /* ... all of this holds for commits before this LSN */
     bool failed;         /* a connection or query failed (logged) */
+    bool server_stopping; /* ... because the server is shutting down */
 };
 
 struct monitor;

@@ -83,6 +83,10 @@ static void failed(struct monitor *m, int64_t now_ms, const char *what, const ch
            "monitor connection (slot lag, heartbeat): %s; retrying in %d ms", safe,
            m->c.interval_ms);
     out->failed = true;
+    /* A shutting-down server ends normal connections first (fast shutdown)
+     * and then waits for its walsenders (see relay.c). */
+    out->server_stopping = strstr(why, "terminating connection due to administrator") ||
+                           strstr(why, "the database system is shutting down");
     disconnect(m, now_ms);
 }
 

@@ -106,6 +106,7 @@ struct relay {
     bool pub_lost;                   /* the outbox is no longer published: stop */
     bool pub_missing_on_stream;      /* the stream said the publication is missing */
     bool pub_missing_warned;         /* ... and so did the publication check */
+    bool server_stopping;            /* the monitor saw the server shut down */
     char stream_err[512];            /* why the last stream broke */
 };
 
@@ -247,6 +248,7 @@ static void monitor_tick(struct relay *r, int64_t now)
     if (rep.heartbeat_sent) m->heartbeats_sent++;
     if (rep.failed) m->monitor_errors++;
     if (rep.pub_answer) on_publication_check(r, &rep);
+    if (rep.server_stopping && r->pub_capped) r->server_stopping = true;
 }
 
 static void relay_tick(struct relay *r)
@@ -1146,6 +1148,17 @@ static int stream_loop(struct relay *r)
         producer_poll(r->prod, 0);
         if (rc == STEP_OK) rc = flush_dead_letters(r);
         if (rc == STEP_OK && (tracker_failed(r->trk) || r->pub_lost)) rc = STEP_FATAL;
+        if (rc == STEP_OK && r->server_stopping) {
+            /* A walsender of a shutting-down server waits until the client
+             * has confirmed everything sent; with the monitor gone (fast
+             * shutdown ends it first) nothing past the last publication
+             * check can be confirmed, so the server would wait forever.
+             * Ending the stream lets it stop; the rest is re-delivered. */
+            r->server_stopping = false;
+            log_warn("the server is shutting down: ending the replication stream, "
+                     "confirmed up to the last publication check");
+            rc = STEP_BROKEN;
+        }
         if (rc == STEP_OK && r->backoff.failures > 0 &&
             now_ms() - r->stream_up_ms >= STREAM_HEALTHY_MS) {
             log_info("the replication stream has stayed up for %d ms: healthy again",
@@ -1222,6 +1235,7 @@ static int connect_stream(struct relay *r)
     r->received_lsn = 0;
     r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
     r->streaming = true;
+    r->server_stopping = false;
     r->stream_up_ms = now_ms();
     r->next_publish_ms = 0; /* ready now: say so at once */
     relay_tick(r);
