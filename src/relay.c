@@ -1116,6 +1116,7 @@ static void backoff_pause(struct relay *r, const char *what)
     int ms = backoff_next(&r->backoff, rand());
     log_info("%s: attempt %d failed, next in %d ms", what, r->backoff.failures, ms);
     r->next_publish_ms = 0; /* not ready: say so at once */
+    relay_tick(r);
     sleep_unless_stopped(r, ms);
 }
 
@@ -1190,6 +1191,8 @@ static int recover_from_broken_stream(struct relay *r)
     tracker_abort_open(r->trk);
     r->cur_seq = 0;
     r->streaming = false;
+    r->next_publish_ms = 0; /* not ready: say so at once */
+    relay_tick(r);
     stream_close(r->st);
     r->st = NULL;
     decoder_free(r->dec);
