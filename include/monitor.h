@@ -13,7 +13,19 @@
  *     decoded but yields nothing to confirm). Non-transactional: written
  *     at once, no transaction id used. The message comes back on the
  *     stream (pgoutput with messages 'true', wal2json always), which gives
- *     its round trip.
+ *     its round trip;
+ *   - with pgoutput (publication set), every min(monitor_interval_ms,
+ *     MONITOR_PUB_MS), the proof that the outbox table is still published:
+ *     pg_current_wal_lsn() in one statement, then, in a later statement
+ *     (a fresh snapshot, whatever the isolation level), whether the
+ *     publication exists, publishes inserts and lists the table
+ *     (pg_publication_tables also lists the tables of FOR ALL TABLES and
+ *     FOR TABLES IN SCHEMA). A membership change committed before that
+ *     LSN is visible to the second statement, so membership is proven for
+ *     every transaction committed before the LSN - barring a commit whose
+ *     WAL record is written but which is not yet visible (it waits for a
+ *     synchronous standby): such an ALTER PUBLICATION is seen by the next
+ *     check instead, and the confirmed position may already be past it.
  *
  * Everything is non-blocking (PQconnectStart/PQconnectPoll, PQsendQuery,
  * PQconsumeInput) and driven by monitor_step() from the relay's event loop,
@@ -27,14 +39,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lsn.h"
+
 /* The prefix of heartbeat messages. */
 #define HEARTBEAT_PREFIX "outboxd.heartbeat"
+
+/* The longest period of the publication check (see above). */
+#define MONITOR_PUB_MS 1000
 
 struct monitor_config {
     const char *conninfo; /* borrowed for the monitor's lifetime */
     const char *slot;
     int interval_ms;  /* slot query period (> 0) */
     int heartbeat_ms; /* 0: no heartbeat */
+    const char *publication; /* NULL: no publication check (wal2json) */
+    const char *schema, *table; /* the outbox table, for the check */
 };
 
 /* What one monitor_step() found out. */
@@ -44,7 +63,13 @@ struct monitor_report {
     int64_t lag_bytes;   /* -1 when the slot has no confirmed position */
     char wal_status[16]; /* "" when NULL */
     bool heartbeat_sent; /* a heartbeat was written */
+    bool pub_answer;     /* a publication check was answered (fields below) */
+    bool pub_found;      /* ... the publication exists */
+    bool pub_insert;     /* ... it publishes inserts */
+    bool pub_member;     /* ... the outbox table is in it */
+    lsn_t pub_lsn;       /* ... all of this holds for commits before this LSN */
     bool failed;         /* a connection or query failed (logged) */
+    bool server_stopping; /* ... because the server is shutting down */
 };
 
 struct monitor;
@@ -62,6 +87,10 @@ void monitor_step(struct monitor *m, int64_t now_ms, int64_t now_unix_us,
 /* The socket to wait on and in which direction (for select()), -1 when
  * there is nothing to wait for. */
 int monitor_wait_fd(const struct monitor *m, bool *want_write);
+
+/* Asks for a publication check as soon as the connection is idle (a
+ * graceful stop proves membership up to its last ACKed position). */
+void monitor_check_publication_now(struct monitor *m);
 
 /* Milliseconds until monitor_step() has something to do on a timer
  * (0 = now), at monotonic now_ms. */

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "connerr.h"
 #include "decoder.h"
 #include "kafkaconf.h"
 #include "log.h"
@@ -451,19 +452,8 @@ static bool looks_like_conninfo(const char *s)
 /* The fix for a connection error message. */
 static const char *connect_fix(const char *msg)
 {
-    if (strstr(msg, "password authentication failed") ||
-        strstr(msg, "no password supplied") || strstr(msg, "authentication failed"))
-        return "correct the password (~/.pgpass, PGPASSWORD or [postgres] conninfo) or "
-               "set the role's password on the server (ALTER ROLE ... PASSWORD)";
-    if (strstr(msg, "no pg_hba.conf entry"))
-        return "add a pg_hba.conf line for this role, database and client address, then "
-               "reload the server";
-    if (strstr(msg, "does not exist"))
-        return "correct the role (user) or database (dbname) in [postgres] conninfo";
-    if (strstr(msg, "not permitted to log in"))
-        return "ALTER ROLE ... LOGIN, or connect as another role";
-    if (strstr(msg, "permission denied"))
-        return "GRANT CONNECT ON DATABASE ... TO the role";
+    const char *fix = connerr_fix(msg); /* the daemon exits 2 with the same fix */
+    if (fix) return fix;
     return "check host and port in [postgres] conninfo, that the server is running and "
            "accepts TCP connections there (listen_addresses, firewall)";
 }

@@ -24,7 +24,7 @@
 #define STUCK_MS 15000
 
 enum mon_state { M_DOWN, M_CONNECTING, M_IDLE, M_BUSY };
-enum mon_query { Q_SLOT, Q_HEARTBEAT };
+enum mon_query { Q_SLOT, Q_HEARTBEAT, Q_PUB_LSN, Q_PUB_MEMBER };
 
 struct monitor {
     struct monitor_config c;
@@ -37,6 +37,9 @@ struct monitor {
     int64_t next_connect_ms;
     int64_t next_slot_ms;
     int64_t next_heartbeat_ms;
+    int64_t next_pub_ms;
+    int pub_ms;       /* publication check period; 0: none */
+    lsn_t pub_lsn;    /* read by Q_PUB_LSN for the Q_PUB_MEMBER that follows */
     int failures; /* consecutive; only the first of a streak is a warning */
 };
 
@@ -45,6 +48,8 @@ struct monitor *monitor_new(const struct monitor_config *c)
     struct monitor *m = calloc(1, sizeof(*m));
     if (!m) return NULL;
     m->c = *c;
+    if (c->publication)
+        m->pub_ms = c->interval_ms < MONITOR_PUB_MS ? c->interval_ms : MONITOR_PUB_MS;
     return m;
 }
 
@@ -78,6 +83,10 @@ static void failed(struct monitor *m, int64_t now_ms, const char *what, const ch
            "monitor connection (slot lag, heartbeat): %s; retrying in %d ms", safe,
            m->c.interval_ms);
     out->failed = true;
+    /* A shutting-down server ends normal connections first (fast shutdown)
+     * and then waits for its walsenders (see relay.c). */
+    out->server_stopping = strstr(why, "terminating connection due to administrator") ||
+                           strstr(why, "the database system is shutting down");
     disconnect(m, now_ms);
 }
 
@@ -119,12 +128,30 @@ static void continue_connect(struct monitor *m, int64_t now_ms, struct monitor_r
     }
 }
 
+static const char *query_name(enum mon_query q)
+{
+    return q == Q_SLOT ? "slot query" : q == Q_HEARTBEAT ? "heartbeat" : "publication check";
+}
+
 static void send_query(struct monitor *m, enum mon_query q, int64_t now_ms,
                        int64_t now_unix_us, struct monitor_report *out)
 {
     char content[256];
     int rc;
-    if (q == Q_SLOT) {
+    if (q == Q_PUB_LSN) {
+        /* Its own statement, before the membership query: see monitor.h. */
+        rc = PQsendQueryParams(m->conn, "SELECT pg_catalog.pg_current_wal_lsn()::text", 0,
+                               NULL, NULL, NULL, NULL, 0);
+        m->next_pub_ms = now_ms + m->pub_ms;
+    } else if (q == Q_PUB_MEMBER) {
+        const char *params[3] = {m->c.publication, m->c.schema, m->c.table};
+        rc = PQsendQueryParams(
+            m->conn,
+            "SELECT p.pubinsert, EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "
+            "WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3) "
+            "FROM pg_catalog.pg_publication p WHERE p.pubname = $1",
+            3, NULL, params, NULL, NULL, 0);
+    } else if (q == Q_SLOT) {
         const char *params[1] = {m->c.slot};
         rc = PQsendQueryParams(
             m->conn,
@@ -142,8 +169,7 @@ static void send_query(struct monitor *m, enum mon_query q, int64_t now_ms,
         m->next_heartbeat_ms = now_ms + m->c.heartbeat_ms;
     }
     if (rc != 1) {
-        failed(m, now_ms, q == Q_SLOT ? "slot query" : "heartbeat", PQerrorMessage(m->conn),
-               out);
+        failed(m, now_ms, query_name(q), PQerrorMessage(m->conn), out);
         return;
     }
     m->state = M_BUSY;
@@ -158,6 +184,21 @@ static void take_result(struct monitor *m, PGresult *res, struct monitor_report 
         out->heartbeat_sent = true;
         return;
     }
+    if (m->query == Q_PUB_LSN) {
+        m->pub_lsn = 0;
+        if (PQntuples(res) == 1) lsn_parse(PQgetvalue(res, 0, 0), &m->pub_lsn);
+        return;
+    }
+    if (m->query == Q_PUB_MEMBER) {
+        if (m->pub_lsn == 0) return; /* no position read: proves nothing */
+        out->pub_answer = true;
+        out->pub_lsn = m->pub_lsn;
+        out->pub_found = PQntuples(res) == 1;
+        if (!out->pub_found) return;
+        out->pub_insert = PQgetvalue(res, 0, 0)[0] == 't';
+        out->pub_member = PQgetvalue(res, 0, 1)[0] == 't';
+        return;
+    }
     out->slot_answer = true;
     out->slot_found = PQntuples(res) == 1;
     if (!out->slot_found) return;
@@ -168,7 +209,7 @@ static void take_result(struct monitor *m, PGresult *res, struct monitor_report 
 
 static void continue_query(struct monitor *m, int64_t now_ms, struct monitor_report *out)
 {
-    const char *what = m->query == Q_SLOT ? "slot query" : "heartbeat";
+    const char *what = query_name(m->query);
     if (m->flushing) {
         int f = PQflush(m->conn);
         if (f < 0) {
@@ -199,6 +240,7 @@ static void continue_query(struct monitor *m, int64_t now_ms, struct monitor_rep
     }
     m->failures = 0;
     m->state = M_IDLE;
+    if (m->query == Q_PUB_LSN) send_query(m, Q_PUB_MEMBER, now_ms, 0, out);
 }
 
 void monitor_step(struct monitor *m, int64_t now_ms, int64_t now_unix_us,
@@ -225,13 +267,23 @@ void monitor_step(struct monitor *m, int64_t now_ms, int64_t now_unix_us,
         break;
     }
     if (m->state != M_IDLE) return;
-    /* Whichever is due and waited longer first, so that neither starves. */
-    bool beat_due = m->c.heartbeat_ms > 0 && now_ms >= m->next_heartbeat_ms;
-    bool slot_due = now_ms >= m->next_slot_ms;
-    if (beat_due && (!slot_due || m->next_heartbeat_ms <= m->next_slot_ms))
-        send_query(m, Q_HEARTBEAT, now_ms, now_unix_us, out);
-    else if (slot_due)
-        send_query(m, Q_SLOT, now_ms, now_unix_us, out);
+    /* Whichever is due and waited longest first, so that none starves. */
+    enum mon_query q = Q_SLOT;
+    int64_t due = m->next_slot_ms;
+    if (m->c.heartbeat_ms > 0 && m->next_heartbeat_ms < due) {
+        q = Q_HEARTBEAT;
+        due = m->next_heartbeat_ms;
+    }
+    if (m->pub_ms > 0 && m->next_pub_ms < due) {
+        q = Q_PUB_LSN;
+        due = m->next_pub_ms;
+    }
+    if (now_ms >= due) send_query(m, q, now_ms, now_unix_us, out);
+}
+
+void monitor_check_publication_now(struct monitor *m)
+{
+    if (m->pub_ms > 0) m->next_pub_ms = 0;
 }
 
 int monitor_wait_fd(const struct monitor *m, bool *want_write)
@@ -256,6 +308,7 @@ int64_t monitor_due_in(const struct monitor *m, int64_t now_ms)
     } else if (m->state == M_IDLE) {
         due = m->next_slot_ms;
         if (m->c.heartbeat_ms > 0 && m->next_heartbeat_ms < due) due = m->next_heartbeat_ms;
+        if (m->pub_ms > 0 && m->next_pub_ms < due) due = m->next_pub_ms;
     } else {
         due = m->state_since_ms + STUCK_MS + 1;
     }

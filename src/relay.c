@@ -24,7 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backoff.h"
 #include "checks.h"
+#include "connerr.h"
+#include "confirm.h"
 #include "decoder.h"
 #include "httpd.h"
 #include "latency.h"
@@ -45,6 +48,16 @@
 #define WAKE_GAP_US 1000
 #define WAKE_GAP_BACKLOG_US 10000
 #define BACKLOG_BYTES 65536
+
+/* A replication stream is healthy once it has stayed up this long; until
+ * then, after a failure, the relay is not ready and the reconnect backoff
+ * keeps growing (a stream that starts and fails at once is a failure,
+ * not a recovery). */
+#define STREAM_HEALTHY_MS 5000
+
+/* How long a graceful stop waits for a last publication check (pgoutput),
+ * so that it can confirm what it ACKed. */
+#define FINAL_PROOF_MS 3000
 
 /* Frames handled before the loop serves reports and status again. */
 #define READ_BATCH 4096
@@ -93,7 +106,17 @@ struct relay {
     struct metrics met;              /* counted here, rendered for /metrics */
     struct textbuf text;             /* the rendering, reused */
     const char *retry_cause;         /* why open_stream() said RETRY_LATER */
-    struct monitor *mon;             /* slot lag and heartbeats; NULL if unused */
+    struct monitor *mon;             /* slot lag, heartbeats, publication check */
+    struct backoff backoff;          /* reconnects, across streams that keep failing */
+    int64_t stream_up_ms;            /* when the current stream started */
+    bool pub_capped;                 /* pgoutput: confirm only proven positions */
+    lsn_t proven_lsn;                /* outbox published for commits before it */
+    uint64_t proofs;                 /* publication checks answered */
+    bool pub_lost;                   /* the outbox is no longer published: stop */
+    bool pub_missing_on_stream;      /* the stream said the publication is missing */
+    bool pub_missing_warned;         /* ... and so did the publication check */
+    bool server_stopping;            /* the monitor saw the server shut down */
+    char stream_err[512];            /* why the last stream broke */
 };
 
 /* Microseconds between 2000-01-01 00:00 UTC (Postgres' epoch) and 1970's. */
@@ -132,7 +155,11 @@ static const char *not_ready_reason(const struct relay *r)
 {
     if (*r->stop) return "shutting down";
     if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
+    if (r->pub_lost) return "the outbox table is no longer published: stopping";
     if (!r->streaming) return "not streaming from the replication slot (connecting)";
+    if (r->backoff.failures > 0)
+        return "the replication stream keeps failing (not yet up for 5 s since the last "
+               "failure)";
     int up = producer_brokers_up(r->prod);
     if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
     if (up == 0) return "no Kafka broker reachable";
@@ -162,6 +189,60 @@ static void publish(struct relay *r, int64_t now)
     r->next_publish_ms = now + PUBLISH_MS;
 }
 
+/* The outbox table left the publication (or it stopped publishing inserts):
+ * pgoutput skips its inserts from the change on, without a word. */
+static void publication_lost(struct relay *r, const struct monitor_report *rep)
+{
+    const struct config *c = r->cfg;
+    char a[LSN_STRLEN], b[LSN_STRLEN], fix[512];
+    r->pub_lost = true;
+    r->next_publish_ms = 0; /* not ready: say so at once */
+    metrics_count(&r->met.failed, "NOT_IN_PUBLICATION", 1);
+    if (rep->pub_member)
+        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert')",
+                 c->pg_publication);
+    else
+        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s", c->pg_publication,
+                 c->outbox_table);
+    lsn_format(r->proven_lsn, a);
+    lsn_format(rep->pub_lsn, b);
+    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", a}),
+           "the outbox table %s.%s is no longer published by publication \"%s\" (%s): "
+           "pgoutput skips its inserts, so events committed after %s (the last position "
+           "where membership was proven; found out at %s) may be missing from Kafka. The "
+           "slot is not confirmed past %s. Stopping. Fix: %s; pgoutput will not send the "
+           "events committed while the table was out of the publication even then (it "
+           "decodes each change with the catalog of its time): list them with outboxd "
+           "verify and insert them again",
+           r->map.schema, r->map.table, c->pg_publication,
+           rep->pub_member ? "it no longer publishes inserts"
+                           : "the table was removed from it",
+           a, b, a, fix);
+}
+
+/* A publication check answered: membership proven up to rep->pub_lsn, or
+ * lost. A missing publication proves nothing (the stream itself fails on
+ * it, see prepare_stream()). */
+static void on_publication_check(struct relay *r, const struct monitor_report *rep)
+{
+    r->proofs++;
+    if (!r->pub_capped || r->pub_lost) return;
+    if (!rep->pub_found) {
+        if (!r->pub_missing_warned)
+            log_warn("publication \"%s\" does not exist (publication check): nothing is "
+                     "confirmed until it does",
+                     r->cfg->pg_publication);
+        r->pub_missing_warned = true;
+        return;
+    }
+    r->pub_missing_warned = false;
+    if (!rep->pub_insert || !rep->pub_member) {
+        publication_lost(r, rep);
+        return;
+    }
+    if (rep->pub_lsn > r->proven_lsn) r->proven_lsn = rep->pub_lsn;
+}
+
 /* Steps the monitoring connection and counts what it found. */
 static void monitor_tick(struct relay *r, int64_t now)
 {
@@ -175,6 +256,8 @@ static void monitor_tick(struct relay *r, int64_t now)
     }
     if (rep.heartbeat_sent) m->heartbeats_sent++;
     if (rep.failed) m->monitor_errors++;
+    if (rep.pub_answer) on_publication_check(r, &rep);
+    if (rep.server_stopping && r->pub_capped) r->server_stopping = true;
 }
 
 static void relay_tick(struct relay *r)
@@ -243,6 +326,14 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
 
 /* ---- status -------------------------------------------------------------- */
 
+/* What may be confirmed now: the ACKed position, with pgoutput never past
+ * the last proven publication membership (confirm.h). */
+static lsn_t confirmable(const struct relay *r)
+{
+    return confirm_position(tracker_flush_lsn(r->trk), r->pub_capped, r->proven_lsn,
+                            r->sent_lsn);
+}
+
 /* Writes lsn to the offset file with the stream's identity. Returns 0, or
  * -1 after logging the failure (once: a failed write is not retried, so
  * the final status on the way out does not log it again). */
@@ -275,7 +366,7 @@ static int store_offset(struct relay *r, lsn_t lsn)
  * fsyncs and a rename on the event loop tens of times a second. */
 static bool offset_write_due(const struct relay *r, bool force, int64_t now)
 {
-    lsn_t flush = tracker_flush_lsn(r->trk);
+    lsn_t flush = confirmable(r);
     if (r->rewrite_offset && flush >= r->stored_lsn) return true;
     return resume_write_due(flush, r->stored_lsn, r->events_acked != r->acked_at_write,
                             force, now, r->last_write_ms, r->cfg->pg_status_interval_ms);
@@ -293,7 +384,7 @@ static bool offset_write_due(const struct relay *r, bool force, int64_t now)
 static int send_status_ex(struct relay *r, bool reply, bool force)
 {
     char err[512], a[LSN_STRLEN];
-    lsn_t flush = tracker_flush_lsn(r->trk);
+    lsn_t flush = confirmable(r);
     if (r->offset_failed) return STEP_FATAL;
     if (offset_write_due(r, force, now_ms()) &&
         store_offset(r, flush > r->stored_lsn ? flush : r->stored_lsn) != 0)
@@ -332,7 +423,7 @@ static int send_status(struct relay *r, bool reply)
 /* When the next status is due (monotonic ms). */
 static int64_t status_deadline(const struct relay *r)
 {
-    if (tracker_idle(r->trk) && tracker_flush_lsn(r->trk) != r->sent_lsn &&
+    if (tracker_idle(r->trk) && confirmable(r) != r->sent_lsn &&
         r->events_acked != r->acked_at_write &&
         r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS < r->next_status_ms)
         return r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS;
@@ -362,7 +453,7 @@ static int send_waiting(struct relay *r, const struct outbox_event *ev, uint64_t
         producer_poll(r->prod, 100);
         *kafka_err = -1;
         snprintf(err, errlen, "stopped while waiting for the producer queue");
-        if (tracker_failed(r->trk)) return STEP_FATAL;
+        if (tracker_failed(r->trk) || r->pub_lost) return STEP_FATAL;
         relay_tick(r);
         int st = status_if_due(r);
         if (st != STEP_OK) return st;
@@ -768,6 +859,7 @@ static int read_frames(struct relay *r)
         if (rc == 0) return STEP_OK;
         if (rc < 0) {
             log_warn("%s", err);
+            snprintf(r->stream_err, sizeof(r->stream_err), "%s", err);
             return STEP_BROKEN;
         }
         r->wake_bytes += (size_t)len;
@@ -853,6 +945,41 @@ static void log_plugin_error(const struct relay *r, const char *err)
         log_error("%s", err);
 }
 
+/* Whether a stream error is pgoutput's "publication "P" does not exist"
+ * (SQLSTATE 42704, raised by the walsender while decoding). */
+static bool says_publication_missing(const char *err, const char *publication)
+{
+    char what[300];
+    snprintf(what, sizeof(what), "publication \"%s\" does not exist", publication);
+    return strstr(err, what) != NULL;
+}
+
+/* The stream failed with "publication does not exist". pgoutput looks the
+ * publication up in the catalog as of the change it decodes (the historic
+ * snapshot), so a publication dropped after the slot's position fails
+ * every change between the drop and its re-creation, on every reconnect:
+ * waiting cannot heal it. exists_now: a normal query sees it today. */
+static void log_publication_gap(const struct relay *r, bool exists_now)
+{
+    const struct config *c = r->cfg;
+    char a[LSN_STRLEN];
+    lsn_format(r->sent_lsn ? r->sent_lsn : r->stored_lsn, a);
+    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", a}),
+           "the replication stream fails with: publication \"%s\" does not exist, %s: it "
+           "was dropped%s after the slot's position %s. pgoutput reads the publication as "
+           "of each change it decodes, so slot \"%s\" can never see it for the changes "
+           "in between, and every reconnect fails at the same change. Fix: %smove the slot "
+           "past them with SELECT pg_replication_slot_advance('%s', "
+           "pg_current_wal_lsn()) while outboxd is stopped (or drop and re-create the "
+           "slot), then start outboxd (outboxd accept-slot -c FILE accepts the slot's "
+           "position over the offset file). The events committed after %s are skipped "
+           "by that: list them with outboxd verify and insert them again",
+           c->pg_publication,
+           exists_now ? "while the database has it now" : "and the database has none now",
+           exists_now ? " and created again" : "", a, c->pg_slot,
+           exists_now ? "" : "create the publication (see sql/outbox.sql), ", c->pg_slot, a);
+}
+
 /* Connects, checks publication and slot, creates the slot if allowed.
  * Returns 0, or an exit code. Fills *start with where to stream from. */
 static int prepare_stream(struct relay *r, lsn_t *start)
@@ -868,10 +995,11 @@ static int prepare_stream(struct relay *r, lsn_t *start)
     int rc;
 
     if (!(r->st = stream_connect(c->pg_conninfo, err, sizeof(err)))) {
-        if (stream_error_is_fatal(err)) {
-            log_error("%s: fix the role, password or database in [postgres] conninfo",
-                      err);
-            return EXIT_FATAL;
+        const char *fix = connerr_fix(err);
+        if (fix) {
+            /* Waiting cannot heal it: an operator must (exit 2, not restarted). */
+            log_error("%s; not retrying: %s", err, fix);
+            return EXIT_USAGE;
         }
         log_warn("%s", err);
         r->retry_cause = "connect_failed";
@@ -885,6 +1013,10 @@ static int prepare_stream(struct relay *r, lsn_t *start)
     if (rc < 0 && stream_broken(r->st)) {
         log_warn("%s", err);
         return RETRY_LATER;
+    }
+    if (rc >= 0 && r->pub_missing_on_stream) {
+        log_publication_gap(r, rc == 1);
+        return EXIT_FATAL;
     }
     if (rc <= 0) {
         if (rc < 0)
@@ -1011,11 +1143,19 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
         log_error("%s", err);
         return EXIT_USAGE;
     }
-    if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0) {
+    backoff_init(&r->backoff, c->pg_retry_min_ms, c->pg_retry_max_ms);
+    /* pgoutput: the monitor proves the outbox is still published, and
+     * nothing is confirmed beyond what it proved (confirm.h). */
+    r->pub_capped = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT;
+    if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0 ||
+        r->pub_capped) {
         struct monitor_config mc = {.conninfo = c->pg_conninfo,
                                     .slot = c->pg_slot,
                                     .interval_ms = c->pg_monitor_interval_ms,
-                                    .heartbeat_ms = c->pg_heartbeat_interval_ms};
+                                    .heartbeat_ms = c->pg_heartbeat_interval_ms,
+                                    .publication = r->pub_capped ? c->pg_publication : NULL,
+                                    .schema = r->map.schema,
+                                    .table = r->map.table};
         if (!(r->mon = monitor_new(&mc))) {
             log_error("out of memory");
             return EXIT_FATAL;
@@ -1043,6 +1183,23 @@ static void relay_free(struct relay *r)
 
 /* ---- shutdown ------------------------------------------------------------ */
 
+/* pgoutput: one more publication check, so that a graceful stop confirms
+ * everything ACKed (bounded by FINAL_PROOF_MS; without it the position
+ * stays at the last proof and a restart re-delivers the rest). */
+static void prove_publication_now(struct relay *r)
+{
+    if (!r->pub_capped || !r->mon || r->pub_lost ||
+        tracker_flush_lsn(r->trk) <= r->proven_lsn)
+        return;
+    uint64_t before = r->proofs;
+    monitor_check_publication_now(r->mon);
+    for (int64_t end = now_ms() + FINAL_PROOF_MS; r->proofs == before && now_ms() < end;) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+        relay_tick(r);
+    }
+}
+
 /* Stops reading, lets outstanding deliveries finish (bounded), confirms
  * what was ACKed, ends the stream. */
 static void drain_and_confirm(struct relay *r)
@@ -1054,8 +1211,9 @@ static void drain_and_confirm(struct relay *r)
         log_warn("%d events not ACKed within %d ms; they will be re-delivered after "
                  "restart",
                  left, RELAY_SHUTDOWN_FLUSH_MS);
+    prove_publication_now(r);
     if (send_status_ex(r, false, true) == STEP_OK && r->st) stream_finish(r->st);
-    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(tracker_flush_lsn(r->trk), a)}),
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(r->stored_lsn, a)}),
            "confirmed %s; produced %llu events, %llu ACKed", a,
            (unsigned long long)r->events_produced, (unsigned long long)r->events_acked);
 }
@@ -1078,14 +1236,22 @@ static int open_stream(struct relay *r, lsn_t *start)
         .table = r->map.table,
         .direct_read = c->pg_direct_read,
     };
-    if (stream_start(r->st, &t, *start, err, sizeof(err)) != 0) {
+    /* After a reconnect, stream from what is ACKed: with pgoutput the
+     * confirmed position (*start) may trail it for want of a publication
+     * proof, and the tracker has counted everything up to it already. */
+    lsn_t from = *start;
+    if (r->trk && tracker_flush_lsn(r->trk) > from) from = tracker_flush_lsn(r->trk);
+    if (stream_start(r->st, &t, from, err, sizeof(err)) != 0) {
         bool in_use = strcmp(stream_sqlstate(r->st), "55006") == 0;
         if (in_use || stream_broken(r->st)) {
             log_warn("%s", err);
             if (in_use) r->retry_cause = "slot_in_use";
             return RETRY_LATER;
         }
-        log_plugin_error(r, err);
+        if (r->pub_capped && says_publication_missing(err, c->pg_publication))
+            log_publication_gap(r, true); /* prepare_stream() just found it */
+        else
+            log_plugin_error(r, err);
         return EXIT_FATAL;
     }
     log_info("reading the replication stream %s",
@@ -1107,25 +1273,31 @@ static void sleep_unless_stopped(struct relay *r, int ms)
     }
 }
 
+/* Counts a failed attempt (what: where it failed) and waits for the
+ * backoff, which keeps growing until a stream stays healthy. */
+static void backoff_pause(struct relay *r, const char *what)
+{
+    int ms = backoff_next(&r->backoff, rand());
+    log_info("%s: attempt %d failed, next in %d ms", what, r->backoff.failures, ms);
+    r->next_publish_ms = 0; /* not ready: say so at once */
+    relay_tick(r);
+    sleep_unless_stopped(r, ms);
+}
+
 /* open_stream() until it succeeds, fails for good, or a stop is requested;
- * waits with exponential backoff and jitter between attempts. */
+ * waits with the backoff between attempts. */
 static int open_stream_retrying(struct relay *r, lsn_t *start)
 {
-    int backoff = r->cfg->pg_retry_min_ms, max = r->cfg->pg_retry_max_ms;
-    for (int attempt = 1;; attempt++) {
+    for (;;) {
         int code = open_stream(r, start);
         if (code != RETRY_LATER) return code;
         metrics_count(&r->met.reconnects,
                       r->retry_cause ? r->retry_cause : "connect_failed", 1);
         stream_close(r->st);
         r->st = NULL;
-        /* Full jitter on the upper half: instances restarted together do not
-         * reconnect in lock step. */
-        int ms = backoff / 2 + rand() % (backoff / 2 + 1);
-        log_info("connecting to the slot: attempt %d failed, next in %d ms", attempt, ms);
-        sleep_unless_stopped(r, ms);
+        backoff_pause(r, "connecting to the slot");
         if (*r->stop) return EXIT_OK;
-        backoff = backoff > max / 2 ? max : backoff * 2;
+        if (r->pub_lost) return EXIT_FATAL;
     }
 }
 
@@ -1140,7 +1312,25 @@ static int stream_loop(struct relay *r)
         rc = read_frames(r);
         producer_poll(r->prod, 0);
         if (rc == STEP_OK) rc = flush_dead_letters(r);
-        if (rc == STEP_OK && tracker_failed(r->trk)) rc = STEP_FATAL;
+        if (rc == STEP_OK && (tracker_failed(r->trk) || r->pub_lost)) rc = STEP_FATAL;
+        if (rc == STEP_OK && r->server_stopping) {
+            /* A walsender of a shutting-down server waits until the client
+             * has confirmed everything sent; with the monitor gone (fast
+             * shutdown ends it first) nothing past the last publication
+             * check can be confirmed, so the server would wait forever.
+             * Ending the stream lets it stop; the rest is re-delivered. */
+            r->server_stopping = false;
+            log_warn("the server is shutting down: ending the replication stream, "
+                     "confirmed up to the last publication check");
+            rc = STEP_BROKEN;
+        }
+        if (rc == STEP_OK && r->backoff.failures > 0 &&
+            now_ms() - r->stream_up_ms >= STREAM_HEALTHY_MS) {
+            log_info("the replication stream has stayed up for %d ms: healthy again",
+                     STREAM_HEALTHY_MS);
+            backoff_reset(&r->backoff);
+            r->next_publish_ms = 0;
+        }
         if (rc == STEP_OK && producer_fatal(r->prod, err, sizeof(err))) {
             log_error("kafka producer failed: %s", err);
             rc = STEP_FATAL;
@@ -1165,6 +1355,8 @@ static int recover_from_broken_stream(struct relay *r)
     tracker_abort_open(r->trk);
     r->cur_seq = 0;
     r->streaming = false;
+    r->next_publish_ms = 0; /* not ready: say so at once */
+    relay_tick(r);
     stream_close(r->st);
     r->st = NULL;
     decoder_free(r->dec);
@@ -1194,16 +1386,6 @@ static int recover_from_broken_stream(struct relay *r)
     return STEP_OK;
 }
 
-/* Waits with backoff before a reconnect; the first retry is quick. */
-static void reconnect_pause(struct relay *r, int attempt)
-{
-    int ms = r->cfg->pg_retry_min_ms;
-    for (int i = 1; i < attempt && ms < r->cfg->pg_retry_max_ms / 2; i++) ms *= 2;
-    if (ms > r->cfg->pg_retry_max_ms) ms = r->cfg->pg_retry_max_ms;
-    ms = ms / 2 + rand() % (ms / 2 + 1);
-    sleep_unless_stopped(r, ms);
-}
-
 /* Connects (retrying transient failures) and starts streaming. Returns 0 or
  * an exit code. The tracker is created on the first connection. */
 static int connect_stream(struct relay *r)
@@ -1221,6 +1403,8 @@ static int connect_stream(struct relay *r)
     r->received_lsn = 0;
     r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
     r->streaming = true;
+    r->server_stopping = false;
+    r->stream_up_ms = now_ms();
     r->next_publish_ms = 0; /* ready now: say so at once */
     relay_tick(r);
     return 0;
@@ -1249,17 +1433,21 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
      * publication); an unreachable server is left to the retry loop. */
     if (code == 0 && check_run(c, true, CHECK_SCOPE_STARTUP) != 0) code = EXIT_FATAL;
     int rc = STEP_STOP;
-    for (int broken = 0; code == 0 && !*stop;) {
+    while (code == 0 && !*stop) {
         if ((code = connect_stream(&r)) != 0 || *stop) break;
-        uint64_t acked_before = r.events_acked;
+        r.stream_err[0] = '\0';
         rc = stream_loop(&r);
         if (rc != STEP_BROKEN) break;
         metrics_count(&r.met.reconnects, "stream_lost", 1);
-        /* A connection that delivered something starts the backoff over. */
-        broken = r.events_acked > acked_before ? 1 : broken + 1;
+        /* Checked on the next connection, with a normal query. */
+        r.pub_missing_on_stream = r.pub_capped &&
+                                  says_publication_missing(r.stream_err, c->pg_publication);
         rc = recover_from_broken_stream(&r);
         if (rc != STEP_OK) break;
-        reconnect_pause(&r, broken);
+        /* The backoff grows until a stream stays up STREAM_HEALTHY_MS. */
+        backoff_pause(&r, "replication stream lost");
+        if (r.pub_lost) rc = STEP_FATAL;
+        if (rc != STEP_OK) break;
     }
     if (code == 0 && rc == STEP_FATAL) {
         /* Confirm the ACKed prefix (never past the failure), then stop. */

@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "connerr.h"
 #include "log.h"
 #include "pgwire.h"
 #include "redact.h"
@@ -585,16 +586,8 @@ bool stream_broken(const struct stream *s)
 
 bool stream_error_is_fatal(const char *err)
 {
-    /* Retrying cannot fix these: the server answered and said no. */
-    static const char *const fatal[] = {
-        "password authentication failed", "authentication failed",
-        "no pg_hba.conf entry", "does not exist", /* role or database */
-        "permission denied", "must be superuser or replication role",
-        "invalid connection option", "invalid URI", "missing \"=\"",
-    };
-    for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
-        if (strstr(err, fatal[i])) return true;
-    return false;
+    /* Retrying cannot fix these: the server or libpq said no (connerr.c). */
+    return connerr_fix(err) != NULL;
 }
 
 int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen)

@@ -5,7 +5,7 @@
 # and outboxd's whole output (stdout + stderr, log level debug) is searched
 # for it after each of:
 #  (a) a server that requires a password (scram-sha-256 in pg_hba.conf for
-#      the role outboxd on 127.0.0.1) and the password is wrong: exit 1,
+#      the role outboxd on 127.0.0.1) and the password is wrong: exit 2,
 #      "password authentication failed" (the conninfo also comes once from
 #      the environment, OUTBOXD_POSTGRES_CONNINFO; `outboxd verify` too);
 #  (b) nothing listening on the port: outboxd retries, then SIGTERM;
@@ -125,7 +125,7 @@ for form in kv uri; do
     from=$(log_line)
     PG_CONNINFO=$conninfo
     run_outboxd 30
-    assert_eq 1 "$OUTBOXD_RC" "exit status after a failed password"
+    assert_eq 2 "$OUTBOXD_RC" "exit status after a failed password (needs an operator)"
     expect_in_log "$from" 'password authentication failed' "(a) $form"
     run_verify
     check_log "(a) wrong password, $form" "$from"
@@ -157,7 +157,7 @@ step "(a') wrong password from OUTBOXD_POSTGRES_CONNINFO"
 from=$(log_line)
 PG_CONNINFO=$SAVED_CONNINFO # the file says something else
 OUTBOXD_POSTGRES_CONNINFO=$KV run_outboxd 30
-assert_eq 1 "$OUTBOXD_RC" "exit status after a failed password (environment)"
+assert_eq 2 "$OUTBOXD_RC" "exit status after a failed password (environment)"
 expect_in_log "$from" 'password authentication failed' "(a') environment"
 check_log "(a') wrong password from the environment" "$from"
 
