@@ -57,7 +57,14 @@ for _ in $(seq 1 20); do [[ "$(acked_total)" == "$MANY" ]] && break; sleep 0.5; 
 assert_eq "$MANY" "$(acked_total)" "events ACKed"
 hwm=$(($(rss_kb VmHWM) / 1024))
 info "outboxd peak RSS (VmHWM): $hwm MB"
-((hwm < MANY_RSS_MB)) || fail "peak RSS $hwm MB with $MANY topics (bound $MANY_RSS_MB MB)"
+if ldd "$OUTBOXD_BUILD_DIR/outboxd" 2>/dev/null | grep -q libasan; then
+    # AddressSanitizer's shadow memory and quarantine triple the RSS (215 MB
+    # seen): the bound is a Release figure, checked by e2e.stalls of the
+    # Release build in the same ctest run; everything else here still runs.
+    info "AddressSanitizer build: peak RSS $hwm MB not held against the Release bound of $MANY_RSS_MB MB"
+else
+    ((hwm < MANY_RSS_MB)) || fail "peak RSS $hwm MB with $MANY topics (bound $MANY_RSS_MB MB)"
+fi
 ((not_ready == 0)) || fail "/readyz said not ready $not_ready times while the topics drained"
 check_delivery --exactly-once
 assert_eq "$MANY" "$(jq -r '.topic' "$T/check.dump.jsonl" | sort -u | grep -c '^outbox\.event\.many')" \
