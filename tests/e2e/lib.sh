@@ -142,6 +142,7 @@ _e2e_cleanup() {
     done
     _kill_pid "$OUTBOXD_PID" 5
     _kill_pid "$BROKER_PID" 2
+    [[ -n "$E2E_KAFKA_DIR" ]] && "$E2E_SRC_DIR/tests/kafka/kafka.sh" destroy "$E2E_KAFKA_DIR"
     if [[ -n "$T" && -f "$T/pgdata/postmaster.pid" ]]; then
         _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -m immediate -w -t 30 stop \
             >/dev/null 2>&1
@@ -486,6 +487,10 @@ wait_caught_up() {
 
 # broker_start [mockbroker options: --partitions N --brokers N --topic T]
 broker_start() {
+    if [[ "${E2E_KAFKA:-mock}" == real ]]; then
+        _real_broker_start "$@"
+        return
+    fi
     local i
     step "starting mock Kafka cluster $*"
     rm -f "$T/broker.port"
@@ -504,10 +509,52 @@ broker_start() {
     info "mock cluster at $KAFKA_BOOTSTRAP (pid $BROKER_PID)"
 }
 
+# E2E_KAFKA=real: broker_start starts a real Apache Kafka broker (KRaft,
+# tests/kafka/kafka.sh) in $T/kafka instead of the mock: one broker, or
+# E2E_KAFKA_BROKERS of them. Mock options are ignored except --brokers N.
+# The jars come from the cache kafka.sh resolve fills (Maven Central).
+E2E_KAFKA_DIR=
+_real_broker_start() {
+    local n=${E2E_KAFKA_BROKERS:-1}
+    while (($#)); do
+        case $1 in
+        --brokers) n=$2; shift 2 ;;
+        *) shift ;;
+        esac
+    done
+    step "starting a real Kafka cluster ($n broker(s), Kafka ${E2E_KAFKA_VERSION:-pinned})"
+    E2E_KAFKA_DIR=$T/kafka
+    KAFKA_BOOTSTRAP=$("$E2E_SRC_DIR/tests/kafka/kafka.sh" start "$E2E_KAFKA_DIR" "$n" \
+        ${E2E_KAFKA_VERSION:-} 2>"$T/broker.err") ||
+        fail "real Kafka did not start: $(tail -5 "$T/broker.err")"
+    export KAFKA_BOOTSTRAP
+    info "real Kafka at $KAFKA_BOOTSTRAP"
+}
+
+# _real_broker_cmd "down ID" | "up ID": the fault verbs a real cluster has
+# (controlled shutdown and restart with data kept); the mock's others
+# (rtt, error, leader...) fail the test, which then needs the mock.
+_real_broker_cmd() {
+    local verb id
+    read -r verb id _ <<<"$1"
+    case $verb in
+    down) "$E2E_SRC_DIR/tests/kafka/kafka.sh" stop "$E2E_KAFKA_DIR" "$id" ;;
+    up) "$E2E_SRC_DIR/tests/kafka/kafka.sh" restart "$E2E_KAFKA_DIR" "$id" >/dev/null ;;
+    kill) "$E2E_SRC_DIR/tests/kafka/kafka.sh" kill "$E2E_KAFKA_DIR" "$id" ;;
+    ping) ;;
+    *) fail "broker command '$1' needs the mock cluster (E2E_KAFKA=mock)" ;;
+    esac || fail "real Kafka command '$1' failed"
+    info "broker: $1 -> ok (real Kafka)"
+}
+
 # broker_cmd "COMMAND ARGS": sends a command, prints nothing, fails the test
 # unless the reply is "ok".
 broker_cmd() {
     local cmd=$1 n i reply=
+    if [[ -n "$E2E_KAFKA_DIR" ]]; then
+        _real_broker_cmd "$cmd"
+        return
+    fi
     kill -0 "$BROKER_PID" 2>/dev/null || fail "mock broker is not running"
     n=$(grep -cE '^(ok|error)' "$T/broker.out" || true)
     timeout 10 bash -c 'printf "%s\n" "$1" >"$2"' _ "$cmd" "$T/broker.ctl" ||

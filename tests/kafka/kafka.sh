@@ -24,14 +24,14 @@
 # Brokers are numbered 1..N (their node.id); the controller of a multi-broker
 # cluster is node 100 and is never a fault target (the fault suite is about
 # brokers and partition leaders, not the metadata quorum).
-# The cache is ${OUTBOXD_KAFKA_CACHE:-$HOME/.cache/outboxd-kafka}/VERSION.
+# The cache is ${KAFKA_TEST_CACHE:-$HOME/.cache/outboxd-kafka}/VERSION.
 # Heap per JVM: ${KAFKA_HEAP:--Xms256m -Xmx768m}, sized so a controller and
 # three brokers fit beside PostgreSQL on a 2-core, 24 GiB machine.
 set -euo pipefail
 
 KAFKA_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DEFAULT_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$KAFKA_DIR/pom.xml")
-CACHE_ROOT=${OUTBOXD_KAFKA_CACHE:-$HOME/.cache/outboxd-kafka}
+CACHE_ROOT=${KAFKA_TEST_CACHE:-$HOME/.cache/outboxd-kafka}
 CONTROLLER_ID=100
 
 die() {
