@@ -13,6 +13,9 @@ PACKAGES=(
     check valgrind kcat jq procps util-linux iproute2 curl
     # counting the offset file's renames (tests/e2e/offset_writes.sh)
     strace
+    # a real Apache Kafka broker for the real.* tests (tests/kafka/kafka.sh
+    # resolves its jars from Maven Central with mvn and runs it on Java 17)
+    maven openjdk-17-jre-headless
     # a throw-away TLS certificate (tests/e2e/test_stream_reader.sh)
     openssl
     # promtool (tests/e2e/observability.sh validates /metrics with it;

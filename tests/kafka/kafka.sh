@@ -181,7 +181,7 @@ wait_broker() {
     port=$(cat "$dir/node$id/port")
     for ((i = 0; i < 600; i++)); do
         [[ -n "$(node_pid "$dir" "$id")" ]] ||
-            die "broker $id exited: $(tail -20 "$dir/node$id/server.log" "$dir/node$id/stdout.log" 2>/dev/null)"
+            die "broker $id exited while starting (pid file: $(cat "$dir/node$id/pid" 2>/dev/null || echo none); files: $(ls "$dir/node$id" 2>&1 | tr '\n' ' ')): $(tail -n 20 "$dir/node$id/stdout.log" "$dir/node$id/server.log" 2>&1)"
         if kcat -L -b "127.0.0.1:$port" -m 2 2>/dev/null | grep -qE "^ *broker $id at "; then
             return 0
         fi
