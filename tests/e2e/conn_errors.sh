@@ -58,18 +58,9 @@ PG_CONNINFO="$PLAIN sslmode=bogus"
 expect_usage "sslmode=bogus" 'invalid sslmode value: "bogus".*set sslmode in \[postgres\] conninfo to one of'
 
 step "a TLS server: certificate CN=127.0.0.1, self-signed"
-openssl req -new -x509 -nodes -days 1 -subj /CN=127.0.0.1 -keyout "$T/server.key" \
-    -out "$T/server.crt" >"$T/openssl.log" 2>&1 || { cat "$T/openssl.log" >&2; fail "openssl req failed"; }
+pg_enable_ssl
 openssl req -new -x509 -nodes -days 1 -subj /CN=other-ca -keyout "$T/other.key" \
     -out "$T/other.crt" >>"$T/openssl.log" 2>&1 || { cat "$T/openssl.log" >&2; fail "openssl req failed"; }
-chmod 600 "$T/server.key"
-[[ $(id -u) -ne 0 ]] || chown postgres "$T/server.key" "$T/server.crt"
-psql_q "ALTER SYSTEM SET ssl_cert_file = '$T/server.crt'" >/dev/null
-psql_q "ALTER SYSTEM SET ssl_key_file = '$T/server.key'" >/dev/null
-psql_q "ALTER SYSTEM SET ssl = on" >/dev/null
-psql_q "SELECT pg_reload_conf()" >/dev/null
-for ((i = 0; i < 50; i++)); do [[ $(psql_q "SHOW ssl") == on ]] && break; sleep 0.1; done
-assert_eq on "$(psql_q "SHOW ssl")" "ssl after reload"
 
 PG_CONNINFO="$PLAIN sslmode=verify-ca sslrootcert=$T/other.crt"
 expect_usage "verify-ca with a root certificate that did not sign the server's" \

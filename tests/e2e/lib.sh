@@ -228,19 +228,29 @@ e2e_bg() {
 
 # ---------------------------------------------------------------- postgres
 
-_free_port() {
-    local p i
-    for ((i = 0; i < 200; i++)); do
-        p=$((20000 + RANDOM % 40000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-            echo "$p"
-            return 0
-        fi
-    done
-    return 1
-}
+source "$E2E_LIB_DIR/../free_port.sh"
+
+# _free_port: a loopback port nobody listens on (tests/free_port.sh).
+_free_port() { free_port; }
 
 PG_CTL_OPTS=
+# pg_enable_ssl: a self-signed certificate for CN=127.0.0.1 in
+# $T/server.crt (key $T/server.key) and ssl = on, reloaded and checked.
+pg_enable_ssl() {
+    local i
+    openssl req -new -x509 -nodes -days 1 -subj /CN=127.0.0.1 -keyout "$T/server.key" \
+        -out "$T/server.crt" >"$T/openssl.log" 2>&1 ||
+        { cat "$T/openssl.log" >&2; fail "openssl req failed"; }
+    chmod 600 "$T/server.key"
+    [[ $(id -u) -ne 0 ]] || chown postgres "$T/server.key" "$T/server.crt"
+    psql_q "ALTER SYSTEM SET ssl_cert_file = '$T/server.crt'" >/dev/null
+    psql_q "ALTER SYSTEM SET ssl_key_file = '$T/server.key'" >/dev/null
+    psql_q "ALTER SYSTEM SET ssl = on" >/dev/null
+    psql_q "SELECT pg_reload_conf()" >/dev/null
+    for ((i = 0; i < 50; i++)); do [[ $(psql_q "SHOW ssl") == on ]] && break; sleep 0.1; done
+    assert_eq on "$(psql_q "SHOW ssl")" "ssl after reload"
+}
+
 # pg_start: initdb + start a PostgreSQL 15 on a free 127.0.0.1 port, create
 # the outbox schema, export PGHOST PGPORT PGUSER PGDATABASE PG_CONNINFO.
 pg_start() {

@@ -97,16 +97,7 @@ lsn_ge "$(slot_confirmed_lsn)" "$before" ||
 
 step "an SSL connection is read through libpq"
 # Only libpq can read TLS records: the direct reader must step aside.
-openssl req -new -x509 -nodes -days 1 -subj /CN=127.0.0.1 -keyout "$T/server.key" \
-    -out "$T/server.crt" >"$T/openssl.log" 2>&1 || { cat "$T/openssl.log" >&2; fail "openssl req failed"; }
-chmod 600 "$T/server.key"
-[[ $(id -u) -ne 0 ]] || chown postgres "$T/server.key" "$T/server.crt"
-psql_q "ALTER SYSTEM SET ssl_cert_file = '$T/server.crt'" >/dev/null
-psql_q "ALTER SYSTEM SET ssl_key_file = '$T/server.key'" >/dev/null
-psql_q "ALTER SYSTEM SET ssl = on" >/dev/null
-psql_q "SELECT pg_reload_conf()" >/dev/null
-for ((i = 0; i < 50; i++)); do [[ $(psql_q "SHOW ssl") == on ]] && break; sleep 0.1; done
-assert_eq on "$(psql_q "SHOW ssl")" "ssl after reload"
+pg_enable_ssl
 plain_conninfo=$PG_CONNINFO
 PG_CONNINFO="$plain_conninfo sslmode=require"
 outboxd_start

@@ -65,17 +65,7 @@ resolve() {
 
 # ---------------------------------------------------------------- ports
 
-free_port() {
-    local p i
-    for ((i = 0; i < 200; i++)); do
-        p=$((20000 + RANDOM % 40000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-            echo "$p"
-            return 0
-        fi
-    done
-    die "no free port found"
-}
+source "$KAFKA_DIR/../free_port.sh"
 
 # ---------------------------------------------------------------- config
 
