@@ -33,6 +33,13 @@ struct resume_server {
     lsn_t slot_confirmed; /* confirmed_flush_lsn (when it exists) */
 };
 
+/* Fills srv from what IDENTIFY_SYSTEM said (system, timeline, WAL position,
+ * database) and the configuration (slot, plugin; borrowed). The slot's
+ * state (slot_exists, slot_confirmed) starts unknown: false and 0. */
+void resume_server_init(struct resume_server *srv, const char *system, uint32_t timeline,
+                        lsn_t wal_end, const char *database, const char *slot,
+                        const char *plugin);
+
 enum resume_verdict {
     RESUME_FROM_FILE,   /* the file is this stream's: start at its LSN */
     RESUME_FROM_SLOT,   /* no file: start at the slot's position */

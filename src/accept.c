@@ -64,10 +64,9 @@ int accept_slot_run(const struct config *c)
                   c->pg_slot, si.active_pid);
         goto out;
     }
-    struct resume_server srv = {.timeline = id.timeline, .slot = c->pg_slot,
-                                .plugin = c->pg_plugin};
-    snprintf(srv.system, sizeof(srv.system), "%s", id.system);
-    snprintf(srv.database, sizeof(srv.database), "%s", id.dbname);
+    struct resume_server srv;
+    resume_server_init(&srv, id.system, id.timeline, id.xlogpos, id.dbname, c->pg_slot,
+                       c->pg_plugin);
     struct offset_state next;
     resume_identity(&srv, si.confirmed_flush, &next);
     describe_old(c->offsets_file, before, sizeof(before));

@@ -1248,11 +1248,10 @@ static int compare_offset(struct ck *k, PGconn *repl, char *err, size_t errlen)
                         "WHERE slot_name = $1",
                         1, params, err, errlen);
     if (!r) return -1;
-    struct resume_server srv = {.timeline = id.timeline,
-                                .wal_end = id.xlogpos,
-                                .slot = c->pg_slot,
-                                .plugin = c->pg_plugin,
-                                .slot_exists = PQntuples(r) == 1};
+    struct resume_server srv;
+    resume_server_init(&srv, id.system, id.timeline, id.xlogpos, id.dbname, c->pg_slot,
+                       c->pg_plugin);
+    srv.slot_exists = PQntuples(r) == 1;
     if (srv.slot_exists) lsn_parse(PQgetvalue(r, 0, 0), &srv.slot_confirmed);
     k->slot_confirmed = srv.slot_confirmed;
     if (srv.slot_exists && strcmp(PQgetvalue(r, 0, 1), c->pg_plugin) != 0) {
@@ -1262,8 +1261,6 @@ static int compare_offset(struct ck *k, PGconn *repl, char *err, size_t errlen)
         return -1;
     }
     PQclear(r);
-    snprintf(srv.system, sizeof(srv.system), "%s", id.system);
-    snprintf(srv.database, sizeof(srv.database), "%s", id.dbname);
     resume_decide(k->have_offset ? &k->offset : NULL, &srv, c->offsets_file, c->path,
                   &k->resume);
     k->resumed = true;

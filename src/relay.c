@@ -480,18 +480,24 @@ struct dead_letter {
     bool too_large; /* the value itself is what is too large */
 };
 
-/* "event <id>" ("(NULL)" or "\"\"" for a NULL or empty one), or "record at
- * <LSN>" for a record that could not be decoded, into out. */
-static const char *dead_letter_label(const struct dead_letter *d, char *out, size_t outlen)
+/* "event <id>" ("(NULL)" or "\"\"" for a NULL or empty one), into out. */
+static const char *event_label(const struct slice *event_id, char *out, size_t outlen)
 {
-    if (d->record_lsn[0])
-        snprintf(out, outlen, "%s record at %s", d->code, d->record_lsn);
-    else if (!d->event_id.data)
+    if (!event_id->data)
         snprintf(out, outlen, "event (NULL)");
-    else if (d->event_id.len == 0)
+    else if (event_id->len == 0)
         snprintf(out, outlen, "event \"\"");
     else
-        snprintf(out, outlen, "event %.*s", (int)d->event_id.len, d->event_id.data);
+        snprintf(out, outlen, "event %.*s", (int)event_id->len, event_id->data);
+    return out;
+}
+
+/* event_label(), or "<CODE> record at <LSN>" for a record that could not be
+ * decoded, into out. */
+static const char *dead_letter_label(const struct dead_letter *d, char *out, size_t outlen)
+{
+    if (!d->record_lsn[0]) return event_label(&d->event_id, out, outlen);
+    snprintf(out, outlen, "%s record at %s", d->code, d->record_lsn);
     return out;
 }
 
@@ -560,14 +566,13 @@ static int halt_on(struct relay *r, uint64_t seq, const struct slice *event_id,
 {
     tracker_fail(r->trk, seq);
     char id[128], label[160];
-    struct dead_letter d = {.event_id = *event_id};
     log_kv(
         LOG_ERROR,
         LOG_FIELDS({"event_id", field_text(event_id->data, event_id->len, id, sizeof(id))},
                    {"lsn", commit_lsn}),
         "%s (commit_lsn %s) cannot be published: %s: %s; stopping without "
         "confirming past it ([errors] policy = %s)",
-        dead_letter_label(&d, label, sizeof(label)), commit_lsn, code, reason,
+        event_label(event_id, label, sizeof(label)), commit_lsn, code, reason,
         r->cfg->errors_policy == ERRORS_DLQ ? "dlq" : "halt");
     return STEP_FATAL;
 }
@@ -1047,14 +1052,11 @@ static int prepare_stream(struct relay *r, lsn_t *start)
         log_warn("%s", err);
         return stream_broken(r->st) ? RETRY_LATER : EXIT_FATAL;
     }
-    struct resume_server srv = {.timeline = id.timeline,
-                                .wal_end = id.xlogpos,
-                                .slot = c->pg_slot,
-                                .plugin = c->pg_plugin,
-                                .slot_exists = si.exists,
-                                .slot_confirmed = si.confirmed_flush};
-    snprintf(srv.system, sizeof(srv.system), "%s", id.system);
-    snprintf(srv.database, sizeof(srv.database), "%s", id.dbname);
+    struct resume_server srv;
+    resume_server_init(&srv, id.system, id.timeline, id.xlogpos, id.dbname, c->pg_slot,
+                       c->pg_plugin);
+    srv.slot_exists = si.exists;
+    srv.slot_confirmed = si.confirmed_flush;
     if (!have_offset && r->trk && !si.exists) {
         /* Streaming, but nothing stored yet: what was streamed is the file. */
         resume_identity(&srv, tracker_flush_lsn(r->trk), &file);

@@ -57,6 +57,19 @@ static void refuse(struct resume_decision *out, enum resume_verdict v)
     out->refused = true;
 }
 
+void resume_server_init(struct resume_server *srv, const char *system, uint32_t timeline,
+                        lsn_t wal_end, const char *database, const char *slot,
+                        const char *plugin)
+{
+    memset(srv, 0, sizeof(*srv));
+    snprintf(srv->system, sizeof(srv->system), "%s", system);
+    srv->timeline = timeline;
+    srv->wal_end = wal_end;
+    snprintf(srv->database, sizeof(srv->database), "%s", database);
+    srv->slot = slot;
+    srv->plugin = plugin;
+}
+
 void resume_decide(const struct offset_state *file, const struct resume_server *srv,
                    const char *offsets_path, const char *config_path,
                    struct resume_decision *out)
