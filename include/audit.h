@@ -5,7 +5,14 @@
  * aggregate_version) and the Kafka messages it read (topic, partition,
  * offset, key, event_id and aggregate_version headers); audit_run() then
  * counts:
- *  - missing: in-scope rows whose event_id is in no message;
+ *  - missing: in-scope rows whose event_id is in no message and in no
+ *    dead-letter record;
+ *  - dead-lettered: in-scope rows whose event_id is in no message of its
+ *    topics but in a record of the dead-letter topic (audit_add_dead_letter();
+ *    [errors] policy = dlq set it aside: not lost, not delivered). Such
+ *    records take no part in duplicates, unknown or order; those whose
+ *    event_id is no row (or that have none: a wal2json record that could
+ *    not be decoded, a NULL event_id) are counted as unmatched;
  *  - duplicates: extra copies of an event_id (n messages = n - 1 extra),
  *    and the number of event_ids delivered more than once;
  *  - unknown: messages whose event_id is not among the rows (out-of-scope
@@ -59,17 +66,20 @@ struct audit_msg {
     struct slice event_id; /* data == NULL: no event_id header */
     bool has_version;      /* an aggregate_version header holding an integer */
     int64_t version;
+    struct slice dlq_error; /* dead-letter records: the dlq_error header */
 };
 
-enum audit_kind { AK_MISSING = 0, AK_DUPLICATE, AK_UNKNOWN, AK_ORDER, AK__COUNT };
+enum audit_kind { AK_MISSING = 0, AK_DUPLICATE, AK_UNKNOWN, AK_ORDER, AK_DEAD_LETTERED, AK__COUNT };
 
 /* One example of a problem; every pointer borrows from the audit. */
 struct audit_example {
     struct slice event_id; /* data == NULL: none (no header / NULL column) */
     const char *topic;     /* NULL: a row whose topic could not be rendered */
     struct slice key;      /* data == NULL: null key */
-    int32_t partition;     /* -1 for rows (missing) */
+    int32_t partition;     /* -1 for rows (missing); AK_DEAD_LETTERED: of the
+                              dead-letter record */
     int64_t offset;        /* -1 for rows (missing) */
+    struct slice dlq_error;  /* AK_DEAD_LETTERED: its dlq_error header */
     bool has_version;
     int64_t version;
     size_t copies;           /* AK_DUPLICATE: messages with this event_id */
@@ -85,6 +95,9 @@ struct audit_report {
     size_t messages;
     size_t topics; /* distinct topics of the in-scope rows */
     size_t missing;
+    size_t dead_lettered;          /* in-scope rows only in the dead-letter topic */
+    size_t dead_letters;           /* dead-letter records read */
+    size_t dead_letters_unmatched; /* of those, not of any row */
     size_t duplicates;       /* extra copies */
     size_t duplicate_events; /* event_ids with more than one message */
     size_t unknown;          /* messages */
@@ -104,6 +117,8 @@ void audit_free(struct audit *a);
 /* Copy one row / message into the audit. Return 0, -1 on out of memory. */
 int audit_add_row(struct audit *a, const struct audit_row *row);
 int audit_add_message(struct audit *a, const struct audit_msg *msg);
+/* A record of the dead-letter topic (its original topic is not needed). */
+int audit_add_dead_letter(struct audit *a, const struct audit_msg *msg);
 
 /* The distinct topics of the in-scope rows, in first-seen order: *out is a
  * malloc'd array the caller frees (not the strings, which the audit owns).
@@ -114,12 +129,14 @@ int audit_topics(const struct audit *a, const char ***out, size_t *n);
  * more adds. Returns 0, -1 on out of memory. */
 int audit_run(struct audit *a, struct audit_report *r);
 
-/* The distinct event_ids of the unknown messages of the last audit_run()
- * (messages without an event_id excluded). Borrowed; valid until the next
+/* The event_ids of the unknown messages and of the unmatched
+ * dead-letter records of the last audit_run() (those without an event_id
+ * excluded; an id may repeat), to look up once more. Borrowed; valid until the next
  * audit_run() or audit_free(). */
 const struct slice *audit_unknown_ids(const struct audit *a, size_t *n);
 
-/* True when nothing is missing and nothing is out of order. */
+/* True when nothing is missing and nothing is out of order (dead-lettered
+ * events, duplicates and unknown messages are reported, not failed). */
 bool audit_report_ok(const struct audit_report *r);
 
 /* Parses a version as Postgres prints an integer ("-12", "7"). Returns

@@ -52,8 +52,14 @@ struct slice {
     size_t len;
 };
 
-#define OUTBOX_MAX_HEADERS 6
+/* Headers of a normal record (event_id, event_type, aggregate_type,
+ * aggregate_id, aggregate_version, commit_lsn), and of a dead-letter record:
+ * those plus up to OUTBOX_DLQ_HEADERS of its own (outbox_dlq_headers()). */
+#define OUTBOX_ROW_HEADERS 6
+#define OUTBOX_DLQ_HEADERS 6
+#define OUTBOX_MAX_HEADERS (OUTBOX_ROW_HEADERS + OUTBOX_DLQ_HEADERS)
 #define OUTBOX_TOPIC_MAX 256
+#define OUTBOX_TOPIC_ERROR_MAX 256
 
 /* Why a row cannot be published as it is. OF_SCHEMA is a configuration or
  * table problem that affects every row (always halts); the others are one
@@ -77,14 +83,15 @@ const char *outbox_fault_name(enum outbox_fault f);
 bool outbox_topic_valid(const char *topic, char *err, size_t errlen);
 
 struct outbox_header {
-    const char *name; /* static string */
+    const char *name; /* NUL-terminated; static, or borrowed as its holder says */
     struct slice value;
 };
 
 /* One message to produce. Borrows from the row's values; valid as long as
  * they are. */
 struct outbox_event {
-    char topic[OUTBOX_TOPIC_MAX]; /* "" when it could not be rendered */
+    char topic[OUTBOX_TOPIC_MAX]; /* "" when it could not be rendered or is
+                                     not a valid name: see topic_error */
     enum outbox_fault fault;
     struct slice key;
     bool key_null;
@@ -94,6 +101,9 @@ struct outbox_event {
     int nheaders;
     struct outbox_header headers[OUTBOX_MAX_HEADERS];
     char commit_lsn[LSN_STRLEN];
+    /* Why topic is "" (the template could not render, or the result is not
+     * a valid topic name); "" when topic is set or the row is OF_SCHEMA. */
+    char topic_error[OUTBOX_TOPIC_ERROR_MAX];
 };
 
 struct map_cache; /* column positions in the last relation layout seen */
@@ -124,11 +134,38 @@ bool outbox_is_table(const struct outbox_map *m, const struct relation *rel);
  * NULL or empty event_id, NULL or empty aggregate_id, NULL event_type, a topic that
  * cannot be rendered or is not a valid name). On a poison row (any fault
  * but OF_SCHEMA) ev still holds what the row has: key (key_null when
- * NULL), value, event_id and the headers that exist.
+ * NULL), value, event_id, the headers that exist, and the topic the row
+ * would have gone to (or, in topic_error, why it has none), whatever the
+ * fault: a dead-letter record says both.
  */
 int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                        const struct col_value *values, int nvalues,
                        lsn_t commit_lsn, struct outbox_event *ev, char *err,
                        size_t errlen);
+
+/*
+ * The dead-letter record. Its headers are the original record's (as
+ * producer_send() would have sent them: the one header list, built by
+ * outbox_event_build()) followed by:
+ *   dlq_original_topic        the topic the event would have gone to, or ""
+ *   dlq_original_topic_error  only when that is "": why there is none
+ *   dlq_reason, dlq_error     what is wrong, and its code
+ *   dlq_record_lsn            only for a record that could not be decoded
+ *   dlq_value_truncated_from  only when the value was truncated
+ */
+struct outbox_dlq {
+    const char *topic;          /* "" when none */
+    const char *topic_error;    /* why topic is "" (ignored otherwise) */
+    const char *reason, *code;
+    const char *record_lsn;     /* "" or NULL unless a record */
+    const char *truncated_from; /* "" or NULL unless truncated */
+};
+
+/* Fills ev->headers (and nheaders) with orig[0..norig) (at most
+ * OUTBOX_ROW_HEADERS of them are kept) and the dlq_* headers of d. The
+ * headers borrow from orig and d. An empty topic_error is replaced by
+ * "unknown". */
+void outbox_dlq_headers(struct outbox_event *ev, const struct outbox_header *orig, int norig,
+                        const struct outbox_dlq *d);
 
 #endif

@@ -28,11 +28,14 @@ struct delivery_report {
     const char *topic;
     struct slice event_id;   /* the event_id header */
     struct slice commit_lsn; /* the commit_lsn header */
-    /* Failures only: the message's key and value. */
+    /* Failures only: the message's key, value and headers (names and
+     * values borrowed like the strings; at most OUTBOX_MAX_HEADERS). */
     struct slice key;
     bool key_null;
     struct slice value;
     bool value_null;
+    int nheaders;
+    const struct outbox_header *headers;
     /* Wall clock (Unix epoch, microseconds) when the report was served:
      * read at the first report of each producer_poll() and again every
      * PRODUCER_DR_CLOCK_EVERY reports, not per report, as a drain serves

@@ -6,6 +6,7 @@
  * works on sorted arrays of pointers, rebuilt on every run:
  *   by event_id (rows, messages) -> found / duplicates / unknown, and the
  *      first message of each event_id under a topic + key;
+ *   by event_id (rows, dead-letter records) -> dead-lettered / unmatched;
  *   by topic, key, partition, offset (messages) -> order violations.
  */
 #include "audit.h"
@@ -26,6 +27,7 @@ struct arow {
     int32_t topic; /* index into topics, -1: none */
     bool has_version, in_scope, found;
     int64_t version;
+    const struct amsg *dead_letter; /* a dead-letter record of it, or NULL */
 };
 
 struct amsg {
@@ -36,6 +38,7 @@ struct amsg {
     bool has_version;
     bool first; /* first message of its event_id under its topic + key */
     int64_t version;
+    struct slice dlq_error; /* dead-letter records */
 };
 
 struct audit {
@@ -44,6 +47,8 @@ struct audit {
     size_t nrows, rows_cap;
     struct amsg *msgs; /* owned */
     size_t nmsgs, msgs_cap;
+    struct amsg *dlq; /* owned: dead-letter records (topic unused, -1) */
+    size_t ndlq, dlq_cap;
     const char **topics; /* owned array; strings in the arena */
     bool *topic_of_rows; /* owned; topic of an in-scope row */
     size_t ntopics, topics_cap;
@@ -154,6 +159,7 @@ void audit_free(struct audit *a)
     }
     free(a->rows);
     free(a->msgs);
+    free(a->dlq);
     free(a->topics);
     free(a->topic_of_rows);
     free(a->slots);
@@ -203,6 +209,21 @@ int audit_add_message(struct audit *a, const struct audit_msg *msg)
     m->has_version = msg->has_version;
     m->version = msg->version;
     a->nmsgs++;
+    return 0;
+}
+
+int audit_add_dead_letter(struct audit *a, const struct audit_msg *msg)
+{
+    if (reserve((void **)&a->dlq, a->ndlq, &a->dlq_cap, sizeof(*a->dlq))) return -1;
+    struct amsg *m = &a->dlq[a->ndlq];
+    memset(m, 0, sizeof(*m));
+    m->topic = -1;
+    if (copy_slice(a, msg->event_id, &m->id) || copy_slice(a, msg->key, &m->key) ||
+        copy_slice(a, msg->dlq_error, &m->dlq_error))
+        return -1;
+    m->partition = msg->partition;
+    m->offset = msg->offset;
+    a->ndlq++;
     return 0;
 }
 
@@ -322,17 +343,24 @@ static struct audit_example *add_msg_example(const struct audit *a, struct audit
 
 enum found { NOT_FOUND = 0, FOUND_OUT_OF_SCOPE, FOUND_IN_SCOPE };
 
-/* Marks the rows with event_id id as found; says whether one is in scope. */
-static enum found find_rows(struct arow **byid, size_t n, struct slice id)
+/* Index of the first row with an event_id >= id in byid[0..n). */
+static size_t first_row(struct arow **byid, size_t n, struct slice id)
 {
     size_t lo = 0, hi = n;
-    while (lo < hi) { /* first row with id >= the one looked for */
+    while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (cmp_slice(byid[mid]->id, id) < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* Marks the rows with event_id id as found; says whether one is in scope. */
+static enum found find_rows(struct arow **byid, size_t n, struct slice id)
+{
+    size_t lo = first_row(byid, n, id);
     enum found f = NOT_FOUND;
     for (; lo < n && cmp_slice(byid[lo]->id, id) == 0; lo++) {
         byid[lo]->found = true;
@@ -374,7 +402,7 @@ static int pass_events(struct audit *a, struct audit_report *r)
     struct amsg **msgs = malloc((a->nmsgs + 1) * sizeof(*msgs));
     free(a->unknown);
     a->nunknown = 0;
-    a->unknown = malloc((a->nmsgs + 1) * sizeof(*a->unknown));
+    a->unknown = malloc((a->nmsgs + a->ndlq + 1) * sizeof(*a->unknown));
     if (!rows || !msgs || !a->unknown) goto out;
     for (size_t i = 0; i < a->nrows; i++) {
         a->rows[i].found = false;
@@ -403,22 +431,66 @@ out:
     return rc;
 }
 
+/* Links each row to a dead-letter record of its event_id; counts the
+ * records of no row (their ids join the unknown ones, to be looked up). */
+static int pass_dead_letters(struct audit *a, struct audit_report *r)
+{
+    size_t nrows = 0;
+    struct arow **rows = malloc((a->nrows + 1) * sizeof(*rows));
+    if (!rows) return -1;
+    for (size_t i = 0; i < a->nrows; i++) {
+        a->rows[i].dead_letter = NULL;
+        if (a->rows[i].id.data) rows[nrows++] = &a->rows[i];
+    }
+    qsort(rows, nrows, sizeof(*rows), cmp_row_id);
+    r->dead_letters = a->ndlq;
+    for (size_t i = 0; i < a->ndlq; i++) {
+        const struct amsg *m = &a->dlq[i];
+        size_t j = m->id.data ? first_row(rows, nrows, m->id) : nrows;
+        bool matched = false;
+        for (; j < nrows && cmp_slice(rows[j]->id, m->id) == 0; j++) {
+            matched = true;
+            if (!rows[j]->dead_letter) rows[j]->dead_letter = m;
+        }
+        if (matched) continue;
+        r->dead_letters_unmatched++;
+        if (m->id.data) a->unknown[a->nunknown++] = m->id;
+    }
+    free(rows);
+    return 0;
+}
+
+/* An example of kind k for row (partition and offset: its dead-letter
+ * record's, if any), if there is room. */
+static void add_row_example(const struct audit *a, struct audit_report *r, enum audit_kind k,
+                            const struct arow *row)
+{
+    if (r->nexamples[k] == AUDIT_MAX_EXAMPLES) return;
+    const struct amsg *d = row->dead_letter;
+    r->examples[k][r->nexamples[k]++] =
+        (struct audit_example){.event_id = row->id,
+                               .topic = topic_name(a, row->topic),
+                               .key = row->key,
+                               .partition = d ? d->partition : -1,
+                               .offset = d ? d->offset : -1,
+                               .dlq_error = d ? d->dlq_error : (struct slice){NULL, 0},
+                               .has_version = row->has_version,
+                               .version = row->version,
+                               .first_partition = -1};
+}
+
 static void pass_missing(const struct audit *a, struct audit_report *r)
 {
     for (size_t i = 0; i < a->nrows; i++) {
         const struct arow *row = &a->rows[i];
         if (!row->in_scope || row->found) continue;
+        if (row->dead_letter) {
+            r->dead_lettered++;
+            add_row_example(a, r, AK_DEAD_LETTERED, row);
+            continue;
+        }
         r->missing++;
-        if (r->nexamples[AK_MISSING] == AUDIT_MAX_EXAMPLES) continue;
-        r->examples[AK_MISSING][r->nexamples[AK_MISSING]++] =
-            (struct audit_example){.event_id = row->id,
-                                   .topic = topic_name(a, row->topic),
-                                   .key = row->key,
-                                   .partition = -1,
-                                   .offset = -1,
-                                   .has_version = row->has_version,
-                                   .version = row->version,
-                                   .first_partition = -1};
+        add_row_example(a, r, AK_MISSING, row);
     }
 }
 
@@ -479,7 +551,7 @@ int audit_run(struct audit *a, struct audit_report *r)
         r->rows += a->rows[i].in_scope;
     for (size_t i = 0; i < a->ntopics; i++)
         r->topics += a->topic_of_rows[i];
-    if (pass_events(a, r) != 0) return -1;
+    if (pass_events(a, r) != 0 || pass_dead_letters(a, r) != 0) return -1;
     pass_missing(a, r);
     return pass_order(a, r);
 }

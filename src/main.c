@@ -56,7 +56,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: outboxd -c FILE [--set section.key=value ...]\n"
-            "       outboxd verify -c FILE [--set ...] [--since TIMESTAMP] [--json]\n"
+            "       outboxd verify -c FILE [--set ...] [--since TIMESTAMP] [--timeout DURATION]\n"
+            "                      [--json]\n"
             "       outboxd check -c FILE [--set ...] [--config-only]\n"
             "       outboxd requeue -c FILE [--set ...] EVENT_ID...\n"
             "       outboxd accept-slot -c FILE [--set ...]\n"
@@ -71,9 +72,9 @@ static void usage(FILE *out)
             "  -h, --help          this text\n"
             "  -V, --version       print the version\n"
             "\n"
-            "verify compares the outbox table with the topics: events missing from\n"
-            "Kafka, duplicates, unknown events and per-key order violations; it exits\n"
-            "0 only when nothing is missing and nothing is out of order.\n"
+            "verify compares the outbox table with the topics and the dead-letter topic:\n"
+            "events missing from Kafka, dead-lettered events, duplicates, unknown events\n"
+            "and per-key order violations (outboxd verify --help for more).\n"
             "\n"
             "check validates the configuration, Postgres (connection, wal_level, slots,\n"
             "role, outbox table, publication, plugin, slot) and Kafka (broker, topics)\n"
@@ -101,8 +102,9 @@ static void usage(FILE *out)
             "     past the offset file by someone else, a lost slot (the unit's\n"
             "     RestartPreventExitStatus=2 does not restart it)\n"
             "check: 0 nothing failed, 1 something failed. verify: 0 nothing missing and\n"
-            "nothing out of order. accept-slot: 0 written, 1 connection or write failed,\n"
-            "2 refused (no such slot, another plugin, the slot in use).\n");
+            "nothing out of order, 1 problems found, 2 could not run. accept-slot: 0\n"
+            "written, 1 connection or write failed, 2 refused (no such slot, another\n"
+            "plugin, the slot in use).\n");
 }
 
 /* Names the OUTBOXD_* variables that set nothing (see config_env_unmatched),
@@ -139,7 +141,10 @@ int main(int argc, char **argv)
     /* First pass: options that need no configuration. */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
+            if (argc > 1 && !strcmp(argv[1], "verify"))
+                verify_usage(stdout);
+            else
+                usage(stdout);
             config_free(&cfg);
             return EXIT_OK;
         }
@@ -152,7 +157,9 @@ int main(int argc, char **argv)
     /* Second pass: the file first, then env, then --set, so later wins. */
     int first = 1;
     bool verify = argc > 1 && !strcmp(argv[1], "verify");
-    struct verify_options vopt = {.since = NULL, .json = false, .timeout_ms = 60000};
+    struct verify_options vopt;
+    verify_options_init(&vopt);
+    int vr;
     bool check = argc > 1 && !strcmp(argv[1], "check");
     bool config_only = false;
     bool requeue = argc > 1 && !strcmp(argv[1], "requeue");
@@ -170,10 +177,13 @@ int main(int argc, char **argv)
             path = argv[++i];
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
             i++;
-        } else if (verify && !strcmp(argv[i], "--since") && i + 1 < argc) {
-            vopt.since = argv[++i];
-        } else if (verify && !strcmp(argv[i], "--json")) {
-            vopt.json = true;
+        } else if (verify && (vr = verify_option(&vopt, argc, argv, &i, err, sizeof(err)))) {
+            if (vr > 0) continue;
+            fprintf(stderr, "outboxd verify: %s\n", err);
+            verify_usage(stderr);
+            config_free(&cfg);
+            free(ids);
+            return EXIT_USAGE;
         } else if (check && !strcmp(argv[i], "--config-only")) {
             config_only = true;
         } else if (requeue && argv[i][0] != '-') {
@@ -204,7 +214,7 @@ int main(int argc, char **argv)
         config_load_env(&cfg, environ, err, sizeof(err)) != 0)
         goto bad_config;
     for (int i = first; i < argc; i++) {
-        if (!strcmp(argv[i], "--since") || !strcmp(argv[i], "-c") ||
+        if ((verify && verify_option_takes_value(argv[i])) || !strcmp(argv[i], "-c") ||
             !strcmp(argv[i], "--config"))
             i++;
         else if (requeue && argv[i][0] != '-')

@@ -321,6 +321,29 @@ static int poison(struct outbox_event *ev, enum outbox_fault f, char *err, size_
     return -1;
 }
 
+/* Renders and checks the row's topic into ev->topic. Returns true, or
+ * false with ev->topic "" and the reason in ev->topic_error. */
+static bool render_topic(const struct outbox_map *m, const struct relation *rel,
+                         const struct col_value *values, int nvalues, struct outbox_event *ev)
+{
+    char *why = ev->topic_error;
+    size_t whylen = sizeof(ev->topic_error);
+    if (topic_template_render(m->topic, rel, values, nvalues, ev->topic, sizeof(ev->topic),
+                              why, whylen) < 0) {
+        ev->topic[0] = '\0';
+        return false;
+    }
+    /* (Never "" from the zeroed cache: an empty topic is checked, and fails.) */
+    if (ev->topic[0] == '\0' || strcmp(ev->topic, m->cache->valid_topic) != 0) {
+        if (!outbox_topic_valid(ev->topic, why, whylen)) {
+            ev->topic[0] = '\0';
+            return false;
+        }
+        memcpy(m->cache->valid_topic, ev->topic, sizeof(ev->topic));
+    }
+    return true;
+}
+
 int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                        const struct col_value *values, int nvalues, lsn_t commit_lsn,
                        struct outbox_event *ev, char *err, size_t errlen)
@@ -335,6 +358,7 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
     memset(&ev->fault, 0, offsetof(struct outbox_event, headers) -
                               offsetof(struct outbox_event, fault));
     ev->topic[0] = '\0';
+    ev->topic_error[0] = '\0';
     struct map_cache *lc = m->cache;
     if (!lc->lsn_valid || lc->lsn != commit_lsn) {
         lc->lsn_len = strlen(lsn_format(commit_lsn, lc->lsn_text));
@@ -369,7 +393,9 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
     if (has_version) add_header(ev, "aggregate_version", version.data, version.len);
     add_header(ev, "commit_lsn", ev->commit_lsn, lc->lsn_len);
 
-    char why[256];
+    /* The topic before the other checks: a poison row's dead-letter record
+     * names the topic it would have gone to whatever its fault. */
+    bool topic_ok = render_topic(m, rel, values, nvalues, ev);
     if (!has_id) return poison(ev, OF_NULL_EVENT_ID, err, errlen, "event_id is NULL");
     /* An empty id is as useless to a consumer that deduplicates on it as
      * none, and a text column allows it. */
@@ -382,16 +408,27 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
         return poison(ev, OF_EMPTY_AGGREGATE_ID, err, errlen,
                       "aggregate_id is empty: the event would have no key and no order");
     if (!has_etype) return poison(ev, OF_NULL_EVENT_TYPE, err, errlen, "event_type is NULL");
-    if (topic_template_render(m->topic, rel, values, nvalues, ev->topic, sizeof(ev->topic),
-                              why, sizeof(why)) < 0) {
-        ev->topic[0] = '\0';
-        return poison(ev, OF_BAD_TOPIC, err, errlen, why);
-    }
-    /* (Never "" from the zeroed cache: an empty topic is checked, and fails.) */
-    if (ev->topic[0] == '\0' || strcmp(ev->topic, m->cache->valid_topic) != 0) {
-        if (!outbox_topic_valid(ev->topic, why, sizeof(why)))
-            return poison(ev, OF_BAD_TOPIC, err, errlen, why);
-        memcpy(m->cache->valid_topic, ev->topic, sizeof(ev->topic));
-    }
+    if (!topic_ok) return poison(ev, OF_BAD_TOPIC, err, errlen, ev->topic_error);
     return 0;
+}
+
+void outbox_dlq_headers(struct outbox_event *ev, const struct outbox_header *orig, int norig,
+                        const struct outbox_dlq *d)
+{
+    ev->nheaders = 0;
+    for (int i = 0; i < norig && i < OUTBOX_ROW_HEADERS; i++)
+        ev->headers[ev->nheaders++] = orig[i];
+    const char *topic = d->topic ? d->topic : "";
+    add_header(ev, "dlq_original_topic", topic, strlen(topic));
+    if (!topic[0]) {
+        const char *why = d->topic_error && d->topic_error[0] ? d->topic_error : "unknown";
+        add_header(ev, "dlq_original_topic_error", why, strlen(why));
+    }
+    add_header(ev, "dlq_reason", d->reason, strlen(d->reason));
+    add_header(ev, "dlq_error", d->code, strlen(d->code));
+    if (d->record_lsn && d->record_lsn[0])
+        add_header(ev, "dlq_record_lsn", d->record_lsn, strlen(d->record_lsn));
+    if (d->truncated_from && d->truncated_from[0])
+        add_header(ev, "dlq_value_truncated_from", d->truncated_from,
+                   strlen(d->truncated_from));
 }

@@ -117,6 +117,21 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
     return 0; /* librdkafka frees json */
 }
 
+/* Every header of a failed message into dr, in order (a dead-letter
+ * record keeps them all). */
+static void copy_headers(rd_kafka_headers_t *hdrs, struct outbox_header *out,
+                         struct delivery_report *dr)
+{
+    const char *name;
+    const void *v;
+    size_t len;
+    for (size_t i = 0; dr->nheaders < OUTBOX_MAX_HEADERS &&
+                       !rd_kafka_header_get_all(hdrs, i, &name, &v, &len);
+         i++)
+        out[dr->nheaders++] = (struct outbox_header){name, {v, len}};
+    dr->headers = out;
+}
+
 static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void)rk;
@@ -133,6 +148,7 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         .reason = m->err ? rd_kafka_err2str(m->err) : NULL,
         .topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "?",
     };
+    struct outbox_header hbuf[OUTBOX_MAX_HEADERS]; /* filled on failure only */
     if (m->err) {
         /* The payload and key are still the message's (F_COPY): a failed
          * event can be dead-lettered from them. */
@@ -148,6 +164,7 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                 dr.event_id.data = v;
             if (!rd_kafka_header_get_last(hdrs, "commit_lsn", &v, &dr.commit_lsn.len))
                 dr.commit_lsn.data = v;
+            copy_headers(hdrs, hbuf, &dr);
         }
     }
     p->on_delivery(p->ctx, &dr);

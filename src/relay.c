@@ -473,6 +473,10 @@ struct dead_letter {
     struct slice key, value, event_id;
     bool key_null, value_null;
     char topic[OUTBOX_TOPIC_MAX]; /* original topic, "" if none */
+    char topic_error[OUTBOX_TOPIC_ERROR_MAX]; /* why topic is "" */
+    /* The original record's headers, as the normal path built them. */
+    int nheaders;
+    struct outbox_header headers[OUTBOX_ROW_HEADERS];
     char reason[256];
     char code[64];
     char commit_lsn[LSN_STRLEN];
@@ -522,17 +526,13 @@ static int dead_letter_send(struct relay *r, const struct dead_letter *d)
     } else {
         len_text[0] = '\0';
     }
-    struct outbox_header *h = ev.headers;
-    if (d->event_id.data) *h++ = (struct outbox_header){"event_id", d->event_id};
-    *h++ = (struct outbox_header){"dlq_original_topic", {d->topic, strlen(d->topic)}};
-    *h++ = (struct outbox_header){"dlq_reason", {d->reason, strlen(d->reason)}};
-    *h++ = (struct outbox_header){"dlq_error", {d->code, strlen(d->code)}};
-    *h++ = (struct outbox_header){"commit_lsn", {d->commit_lsn, strlen(d->commit_lsn)}};
-    if (d->record_lsn[0]) /* (such a record has no event_id header) */
-        *h++ = (struct outbox_header){"dlq_record_lsn", {d->record_lsn, strlen(d->record_lsn)}};
-    if (len_text[0])
-        *h++ = (struct outbox_header){"dlq_value_truncated_from", {len_text, strlen(len_text)}};
-    ev.nheaders = (int)(h - ev.headers);
+    outbox_dlq_headers(&ev, d->headers, d->nheaders,
+                       &(struct outbox_dlq){.topic = d->topic,
+                                            .topic_error = d->topic_error,
+                                            .reason = d->reason,
+                                            .code = d->code,
+                                            .record_lsn = d->record_lsn,
+                                            .truncated_from = len_text});
 
     int rc = send_waiting(r, &ev, d->seq, &kafka_err, err, sizeof(err));
     char id[128], label[160];
@@ -592,6 +592,9 @@ static int reject(struct relay *r, const struct outbox_event *ev, const char *co
                             .value_null = ev->value_null,
                             .too_large = too_large};
     snprintf(d.topic, sizeof(d.topic), "%s", ev->topic);
+    snprintf(d.topic_error, sizeof(d.topic_error), "%s", ev->topic_error);
+    d.nheaders = ev->nheaders < OUTBOX_ROW_HEADERS ? ev->nheaders : OUTBOX_ROW_HEADERS;
+    memcpy(d.headers, ev->headers, (size_t)d.nheaders * sizeof(d.headers[0]));
     snprintf(d.reason, sizeof(d.reason), "%s", reason);
     snprintf(d.code, sizeof(d.code), "%s", code);
     snprintf(d.commit_lsn, sizeof(d.commit_lsn), "%s", ev->commit_lsn);
@@ -654,7 +657,11 @@ static int on_bad_record(struct relay *r, const struct repl_frame *f, const char
                             .too_large = true /* truncated when it is */};
     snprintf(d.reason, sizeof(d.reason), "%.*s", (int)sizeof(d.reason) - 1, why);
     snprintf(d.code, sizeof(d.code), "%s", INVALID_RECORD);
+    snprintf(d.topic_error, sizeof(d.topic_error),
+             "the record could not be decoded, so it has no row to render the topic from");
     lsn_format(r->cur_commit_lsn, d.commit_lsn);
+    d.headers[d.nheaders++] =
+        (struct outbox_header){"commit_lsn", {d.commit_lsn, strlen(d.commit_lsn)}};
     snprintf(d.record_lsn, sizeof(d.record_lsn), "%s", at);
     if (r->cfg->errors_policy == ERRORS_DLQ) return dead_letter_send(r, &d);
     tracker_fail(r->trk, r->cur_seq);
@@ -681,7 +688,10 @@ struct pending_dlq {
 
 static void queue_dead_letter(struct relay *r, const struct delivery_report *dr)
 {
+    int nh = dr->nheaders < OUTBOX_ROW_HEADERS ? dr->nheaders : OUTBOX_ROW_HEADERS;
     size_t n = dr->key.len + dr->value.len + dr->event_id.len;
+    for (int i = 0; i < nh; i++)
+        n += strlen(dr->headers[i].name) + 1 + dr->headers[i].value.len;
     struct pending_dlq *p = calloc(1, sizeof(*p));
     char *buf = malloc(n ? n : 1);
     if (!p || !buf) {
@@ -702,7 +712,19 @@ static void queue_dead_letter(struct relay *r, const struct delivery_report *dr)
     if (dr->event_id.data) {
         memcpy(q, dr->event_id.data, dr->event_id.len);
         d->event_id = (struct slice){q, dr->event_id.len};
+        q += dr->event_id.len;
     }
+    for (int i = 0; i < nh; i++) { /* every header of the original record */
+        const struct outbox_header *h = &dr->headers[i];
+        size_t nlen = strlen(h->name) + 1;
+        memcpy(q, h->name, nlen);
+        d->headers[i].name = q;
+        q += nlen;
+        if (h->value.len) memcpy(q, h->value.data, h->value.len);
+        d->headers[i].value = (struct slice){h->value.data ? q : NULL, h->value.len};
+        q += h->value.len;
+    }
+    d->nheaders = nh;
     d->seq = dr->seq;
     d->key_null = dr->key_null;
     d->value_null = dr->value_null;

@@ -5,13 +5,20 @@
  *      those with created_at >= --since, in single-row mode; each row's
  *      topic is rendered with the configured template from all its columns.
  *   2. Kafka (a consumer without group commits): every partition of the
- *      rows' topics is assigned directly and read from the beginning (with
+ *      rows' topics and of the dead-letter topic ([errors] dlq_topic, when
+ *      it exists) is assigned directly and read from the beginning (with
  *      --since: from the offset of that time) up to the high watermark it
- *      had when verify started, within opt->timeout_ms.
+ *      had when verify started, within opt->timeout_ms (--timeout).
  *   3. The audit module compares; the event_ids of messages it calls
- *      unknown are looked up once more in the whole table (rows older than
- *      --since, or inserted after step 1, are not unknown) and it runs again.
+ *      unknown (and of dead-letter records of no row) are looked up once
+ *      more in the whole table (rows older than --since, or inserted after
+ *      step 1, are not unknown) and it runs again.
  *   4. The report: a summary on stdout, or one JSON object with --json.
+ *
+ * Exit codes: VERIFY_CLEAN, VERIFY_PROBLEMS (missing or out of order), and
+ * VERIFY_COULD_NOT_RUN for every failure before the report, so a script
+ * can tell "the audit found something" from "there is no audit". Inside,
+ * functions return 0 or non-zero (an EXIT_* code, mapped at the end).
  *
  * Brokers that cannot look offsets up by time (librdkafka's mock cluster
  * answers -1 for every time) are read from the beginning instead, skipping
@@ -36,6 +43,7 @@
 #include "log.h"
 #include "str.h"
 #include "outbox.h"
+#include "polling.h" /* polling_duration_parse */
 #include "redact.h"
 #include "relay.h" /* EXIT_* */
 
@@ -83,6 +91,7 @@ struct part {
     int64_t next;   /* next offset wanted */
     bool by_time;   /* skipping messages stamped before --since */
     bool done;
+    bool dlq;       /* of the dead-letter topic */
 };
 
 struct verify {
@@ -101,6 +110,7 @@ struct verify {
     size_t render_failures;
     /* Kafka */
     rd_kafka_t *rk;     /* owned */
+    const char *dlq_topic; /* borrowed from cfg; NULL: none, or a rows' topic */
     struct part *parts; /* owned array, sorted by topic, partition */
     size_t nparts, ndone;
     int64_t deadline; /* monotonic ms */
@@ -154,8 +164,12 @@ static int hexval(char c)
 
 static int pg_connect(struct verify *v, char *err, size_t errlen)
 {
-    const char *keys[] = {"dbname", "fallback_application_name", NULL};
-    const char *vals[] = {v->cfg->pg_conninfo, "outboxd-verify", NULL};
+    /* --timeout bounds the connect too; connect_timeout first, so that one
+     * in the conninfo (expanded in place of dbname) wins. */
+    char timeout[16];
+    snprintf(timeout, sizeof(timeout), "%d", (v->opt->timeout_ms + 999) / 1000);
+    const char *keys[] = {"connect_timeout", "dbname", "fallback_application_name", NULL};
+    const char *vals[] = {timeout, v->cfg->pg_conninfo, "outboxd-verify", NULL};
     v->conn = PQconnectdbParams(keys, vals, 1);
     if (!v->conn) {
         snprintf(err, errlen, "postgres: out of memory");
@@ -274,17 +288,19 @@ static struct slice value_of(const struct verify *v, int c)
 }
 
 /* Topic of the current row into buf; NULL (after a warning) if it cannot be
- * rendered: outboxd stops at such a row, so it was never sent. */
+ * rendered or is no valid topic name: outboxd stops at such a row, or
+ * dead-letters it, so it was never sent to a topic of its own. */
 static const char *row_topic(struct verify *v, char *buf, size_t len)
 {
     char why[512];
     if (topic_template_render(v->map.topic, &v->rel, v->values, v->rel.ncols, buf, len, why,
-                              sizeof(why)) >= 0)
+                              sizeof(why)) >= 0 &&
+        outbox_topic_valid(buf, why, sizeof(why)))
         return buf;
     if (v->render_failures++ < RENDER_WARNINGS) {
         struct slice id = value_of(v, v->col[OC_EVENT_ID]);
-        log_warn("event %.*s: %s (counted as missing)", id.data ? (int)id.len : 6,
-                 id.data ? id.data : "(null)", why);
+        log_warn("event %.*s: %s (it cannot be in a topic: dead-lettered or missing)",
+                 id.data ? (int)id.len : 6, id.data ? id.data : "(null)", why);
     }
     return NULL;
 }
@@ -559,7 +575,9 @@ static int collect_parts(struct verify *v, const char **want, size_t nwant,
         }
         for (int j = 0; j < mt->partition_cnt; j++)
             v->parts[v->nparts++] =
-                (struct part){.topic = *w, .partition = mt->partitions[j].id};
+                (struct part){.topic = *w,
+                              .partition = mt->partitions[j].id,
+                              .dlq = v->dlq_topic && !strcmp(*w, v->dlq_topic)};
     }
     qsort(v->parts, v->nparts, sizeof(*v->parts), cmp_part);
     return 0;
@@ -572,21 +590,45 @@ static void warn_absent_topics(const struct verify *v, const char **want, size_t
         bool found = false;
         for (size_t j = 0; j < v->nparts && !found; j++)
             found = v->parts[j].topic == want[i];
-        if (!found)
+        if (found) continue;
+        if (v->dlq_topic && !strcmp(want[i], v->dlq_topic))
+            log_info("the dead-letter topic %s does not exist: nothing was dead-lettered "
+                     "there",
+                     want[i]);
+        else
             log_warn("topic %s does not exist: its events count as missing", want[i]);
     }
 }
 
-/* v->parts: every partition of the rows' topics. */
+/* The rows' topics (from the audit) and the dead-letter topic, unless it is
+ * one of them, into *want (the caller frees the array). Sets v->dlq_topic. */
+static int wanted_topics(struct verify *v, const char ***want, size_t *nwant, char *err,
+                         size_t errlen)
+{
+    const char **rows;
+    size_t n;
+    const char *dlq = v->cfg->errors_dlq_topic;
+    if (audit_topics(v->audit, &rows, &n) != 0 ||
+        !(*want = realloc(rows, (n + 1) * sizeof(*rows)))) {
+        free(rows);
+        snprintf(err, errlen, "out of memory");
+        return EXIT_FATAL;
+    }
+    v->dlq_topic = dlq && dlq[0] ? dlq : NULL;
+    for (size_t i = 0; v->dlq_topic && i < n; i++)
+        if (!strcmp((*want)[i], dlq)) v->dlq_topic = NULL; /* read as a rows' topic */
+    if (v->dlq_topic) (*want)[n++] = v->dlq_topic;
+    *nwant = n;
+    return 0;
+}
+
+/* v->parts: every partition of the rows' topics and the dead-letter topic. */
 static int kafka_partitions(struct verify *v, char *err, size_t errlen)
 {
     const char **want;
     size_t nwant;
     const struct rd_kafka_metadata *md = NULL;
-    if (audit_topics(v->audit, &want, &nwant) != 0) {
-        snprintf(err, errlen, "out of memory");
-        return EXIT_FATAL;
-    }
+    if (wanted_topics(v, &want, &nwant, err, errlen) != 0) return EXIT_FATAL;
     if (nwant) qsort(want, nwant, sizeof(*want), cmp_str);
     int rc = nwant ? kafka_metadata(v, want, nwant, &md, err, errlen) : 0;
     if (!rc && md) rc = collect_parts(v, want, nwant, md, err, errlen);
@@ -711,9 +753,9 @@ static int kafka_assign(struct verify *v, char *err, size_t errlen)
     return EXIT_FATAL;
 }
 
-/* One consumed message into the audit. */
-static int record_message(struct verify *v, const rd_kafka_message_t *m, char *err,
-                          size_t errlen)
+/* One consumed message (or dead-letter record) into the audit. */
+static int record_message(struct verify *v, const struct part *pt, const rd_kafka_message_t *m,
+                          char *err, size_t errlen)
 {
     rd_kafka_headers_t *hdrs = NULL;
     const void *val;
@@ -727,8 +769,10 @@ static int record_message(struct verify *v, const rd_kafka_message_t *m, char *e
             am.event_id = (struct slice){val, len};
         if (!rd_kafka_header_get_last(hdrs, "aggregate_version", &val, &len) && val)
             am.has_version = audit_parse_version(val, len, &am.version);
+        if (pt->dlq && !rd_kafka_header_get_last(hdrs, "dlq_error", &val, &len) && val)
+            am.dlq_error = (struct slice){val, len};
     }
-    if (audit_add_message(v->audit, &am) == 0) return 0;
+    if ((pt->dlq ? audit_add_dead_letter : audit_add_message)(v->audit, &am) == 0) return 0;
     snprintf(err, errlen, "out of memory");
     return EXIT_FATAL;
 }
@@ -765,7 +809,7 @@ static int on_message(struct verify *v, const rd_kafka_message_t *m, char *err,
     if (!pt || pt->done || m->offset < pt->next) return 0; /* refetched */
     if (pt->by_time && rd_kafka_message_timestamp(m, NULL) >= v->since_ms)
         pt->by_time = false;
-    int rc = m->offset < pt->hi && !pt->by_time ? record_message(v, m, err, errlen) : 0;
+    int rc = m->offset < pt->hi && !pt->by_time ? record_message(v, pt, m, err, errlen) : 0;
     part_advance(v, pt, m->offset);
     return rc;
 }
@@ -805,7 +849,9 @@ static int kafka_read(struct verify *v, char *err, size_t errlen)
     if (!rc && v->opt->since) rc = kafka_seek_since(v, err, errlen);
     if (!rc) rc = kafka_assign(v, err, errlen);
     if (!rc) rc = kafka_consume(v, err, errlen);
-    if (!rc) log_info("read %zu partitions of the outbox topics", v->nparts);
+    if (!rc)
+        log_info("read %zu partitions of the outbox topics%s", v->nparts,
+                 v->dlq_topic ? " and the dead-letter topic" : "");
     return rc;
 }
 
@@ -836,6 +882,10 @@ static void print_example(FILE *f, enum audit_kind k, const struct audit_example
     if (e->partition >= 0)
         fprintf(f, " partition=%" PRId32 " offset=%" PRId64, e->partition, e->offset);
     if (k == AK_DUPLICATE) fprintf(f, " (%zu copies)", e->copies);
+    if (k == AK_DEAD_LETTERED) {
+        fputs(" dlq_error=", f);
+        print_bytes(f, e->dlq_error);
+    }
     if (k == AK_ORDER && e->split)
         fprintf(f, ": key also on partition %" PRId32, e->first_partition);
     else if (k == AK_ORDER)
@@ -859,6 +909,15 @@ static void print_human(const struct verify *v, const struct audit_report *r)
             v->nparts);
     fprintf(f, "missing:          %zu\n", r->missing);
     print_examples(f, r, AK_MISSING);
+    fprintf(f, "dead-lettered:    %zu", r->dead_lettered);
+    if (v->dlq_topic)
+        fprintf(f, " (in %s, not in their topic; partition and offset there)", v->dlq_topic);
+    fputc('\n', f);
+    print_examples(f, r, AK_DEAD_LETTERED);
+    if (r->dead_letters_unmatched)
+        fprintf(f, "dead-letter records of no row: %zu of %zu (no event_id, or not in the "
+                   "table)\n",
+                r->dead_letters_unmatched, r->dead_letters);
     fprintf(f, "duplicates:       %zu extra copies of %zu events\n", r->duplicates,
             r->duplicate_events);
     print_examples(f, r, AK_DUPLICATE);
@@ -869,8 +928,12 @@ static void print_human(const struct verify *v, const struct audit_report *r)
             "more than one partition)\n",
             r->order_violations, r->version_regressions, r->split_keys);
     print_examples(f, r, AK_ORDER);
-    fprintf(f, "result: %s\n",
-            audit_report_ok(r) ? "OK" : "FAILED (missing or out of order)");
+    if (!audit_report_ok(r))
+        fprintf(f, "result: FAILED (missing or out of order)\n");
+    else if (r->dead_lettered)
+        fprintf(f, "result: OK (%zu dead-lettered)\n", r->dead_lettered);
+    else
+        fprintf(f, "result: OK\n");
 }
 
 /* A JSON string of s, or null (NULL slice, or not valid UTF-8). */
@@ -901,6 +964,7 @@ static json_t *json_example(enum audit_kind k, const struct audit_example *e)
     if (ok && e->partition >= 0)
         ok = jint(o, "partition", e->partition) && jint(o, "offset", e->offset);
     if (ok && e->has_version) ok = jint(o, "aggregate_version", e->version);
+    if (ok && k == AK_DEAD_LETTERED) ok = jset(o, "dlq_error", json_slice(e->dlq_error));
     if (ok && k == AK_DUPLICATE) ok = jint(o, "copies", (int64_t)e->copies);
     if (ok && k == AK_ORDER && e->split)
         ok = jset(o, "kind", json_string("split")) &&
@@ -936,6 +1000,11 @@ static json_t *json_report(const struct verify *v, const struct audit_report *r)
         jint(o, "rows", (int64_t)r->rows) && jint(o, "messages", (int64_t)r->messages) &&
         jint(o, "topics", (int64_t)r->topics) && jint(o, "missing", (int64_t)r->missing) &&
         jset(o, "missing_examples", json_examples(r, AK_MISSING)) &&
+        jset(o, "dlq_topic", v->dlq_topic ? json_string(v->dlq_topic) : json_null()) &&
+        jint(o, "dead_lettered", (int64_t)r->dead_lettered) &&
+        jset(o, "dead_lettered_examples", json_examples(r, AK_DEAD_LETTERED)) &&
+        jint(o, "dead_letters", (int64_t)r->dead_letters) &&
+        jint(o, "dead_letters_unmatched", (int64_t)r->dead_letters_unmatched) &&
         jint(o, "duplicates", (int64_t)r->duplicates) &&
         jint(o, "duplicate_events", (int64_t)r->duplicate_events) &&
         jset(o, "duplicate_examples", json_examples(r, AK_DUPLICATE)) &&
@@ -961,6 +1030,79 @@ static int print_json(const struct verify *v, const struct audit_report *r)
         rc = 0;
     json_decref(o);
     return rc;
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+void verify_options_init(struct verify_options *opt)
+{
+    *opt = (struct verify_options){.timeout_ms = VERIFY_DEFAULT_TIMEOUT_MS};
+}
+
+bool verify_option_takes_value(const char *arg)
+{
+    return !strcmp(arg, "--since") || !strcmp(arg, "--timeout");
+}
+
+int verify_option(struct verify_options *opt, int argc, char **argv, int *i, char *err,
+                  size_t errlen)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--json")) {
+        opt->json = true;
+        return 1;
+    }
+    if (!verify_option_takes_value(a)) return 0;
+    if (*i + 1 >= argc) {
+        snprintf(err, errlen, "%s needs a value", a);
+        return -1;
+    }
+    const char *val = argv[++*i];
+    if (!strcmp(a, "--since")) {
+        opt->since = val;
+        return 1;
+    }
+    int64_t ms = 0;
+    char why[128];
+    bool parsed = polling_duration_parse(val, &ms, why, sizeof(why)) == 0;
+    if (!parsed || ms <= 0 || ms > INT32_MAX) {
+        snprintf(err, errlen, "--timeout \"%s\": %s", val,
+                 !parsed     ? why
+                 : ms <= 0   ? "must be positive (250ms, 10s, 2m)"
+                             : "too long");
+        return -1;
+    }
+    opt->timeout_ms = (int)ms;
+    return 1;
+}
+
+void verify_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd verify -c FILE [--set section.key=value ...] [--since TIMESTAMP]\n"
+            "                      [--timeout DURATION] [--json]\n"
+            "\n"
+            "Compares the outbox table with the topics its rows route to and with the\n"
+            "dead-letter topic ([errors] dlq_topic): events missing from Kafka, events\n"
+            "dead-lettered instead of delivered, duplicates, unknown messages and per-key\n"
+            "order violations.\n"
+            "\n"
+            "  -c, --config FILE    INI configuration file\n"
+            "      --set S.K=V      override one key (repeatable)\n"
+            "      --since TIME     only rows created at or after TIME (created_at), and\n"
+            "                       the messages from that time on\n"
+            "      --timeout DUR    how long to wait for the broker (metadata, offsets,\n"
+            "                       reading up to the end of every partition) and for the\n"
+            "                       Postgres connection: 250ms, 10s, 2m (default 60s)\n"
+            "      --json           one JSON object on stdout instead of the summary\n"
+            "  -h, --help           this text\n"
+            "\n"
+            "Exit codes:\n"
+            "  0  nothing missing and nothing out of order (dead-lettered events,\n"
+            "     duplicates and unknown messages are reported, not failed)\n"
+            "  1  problems found: events missing, or out of order\n"
+            "  2  could not run: bad usage or configuration, Postgres or the broker\n"
+            "     unreachable, or the topics not read within --timeout\n");
 }
 
 /* ---- the run ------------------------------------------------------------- */
@@ -1034,10 +1176,7 @@ int verify_run(const struct config *cfg, const struct verify_options *opt)
         rc = EXIT_FATAL;
     }
     if (!rc && !opt->json) print_human(&v, &r);
-    if (!rc && !audit_report_ok(&r))
-        rc = EXIT_FATAL;
-    else if (rc)
-        log_error("verify: %s", err);
+    if (rc) log_error("verify: could not run: %s", err);
     cleanup(&v);
-    return rc;
+    return rc ? VERIFY_COULD_NOT_RUN : audit_report_ok(&r) ? VERIFY_CLEAN : VERIFY_PROBLEMS;
 }

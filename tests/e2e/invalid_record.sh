@@ -92,6 +92,9 @@ assert_eq "$(jq -r 'select(.key == "o-2") | .headers.commit_lsn' "$T/dump1.jsonl
 lsn_ge "$record_lsn" "$before" && lsn_ge "$commit_lsn" "$record_lsn" && lsn_ge "$after" "$commit_lsn" ||
     fail "record LSN $record_lsn / commit_lsn $commit_lsn not within the bad transaction ($before..$after)"
 info "ok: record at $record_lsn, commit_lsn $commit_lsn"
+assert_eq "" "$(jq -r '.headers.dlq_original_topic' <<<"$m")" "dlq_original_topic of the record"
+[[ "$(jq -r '.headers.dlq_original_topic_error' <<<"$m")" == *"could not be decoded"* ]] ||
+    fail "dlq_original_topic_error of the record: $(jq -c .headers <<<"$m")"
 assert_eq null "$(jq -r '.key' <<<"$m")" "key of the dead-lettered record"
 value_hex=$(jq -r '.value_hex' <<<"$m")
 [[ "$value_hex" == *636166e9* ]] || fail "the DLQ value is not the raw record (no caf\\xe9): $value_hex"

@@ -6,8 +6,11 @@
 # column), and a delivery the broker refuses for good
 # (TOPIC_AUTHORIZATION_FAILED injected by the mock).
 #  - dlq: each bad event lands in outbox.dlq with its key, its value
-#    (truncated with a header when the value is what is too large) and
-#    headers naming the original topic, the reason, the error and the LSN;
+#    (truncated with a header when the value is what is too large), every
+#    header the normal record would have carried (event_id, event_type,
+#    aggregate_type, aggregate_id, aggregate_version, commit_lsn: those the
+#    row has) and headers naming the original topic (or, for a topic that
+#    cannot be, why in dlq_original_topic_error), the reason and the error;
 #    good events around it are delivered, and the slot moves past it.
 #  - halt: outboxd exits 1 naming the event, the LSN and the reason, after
 #    confirming the good event before it and never the bad one.
@@ -41,6 +44,36 @@ bad_sql() {
 good_sql() { # N
     echo "INSERT INTO public.loose_outbox ($cols) VALUES (gen_random_uuid(), 'Order', 'good-$1', 1, 'Good', '{\"good\": $1}')"
 }
+# The original headers each class's DLQ record must carry (commit_lsn
+# aside), exactly: a NULL column has no header.
+expect_headers=(x
+    '{"event_type":"Bad","aggregate_type":"Order","aggregate_id":"o-1","aggregate_version":"1"}'
+    '{"event_id":"00000000-0000-4000-8000-000000000b02","event_type":"Bad","aggregate_type":"Order","aggregate_version":"1"}'
+    '{"event_id":"00000000-0000-4000-8000-000000000b03","event_type":"Bad","aggregate_type":"Order","aggregate_id":"","aggregate_version":"1"}'
+    '{"event_id":"00000000-0000-4000-8000-000000000b04","aggregate_type":"Order","aggregate_id":"o-4","aggregate_version":"1"}'
+    '{"event_id":"00000000-0000-4000-8000-000000000b05","event_type":"Bad","aggregate_type":"Bad Type!","aggregate_id":"o-5","aggregate_version":"1"}'
+    '{"event_id":"00000000-0000-4000-8000-000000000b06","event_type":"Big","aggregate_type":"Order","aggregate_id":"o-6","aggregate_version":"1"}'
+    '{"event_id":"","event_type":"Bad","aggregate_type":"Order","aggregate_id":"o-7","aggregate_version":"1"}')
+# original_headers: the headers of a DLQ record (stdin) that are not dlq_*,
+# commit_lsn left out, keys sorted.
+original_headers() {
+    jq -cS '.headers | with_entries(select(.key | startswith("dlq_") | not)) | del(.commit_lsn)'
+}
+# check_original MSG CLASS-LABEL EXPECTED-JSON TOPIC: every original header
+# and the topic (TOPIC "" : the topic error must be there instead).
+check_original() {
+    local m=$1 what=$2 want=$3 topic=$4
+    assert_eq "$(jq -cS . <<<"$want")" "$(original_headers <<<"$m")" "original headers of $what"
+    [[ "$(jq -r '.headers.commit_lsn' <<<"$m")" == */* ]] || fail "$what: no commit_lsn"
+    assert_eq "$topic" "$(jq -r '.headers.dlq_original_topic' <<<"$m")" "dlq_original_topic of $what"
+    if [[ -z $topic ]]; then
+        [[ -n "$(jq -r '.headers.dlq_original_topic_error // empty' <<<"$m")" ]] ||
+            fail "$what: empty dlq_original_topic without dlq_original_topic_error"
+    else
+        assert_eq null "$(jq -c '.headers.dlq_original_topic_error' <<<"$m")" \
+            "dlq_original_topic_error of $what (a topic is named)"
+    fi
+}
 expect_code=(x NULL_EVENT_ID NULL_AGGREGATE_ID EMPTY_AGGREGATE_ID NULL_EVENT_TYPE BAD_TOPIC MSG_SIZE_TOO_LARGE
              EMPTY_EVENT_ID)
 classes="1 2 3 4 5 6 7"
@@ -70,7 +103,13 @@ for c in $classes; do
     assert_eq "${expect_code[$c]}" "$(jq -r '.headers.dlq_error' <<<"$m")" "dlq_error of class $c"
     [[ -n "$(jq -r '.headers.dlq_reason // empty' <<<"$m")" ]] || fail "class $c: no dlq_reason"
     [[ "$(jq -r '.headers.commit_lsn' <<<"$m")" == */* ]] || fail "class $c: no commit_lsn"
+    topic=outbox.event.Order
+    [[ $c == 5 ]] && topic=""
+    check_original "$m" "class $c (${expect_code[$c]})" "${expect_headers[$c]}" "$topic"
 done
+m=$(jq -c 'select(.topic == "outbox.dlq" and .headers.dlq_error == "BAD_TOPIC")' "$T/dlq.jsonl")
+[[ "$(jq -r '.headers.dlq_original_topic_error' <<<"$m")" == *"0x20"* ]] ||
+    fail "dlq_original_topic_error of the bad topic does not say why: $(jq -c .headers <<<"$m")"
 m=$(jq -c 'select(.topic == "outbox.dlq" and .headers.dlq_error == "MSG_SIZE_TOO_LARGE")' "$T/dlq.jsonl")
 assert_eq outbox.event.Order "$(jq -r '.headers.dlq_original_topic' <<<"$m")" "original topic of the too-large event"
 assert_eq o-6 "$(jq -r '.key' <<<"$m")" "key of the too-large event"
@@ -92,6 +131,9 @@ kdump_all >"$T/dlq2.jsonl"
 m=$(jq -c 'select(.topic == "outbox.dlq" and .headers.event_id == "00000000-0000-4000-8000-000000000b08")' "$T/dlq2.jsonl")
 [[ -n "$m" ]] || fail "the refused event is not in outbox.dlq: $(grep -E 'WARN|ERROR' "$T/outboxd.log" | grep -v kafka: | tail -3)"
 assert_eq TOPIC_AUTHORIZATION_FAILED "$(jq -r '.headers.dlq_error' <<<"$m")" "dlq_error of the refused event"
+check_original "$m" "the refused event" \
+    '{"event_id":"00000000-0000-4000-8000-000000000b08","event_type":"Refused","aggregate_type":"Order","aggregate_id":"o-8","aggregate_version":"1"}' \
+    outbox.event.Order
 outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
 
 step "policy halt: each class stops outboxd before its LSN"

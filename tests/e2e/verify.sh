@@ -10,8 +10,12 @@
 #  - an older aggregate_version produced after a newer one (kcat): an order
 #    violation, exit 1; a key on a second partition: a split key;
 #  - messages not in the table, or without event_id: unknown;
-#  - bad --since, --since without created_at, a bad [kafka] key: exit 2;
-#    a missing table: exit 1 naming it.
+#  - a row outboxd dead-lettered ([errors] policy = dlq, a topic name that
+#    is not valid): "dead-lettered" with the record's dlq_error, not
+#    missing; alone (--since) it exits 0;
+#  - exit 2 ("could not run") for bad --since, --since without created_at,
+#    a bad [kafka] key, a missing table, an unreachable Postgres, and an
+#    unreachable broker: within about --timeout, naming it.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init verify
 pg_start
@@ -36,8 +40,10 @@ run_verify() {
     local want=$1 name=$2 rc=0
     shift 2
     step "outboxd verify $* (expect exit $want)"
+    local t0=$SECONDS
     "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "$@" \
         >"$T/v.$name.out" 2>"$T/v.$name.err" || rc=$?
+    VERIFY_SECONDS=$((SECONDS - t0))
     if [[ $rc -ne $want ]]; then
         cat "$T/v.$name.out" >&2
         tail -n 20 "$T/v.$name.err" >&2
@@ -175,7 +181,7 @@ grep -q 'public.nocreated has no created_at column' "$T/v.no_created.err" ||
     fail "no created_at error: $(cat "$T/v.no_created.err")"
 run_verify 0 no_created_all --set outbox.table=public.nocreated --json
 expect_json no_created_all "rows=0 messages=0 topics=0 ok=true"
-run_verify 1 no_table --set outbox.table=public.nothere
+run_verify 2 no_table --set outbox.table=public.nothere
 grep -q 'nothere.*does not exist' "$T/v.no_table.err" || fail "no missing-table error: $(cat "$T/v.no_table.err")"
 run_verify 2 bad_kafka --set kafka.no.such.property=1
 grep -q 'no.such.property' "$T/v.bad_kafka.err" || fail "no [kafka] error: $(cat "$T/v.bad_kafka.err")"
@@ -183,4 +189,45 @@ grep -q 'no.such.property' "$T/v.bad_kafka.err" || fail "no [kafka] error: $(cat
 run_verify 0 producer_keys --set outbox.table=public.nocreated --set kafka.acks=all \
     --set kafka.linger.ms=5 --set kafka.enable.idempotence=true
 grep -q 'producer property' "$T/v.producer_keys.err" && fail "producer-only keys reached the consumer"
+grep -q 'could not run' "$T/v.no_table.err" || fail "no 'could not run': $(cat "$T/v.no_table.err")"
+run_verify 2 no_postgres --set "postgres.conninfo=host=127.0.0.1 port=$(free_port) dbname=x user=x"
+grep -q 'could not run: postgres: connecting' "$T/v.no_postgres.err" ||
+    fail "no Postgres error: $(cat "$T/v.no_postgres.err")"
+run_verify 2 bad_timeout --timeout 0
+grep -q -- '--timeout "0"' "$T/v.bad_timeout.err" || fail "no --timeout error: $(cat "$T/v.bad_timeout.err")"
+
+step "an unreachable broker: exit 2 within about --timeout"
+run_verify 2 no_broker --set "kafka.bootstrap.servers=127.0.0.1:$(free_port)" --timeout 3s
+grep -q 'could not run: kafka: .*within 3000 ms' "$T/v.no_broker.err" ||
+    fail "no broker error naming the wait: $(tail -n 3 "$T/v.no_broker.err")"
+((VERIFY_SECONDS <= 8)) || fail "verify took ${VERIFY_SECONDS} s with --timeout 3s"
+info "unreachable broker: exit 2 after ${VERIFY_SECONDS} s (--timeout 3s)"
+
+step "a dead-lettered event: [errors] policy = dlq, an invalid topic name"
+rm -f "$T/outboxd.offset" # of the dropped slot: outboxd starts on a new one
+outboxd_start --set errors.policy=dlq
+sleep 1
+SINCE2=$(psql_q "SELECT now()::text")
+sleep 1
+ins 13 'Bad Type!' bad-1 1
+ins 14 Order order-4 1
+wait_caught_up 60
+kdump_all >"$T/dlq.jsonl" || fail "kdump failed"
+assert_eq 1 "$(jq -c --arg id "$(id 13)" 'select(.topic == "outbox.dlq" and .headers.event_id == $id)' "$T/dlq.jsonl" | wc -l)" \
+    "event 13 in outbox.dlq ($(jq -c 'select(.topic == "outbox.dlq") | .headers' "$T/dlq.jsonl"))"
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+run_verify 0 dlq_since --since "$SINCE2" --json
+expect_json dlq_since "rows=2 missing=0 dead_lettered=1 dead_letters=1 dead_letters_unmatched=0
+    dlq_topic=\"outbox.dlq\" ok=true"
+assert_eq "\"$(id 13)\"" "$(jv dlq_since '.dead_lettered_examples[0].event_id')" "dead-lettered example"
+assert_eq '"BAD_TOPIC"' "$(jv dlq_since '.dead_lettered_examples[0].dlq_error')" "its dlq_error"
+run_verify 0 dlq_since_text --since "$SINCE2"
+grep -q '^dead-lettered: *1 (in outbox.dlq' "$T/v.dlq_since_text.out" || fail "summary lacks 'dead-lettered: 1'"
+grep -q "event_id=$(id 13) .* dlq_error=BAD_TOPIC" "$T/v.dlq_since_text.out" ||
+    fail "summary lacks the dead-lettered event: $(cat "$T/v.dlq_since_text.out")"
+grep -q '^result: OK (1 dead-lettered)$' "$T/v.dlq_since_text.out" || fail "summary lacks 'result: OK (1 dead-lettered)'"
+# The whole table: event 11 is still missing (exit 1), event 13 is not.
+run_verify 1 dlq_all --json
+expect_json dlq_all "missing=1 dead_lettered=1 ok=false"
+assert_eq "\"$(id 11)\"" "$(jv dlq_all '.missing_examples[0].event_id')" "the one missing event"
 e2e_pass

@@ -94,6 +94,90 @@ static void assert_counts(size_t missing, size_t dups, size_t dup_events, size_t
     ck_assert_uint_eq(R.order_violations, regressions + splits);
 }
 
+/* ---- dead letters ---- */
+
+static void dlq(int32_t partition, int64_t offset, const char *key, const char *id,
+                const char *code)
+{
+    struct audit_msg m = {.topic = "outbox.dlq",
+                          .partition = partition,
+                          .offset = offset,
+                          .key = S(key),
+                          .event_id = S(id),
+                          .dlq_error = S(code)};
+    ck_assert_int_eq(audit_add_dead_letter(A, &m), 0);
+}
+
+/* A row only in the dead-letter topic is dead-lettered, not missing, and
+ * does not fail the audit; one in its topic as well is delivered. */
+START_TEST(test_dead_lettered_not_missing)
+{
+    row("e1", T1, "k1", 1);
+    row("e2", T1, NULL, NOV); /* NULL aggregate_id: dead-lettered */
+    row("e3", T1, "k3", 1);   /* missing */
+    row("e4", T1, "k4", 1);   /* delivered, and dead-lettered too */
+    msg(T1, 0, 0, "k1", "e1", 1);
+    msg(T1, 0, 1, "k4", "e4", 1);
+    dlq(0, 7, NULL, "e2", "NULL_AGGREGATE_ID");
+    dlq(0, 8, "k4", "e4", "MSG_SIZE_TOO_LARGE");
+    run();
+    assert_counts(1, 0, 0, 0, 0, 0);
+    ck_assert_uint_eq(R.dead_lettered, 1);
+    ck_assert_uint_eq(R.dead_letters, 2);
+    ck_assert_uint_eq(R.dead_letters_unmatched, 0);
+    ck_assert_uint_eq(R.messages, 2); /* dead-letter records are not messages */
+    ck_assert(audit_report_ok(&R) == false); /* e3 is missing */
+    ck_assert_uint_eq(R.nexamples[AK_DEAD_LETTERED], 1);
+    const struct audit_example *e = &R.examples[AK_DEAD_LETTERED][0];
+    SLICE_EQ(e->event_id, "e2");
+    ck_assert_str_eq(e->topic, T1); /* the topic it would have gone to */
+    ck_assert_int_eq(e->partition, 0);
+    ck_assert_int_eq(e->offset, 7);
+    SLICE_EQ(e->dlq_error, "NULL_AGGREGATE_ID");
+    SLICE_EQ(R.examples[AK_MISSING][0].event_id, "e3");
+    ck_assert_ptr_null(R.examples[AK_MISSING][0].dlq_error.data);
+}
+END_TEST
+
+START_TEST(test_only_dead_lettered_is_ok)
+{
+    row("e1", T1, "k1", 1);
+    dlq(0, 0, "k1", "e1", "BAD_TOPIC");
+    run();
+    ck_assert_uint_eq(R.missing, 0);
+    ck_assert_uint_eq(R.dead_lettered, 1);
+    ck_assert(audit_report_ok(&R));
+    ck_assert_uint_eq(R.unknown, 0);
+}
+END_TEST
+
+/* Records of no row (or without an event_id: an undecodable record) are
+ * unmatched, not unknown; their ids are offered for the look-up, and an
+ * out-of-scope row matches. */
+START_TEST(test_dead_letters_unmatched)
+{
+    add_row_full("old", T1, "k", 1, false);
+    dlq(0, 0, NULL, NULL, "INVALID_RECORD");
+    dlq(0, 1, "k", "ghost", "BAD_TOPIC");
+    dlq(0, 2, "k", "old", "BAD_TOPIC");
+    run();
+    ck_assert_uint_eq(R.dead_letters, 3);
+    ck_assert_uint_eq(R.dead_letters_unmatched, 2);
+    ck_assert_uint_eq(R.dead_lettered, 0);
+    ck_assert_uint_eq(R.unknown, 0);
+    size_t n;
+    const struct slice *ids = audit_unknown_ids(A, &n);
+    ck_assert_uint_eq(n, 1);
+    SLICE_EQ(ids[0], "ghost");
+    /* looked up: an in-scope row after all */
+    row("ghost", T1, "k", NOV);
+    run();
+    ck_assert_uint_eq(R.dead_letters_unmatched, 1);
+    ck_assert_uint_eq(R.dead_lettered, 1);
+    ck_assert_uint_eq(R.missing, 0);
+}
+END_TEST
+
 /* ---- clean and empty ---- */
 
 START_TEST(test_empty)
@@ -663,6 +747,9 @@ int main(void)
     tcase_add_test(te, test_unknown);
     tcase_add_test(te, test_known_rows);
     tcase_add_test(te, test_ids_are_bytes);
+    tcase_add_test(te, test_dead_lettered_not_missing);
+    tcase_add_test(te, test_only_dead_lettered_is_ok);
+    tcase_add_test(te, test_dead_letters_unmatched);
     suite_add_tcase(s, te);
 
     TCase *to = tcase_create("order");

@@ -692,6 +692,92 @@ START_TEST(test_build_empty_event_id)
 }
 END_TEST
 
+/* A poison row still says the topic it would have gone to (a key fault
+ * used to return before the topic was rendered), or why it has none. */
+START_TEST(test_build_poison_keeps_topic)
+{
+    struct outbox_event ev;
+    ck_assert_int_eq(build_with(2, NUL_V, &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_NULL_AGGREGATE_ID);
+    ck_assert_str_eq(ev.topic, "outbox.event.Order");
+    ck_assert_str_eq(ev.topic_error, "");
+    ck_assert_int_eq(build_with(0, NUL_V, &ev), -1);
+    ck_assert_str_eq(ev.topic, "outbox.event.Order");
+    ck_assert_int_eq(build_with(4, NUL_V, &ev), -1);
+    ck_assert_str_eq(ev.topic, "outbox.event.Order");
+    /* NULL aggregate_id and a bad topic: the first fault, and the reason */
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Bad Type"), NUL_V, TXT("1"),
+                                TXT("OrderCreated"), TXT("{}"), TXT("now")};
+    ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)), -1);
+    ck_assert_int_eq(ev.fault, OF_NULL_AGGREGATE_ID);
+    ck_assert_str_eq(ev.topic, "");
+    ck_assert_msg(strstr(ev.topic_error, "0x20") != NULL, "topic_error: %s", ev.topic_error);
+    rel_free(r);
+    ck_assert_int_eq(build_with(1, NUL_V, &ev), -1);
+    ck_assert_int_eq(ev.fault, OF_BAD_TOPIC);
+    ck_assert_str_eq(ev.topic, "");
+    ck_assert_msg(strstr(ev.topic_error, "aggregate_type") != NULL, "topic_error: %s",
+                  ev.topic_error);
+    ck_assert_str_eq(err, ev.topic_error);
+    ck_assert_int_eq(build_with(1, TXT("Order"), &ev), 0);
+    ck_assert_str_eq(ev.topic_error, "");
+}
+END_TEST
+
+/* The dead-letter record: every header of the original record, in its
+ * order, then the dlq_* headers. */
+START_TEST(test_dlq_headers)
+{
+    struct outbox_event ev, dl;
+    ck_assert_int_eq(build_with(2, NUL_V, &ev), -1); /* no aggregate_id header */
+    memset(&dl, 0xA5, sizeof(dl));
+    outbox_dlq_headers(&dl, ev.headers, ev.nheaders,
+                       &(struct outbox_dlq){.topic = ev.topic,
+                                            .topic_error = ev.topic_error,
+                                            .reason = "aggregate_id is NULL",
+                                            .code = "NULL_AGGREGATE_ID"});
+    ck_assert_int_eq(dl.nheaders, ev.nheaders + 3);
+    for (int i = 0; i < ev.nheaders; i++) {
+        ck_assert_str_eq(dl.headers[i].name, ev.headers[i].name);
+        ck_assert_ptr_eq(dl.headers[i].value.data, ev.headers[i].value.data);
+        ck_assert_uint_eq(dl.headers[i].value.len, ev.headers[i].value.len);
+    }
+    check_header(&dl, 0, "event_id", EVENT_ID);
+    check_header(&dl, 1, "event_type", "OrderCreated");
+    check_header(&dl, 2, "aggregate_type", "Order");
+    check_header(&dl, 3, "aggregate_version", "1");
+    check_header(&dl, 4, "commit_lsn", "0/1");
+    check_header(&dl, 5, "dlq_original_topic", "outbox.event.Order");
+    check_header(&dl, 6, "dlq_reason", "aggregate_id is NULL");
+    check_header(&dl, 7, "dlq_error", "NULL_AGGREGATE_ID");
+
+    /* no topic: the reason instead; record LSN and truncation when set */
+    ck_assert_int_eq(build_with(1, NUL_V, &ev), -1);
+    outbox_dlq_headers(&dl, ev.headers, ev.nheaders,
+                       &(struct outbox_dlq){.topic = ev.topic,
+                                            .topic_error = ev.topic_error,
+                                            .reason = "r",
+                                            .code = "BAD_TOPIC",
+                                            .record_lsn = "0/2",
+                                            .truncated_from = "50000"});
+    int b = ev.nheaders; /* 5: no aggregate_type header */
+    ck_assert_int_eq(b, 5);
+    ck_assert_int_eq(dl.nheaders, b + 6);
+    check_header(&dl, b, "dlq_original_topic", "");
+    check_header(&dl, b + 1, "dlq_original_topic_error", ev.topic_error);
+    check_header(&dl, b + 2, "dlq_reason", "r");
+    check_header(&dl, b + 3, "dlq_error", "BAD_TOPIC");
+    check_header(&dl, b + 4, "dlq_record_lsn", "0/2");
+    check_header(&dl, b + 5, "dlq_value_truncated_from", "50000");
+    /* an empty topic without a reason still says so */
+    outbox_dlq_headers(&dl, NULL, 0,
+                       &(struct outbox_dlq){.topic = "", .reason = "r", .code = "C"});
+    ck_assert_int_eq(dl.nheaders, 4);
+    check_header(&dl, 1, "dlq_original_topic_error", "unknown");
+}
+END_TEST
+
 START_TEST(test_build_unchanged_toast)
 {
     struct outbox_event ev;
@@ -919,6 +1005,8 @@ int main(void)
     tcase_add_test(tb, test_build_custom_missing_version_column);
     tcase_add_test(tb, test_build_null_required);
     tcase_add_test(tb, test_build_empty_event_id);
+    tcase_add_test(tb, test_build_poison_keeps_topic);
+    tcase_add_test(tb, test_dlq_headers);
     tcase_add_test(tb, test_build_unchanged_toast);
     tcase_add_test(tb, test_build_missing_required_column);
     tcase_add_test(tb, test_build_missing_payload_column);
