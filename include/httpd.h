@@ -32,7 +32,7 @@ struct listen_addr {
 };
 
 /* Parses "HOST:PORT": HOST a numeric IPv4 address, a numeric IPv6 address
- * in brackets ("[::1]:9187"), or empty for every IPv4 interface (":9187");
+ * in brackets ("[::1]:19187"), or empty for every IPv4 interface (":19187");
  * PORT 0-65535 (0: any free port). Returns 0, or -1 with err naming the
  * problem. Pure. */
 int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t errlen);

@@ -45,7 +45,7 @@ int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t 
     if (s[0] == '[') {
         const char *close = strchr(s, ']');
         if (!close || close[1] != ':') {
-            snprintf(err, errlen, "\"%s\": expected [IPv6]:PORT, e.g. [::1]:9187", s);
+            snprintf(err, errlen, "\"%s\": expected [IPv6]:PORT, e.g. [::1]:19187", s);
             return -1;
         }
         if ((size_t)(close - s - 1) >= sizeof(host)) goto bad_host;
@@ -55,7 +55,7 @@ int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t 
     } else {
         colon = strrchr(s, ':');
         if (!colon) {
-            snprintf(err, errlen, "\"%s\": expected HOST:PORT, e.g. 127.0.0.1:9187", s);
+            snprintf(err, errlen, "\"%s\": expected HOST:PORT, e.g. 127.0.0.1:19187", s);
             return -1;
         }
         if ((size_t)(colon - s) >= sizeof(host)) goto bad_host;
@@ -88,8 +88,8 @@ int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t 
     return 0;
 bad_host:
     snprintf(err, errlen,
-             "\"%s\": the host is not a numeric IP address (e.g. 127.0.0.1:9187, "
-             "0.0.0.0:9187, [::]:9187; no host names)",
+             "\"%s\": the host is not a numeric IP address (e.g. 127.0.0.1:19187, "
+             "0.0.0.0:19187, [::]:19187; no host names)",
              s);
     return -1;
 }
