@@ -34,6 +34,13 @@ START_TEST(test_listen_valid)
     ck_assert_int_eq(la.family, AF_INET6);
     ck_assert_int_eq(la.port, 65535);
     ck_assert_int_eq(listen_addr_parse("[::]:19187", &la, err, sizeof(err)), 0);
+    /* a host name is kept for httpd_start() to resolve */
+    ck_assert_int_eq(listen_addr_parse("localhost:19187", &la, err, sizeof(err)), 0);
+    ck_assert_int_eq(la.family, AF_UNSPEC);
+    ck_assert_str_eq(la.name, "localhost");
+    ck_assert_int_eq(la.port, 19187);
+    ck_assert_int_eq(listen_addr_parse("db-1.example.org:0", &la, err, sizeof(err)), 0);
+    ck_assert_str_eq(la.name, "db-1.example.org");
 }
 END_TEST
 
@@ -45,7 +52,8 @@ static const char *const invalid[][2] = {
     {"127.0.0.1:-1", "is not a number"},
     {"127.0.0.1:+80", "is not a number"},
     {"127.0.0.1:80x", "is not a number"},
-    {"localhost:19187", "not a numeric IP address"},
+    {"local_host:19187", "not a numeric IP address nor a host name"},
+    {"1.2.3:19187", "not a numeric IP address"},
     {"256.0.0.1:19187", "not a numeric IP address"},
     {"::1:19187", "not a numeric IP address"},
     {"[::1]19187", "expected [IPv6]:PORT"},
