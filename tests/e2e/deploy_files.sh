@@ -22,6 +22,7 @@
 #  - deploy/outboxd.service: `systemd-analyze verify` (no warning at all,
 #    unknown keys included) and `systemd-analyze security --offline`
 #    exposure at most 2.0.
+#  - no deployment file nor the code uses port 9187 (postgres_exporter's).
 #  - deploy/prometheus/outboxd-alerts.yml: `promtool check rules`, and
 #    `promtool test rules tests/deploy/outboxd-alerts.test.yml`.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -76,6 +77,11 @@ while read -r _ kv; do
 done < <(grep -E '^ENV [A-Z_]+=' "$D/Dockerfile")
 [[ " ${IMAGE_ENV[*]} " == *" OUTBOXD_HTTP_LISTEN=0.0.0.0:19187 "* ]] ||
     fail "the Dockerfile does not set OUTBOXD_HTTP_LISTEN=0.0.0.0:19187 (ENV: ${IMAGE_ENV[*]})"
+# Port 9187 is postgres_exporter's default, which often runs on the same
+# host: outboxd's default is 19187 (README, "Endpoints"), nowhere 9187.
+if grep -rnw 9187 "$D" "$E2E_SRC_DIR/src" "$E2E_SRC_DIR/include" >"$T/port.grep"; then
+    fail "port 9187 (postgres_exporter's) is still used: $(cat "$T/port.grep")"
+fi
 image_uid=$(awk '$1 == "USER" { split($2, a, ":"); print a[1] }' "$D/Dockerfile")
 info "image ENV: ${IMAGE_ENV[*]}; USER uid $image_uid"
 
