@@ -13,10 +13,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/polling_lib.sh"
 e2e_init signals
 
-# wait_grep FILE REGEX [TIMEOUT_S]: until FILE has a line matching REGEX.
+# wait_grep FILE REGEX [TIMEOUT_S]: until FILE has a line matching REGEX;
+# fails at once when the daemon ($WATCH_PID) has exited.
+WATCH_PID=
 wait_grep() {
     local file=$1 re=$2 timeout=${3:-15} start=$SECONDS
     while ! grep -qE -- "$re" "$file"; do
+        [[ -z "$WATCH_PID" ]] || kill -0 "$WATCH_PID" 2>/dev/null ||
+            fail "the daemon (pid $WATCH_PID) has exited; last line: $(tail -n 1 "$file")"
         ((SECONDS - start < timeout)) || fail "no line /$re/ in $file within ${timeout}s"
         sleep 0.2
     done
@@ -27,6 +31,7 @@ wait_grep() {
 # a restart; then a broken file), SIGUSR1, SIGUSR2; the daemon stays up.
 signal_checks() {
     local pid=$1 ini=$2 log=$3
+    WATCH_PID=$pid
     cp "$ini" "$T/good.ini"
     sed -i -e 's/^level = .*/level = info/' -e '/^\[log\]/a format = json' "$ini"
     sed -i '/^format = text$/d' "$ini"
@@ -53,6 +58,7 @@ signal_checks() {
     local after
     after=$(sed -n '/SIGHUP: reloaded/,$p' "$log" | grep -v '^=====' | grep -vc '^{' || true)
     assert_eq 0 "$after" "text lines after the reload to JSON"
+    WATCH_PID=
 }
 
 pg_start
