@@ -23,19 +23,36 @@
 
 #include "metrics.h"
 
-/* A parsed [http] listen value. */
+/* A parsed [http] listen value: an address (family AF_INET or AF_INET6,
+ * sa and len set), or a host name to resolve when the server starts
+ * (family AF_UNSPEC, name set). */
 struct listen_addr {
     struct sockaddr_storage sa;
     socklen_t len;
-    int family; /* AF_INET or AF_INET6 */
+    int family; /* AF_INET, AF_INET6, or AF_UNSPEC for a host name */
     int port;
+    char name[254]; /* the host name, when family is AF_UNSPEC */
 };
 
 /* Parses "HOST:PORT": HOST a numeric IPv4 address, a numeric IPv6 address
- * in brackets ("[::1]:9187"), or empty for every IPv4 interface (":9187");
- * PORT 0-65535 (0: any free port). Returns 0, or -1 with err naming the
- * problem. Pure. */
+ * in brackets ("[::1]:19187"), a host name ("localhost:19187": letters,
+ * digits, '-' and '.', resolved by httpd_start(), not here), or empty for
+ * every IPv4 interface (":19187"); PORT 0-65535 (0: any free port).
+ * Returns 0, or -1 with err naming the problem. Pure. */
 int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t errlen);
+
+/* Bounds on the clients (libmicrohttpd 0.9.75 options): at most
+ * HTTPD_MAX_CONNECTIONS at once, HTTPD_MAX_PER_IP of them from one
+ * address, and a connection that sends nothing for HTTPD_IDLE_TIMEOUT_S
+ * is closed (the timeout restarts with every byte, so a client trickling
+ * one byte per 5 s is closed after 3 s). Prometheus, a kubelet or curl
+ * send their request at once; a keep-alive connection idle between
+ * scrapes is reopened by the scraper. So clients that trickle or hang can
+ * hold at most HTTPD_MAX_PER_IP connections per address, and a probe from
+ * another address always finds a free one. */
+#define HTTPD_MAX_CONNECTIONS 64
+#define HTTPD_MAX_PER_IP 8
+#define HTTPD_IDLE_TIMEOUT_S 3
 
 /* /healthz fails when the event loop has not turned for this long. */
 #define HTTPD_STALL_MS 30000
@@ -75,9 +92,12 @@ void httpd_route(const char *method, const char *path, const struct httpd_view *
 
 struct httpd;
 
-/* Binds la and starts serving on libmicrohttpd's own thread (signals
- * blocked there: SIGTERM stays with the main thread). NULL with err (e.g.
- * the address is in use). Stop with httpd_stop(). *bound_port is set to the
+/* Binds la (a host name: its first IPv4 address from getaddrinfo(), else
+ * its first IPv6 one) and starts serving on libmicrohttpd's own thread
+ * (signals blocked there: SIGTERM stays with the main thread), with
+ * connections bounded so that slow clients cannot keep the probes out
+ * (HTTPD_MAX_CONNECTIONS, HTTPD_MAX_PER_IP, HTTPD_IDLE_TIMEOUT_S). NULL
+ * with err (e.g. the address is in use, the name does not resolve). Stop with httpd_stop(). *bound_port is set to the
  * port actually bound (the chosen one for port 0). */
 struct httpd *httpd_start(const struct listen_addr *la, int *bound_port, char *err,
                           size_t errlen);

@@ -18,8 +18,9 @@
  * Nothing that may hold a secret (conninfo, sasl password) is ever passed here.
  *
  * Thread safety: log_msg() and log_kv() may be called from any thread
- * (librdkafka's, the HTTP server's); the settings are made once at start-up
- * before other threads exist.
+ * (librdkafka's, the HTTP server's); the context is set once at start-up
+ * before other threads exist; the level and the format may be set again at
+ * any time (SIGHUP reloads them: signals.h).
  */
 #ifndef OUTBOXD_LOG_H
 #define OUTBOXD_LOG_H
@@ -46,6 +47,10 @@ enum log_level log_get_level(void);
 
 /* Parses "error|warn|info|debug"; returns -1 when unknown. */
 int log_level_parse(const char *s);
+
+/* "error", "warn", "info", "debug"; "text", "json" (static strings). */
+const char *log_level_name(enum log_level level);
+const char *log_format_name(enum log_format format);
 
 /* The output format (text by default). */
 void log_set_format(enum log_format format);

@@ -165,7 +165,7 @@ int config_init(struct config *c)
         {"errors", "dlq_topic", "outbox.dlq"},
         {"log", "level", "info"},
         {"log", "format", "text"},
-        {"http", "listen", "127.0.0.1:9187"},
+        {"http", "listen", "127.0.0.1:19187"},
         {"source", "mode", "logical"},
         {"polling", "batch_size", "100"},
         {"polling", "lease", "30s"},

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,15 +38,24 @@ static int parse_port(const char *s, int *port)
     return 0;
 }
 
+/* A host name: letters, digits, '-' and '.', not all digits and dots (that
+ * is a mistyped IPv4 address), at most 253 bytes. */
+static bool host_name_ok(const char *h)
+{
+    size_t n = strlen(h);
+    if (n == 0 || n > 253 || strspn(h, "0123456789.") == n) return false;
+    return strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") == n;
+}
+
 int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t errlen)
 {
-    char host[64];
+    char host[256];
     const char *colon;
     memset(out, 0, sizeof(*out));
     if (s[0] == '[') {
         const char *close = strchr(s, ']');
         if (!close || close[1] != ':') {
-            snprintf(err, errlen, "\"%s\": expected [IPv6]:PORT, e.g. [::1]:9187", s);
+            snprintf(err, errlen, "\"%s\": expected [IPv6]:PORT, e.g. [::1]:19187", s);
             return -1;
         }
         if ((size_t)(close - s - 1) >= sizeof(host)) goto bad_host;
@@ -55,7 +65,7 @@ int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t 
     } else {
         colon = strrchr(s, ':');
         if (!colon) {
-            snprintf(err, errlen, "\"%s\": expected HOST:PORT, e.g. 127.0.0.1:9187", s);
+            snprintf(err, errlen, "\"%s\": expected HOST:PORT, e.g. 127.0.0.1:19187", s);
             return -1;
         }
         if ((size_t)(colon - s) >= sizeof(host)) goto bad_host;
@@ -76,10 +86,15 @@ int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t 
         out->len = sizeof(*a);
     } else {
         struct sockaddr_in *a = (struct sockaddr_in *)&out->sa;
-        if (host[0] == '\0')
+        if (host[0] == '\0') {
             a->sin_addr.s_addr = htonl(INADDR_ANY);
-        else if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
-            goto bad_host;
+        } else if (inet_pton(AF_INET, host, &a->sin_addr) != 1) {
+            if (!host_name_ok(host)) goto bad_host;
+            memset(a, 0, sizeof(*a));
+            snprintf(out->name, sizeof(out->name), "%s", host);
+            out->family = AF_UNSPEC;
+            return 0;
+        }
         a->sin_family = AF_INET;
         a->sin_port = htons((uint16_t)out->port);
         out->family = AF_INET;
@@ -88,8 +103,8 @@ int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t 
     return 0;
 bad_host:
     snprintf(err, errlen,
-             "\"%s\": the host is not a numeric IP address (e.g. 127.0.0.1:9187, "
-             "0.0.0.0:9187, [::]:9187; no host names)",
+             "\"%s\": the host is not a numeric IP address nor a host name (e.g. "
+             "127.0.0.1:19187, 0.0.0.0:19187, [::]:19187, localhost:19187)",
              s);
     return -1;
 }
@@ -237,9 +252,49 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_warn("http: %s", msg);
 }
 
-static int open_listener(const struct listen_addr *la, int *bound_port, char *err,
+/* A host name's address: the first IPv4 one getaddrinfo() gives, else the
+ * first IPv6 one, with la's port, into out. 0, or -1 with err. */
+static int resolve_listen(const struct listen_addr *la, struct listen_addr *out, char *err,
+                          size_t errlen)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
+    struct addrinfo *res = NULL, *pick = NULL;
+    int rc = getaddrinfo(la->name, NULL, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "[http] listen: cannot resolve \"%s\": %s", la->name,
+                 gai_strerror(rc));
+        return -1;
+    }
+    for (struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET) pick = ai;
+    for (struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET6) pick = ai;
+    if (!pick || pick->ai_addrlen > sizeof(out->sa)) {
+        freeaddrinfo(res);
+        snprintf(err, errlen, "[http] listen: \"%s\" has no IPv4 or IPv6 address", la->name);
+        return -1;
+    }
+    *out = *la;
+    memcpy(&out->sa, pick->ai_addr, pick->ai_addrlen);
+    out->len = (socklen_t)pick->ai_addrlen;
+    out->family = pick->ai_family;
+    if (pick->ai_family == AF_INET)
+        ((struct sockaddr_in *)&out->sa)->sin_port = htons((uint16_t)la->port);
+    else
+        ((struct sockaddr_in6 *)&out->sa)->sin6_port = htons((uint16_t)la->port);
+    freeaddrinfo(res);
+    return 0;
+}
+
+static int open_listener(const struct listen_addr *given, int *bound_port, char *err,
                          size_t errlen)
 {
+    struct listen_addr resolved;
+    const struct listen_addr *la = given;
+    if (given->family == AF_UNSPEC) {
+        if (resolve_listen(given, &resolved, err, errlen) != 0) return -1;
+        la = &resolved;
+    }
     char text[INET6_ADDRSTRLEN];
     const void *addr =
         la->family == AF_INET6
@@ -292,8 +347,9 @@ struct httpd *httpd_start(const struct listen_addr *la, int *bound_port, char *e
     h->daemon = MHD_start_daemon(
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, h,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, h->fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)32, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)10, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTPD_MAX_CONNECTIONS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTPD_MAX_PER_IP,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTPD_IDLE_TIMEOUT_S, MHD_OPTION_END);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!h->daemon) {
         snprintf(err, errlen, "[http] listen: libmicrohttpd did not start on port %d",

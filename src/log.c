@@ -3,8 +3,10 @@
  * timestamp, the pid, the level and key=value context.
  *
  * The settings (threshold, format, process-wide context) are the only
- * process-wide state in outboxd: they are set once from [log] before any
- * other thread exists, and only read afterwards. Formatting is done by the
+ * process-wide state in outboxd: the context is set once before any other
+ * thread exists; the threshold and the format are atomics, because SIGHUP
+ * (signals.c) sets them again while librdkafka's and the HTTP server's
+ * threads log. Formatting is done by the
  * pure log_format_line() into a stack buffer, written with one write() so
  * that lines from several threads never interleave.
  */
@@ -12,6 +14,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +26,8 @@
 #define LOG_LINE_MAX 4096
 #define LOG_CONTEXT_MAX 4
 
-static enum log_level threshold = LOG_INFO;
-static enum log_format out_format = LOG_FORMAT_TEXT;
+static _Atomic int threshold = LOG_INFO;
+static _Atomic int out_format = LOG_FORMAT_TEXT;
 static char context_keys[LOG_CONTEXT_MAX][32];
 static char context_values[LOG_CONTEXT_MAX][128];
 static struct log_field context[LOG_CONTEXT_MAX + 1];
@@ -34,7 +37,17 @@ static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 void log_set_level(enum log_level level) { threshold = level; }
 
-enum log_level log_get_level(void) { return threshold; }
+enum log_level log_get_level(void) { return (enum log_level)atomic_load(&threshold); }
+
+const char *log_level_name(enum log_level level)
+{
+    return (unsigned)level <= LOG_DEBUG ? level_names[level] : "?";
+}
+
+const char *log_format_name(enum log_format format)
+{
+    return format == LOG_FORMAT_JSON ? "json" : "text";
+}
 
 int log_level_parse(const char *s)
 {
@@ -285,7 +298,7 @@ static void emit(enum log_level level, const struct log_field *fields, const cha
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {
-    if (level > threshold) return;
+    if ((int)level > atomic_load(&threshold)) return;
     va_list ap;
     va_start(ap, fmt);
     emit(level, NULL, fmt, ap);
@@ -294,7 +307,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 
 void log_kv(enum log_level level, const struct log_field *fields, const char *fmt, ...)
 {
-    if (level > threshold) return;
+    if ((int)level > atomic_load(&threshold)) return;
     va_list ap;
     va_start(ap, fmt);
     emit(level, fields, fmt, ap);

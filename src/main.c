@@ -1,6 +1,6 @@
 /*
- * main.c - command line, configuration loading and signals; the work is
- * done by relay_run().
+ * main.c - command line, configuration loading and reloading (SIGHUP, see
+ * signals.h); the work is done by relay_run() or poll_relay_run().
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -12,9 +12,11 @@
 #include "accept.h"
 #include "checks.h"
 #include "config.h"
+#include "inidiff.h"
 #include "log.h"
 #include "poll_relay.h"
 #include "relay.h"
+#include "signals.h"
 #include "verify.h"
 
 #ifdef OUTBOXD_JEMALLOC
@@ -23,16 +25,8 @@
 
 extern char **environ;
 
-/* Set by the first SIGTERM/SIGINT; a second one exits at once. Exiting
- * without the drain is safe: nothing un-ACKed has been confirmed. */
+/* Set by the first SIGTERM/SIGINT (signals.c). */
 static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    if (stop_requested) _exit(EXIT_FATAL);
-    stop_requested = 1;
-}
 
 /* Which allocator serves malloc(): "jemalloc 5.3.0" when the daemon is
  * linked with it (CMakeLists.txt says why), else "libc". Asking jemalloc
@@ -94,6 +88,10 @@ static void usage(FILE *out)
             "Every key can also be set as OUTBOXD_<SECTION>_<KEY> (dots as '_').\n"
             "Precedence: --set > environment > file > default.\n"
             "\n"
+            "Signals: SIGTERM/SIGINT stop gracefully; SIGHUP re-reads the file and\n"
+            "applies [log] level and format (the log names keys that need a restart);\n"
+            "SIGUSR1/SIGUSR2 are ignored.\n"
+            "\n"
             "Exit codes of the daemon:\n"
             "  0  stopped by SIGTERM/SIGINT after a graceful drain\n"
             "  1  fatal runtime error (systemd's Restart=on-failure restarts it)\n"
@@ -115,16 +113,83 @@ static void warn_unmatched_env(void)
     if (config_env_unmatched(environ, msg, sizeof(msg)) > 0) log_warn("%s", msg);
 }
 
-static void install_signals(void)
+/* Loads cfg (config_init()ed by the caller) from the file at path, then
+ * the environment, then the --set options of argv from index first (later
+ * wins), and validates it. requeue: bare arguments are EVENT_IDs. 0, or -1
+ * with err. */
+static int load_config(struct config *cfg, const char *path, int argc, char **argv,
+                       int first, bool requeue, char *err, size_t errlen)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    /* No SA_RESTART: select() returns at once so the loop sees the stop. */
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    if (config_load_file(cfg, path, err, errlen) != 0 ||
+        config_load_env(cfg, environ, err, errlen) != 0)
+        return -1;
+    for (int i = first; i < argc; i++) {
+        /* Options with a value were checked by main(); skip the value. */
+        if (verify_option_takes_value(argv[i]) || !strcmp(argv[i], "-c") ||
+            !strcmp(argv[i], "--config"))
+            i++;
+        else if (requeue && argv[i][0] != '-')
+            continue;
+        else if (!strcmp(argv[i], "--set") && config_apply_set(cfg, argv[++i], err, errlen))
+            return -1;
+    }
+    return config_validate(cfg, err, errlen);
+}
+
+/* What SIGHUP needs to load the configuration again the way main() did:
+ * the same file, environment and --set options. file: the keys of the
+ * file as the daemon started with it (what "needs a restart" compares
+ * with); level, format: the [log] settings in force. */
+struct reload_ctx {
+    const char *path;
+    int argc;
+    char **argv;
+    struct ini_pairs file;
+    int level, format;
+};
+
+/* SIGHUP: loads the configuration again; when it loads, applies [log]
+ * level and format and logs one line saying what was reloaded and which
+ * changed keys need a restart; when it does not, logs why and keeps the
+ * running one. */
+static void reload_config(void *p)
+{
+    static const char *const live[] = {"log.level", "log.format", NULL};
+    struct reload_ctx *rc = p;
+    struct config fresh;
+    struct ini_pairs now = {0};
+    char err[1024], applied[128] = "", restart[768];
+    if (config_init(&fresh) != 0) {
+        log_error("SIGHUP: out of memory: keeping the running configuration");
+        return;
+    }
+    if (load_config(&fresh, rc->path, rc->argc, rc->argv, 1, false, err, sizeof(err)) != 0 ||
+        ini_pairs_read_file(rc->path, &now, err, sizeof(err)) != 0) {
+        log_error("SIGHUP: the configuration no longer loads (%s): keeping the running one",
+                  err);
+        goto out;
+    }
+    if (fresh.log_level != rc->level)
+        snprintf(applied, sizeof(applied), "log.level %s -> %s",
+                 log_level_name((enum log_level)rc->level),
+                 log_level_name((enum log_level)fresh.log_level));
+    if (fresh.log_format != rc->format)
+        snprintf(applied + strlen(applied), sizeof(applied) - strlen(applied),
+                 "%slog.format %s -> %s", applied[0] ? ", " : "",
+                 log_format_name((enum log_format)rc->format),
+                 log_format_name((enum log_format)fresh.log_format));
+    rc->level = fresh.log_level;
+    rc->format = fresh.log_format;
+    log_set_level((enum log_level)fresh.log_level);
+    log_set_format((enum log_format)fresh.log_format); /* this line in the new format */
+    size_t n = ini_pairs_changed(&rc->file, &now, live, restart, sizeof(restart));
+    log_info("SIGHUP: reloaded %s: %s; %s%s", rc->path,
+             applied[0] ? applied : "log.level and log.format unchanged",
+             n ? "changed keys that need a restart to take effect: " : "no other key changed",
+             n ? restart : "");
+out:
+    ini_pairs_free(&now);
+    config_free(&fresh);
 }
 
 int main(int argc, char **argv)
@@ -210,20 +275,8 @@ int main(int argc, char **argv)
         free(ids);
         return EXIT_USAGE;
     }
-    if (config_load_file(&cfg, path, err, sizeof(err)) != 0 ||
-        config_load_env(&cfg, environ, err, sizeof(err)) != 0)
+    if (load_config(&cfg, path, argc, argv, first, requeue, err, sizeof(err)) != 0)
         goto bad_config;
-    for (int i = first; i < argc; i++) {
-        if ((verify && verify_option_takes_value(argv[i])) || !strcmp(argv[i], "-c") ||
-            !strcmp(argv[i], "--config"))
-            i++;
-        else if (requeue && argv[i][0] != '-')
-            continue;
-        else if (!strcmp(argv[i], "--set") &&
-                 config_apply_set(&cfg, argv[++i], err, sizeof(err)))
-            goto bad_config;
-    }
-    if (config_validate(&cfg, err, sizeof(err)) != 0) goto bad_config;
     cfg.path = path;
 
     log_set_level((enum log_level)cfg.log_level);
@@ -254,13 +307,18 @@ int main(int argc, char **argv)
         free(ids);
         return code;
     }
-    install_signals();
+    struct reload_ctx rc = {.path = path, .argc = argc, .argv = argv,
+                            .level = cfg.log_level, .format = cfg.log_format};
+    if (ini_pairs_read_file(path, &rc.file, err, sizeof(err)) != 0)
+        log_warn("%s (SIGHUP will name every key as changed)", err);
+    signals_install(&stop_requested, reload_config, &rc);
     char alloc[64];
     log_info("outboxd %s starting (%s mode, allocator %s)", OUTBOXD_VERSION,
              cfg.source_mode == SOURCE_POLLING ? "polling" : "logical",
              allocator_name(alloc, sizeof(alloc)));
     code = cfg.source_mode == SOURCE_POLLING ? poll_relay_run(&cfg, &stop_requested)
                                               : relay_run(&cfg, &stop_requested);
+    ini_pairs_free(&rc.file);
     config_free(&cfg);
     return code;
 

@@ -38,6 +38,7 @@
 #include "polling.h"
 #include "producer.h"
 #include "redact.h"
+#include "signals.h"
 #include "relay.h" /* EXIT_*, RELAY_SHUTDOWN_FLUSH_MS */
 
 /* Longest single wait of the loop, so that timers are never missed by much. */
@@ -206,6 +207,7 @@ static const char *not_ready_reason(const struct pr *r)
 /* Beats on every turn; publishes a snapshot every PUBLISH_MS. */
 static void pr_tick(struct pr *r)
 {
+    signals_service(); /* SIGHUP, SIGUSR1/2: signals.h */
     if (!r->http) return;
     int64_t now = now_ms();
     httpd_beat(r->http, now);

@@ -39,6 +39,7 @@
 #include "producer.h"
 #include "replproto.h"
 #include "resume.h"
+#include "signals.h"
 #include "stream.h"
 #include "tracker.h"
 
@@ -262,6 +263,7 @@ static void monitor_tick(struct relay *r, int64_t now)
 
 static void relay_tick(struct relay *r)
 {
+    signals_service(); /* SIGHUP, SIGUSR1/2: signals.h */
     int64_t now = now_ms();
     if (r->mon) monitor_tick(r, now);
     if (!r->http) return;

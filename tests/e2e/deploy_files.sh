@@ -22,6 +22,7 @@
 #  - deploy/outboxd.service: `systemd-analyze verify` (no warning at all,
 #    unknown keys included) and `systemd-analyze security --offline`
 #    exposure at most 2.0.
+#  - no deployment file nor the code uses port 9187 (postgres_exporter's).
 #  - deploy/prometheus/outboxd-alerts.yml: `promtool check rules`, and
 #    `promtool test rules tests/deploy/outboxd-alerts.test.yml`.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -74,8 +75,13 @@ IMAGE_ENV=()
 while read -r _ kv; do
     IMAGE_ENV+=("$kv")
 done < <(grep -E '^ENV [A-Z_]+=' "$D/Dockerfile")
-[[ " ${IMAGE_ENV[*]} " == *" OUTBOXD_HTTP_LISTEN=0.0.0.0:9187 "* ]] ||
-    fail "the Dockerfile does not set OUTBOXD_HTTP_LISTEN=0.0.0.0:9187 (ENV: ${IMAGE_ENV[*]})"
+[[ " ${IMAGE_ENV[*]} " == *" OUTBOXD_HTTP_LISTEN=0.0.0.0:19187 "* ]] ||
+    fail "the Dockerfile does not set OUTBOXD_HTTP_LISTEN=0.0.0.0:19187 (ENV: ${IMAGE_ENV[*]})"
+# Port 9187 is postgres_exporter's default, which often runs on the same
+# host: outboxd's default is 19187 (README, "Endpoints"), nowhere 9187.
+if grep -rnw 9187 "$D" "$E2E_SRC_DIR/src" "$E2E_SRC_DIR/include" >"$T/port.grep"; then
+    fail "port 9187 (postgres_exporter's) is still used: $(cat "$T/port.grep")"
+fi
 image_uid=$(awk '$1 == "USER" { split($2, a, ":"); print a[1] }' "$D/Dockerfile")
 info "image ENV: ${IMAGE_ENV[*]}; USER uid $image_uid"
 
@@ -139,7 +145,7 @@ config_refused "docker-compose outboxd with OUTBOXD_POSTGRES_SLTO" "$ini" \
     "${IMAGE_ENV[@]}" "${compose_env[@]}" OUTBOXD_POSTGRES_SLTO=x
 config_refused "docker-compose outboxd with OUTBOXD_HTPP_LISTEN" "$ini" \
     "${IMAGE_ENV[@]}" "${compose_env[@]}" OUTBOXD_HTPP_LISTEN=0.0.0.0:1
-{ cat "$ini"; printf '[http]\nlisen = 0.0.0.0:9187\n'; } >"$T/misspelt.ini"
+{ cat "$ini"; printf '[http]\nlisen = 0.0.0.0:19187\n'; } >"$T/misspelt.ini"
 config_refused "docker-compose ini with 'lisen'" "$T/misspelt.ini" "${IMAGE_ENV[@]}" "${compose_env[@]}"
 
 step "the db-init one-shot against PostgreSQL 15"
@@ -195,7 +201,7 @@ assert_eq "$(k "$sts | .spec.serviceName")" "$(k '.[] | select(.kind == "Service
     "serviceName is the Service"
 mapfile -t pod_env < <(k "$ctr | .env[] | select(has(\"value\")) | \"\(.name)=\(.value)\"")
 listen=$(k "$ctr | .env[] | select(.name == \"OUTBOXD_HTTP_LISTEN\") | .value")
-[[ -n "$listen" ]] || listen=0.0.0.0:9187 # the image's
+[[ -n "$listen" ]] || listen=0.0.0.0:19187 # the image's
 port=${listen##*:}
 assert_eq "$port" "$(k "$ctr | .ports[] | select(.name == \"http\") | .containerPort")" \
     "container port 'http' = the port outboxd listens on"

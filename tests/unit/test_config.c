@@ -381,7 +381,7 @@ END_TEST
  * monitor_interval_ms (observability). */
 START_TEST(test_observability_keys)
 {
-    ck_assert_str_eq(C.http_listen, "127.0.0.1:9187");
+    ck_assert_str_eq(C.http_listen, "127.0.0.1:19187");
     ck_assert_int_eq(C.log_format, LOG_FORMAT_TEXT);
     ck_assert_int_eq(C.pg_heartbeat_interval_ms, 0);
     ck_assert_int_eq(C.pg_monitor_interval_ms, 5000);
@@ -390,7 +390,10 @@ START_TEST(test_observability_keys)
     ck_assert_str_eq(C.http_listen, "");
     ck_assert_int_eq(config_set(&C, "http", "listen", "[::]:9000", err, sizeof(err)), 0);
     ck_assert_str_eq(C.http_listen, "[::]:9000");
-    ck_assert_int_eq(config_set(&C, "http", "listen", "localhost:9187", err, sizeof(err)),
+    ck_assert_int_eq(config_set(&C, "http", "listen", "localhost:19187", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.http_listen, "localhost:19187"); /* host names too */
+    ck_assert_int_eq(config_set(&C, "http", "listen", "[::]:9000", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "http", "listen", "no_such:19187", err, sizeof(err)),
                      -1);
     ERR_HAS("[http] listen");
     ERR_HAS("numeric IP");

@@ -20,12 +20,12 @@ START_TEST(test_listen_valid)
 {
     char err[256];
     struct listen_addr la;
-    ck_assert_int_eq(listen_addr_parse("127.0.0.1:9187", &la, err, sizeof(err)), 0);
+    ck_assert_int_eq(listen_addr_parse("127.0.0.1:19187", &la, err, sizeof(err)), 0);
     ck_assert_int_eq(la.family, AF_INET);
-    ck_assert_int_eq(la.port, 9187);
+    ck_assert_int_eq(la.port, 19187);
     struct sockaddr_in *a = (struct sockaddr_in *)&la.sa;
     ck_assert_uint_eq(ntohl(a->sin_addr.s_addr), 0x7f000001);
-    ck_assert_int_eq(ntohs(a->sin_port), 9187);
+    ck_assert_int_eq(ntohs(a->sin_port), 19187);
     ck_assert_int_eq(listen_addr_parse(":80", &la, err, sizeof(err)), 0);
     ck_assert_uint_eq(((struct sockaddr_in *)&la.sa)->sin_addr.s_addr, htonl(INADDR_ANY));
     ck_assert_int_eq(listen_addr_parse("0.0.0.0:0", &la, err, sizeof(err)), 0);
@@ -33,24 +33,32 @@ START_TEST(test_listen_valid)
     ck_assert_int_eq(listen_addr_parse("[::1]:65535", &la, err, sizeof(err)), 0);
     ck_assert_int_eq(la.family, AF_INET6);
     ck_assert_int_eq(la.port, 65535);
-    ck_assert_int_eq(listen_addr_parse("[::]:9187", &la, err, sizeof(err)), 0);
+    ck_assert_int_eq(listen_addr_parse("[::]:19187", &la, err, sizeof(err)), 0);
+    /* a host name is kept for httpd_start() to resolve */
+    ck_assert_int_eq(listen_addr_parse("localhost:19187", &la, err, sizeof(err)), 0);
+    ck_assert_int_eq(la.family, AF_UNSPEC);
+    ck_assert_str_eq(la.name, "localhost");
+    ck_assert_int_eq(la.port, 19187);
+    ck_assert_int_eq(listen_addr_parse("db-1.example.org:0", &la, err, sizeof(err)), 0);
+    ck_assert_str_eq(la.name, "db-1.example.org");
 }
 END_TEST
 
 static const char *const invalid[][2] = {
-    {"9187", "expected HOST:PORT"},
+    {"19187", "expected HOST:PORT"},
     {"127.0.0.1", "expected HOST:PORT"},
     {"127.0.0.1:", "is not a number"},
     {"127.0.0.1:65536", "is not a number"},
     {"127.0.0.1:-1", "is not a number"},
     {"127.0.0.1:+80", "is not a number"},
     {"127.0.0.1:80x", "is not a number"},
-    {"localhost:9187", "not a numeric IP address"},
-    {"256.0.0.1:9187", "not a numeric IP address"},
-    {"::1:9187", "not a numeric IP address"},
-    {"[::1]9187", "expected [IPv6]:PORT"},
-    {"[::1:9187", "expected [IPv6]:PORT"},
-    {"[127.0.0.1]:9187", "not a numeric IP address"},
+    {"local_host:19187", "not a numeric IP address nor a host name"},
+    {"1.2.3:19187", "not a numeric IP address"},
+    {"256.0.0.1:19187", "not a numeric IP address"},
+    {"::1:19187", "not a numeric IP address"},
+    {"[::1]19187", "expected [IPv6]:PORT"},
+    {"[::1:19187", "expected [IPv6]:PORT"},
+    {"[127.0.0.1]:19187", "not a numeric IP address"},
 };
 
 START_TEST(test_listen_invalid)
