@@ -117,6 +117,12 @@ void metrics_free(struct metrics *m);
  * (the count is lost, nothing else happens). */
 int metrics_count(struct labeled_counter *c, const char *label, uint64_t n);
 
+/* Adds label at 0 unless c has it: a counter's known label sets are
+ * exported from the start, so that the first event is a step from 0 that
+ * increase() sees (a series that appears at 1 shows no increase). Returns
+ * 0, -1 on out of memory. */
+int metrics_seed(struct labeled_counter *c, const char *label);
+
 /* Value of label in c (0 when absent). */
 uint64_t metrics_get(const struct labeled_counter *c, const char *label);
 

@@ -4,9 +4,10 @@
  * Format (https://prometheus.io/docs/instrumenting/exposition_formats/):
  * per family "# HELP name text" and "# TYPE name counter|gauge|histogram",
  * then "name{label="value"} number" lines. Label values escape '\', '"'
- * and newline; HELP text escapes '\' and newline. A labelled family with
- * no sample yet is still announced (HELP and TYPE), so that operators see
- * it exists.
+ * and newline; HELP text escapes '\' and newline. The relays seed the
+ * label values they know in advance at 0 (metrics_seed()); a labelled
+ * family with no sample yet is still announced (HELP and TYPE), so that
+ * operators see it exists.
  */
 #include "metrics.h"
 
@@ -70,6 +71,11 @@ int metrics_count(struct labeled_counter *c, const char *label, uint64_t n)
     c->items[i].value += n;
     c->last = i;
     return 0;
+}
+
+int metrics_seed(struct labeled_counter *c, const char *label)
+{
+    return metrics_count(c, label, 0);
 }
 
 uint64_t metrics_get(const struct labeled_counter *c, const char *label)

@@ -847,6 +847,11 @@ int poll_relay_run(struct config *cfg, volatile sig_atomic_t *stop)
     r.met.version = OUTBOXD_VERSION;
     r.met.plugin = "polling";
     r.met.slot = "";
+    /* The delivery errors it can count, at 0 from the start (metrics_seed();
+     * row faults are quarantined, not counted as failed). */
+    for (size_t i = 0; producer_poison_name(i); i++)
+        metrics_seed(&r.met.failed, producer_poison_name(i));
+    metrics_seed(&r.met.failed, producer_err_name(-192 /* _MSG_TIMED_OUT */));
     struct timeval tv;
     gettimeofday(&tv, NULL);
     r.met.start_time_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
