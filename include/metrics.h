@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "latency.h"
+#include "polling.h"
 
 /* Series per labelled family: the first METRICS_MAX_LABELS - 1 label
  * values get their own, later ones are counted under "_other" (topic names
@@ -90,6 +91,7 @@ struct metrics {
     bool streaming; /* logical: START_REPLICATION done; polling: connected */
     bool ready;
     uint64_t polling_rows[PO__COUNT]; /* polling mode */
+    struct polling_backlog backlog;   /* polling mode: the periodic backlog query */
     /* from the periodic query on a normal connection */
     bool slot_seen; /* false until the first answer */
     int64_t slot_lag_bytes;
