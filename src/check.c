@@ -949,7 +949,8 @@ static void check_polling_backlog(struct ck *k)
     if (!r) return query_failed(k, what, err);
     struct polling_backlog b = {.seen = true};
     int rc = PQntuples(r) == PS__COUNT && PQnfields(r) == 5 ? 0 : -1;
-    if (rc != 0) snprintf(err, sizeof(err), "%d rows of %d columns", PQntuples(r), PQnfields(r));
+    if (rc != 0)
+        snprintf(err, sizeof(err), "%d rows of %d columns", PQntuples(r), PQnfields(r));
     for (int i = 0; rc == 0 && i < PS__COUNT; i++) {
         const char *vals[5];
         for (int c = 0; c < 5; c++) vals[c] = PQgetvalue(r, i, c);

@@ -235,9 +235,11 @@ char *polling_backlog_sql(const struct outbox_map *map)
         "WITH b AS (SELECT status, count(*) AS n, min(created_at) AS oldest,"
         " max(attempts) AS att FROM %1$s WHERE status <> 'SENT' GROUP BY status)"
         " SELECT s.status, coalesce(b.n, 0),"
-        " coalesce(greatest(floor(extract(epoch FROM now() - b.oldest) * 1000), 0), 0)::bigint,"
+        " coalesce(greatest(floor(extract(epoch FROM now() - b.oldest) * 1000), 0),"
+        " 0)::bigint,"
         " coalesce(b.att, 0), pg_catalog.pg_total_relation_size(%2$s::regclass)"
-        " FROM unnest(ARRAY['PENDING', 'CLAIMED', 'QUARANTINED']) WITH ORDINALITY AS s(status, i)"
+        " FROM unnest(ARRAY['PENDING', 'CLAIMED', 'QUARANTINED'])"
+        " WITH ORDINALITY AS s(status, i)"
         " LEFT JOIN b USING (status) ORDER BY s.i",
         t, lit) : NULL;
     free(schema);
@@ -265,13 +267,15 @@ int polling_backlog_row(struct polling_backlog *b, const char *const vals[5], ch
     int s = 0;
     while (s < PS__COUNT && (!vals[0] || strcmp(vals[0], polling_status_name(s)) != 0)) s++;
     if (s == PS__COUNT) {
-        snprintf(err, errlen, "backlog query: unknown status \"%s\"", vals[0] ? vals[0] : "");
+        snprintf(err, errlen, "backlog query: unknown status \"%s\"",
+                 vals[0] ? vals[0] : "");
         return -1;
     }
     int64_t v[4];
     for (int i = 0; i < 4; i++)
         if (parse_count(vals[i + 1], &v[i]) != 0) {
-            snprintf(err, errlen, "backlog query: \"%s\" is not a count", vals[i + 1] ? vals[i + 1] : "");
+            snprintf(err, errlen, "backlog query: \"%s\" is not a count",
+                     vals[i + 1] ? vals[i + 1] : "");
             return -1;
         }
     b->rows[s] = v[0];

@@ -1124,7 +1124,8 @@ static void seed_metrics(struct metrics *m, bool pub_capped)
 {
     for (int f = OF_SCHEMA; f <= OF_BAD_TOPIC; f++) {
         metrics_seed(&m->failed, outbox_fault_name((enum outbox_fault)f));
-        if (f != OF_SCHEMA) metrics_seed(&m->dead_lettered, outbox_fault_name((enum outbox_fault)f));
+        if (f != OF_SCHEMA)
+            metrics_seed(&m->dead_lettered, outbox_fault_name((enum outbox_fault)f));
     }
     metrics_seed(&m->failed, INVALID_RECORD);
     metrics_seed(&m->dead_lettered, INVALID_RECORD);

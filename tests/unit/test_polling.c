@@ -253,12 +253,15 @@ START_TEST(test_backlog_rows_and_line)
     const char *none[][5] = {{"PENDING", "0", "0", "0", "8192"},
                              {"CLAIMED", "0", "0", "0", "8192"},
                              {"QUARANTINED", "0", "0", "0", "8192"}};
-    for (int i = 0; i < 3; i++) ck_assert_int_eq(polling_backlog_row(&b, none[i], err, sizeof(err)), 0);
-    ck_assert_str_eq(polling_backlog_line(&b, line, sizeof(line)), "0 undelivered rows; table 8.0 KiB");
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(polling_backlog_row(&b, none[i], err, sizeof(err)), 0);
+    ck_assert_str_eq(polling_backlog_line(&b, line, sizeof(line)),
+                     "0 undelivered rows; table 8.0 KiB");
     const char *rows[][5] = {{"PENDING", "4", "3601000", "4", "98304"},
                              {"CLAIMED", "1", "1800000", "1", "98304"},
                              {"QUARANTINED", "2", "7205000", "5", "98304"}};
-    for (int i = 0; i < 3; i++) ck_assert_int_eq(polling_backlog_row(&b, rows[i], err, sizeof(err)), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(polling_backlog_row(&b, rows[i], err, sizeof(err)), 0);
     ck_assert_int_eq(b.rows[PS_QUARANTINED], 2);
     ck_assert_int_eq(b.oldest_ms[PS_PENDING], 3601000);
     ck_assert_int_eq(b.max_attempts[PS_CLAIMED], 1);
