@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "latency.h"
+#include "polling.h"
 
 /* Series per labelled family: the first METRICS_MAX_LABELS - 1 label
  * values get their own, later ones are counted under "_other" (topic names
@@ -90,6 +91,7 @@ struct metrics {
     bool streaming; /* logical: START_REPLICATION done; polling: connected */
     bool ready;
     uint64_t polling_rows[PO__COUNT]; /* polling mode */
+    struct polling_backlog backlog;   /* polling mode: the periodic backlog query */
     /* from the periodic query on a normal connection */
     bool slot_seen; /* false until the first answer */
     int64_t slot_lag_bytes;
@@ -116,6 +118,12 @@ void metrics_free(struct metrics *m);
 /* Adds n to the counter of label in c. Returns 0, -1 on out of memory
  * (the count is lost, nothing else happens). */
 int metrics_count(struct labeled_counter *c, const char *label, uint64_t n);
+
+/* Adds label at 0 unless c has it: a counter's known label sets are
+ * exported from the start, so that the first event is a step from 0 that
+ * increase() sees (a series that appears at 1 shows no increase). Returns
+ * 0, -1 on out of memory. */
+int metrics_seed(struct labeled_counter *c, const char *label);
 
 /* Value of label in c (0 when absent). */
 uint64_t metrics_get(const struct labeled_counter *c, const char *label);

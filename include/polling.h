@@ -100,6 +100,49 @@ int polling_sql_build(struct polling_sql *q, const struct outbox_map *map,
                       const char *etype, char *err, size_t errlen);
 void polling_sql_free(struct polling_sql *q);
 
+/*
+ * The backlog: what is not delivered yet, for the metrics (a periodic
+ * query of the polling relay) and `outboxd check`.
+ *
+ * polling_backlog_sql(): one statement, no parameters, one row per
+ * undelivered status in the order of enum polling_status:
+ *   status text ('PENDING', 'CLAIMED', 'QUARANTINED'), rows bigint, the age
+ *   of the oldest row by created_at in ms (now() - min(created_at), server
+ *   clock; 0 when none, never negative), the most failed attempts of a row
+ *   (0 when none), and pg_total_relation_size() of the table (table,
+ *   indexes, TOAST; the same on every row).
+ * It reads the undelivered rows only (status <> 'SENT': the partial index
+ * of sql/outbox_polling.sql), every one of them, so its cost grows with
+ * the backlog, not with the SENT rows retention keeps.
+ */
+enum polling_status { PS_PENDING, PS_CLAIMED, PS_QUARANTINED, PS__COUNT };
+
+struct polling_backlog {
+    bool seen; /* false until the first answer */
+    int64_t rows[PS__COUNT];
+    int64_t oldest_ms[PS__COUNT]; /* 0 when there is no row */
+    int64_t max_attempts[PS__COUNT];
+    int64_t table_bytes;
+};
+
+/* "PENDING", "CLAIMED", "QUARANTINED" (the status column's values). */
+const char *polling_status_name(enum polling_status s);
+
+/* The statement for map's table; malloc'd (caller frees), NULL on out of
+ * memory. */
+char *polling_backlog_sql(const struct outbox_map *map);
+
+/* Reads one row of the statement's answer (its text values) into b.
+ * Returns 0, or -1 with a reason in err (an unknown status, a value that
+ * is not a number). b->seen is left to the caller. */
+int polling_backlog_row(struct polling_backlog *b, const char *const vals[5], char *err,
+                        size_t errlen);
+
+/* The backlog in one line for `outboxd check`, e.g. "12 undelivered rows:
+ * 10 pending, 1 claimed, 1 quarantined; oldest 3m 20s (pending); at most
+ * 4 attempts; table 1.2 MiB". Returns out. */
+char *polling_backlog_line(const struct polling_backlog *b, char *out, size_t outlen);
+
 /* The state columns the polling table must have, NULL-terminated. */
 extern const char *const polling_state_columns[];
 

@@ -91,6 +91,11 @@ int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t se
  * failures. */
 bool producer_err_is_poison(int err);
 
+/* The name of the i-th of the errors producer_err_is_poison() accepts
+ * (e.g. "MSG_SIZE_TOO_LARGE"), NULL past the last: the reasons the failed
+ * and dead-lettered counters start with at 0. */
+const char *producer_poison_name(size_t i);
+
 /* librdkafka's name of an error code, e.g. "MSG_SIZE_TOO_LARGE". */
 const char *producer_err_name(int err);
 

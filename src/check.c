@@ -932,6 +932,35 @@ static void check_polling_table(struct ck *k)
                k->cfg->poll_notify_channel);
 }
 
+/* What is not delivered yet, in one line (polling.h: the backlog query the
+ * relay's metrics run). Informational: it fails only when the query does. */
+static void check_polling_backlog(struct ck *k)
+{
+    static const char what[] = "polling backlog";
+    char err[1024], line[512];
+    if (!k->pg_ok) return skip(k, what, "no connection to postgres");
+    if (!k->table_ok) return skip(k, what, "the polling table is missing or incomplete");
+    if (!find_col(k, "created_at"))
+        return skip(k, what, "the table has no created_at column (sql/outbox_polling.sql)");
+    char *sql = polling_backlog_sql(&k->map);
+    if (!sql) return query_failed(k, what, "out of memory");
+    PGresult *r = query(k, sql, 0, NULL, err, sizeof(err));
+    free(sql);
+    if (!r) return query_failed(k, what, err);
+    struct polling_backlog b = {.seen = true};
+    int rc = PQntuples(r) == PS__COUNT && PQnfields(r) == 5 ? 0 : -1;
+    if (rc != 0)
+        snprintf(err, sizeof(err), "%d rows of %d columns", PQntuples(r), PQnfields(r));
+    for (int i = 0; rc == 0 && i < PS__COUNT; i++) {
+        const char *vals[5];
+        for (int c = 0; c < 5; c++) vals[c] = PQgetvalue(r, i, c);
+        rc = polling_backlog_row(&b, vals, err, sizeof(err));
+    }
+    PQclear(r);
+    if (rc != 0) return query_failed(k, what, err);
+    report(k, CHECK_OK, what, NULL, "%s", polling_backlog_line(&b, line, sizeof(line)));
+}
+
 /* The checks of logical replication, skipped in polling mode. */
 static void skip_replication_checks(struct ck *k)
 {
@@ -1735,6 +1764,7 @@ int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
         check_role(&k);
         check_table(&k);
         check_polling_table(&k);
+        check_polling_backlog(&k);
         skip_replication_checks(&k);
         check_broker(&k);
         check_topics(&k);

@@ -4,9 +4,10 @@
  * Format (https://prometheus.io/docs/instrumenting/exposition_formats/):
  * per family "# HELP name text" and "# TYPE name counter|gauge|histogram",
  * then "name{label="value"} number" lines. Label values escape '\', '"'
- * and newline; HELP text escapes '\' and newline. A labelled family with
- * no sample yet is still announced (HELP and TYPE), so that operators see
- * it exists.
+ * and newline; HELP text escapes '\' and newline. The relays seed the
+ * label values they know in advance at 0 (metrics_seed()); a labelled
+ * family with no sample yet is still announced (HELP and TYPE), so that
+ * operators see it exists.
  */
 #include "metrics.h"
 
@@ -70,6 +71,11 @@ int metrics_count(struct labeled_counter *c, const char *label, uint64_t n)
     c->items[i].value += n;
     c->last = i;
     return 0;
+}
+
+int metrics_seed(struct labeled_counter *c, const char *label)
+{
+    return metrics_count(c, label, 0);
 }
 
 uint64_t metrics_get(const struct labeled_counter *c, const char *label)
@@ -357,6 +363,42 @@ static void render_state(const struct metrics *m, struct textbuf *b)
     gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
 }
 
+/* One gauge of the backlog by status ("pending", "claimed", "quarantined"). */
+static void backlog_gauge(struct textbuf *b, const char *name, const char *help,
+                          const struct polling_backlog *q, const int64_t *v, bool as_seconds)
+{
+    static const char *const status[PS__COUNT] = {"pending", "claimed", "quarantined"};
+    family(b, name, "gauge", help);
+    for (int s = 0; q->seen && s < PS__COUNT; s++) {
+        tb_printf(b, "%s{status=\"%s\"} ", name, status[s]);
+        if (as_seconds)
+            seconds(b, v[s] * 1000);
+        else
+            tb_printf(b, "%" PRId64, v[s]);
+        tb_str(b, "\n");
+    }
+}
+
+/* The backlog query's answer (polling.h); no samples before the first. */
+static void render_backlog(const struct polling_backlog *q, struct textbuf *b)
+{
+    backlog_gauge(b, "outboxd_polling_backlog_rows",
+                  "Polling mode: undelivered outbox rows by status (periodic query).", q,
+                  q->rows, false);
+    backlog_gauge(b, "outboxd_polling_backlog_oldest_age_seconds",
+                  "Polling mode: now() - created_at of the oldest undelivered row of each "
+                  "status, server clock (0 when there is none).",
+                  q, q->oldest_ms, true);
+    backlog_gauge(b, "outboxd_polling_backlog_max_attempts",
+                  "Polling mode: the most failed delivery attempts of an undelivered row of "
+                  "each status.",
+                  q, q->max_attempts, false);
+    family(b, "outboxd_polling_table_bytes", "gauge",
+           "Polling mode: pg_total_relation_size() of the outbox table (table, indexes, "
+           "TOAST; SENT rows until retention deletes them).");
+    if (q->seen) tb_printf(b, "outboxd_polling_table_bytes %" PRId64 "\n", q->table_bytes);
+}
+
 static void render_polling(const struct metrics *m, struct textbuf *b)
 {
     static const char *const names[PO__COUNT] = {"claimed",     "sent",     "retried",
@@ -367,6 +409,7 @@ static void render_polling(const struct metrics *m, struct textbuf *b)
     for (int i = 0; i < PO__COUNT; i++)
         tb_printf(b, "outboxd_polling_rows_total{outcome=\"%s\"} %" PRIu64 "\n", names[i],
                   m->polling_rows[i]);
+    render_backlog(&m->backlog, b);
     gauge_i(b, "outboxd_polling_connected", "Polling mode: 1 while connected to the database.",
             m->streaming);
     gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);

@@ -49,6 +49,9 @@
 #define STALE_NAMED 5
 /* Pause before retrying outcome updates after a failed statement. */
 #define RESULT_RETRY_MS 500
+/* Between two backlog queries (the metrics; not per batch: the query reads
+ * every undelivered row). */
+#define BACKLOG_INTERVAL_MS 15000
 
 /* Kinds of outcome written back to a row. */
 enum outcome { OUT_SENT, OUT_RETRY, OUT_QUARANTINE, OUT_RELEASE };
@@ -104,6 +107,9 @@ struct pr {
     struct metrics met;
     struct textbuf text;
     int64_t next_publish_ms;
+    char *backlog_sql; /* owned; NULL without an HTTP server */
+    int64_t next_backlog_ms;
+    bool backlog_warned; /* the last backlog query failed and said so */
 };
 
 static int64_t now_ms(void)
@@ -703,6 +709,50 @@ static void run_retention(struct pr *r)
                  total, c->poll_retention_ms / 1000, batches, batches == 1 ? "" : "es");
 }
 
+/* ---- the backlog (metrics) ---------------------------------------------- */
+
+/* Runs the backlog query (polling.h) into the metrics. A failure is logged
+ * once until it succeeds again and takes the gauges away (stale numbers
+ * would mislead); it never stops the relay (a table without created_at
+ * still relays). */
+static void query_backlog(struct pr *r)
+{
+    r->next_backlog_ms = now_ms() + BACKLOG_INTERVAL_MS;
+    PGresult *res = PQexec(r->conn, r->backlog_sql);
+    drain_notifies(r);
+    char err[1024] = "";
+    struct polling_backlog b = {.seen = true};
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+        pg_message(r->conn, res, err, sizeof(err));
+    else if (PQntuples(res) != PS__COUNT || PQnfields(res) != 5)
+        snprintf(err, sizeof(err), "backlog query: %d rows of %d columns", PQntuples(res),
+                 PQnfields(res));
+    for (int i = 0; !err[0] && i < PQntuples(res); i++) {
+        const char *vals[5];
+        for (int c = 0; c < 5; c++) vals[c] = PQgetvalue(res, i, c);
+        polling_backlog_row(&b, vals, err, sizeof(err));
+    }
+    PQclear(res);
+    if (PQstatus(r->conn) == CONNECTION_BAD) {
+        char why[1100];
+        snprintf(why, sizeof(why), "backlog query: %s", err);
+        disconnect(r, why);
+        r->met.backlog.seen = false;
+        return;
+    }
+    if (err[0]) {
+        if (!r->backlog_warned)
+            log_warn("postgres: the backlog metrics are unavailable: %s; trying again every "
+                     "%d s",
+                     err, BACKLOG_INTERVAL_MS / 1000);
+        r->backlog_warned = true;
+        r->met.backlog.seen = false;
+        return;
+    }
+    r->backlog_warned = false;
+    r->met.backlog = b;
+}
+
 /* ---- the loop ------------------------------------------------------------ */
 
 static int wait_timeout(const struct pr *r)
@@ -755,6 +805,8 @@ static void step(struct pr *r)
     if (r->conn && r->sql_ready && !r->fatal && r->cfg->poll_retention_ms > 0 &&
         now_ms() >= r->next_retention_ms)
         run_retention(r);
+    if (r->conn && r->backlog_sql && r->sql_ready && now_ms() >= r->next_backlog_ms)
+        query_backlog(r);
     if (producer_fatal(r->prod, err, sizeof(err))) {
         log_error("kafka: fatal producer error: %s", err);
         r->fatal = true;
@@ -829,6 +881,7 @@ static void pr_free(struct pr *r)
     free(r->fl);
     free(r->res);
     httpd_stop(r->http);
+    free(r->backlog_sql);
     metrics_free(&r->met);
     free(r->text.data);
     producer_free(r->prod);
@@ -849,6 +902,11 @@ int poll_relay_run(struct config *cfg, volatile sig_atomic_t *stop)
     r.met.version = OUTBOXD_VERSION;
     r.met.plugin = "polling";
     r.met.slot = "";
+    /* The delivery errors it can count, at 0 from the start (metrics_seed();
+     * row faults are quarantined, not counted as failed). */
+    for (size_t i = 0; producer_poison_name(i); i++)
+        metrics_seed(&r.met.failed, producer_poison_name(i));
+    metrics_seed(&r.met.failed, producer_err_name(-192 /* _MSG_TIMED_OUT */));
     struct timeval tv;
     gettimeofday(&tv, NULL);
     r.met.start_time_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
@@ -872,6 +930,11 @@ int poll_relay_run(struct config *cfg, volatile sig_atomic_t *stop)
     if (code != 0) {
         pr_free(&r);
         return code;
+    }
+    if (r.http && !(r.backlog_sql = polling_backlog_sql(&r.map))) {
+        log_error("out of memory");
+        pr_free(&r);
+        return EXIT_FATAL;
     }
     pr_tick(&r);
     /* Set-up mistakes (missing table or columns, privileges) stop here;

@@ -6,6 +6,7 @@
 #include "polling.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,4 +198,147 @@ void polling_sql_free(struct polling_sql *q)
     free(q->requeue);
     free(q->states);
     memset(q, 0, sizeof(*q));
+}
+
+/* ---- the backlog --------------------------------------------------------- */
+
+const char *polling_status_name(enum polling_status s)
+{
+    static const char *const names[PS__COUNT] = {"PENDING", "CLAIMED", "QUARANTINED"};
+    return (unsigned)s < PS__COUNT ? names[s] : "?";
+}
+
+/* A string literal of s: quotes doubled (standard_conforming_strings). */
+static char *sql_literal(const char *s)
+{
+    size_t n = 2;
+    for (const char *p = s; *p; p++) n += *p == '\'' ? 2 : 1;
+    char *out = malloc(n + 1), *q = out;
+    if (!out) return NULL;
+    *q++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') *q++ = '\'';
+        *q++ = *p;
+    }
+    *q++ = '\'';
+    *q = '\0';
+    return out;
+}
+
+char *polling_backlog_sql(const struct outbox_map *map)
+{
+    char *schema = polling_quote_ident(map->schema);
+    char *table = polling_quote_ident(map->table);
+    char *t = schema && table ? sql_printf("%s.%s", schema, table) : NULL;
+    char *lit = t ? sql_literal(t) : NULL;
+    char *sql = lit ? sql_printf(
+        "WITH b AS (SELECT status, count(*) AS n, min(created_at) AS oldest,"
+        " max(attempts) AS att FROM %1$s WHERE status <> 'SENT' GROUP BY status)"
+        " SELECT s.status, coalesce(b.n, 0),"
+        " coalesce(greatest(floor(extract(epoch FROM now() - b.oldest) * 1000), 0),"
+        " 0)::bigint,"
+        " coalesce(b.att, 0), pg_catalog.pg_total_relation_size(%2$s::regclass)"
+        " FROM unnest(ARRAY['PENDING', 'CLAIMED', 'QUARANTINED'])"
+        " WITH ORDINALITY AS s(status, i)"
+        " LEFT JOIN b USING (status) ORDER BY s.i",
+        t, lit) : NULL;
+    free(schema);
+    free(table);
+    free(t);
+    free(lit);
+    return sql;
+}
+
+/* A non-negative decimal integer. */
+static int parse_count(const char *s, int64_t *out)
+{
+    if (!s || *s < '0' || *s > '9') return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int polling_backlog_row(struct polling_backlog *b, const char *const vals[5], char *err,
+                        size_t errlen)
+{
+    int s = 0;
+    while (s < PS__COUNT && (!vals[0] || strcmp(vals[0], polling_status_name(s)) != 0)) s++;
+    if (s == PS__COUNT) {
+        snprintf(err, errlen, "backlog query: unknown status \"%s\"",
+                 vals[0] ? vals[0] : "");
+        return -1;
+    }
+    int64_t v[4];
+    for (int i = 0; i < 4; i++)
+        if (parse_count(vals[i + 1], &v[i]) != 0) {
+            snprintf(err, errlen, "backlog query: \"%s\" is not a count",
+                     vals[i + 1] ? vals[i + 1] : "");
+            return -1;
+        }
+    b->rows[s] = v[0];
+    b->oldest_ms[s] = v[1];
+    b->max_attempts[s] = v[2];
+    b->table_bytes = v[3];
+    return 0;
+}
+
+/* "45 s", "3m 20s", "5h 2m", "2d 3h". */
+static void duration_text(int64_t ms, char *out, size_t outlen)
+{
+    int64_t s = ms / 1000;
+    if (s < 60)
+        snprintf(out, outlen, "%" PRId64 " s", s);
+    else if (s < 3600)
+        snprintf(out, outlen, "%" PRId64 "m %" PRId64 "s", s / 60, s % 60);
+    else if (s < 86400)
+        snprintf(out, outlen, "%" PRId64 "h %" PRId64 "m", s / 3600, s % 3600 / 60);
+    else
+        snprintf(out, outlen, "%" PRId64 "d %" PRId64 "h", s / 86400, s % 86400 / 3600);
+}
+
+/* "512 B", "64.0 KiB", "1.2 MiB" ... */
+static void bytes_text(int64_t n, char *out, size_t outlen)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (n < 1024) {
+        snprintf(out, outlen, "%" PRId64 " B", n);
+        return;
+    }
+    double v = (double)n / 1024;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, outlen, "%.1f %s", v, units[u]);
+}
+
+char *polling_backlog_line(const struct polling_backlog *b, char *out, size_t outlen)
+{
+    int64_t total = 0, attempts = 0;
+    int oldest = -1;
+    for (int s = 0; s < PS__COUNT; s++) {
+        total += b->rows[s];
+        if (b->max_attempts[s] > attempts) attempts = b->max_attempts[s];
+        if (b->rows[s] && (oldest < 0 || b->oldest_ms[s] > b->oldest_ms[oldest])) oldest = s;
+    }
+    char size[32], age[32], status[16];
+    bytes_text(b->table_bytes, size, sizeof(size));
+    if (total == 0) {
+        snprintf(out, outlen, "0 undelivered rows; table %s", size);
+        return out;
+    }
+    duration_text(b->oldest_ms[oldest], age, sizeof(age));
+    snprintf(status, sizeof(status), "%s", polling_status_name(oldest));
+    for (char *p = status; *p; p++) *p = (char)(*p - 'A' + 'a');
+    snprintf(out, outlen,
+             "%" PRId64 " undelivered row%s: %" PRId64 " pending, %" PRId64 " claimed, %" PRId64
+             " quarantined; oldest created %s ago (%s); at most %" PRId64
+             " failed attempt%s; table %s",
+             total, total == 1 ? "" : "s", b->rows[PS_PENDING], b->rows[PS_CLAIMED],
+             b->rows[PS_QUARANTINED], age, status, attempts, attempts == 1 ? "" : "s", size);
+    return out;
 }

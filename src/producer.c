@@ -473,25 +473,32 @@ int producer_fatal(struct producer *p, char *err, size_t errlen)
     return rd_kafka_fatal_error(p->rk, err, errlen) != RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
+/* Errors about the message itself or its topic: retrying the same message
+ * can never succeed, but other messages can. */
+static const rd_kafka_resp_err_t poison_errs[] = {
+    RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+    RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
+    RD_KAFKA_RESP_ERR_INVALID_MSG,
+    RD_KAFKA_RESP_ERR_INVALID_RECORD,
+    RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION,
+    RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+    RD_KAFKA_RESP_ERR_POLICY_VIOLATION,
+    RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC,
+    RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+    RD_KAFKA_RESP_ERR__INVALID_ARG,
+};
+#define NPOISON (sizeof(poison_errs) / sizeof(poison_errs[0]))
+
 bool producer_err_is_poison(int err)
 {
-    /* Errors about the message itself or its topic: retrying the same
-     * message can never succeed, but other messages can. */
-    switch ((rd_kafka_resp_err_t)err) {
-    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG:
-    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
-    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-    case RD_KAFKA_RESP_ERR__INVALID_ARG:
-        return true;
-    default:
-        return false;
-    }
+    for (size_t i = 0; i < NPOISON; i++)
+        if ((rd_kafka_resp_err_t)err == poison_errs[i]) return true;
+    return false;
+}
+
+const char *producer_poison_name(size_t i)
+{
+    return i < NPOISON ? rd_kafka_err2name(poison_errs[i]) : NULL;
 }
 
 const char *producer_err_name(int err) { return rd_kafka_err2name((rd_kafka_resp_err_t)err); }

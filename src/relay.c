@@ -1139,6 +1139,32 @@ static int prepare_stream(struct relay *r, lsn_t *start)
     return 0;
 }
 
+/* Every reason and cause this relay can count, at 0 from the start (see
+ * metrics_seed()): the row faults, the undecodable record, the poison
+ * errors (dead-lettered or failed), a lost publication, a delivery that
+ * timed out, and the causes of reconnects (open_stream_retrying(),
+ * relay_run()). Other librdkafka errors still appear when first counted. */
+static void seed_metrics(struct metrics *m, bool pub_capped)
+{
+    for (int f = OF_SCHEMA; f <= OF_BAD_TOPIC; f++) {
+        metrics_seed(&m->failed, outbox_fault_name((enum outbox_fault)f));
+        if (f != OF_SCHEMA)
+            metrics_seed(&m->dead_lettered, outbox_fault_name((enum outbox_fault)f));
+    }
+    metrics_seed(&m->failed, INVALID_RECORD);
+    metrics_seed(&m->dead_lettered, INVALID_RECORD);
+    for (size_t i = 0; producer_poison_name(i); i++) {
+        metrics_seed(&m->failed, producer_poison_name(i));
+        metrics_seed(&m->dead_lettered, producer_poison_name(i));
+    }
+    metrics_seed(&m->failed, producer_err_name(-192 /* _MSG_TIMED_OUT */));
+    if (pub_capped) metrics_seed(&m->failed, "NOT_IN_PUBLICATION");
+    static const char *const causes[] = {"connect_failed", "connection_lost", "slot_in_use",
+                                         "stream_lost"};
+    for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
+        metrics_seed(&m->reconnects, causes[i]);
+}
+
 static int relay_init(struct relay *r, const struct config *c, volatile sig_atomic_t *stop)
 {
     char err[1024];
@@ -1173,6 +1199,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     /* pgoutput: the monitor proves the outbox is still published, and
      * nothing is confirmed beyond what it proved (confirm.h). */
     r->pub_capped = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT;
+    seed_metrics(&r->met, r->pub_capped);
     if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0 ||
         r->pub_capped) {
         struct monitor_config mc = {.conninfo = c->pg_conninfo,

@@ -73,6 +73,18 @@ assert_eq "$(psql_q "SELECT sum(octet_length(aggregate_id) + coalesce(octet_leng
 assert_eq 0 "$(m outboxd_inflight_events)" "events in flight"
 assert_eq 0 "$(m outboxd_inflight_transactions)" "transactions in flight"
 assert_eq 0 "$(msum outboxd_events_failed_total)" "failed events"
+# Labelled counters start at 0 for every reason and cause outboxd knows,
+# so that the first one counted is an increase an alert sees.
+for k in 'outboxd_events_dead_lettered_total{reason="NULL_AGGREGATE_ID"}' \
+    'outboxd_events_dead_lettered_total{reason="BAD_TOPIC"}' \
+    'outboxd_events_dead_lettered_total{reason="MSG_SIZE_TOO_LARGE"}' \
+    'outboxd_events_failed_total{reason="NULL_EVENT_ID"}' \
+    'outboxd_events_failed_total{reason="_MSG_TIMED_OUT"}' \
+    'outboxd_events_failed_total{reason="NOT_IN_PUBLICATION"}' \
+    'outboxd_reconnects_total{cause="connect_failed"}' \
+    'outboxd_reconnects_total{cause="stream_lost"}'; do
+    assert_eq 0 "$(m "$k")" "$k before any was counted"
+done
 assert_eq 1 "$(m outboxd_ready)" "outboxd_ready"
 assert_eq 1 "$(m outboxd_streaming)" "outboxd_streaming"
 assert_eq 1 "$(m 'outboxd_build_info{version="0.1.0",plugin="pgoutput",slot="outboxd"}')" "build info"
@@ -94,6 +106,21 @@ awk -v l="$lag" 'BEGIN { exit !(l >= 0 && l < 60) }' || fail "replication lag $l
 info "ok: replication lag ${lag}s; commit-to-ACK histogram with 30 samples"
 wait_metric "slot lag 0 bytes and wal_status reserved once idle" 20 \
     '[[ "$(m outboxd_slot_lag_bytes)" == 0 && "$(m "outboxd_slot_wal_status{status=\"reserved\"}")" == 1 ]]'
+# rules_have_samples GLOB: every metric deploy/prometheus/outboxd-alerts.yml
+# uses that matches GLOB has a sample in the last scrape (a "# TYPE" line
+# alone gives an alert nothing to evaluate).
+rules_have_samples() {
+    local glob=$1 n=0
+    for name in $(grep -o 'outboxd_[a-z_]*' "$E2E_SRC_DIR/deploy/prometheus/outboxd-alerts.yml" | sort -u); do
+        # shellcheck disable=SC2053
+        [[ "$name" == $glob ]] || continue
+        awk -v n="$name" '$1 == n || index($1, n "{") == 1 { f = 1 } END { exit !f }' "$T/metrics.txt" ||
+            fail "deploy/prometheus/outboxd-alerts.yml uses $name, which has no sample in /metrics"
+        n=$((n + 1))
+    done
+    info "ok: the $n metrics of the alert rules matching $glob have samples"
+}
+rules_have_samples 'outboxd_[!p]*'
 
 step "the broker down: not ready, events wait in flight, the slot lags"
 broker_cmd "down 1"
@@ -125,7 +152,7 @@ info "ok: the 5 events that waited out the outage are above le=1"
 wait_metric "slot lag back to 0" 20 '[[ "$(m outboxd_slot_lag_bytes)" == 0 ]]'
 
 step "a lost replication connection is counted, and streaming resumes"
-assert_eq "" "$(m 'outboxd_reconnects_total{cause="stream_lost"}')" "reconnects before"
+assert_eq 0 "$(m 'outboxd_reconnects_total{cause="stream_lost"}')" "reconnects before"
 psql_q "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'outboxd'" >/dev/null
 wait_metric "one reconnect after the stream was lost, streaming again" 30 \
     '[[ "$(m "outboxd_reconnects_total{cause=\"stream_lost\"}")" == 1 && "$(m outboxd_streaming)" == 1 ]]'
@@ -182,6 +209,8 @@ assert_eq 7 "$(m 'outboxd_events_acked_total{topic="outbox.event.Poll"}')" "ACKe
 assert_eq 7 "$(m 'outboxd_polling_rows_total{outcome="claimed"}')" "rows claimed"
 assert_eq 1 "$(m outboxd_polling_connected)" "connected"
 assert_eq "" "$(m outboxd_received_lsn)" "no LSN gauges in polling mode"
+assert_eq 0 "$(m 'outboxd_events_failed_total{reason="_MSG_TIMED_OUT"}')" "failed (timed out) in polling mode"
+assert_eq 0 "$(m 'outboxd_events_failed_total{reason="MSG_SIZE_TOO_LARGE"}')" "failed (too large) in polling mode"
 broker_cmd "down 1"
 for _ in $(seq 1 100); do ready_is 503 && break; sleep 0.2; done
 assert_eq "not ready: no Kafka broker reachable" "$(cat "$T/readyz.txt")" "/readyz in polling mode, broker down"

@@ -277,6 +277,52 @@ START_TEST(test_histogram)
 }
 END_TEST
 
+/* A seeded label is a sample at 0 before anything is counted, and
+ * counting adds to it (one series, not two). */
+START_TEST(test_seed_at_zero)
+{
+    ck_assert_int_eq(metrics_seed(&m.dead_lettered, "BAD_TOPIC"), 0);
+    ck_assert_int_eq(metrics_seed(&m.dead_lettered, "BAD_TOPIC"), 0);
+    const char *t = render(0);
+    ck_line(t, "outboxd_events_dead_lettered_total{reason=\"BAD_TOPIC\"} 0");
+    metrics_count(&m.dead_lettered, "BAD_TOPIC", 1);
+    ck_assert_uint_eq(m.dead_lettered.n, 1);
+    t = render(0);
+    ck_line(t, "outboxd_events_dead_lettered_total{reason=\"BAD_TOPIC\"} 1");
+    /* Seeding a counted label leaves its count. */
+    metrics_seed(&m.dead_lettered, "BAD_TOPIC");
+    ck_assert_uint_eq(metrics_get(&m.dead_lettered, "BAD_TOPIC"), 1);
+}
+END_TEST
+
+/* Polling mode: the backlog gauges by status once the query answered,
+ * none before (the families announced). */
+START_TEST(test_polling_backlog)
+{
+    m.mode = METRICS_POLLING;
+    const char *t = render(0);
+    ck_line(t, "# TYPE outboxd_polling_backlog_rows gauge");
+    ck_line(t, "# TYPE outboxd_polling_backlog_oldest_age_seconds gauge");
+    ck_line(t, "# TYPE outboxd_polling_backlog_max_attempts gauge");
+    ck_line(t, "# TYPE outboxd_polling_table_bytes gauge");
+    ck_assert_ptr_null(strstr(t, "outboxd_polling_backlog_rows{"));
+    ck_assert_ptr_null(strstr(t, "\noutboxd_polling_table_bytes "));
+    m.backlog = (struct polling_backlog){.seen = true,
+                                         .rows = {4, 1, 2},
+                                         .oldest_ms = {3600500, 1800000, 0},
+                                         .max_attempts = {4, 1, 5},
+                                         .table_bytes = 98304};
+    t = render(0);
+    ck_line(t, "outboxd_polling_backlog_rows{status=\"pending\"} 4");
+    ck_line(t, "outboxd_polling_backlog_rows{status=\"claimed\"} 1");
+    ck_line(t, "outboxd_polling_backlog_rows{status=\"quarantined\"} 2");
+    ck_line(t, "outboxd_polling_backlog_oldest_age_seconds{status=\"pending\"} 3600.500000");
+    ck_line(t, "outboxd_polling_backlog_oldest_age_seconds{status=\"quarantined\"} 0.000000");
+    ck_line(t, "outboxd_polling_backlog_max_attempts{status=\"quarantined\"} 5");
+    ck_line(t, "outboxd_polling_table_bytes 98304");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
@@ -292,6 +338,8 @@ int main(void)
     tcase_add_test(tc, test_wal_status_parse);
     tcase_add_test(tc, test_render_appends_and_grows);
     tcase_add_test(tc, test_histogram);
+    tcase_add_test(tc, test_seed_at_zero);
+    tcase_add_test(tc, test_polling_backlog);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

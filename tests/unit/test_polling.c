@@ -225,6 +225,70 @@ START_TEST(test_state_columns)
 }
 END_TEST
 
+/* ---- the backlog ---- */
+
+START_TEST(test_backlog_sql)
+{
+    map_init("app.O'b", NULL, NULL);
+    char *q = polling_backlog_sql(&MAP);
+    ck_assert_ptr_nonnull(q);
+    /* Undelivered rows only (the partial index), grouped by status. */
+    HAS(q, "FROM \"app\".\"O'b\" WHERE status <> 'SENT' GROUP BY status");
+    HAS(q, "min(created_at)");
+    HAS(q, "max(attempts)");
+    /* The table's name as a literal: its quote doubled. */
+    HAS(q, "pg_total_relation_size('\"app\".\"O''b\"'::regclass)");
+    /* One row per status, in enum order, 0 when absent. */
+    HAS(q, "unnest(ARRAY['PENDING', 'CLAIMED', 'QUARANTINED']) WITH ORDINALITY");
+    HAS(q, "LEFT JOIN b USING (status) ORDER BY s.i");
+    free(q);
+    outbox_map_free(&MAP);
+}
+END_TEST
+
+START_TEST(test_backlog_rows_and_line)
+{
+    struct polling_backlog b = {.seen = true};
+    char line[512];
+    const char *none[][5] = {{"PENDING", "0", "0", "0", "8192"},
+                             {"CLAIMED", "0", "0", "0", "8192"},
+                             {"QUARANTINED", "0", "0", "0", "8192"}};
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(polling_backlog_row(&b, none[i], err, sizeof(err)), 0);
+    ck_assert_str_eq(polling_backlog_line(&b, line, sizeof(line)),
+                     "0 undelivered rows; table 8.0 KiB");
+    const char *rows[][5] = {{"PENDING", "4", "3601000", "4", "98304"},
+                             {"CLAIMED", "1", "1800000", "1", "98304"},
+                             {"QUARANTINED", "2", "7205000", "5", "98304"}};
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(polling_backlog_row(&b, rows[i], err, sizeof(err)), 0);
+    ck_assert_int_eq(b.rows[PS_QUARANTINED], 2);
+    ck_assert_int_eq(b.oldest_ms[PS_PENDING], 3601000);
+    ck_assert_int_eq(b.max_attempts[PS_CLAIMED], 1);
+    ck_assert_int_eq(b.table_bytes, 98304);
+    ck_assert_str_eq(polling_backlog_line(&b, line, sizeof(line)),
+                     "7 undelivered rows: 4 pending, 1 claimed, 2 quarantined; oldest created "
+                     "2h 0m ago (quarantined); at most 5 failed attempts; table 96.0 KiB");
+    b.rows[PS_QUARANTINED] = 0;
+    b.rows[PS_CLAIMED] = 0;
+    b.rows[PS_PENDING] = 1;
+    b.oldest_ms[PS_PENDING] = 45999;
+    b.max_attempts[PS_QUARANTINED] = b.max_attempts[PS_CLAIMED] = 0;
+    b.max_attempts[PS_PENDING] = 1;
+    b.table_bytes = 3 * 1024 * 1024 + 512 * 1024;
+    ck_assert_str_eq(polling_backlog_line(&b, line, sizeof(line)),
+                     "1 undelivered row: 1 pending, 0 claimed, 0 quarantined; oldest created "
+                     "45 s ago (pending); at most 1 failed attempt; table 3.5 MiB");
+    /* Refused: an unknown status, a value that is no count. */
+    const char *bad1[5] = {"SENT", "1", "0", "0", "1"};
+    ck_assert_int_eq(polling_backlog_row(&b, bad1, err, sizeof(err)), -1);
+    HAS(err, "unknown status \"SENT\"");
+    const char *bad2[5] = {"PENDING", "1", "-5", "0", "1"};
+    ck_assert_int_eq(polling_backlog_row(&b, bad2, err, sizeof(err)), -1);
+    HAS(err, "\"-5\" is not a count");
+}
+END_TEST
+
 /* ---- configuration ---- */
 
 static struct config C;
@@ -331,6 +395,8 @@ int main(void)
     tcase_add_test(tc, test_sql_claim);
     tcase_add_test(tc, test_sql_outcomes_are_conditional);
     tcase_add_test(tc, test_state_columns);
+    tcase_add_test(tc, test_backlog_sql);
+    tcase_add_test(tc, test_backlog_rows_and_line);
     tcase_add_test(tc, test_config_defaults);
     tcase_add_test(tc, test_config_sources);
     tcase_add_test(tc, test_config_errors);
