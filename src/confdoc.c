@@ -90,7 +90,7 @@ void confdoc_example(FILE *out)
             if (k.example)
                 fprintf(out, "%s = %s\n", k.key, k.example);
             else
-                fprintf(out, ";%s = %s\n", k.key, k.def ? k.def : "");
+                fprintf(out, ";%s =%s%s\n", k.key, k.def ? " " : "", k.def ? k.def : "");
         }
     }
 }
