@@ -62,8 +62,8 @@ int secret_file_exposed(const char *path, const char *what, char *msg, size_t ms
     if (stat(path, &st) != 0) return -1;
     if (!secret_mode_exposed(st.st_mode)) return 0;
     snprintf(msg, msglen,
-             "%s holds %s and is readable by its %s (mode %04o); chmod 600 %s (or 640 "
-             "with a group only outboxd is in)",
+             "%s holds %s and is readable by its %s (mode %04o); chmod 600 %s (owned by "
+             "the user outboxd runs as)",
              path, what, (st.st_mode & S_IROTH) ? "group and others" : "group",
              (unsigned)(st.st_mode & 07777), path);
     return 1;
