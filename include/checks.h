@@ -61,13 +61,15 @@ enum check_scope {
 /*
  * Runs the checks of scope. quiet_ok: print neither ok nor skip lines and
  * send FAIL/warn lines to the log (the daemon); otherwise every line goes
- * to stdout. Returns 0 when nothing failed (warnings allowed), 1 otherwise.
+ * to stdout. Returns 0 when nothing failed (warnings allowed), 2 (EXIT_USAGE)
+ * when the configuration check failed, 1 when another check failed.
  */
 int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope);
 
 /* For `outboxd check` when the configuration could not be loaded: prints
  * the FAIL line for err (config_load_file/env/--set/config_validate's
- * message) and a skip line for every other check. Returns 1. */
+ * message) and a skip line for every other check. Returns 2 (EXIT_USAGE:
+ * a configuration error, as in every subcommand). */
 int check_config_failed(const char *err);
 
 /* ---- pure helpers (tested in tests/unit/test_check.c) ------------------- */

@@ -22,13 +22,63 @@ enum { ERRORS_HALT = 0, ERRORS_DLQ = 1 };
 /* [source] mode: how committed outbox rows are found. */
 enum { SOURCE_LOGICAL = 0, SOURCE_POLLING = 1 };
 
+/* Where a key's value came from (outboxd config prints it). */
+enum config_source {
+    CONFIG_SRC_DEFAULT = 0,
+    CONFIG_SRC_FILE,
+    CONFIG_SRC_ENV,
+    CONFIG_SRC_SET,
+    CONFIG_SRC_SECRET_FILE, /* read from password_file / sasl.password_file */
+};
+
+/* "default", "file", "environment", "--set", "secret file". */
+const char *config_source_name(enum config_source s);
+
+/* The key table (config.c), the one source of names, defaults and
+ * meanings: the parser validates against it, and `outboxd config
+ * --example` and the README's key tables are printed from it. */
+struct config_key {
+    const char *section;
+    const char *key;
+    const char *def;     /* the built-in default as written in a file; NULL: none */
+    const char *meaning; /* one line, for the documentation */
+    const char *example; /* a required key's example value (sample file), or NULL */
+};
+
+/* Number of known keys (not counting [kafka], which is open-ended). */
+size_t config_key_count(void);
+/* Key i (< config_key_count()). */
+const struct config_key *config_key_at(size_t i);
+
+/* Section i of the known ones in file order ("postgres", "outbox",
+ * "kafka", ...); NULL past the last. */
+const char *config_section_at(size_t i);
+
+/* outboxd's own [kafka] keys, for the documentation: bootstrap.servers,
+ * sasl.password_file and the librdkafka defaults outboxd sets (config.c's
+ * and kafkaconf.c's). Fills *k; false past the last. */
+bool config_kafka_doc(size_t i, struct config_key *k);
+
+/* True for a [kafka] property that holds a secret (sasl.password,
+ * ssl.key.password, sasl.oauthbearer.client.secret, ...). */
+bool config_kafka_key_secret(const char *key);
+
+#define CONFIG_MAX_KEYS 64
+
 struct kv {
     char *key;   /* owned */
     char *value; /* owned */
+    enum config_source source;
 };
 
 struct config {
     const char *path; /* the file loaded (main.c sets it, argv's), for messages */
+    /* Where each known key (config_key_at order) came from. */
+    unsigned char source[CONFIG_MAX_KEYS];
+    enum config_source loading; /* the source config_set() records */
+    char *pg_password_file;     /* [postgres] password_file; NULL: none */
+    char *kafka_sasl_password_file; /* [kafka] sasl.password_file (not librdkafka's) */
+    enum config_source kafka_sasl_password_file_source;
     /* [postgres] */
     char *pg_conninfo;
     char *pg_slot;
@@ -115,6 +165,23 @@ int config_apply_set(struct config *c, const char *assignment, char *err,
 /* Checks cross-key consistency after loading (conninfo present, plugin
  * known, ...). Returns 0 or -1. */
 int config_validate(const struct config *c, char *err, size_t errlen);
+
+/* Reads the secret files (password_file into the conninfo's password,
+ * sasl.password_file into [kafka] sasl.password) once everything is
+ * loaded; before config_validate(). Returns 0 or -1 (unreadable or empty
+ * file, a password given both ways). */
+int config_load_secrets(struct config *c, char *err, size_t errlen);
+
+/* The value of key i as a file would say it (durations with their unit,
+ * "" when unset), secrets masked, into out. Returns out. */
+const char *config_key_value(const struct config *c, size_t i, char *out, size_t outlen);
+
+/* True when the file loaded set a key holding a secret (a conninfo with a
+ * password, a [kafka] secret property). */
+bool config_file_holds_secret(const struct config *c);
+
+/* True when --set gave a secret (visible in ps). */
+bool config_set_holds_secret(const struct config *c);
 
 /* Value of a [kafka] key, NULL if not set. */
 const char *config_kafka_get(const struct config *c, const char *key);

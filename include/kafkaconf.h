@@ -18,6 +18,11 @@
 int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err,
                    size_t errlen);
 
+/* outboxd's producer default number i (key, value, a one-line meaning for
+ * the documentation); false past the last. */
+bool kafka_conf_producer_default(size_t i, const char **key, const char **value,
+                                 const char **meaning);
+
 /* Sets outboxd's producer defaults that go beyond config.c's (queue
  * bounds, no delivery timeout, linger) on conf, each unless [kafka] sets
  * it. Returns 0 or -1 with a reason in err. The relay's producer and

@@ -37,6 +37,7 @@
 #include "lsn.h"
 #include "offset.h"
 #include "polling.h"
+#include "relay.h"
 #include "resume.h"
 #include "stream.h"
 
@@ -1786,11 +1787,14 @@ int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
         check_topics(&k);
     }
     int failed = k.nfail;
+    /* A configuration error is exit 2 in every subcommand (README, Exit
+     * codes); other failed checks are "check found problems", 1. */
+    bool config_failed = scope != CHECK_SCOPE_STARTUP && !k.config_ok;
     ck_free(&k);
     if (failed && quiet_ok)
         log_error("%d start-up check%s failed (outboxd check -c FILE runs all checks)",
                   failed, failed == 1 ? "" : "s");
-    return failed ? 1 : 0;
+    return config_failed ? EXIT_USAGE : failed ? 1 : 0;
 }
 
 int check_config_failed(const char *err)
@@ -1822,5 +1826,5 @@ int check_config_failed(const char *err)
         puts(check_format_line(line, sizeof(line), CHECK_SKIP, rest[i],
                                "the configuration could not be loaded", NULL));
     fflush(stdout);
-    return 1;
+    return EXIT_USAGE;
 }

@@ -20,87 +20,189 @@
 #include <libpq-fe.h>
 
 #include "decoder.h"
+#include "duration.h"
 #include "httpd.h"
 #include "kafkaconf.h"
 #include "log.h"
 #include "polling.h"
 #include "redact.h"
+#include "secrets.h"
 
 enum key_type {
     KT_STRING,
     KT_BOOL,
     KT_POSINT,
-    KT_NONNEGINT,
+    KT_MS,      /* int milliseconds >= 1: a bare number or a duration (the *_ms keys) */
+    KT_MS0,     /* the same, 0 allowed (off) */
     KT_LOGLEVEL,
     KT_LOGFORMAT,
     KT_PLUGIN,
     KT_POLICY,
     KT_LISTEN,
     KT_MODE,
-    KT_DURATION,
+    KT_DURATION, /* int64 milliseconds, the unit required */
+    KT_PATH,     /* a string, NULL (unset) by default */
 };
 
 struct key_def {
-    const char *section;
-    const char *key;
+    struct config_key doc;
     enum key_type type;
     size_t offset; /* into struct config */
 };
 
 #define CFG(field) offsetof(struct config, field)
+#define K(sec, key, type, field, def, meaning) {{sec, key, def, meaning, NULL}, type, CFG(field)}
+#define KX(sec, key, type, field, example, meaning)                                          \
+    {{sec, key, NULL, meaning, example}, type, CFG(field)}
 
+/* Every known key: name, type, default and meaning, in the order of the
+ * sample file. The defaults are applied by config_init() from here. */
 static const struct key_def key_defs[] = {
-    {"postgres", "conninfo", KT_STRING, CFG(pg_conninfo)},
-    {"postgres", "slot", KT_STRING, CFG(pg_slot)},
-    {"postgres", "publication", KT_STRING, CFG(pg_publication)},
-    {"postgres", "plugin", KT_PLUGIN, CFG(pg_plugin)},
-    {"postgres", "create_slot", KT_BOOL, CFG(pg_create_slot)},
-    {"postgres", "direct_read", KT_BOOL, CFG(pg_direct_read)},
-    {"postgres", "status_interval_ms", KT_POSINT, CFG(pg_status_interval_ms)},
-    {"postgres", "retry_min_ms", KT_POSINT, CFG(pg_retry_min_ms)},
-    {"postgres", "retry_max_ms", KT_POSINT, CFG(pg_retry_max_ms)},
-    {"postgres", "heartbeat_interval_ms", KT_NONNEGINT, CFG(pg_heartbeat_interval_ms)},
-    {"postgres", "monitor_interval_ms", KT_POSINT, CFG(pg_monitor_interval_ms)},
-    {"outbox", "table", KT_STRING, CFG(outbox_table)},
-    {"outbox", "topic", KT_STRING, CFG(outbox_topic)},
-    {"outbox", "column.event_id", KT_STRING, CFG(outbox_columns[OC_EVENT_ID])},
-    {"outbox", "column.aggregate_type", KT_STRING, CFG(outbox_columns[OC_AGGREGATE_TYPE])},
-    {"outbox", "column.aggregate_id", KT_STRING, CFG(outbox_columns[OC_AGGREGATE_ID])},
-    {"outbox", "column.aggregate_version", KT_STRING,
-     CFG(outbox_columns[OC_AGGREGATE_VERSION])},
-    {"outbox", "column.event_type", KT_STRING, CFG(outbox_columns[OC_EVENT_TYPE])},
-    {"outbox", "column.payload", KT_STRING, CFG(outbox_columns[OC_PAYLOAD])},
-    {"offsets", "file", KT_STRING, CFG(offsets_file)},
-    {"errors", "policy", KT_POLICY, CFG(errors_policy)},
-    {"errors", "dlq_topic", KT_STRING, CFG(errors_dlq_topic)},
-    {"log", "level", KT_LOGLEVEL, CFG(log_level)},
-    {"log", "format", KT_LOGFORMAT, CFG(log_format)},
-    {"http", "listen", KT_LISTEN, CFG(http_listen)},
-    {"source", "mode", KT_MODE, CFG(source_mode)},
-    {"polling", "owner_id", KT_STRING, CFG(poll_owner_id)},
-    {"polling", "batch_size", KT_POSINT, CFG(poll_batch_size)},
-    {"polling", "lease", KT_DURATION, CFG(poll_lease_ms)},
-    {"polling", "poll_interval_ms", KT_POSINT, CFG(poll_interval_ms)},
-    {"polling", "max_attempts", KT_POSINT, CFG(poll_max_attempts)},
-    {"polling", "backoff_min", KT_DURATION, CFG(poll_backoff_min_ms)},
-    {"polling", "backoff_max", KT_DURATION, CFG(poll_backoff_max_ms)},
-    {"polling", "retention", KT_DURATION, CFG(poll_retention_ms)},
-    {"polling", "retention_batch", KT_POSINT, CFG(poll_retention_batch)},
-    {"polling", "retention_interval", KT_DURATION, CFG(poll_retention_interval_ms)},
-    {"polling", "notify_channel", KT_STRING, CFG(poll_notify_channel)},
+    KX("postgres", "conninfo", KT_STRING, pg_conninfo,
+       "host=db port=5432 dbname=app user=outboxd",
+       "libpq connection string or postgres:// URI (required); keep the password out of it"),
+    K("postgres", "password_file", KT_PATH, pg_password_file, NULL,
+      "file holding the role's password (one line), used as the conninfo's password"),
+    K("postgres", "slot", KT_STRING, pg_slot, "outboxd", "logical replication slot"),
+    K("postgres", "publication", KT_STRING, pg_publication, "outboxd_pub",
+      "publication of the outbox table (pgoutput)"),
+    K("postgres", "plugin", KT_PLUGIN, pg_plugin, "pgoutput",
+      "output plugin: pgoutput or wal2json"),
+    K("postgres", "create_slot", KT_BOOL, pg_create_slot, "true",
+      "create the slot at start when it does not exist"),
+    K("postgres", "direct_read", KT_BOOL, pg_direct_read, "true",
+      "read the stream from the socket itself (false: through libpq)"),
+    K("postgres", "status_interval_ms", KT_MS, pg_status_interval_ms, "1000",
+      "standby status (confirmed position) sent at least this often"),
+    K("postgres", "retry_min_ms", KT_MS, pg_retry_min_ms, "500",
+      "reconnect backoff, first delay (exponential, with jitter)"),
+    K("postgres", "retry_max_ms", KT_MS, pg_retry_max_ms, "30000",
+      "reconnect backoff, longest delay"),
+    K("postgres", "heartbeat_interval_ms", KT_MS0, pg_heartbeat_interval_ms, "0",
+      "heartbeat message period (0: off, else at least 100 ms)"),
+    K("postgres", "monitor_interval_ms", KT_MS, pg_monitor_interval_ms, "5000",
+      "slot lag / wal_status query period (at least 100 ms)"),
+    K("outbox", "table", KT_STRING, outbox_table, "public.outbox_events",
+      "the outbox table (schema.table)"),
+    K("outbox", "topic", KT_STRING, outbox_topic, "outbox.event.${aggregate_type}",
+      "topic template; ${column} is replaced by the row's value"),
+    K("outbox", "column.event_id", KT_STRING, outbox_columns[OC_EVENT_ID], "event_id",
+      "column of the event id (header event_id)"),
+    K("outbox", "column.aggregate_type", KT_STRING, outbox_columns[OC_AGGREGATE_TYPE],
+      "aggregate_type", "column of the aggregate type (header aggregate_type)"),
+    K("outbox", "column.aggregate_id", KT_STRING, outbox_columns[OC_AGGREGATE_ID],
+      "aggregate_id", "column of the aggregate id (the message key)"),
+    K("outbox", "column.aggregate_version", KT_STRING, outbox_columns[OC_AGGREGATE_VERSION],
+      "aggregate_version", "column of the aggregate version (header aggregate_version)"),
+    K("outbox", "column.event_type", KT_STRING, outbox_columns[OC_EVENT_TYPE], "event_type",
+      "column of the event type (header event_type)"),
+    K("outbox", "column.payload", KT_STRING, outbox_columns[OC_PAYLOAD], "payload",
+      "column of the payload (the message value)"),
+    K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
+      "offset file: the last position whose events were all ACKed"),
+    K("errors", "policy", KT_POLICY, errors_policy, "halt",
+      "an event that cannot be published: halt or dlq"),
+    K("errors", "dlq_topic", KT_STRING, errors_dlq_topic, "outbox.dlq",
+      "dead-letter topic (policy = dlq)"),
+    K("log", "level", KT_LOGLEVEL, log_level, "info", "error, warn, info or debug"),
+    K("log", "format", KT_LOGFORMAT, log_format, "text", "text or json"),
+    K("http", "listen", KT_LISTEN, http_listen, "127.0.0.1:19187",
+      "host:port of /metrics, /healthz, /readyz (empty: no HTTP server)"),
+    K("source", "mode", KT_MODE, source_mode, "logical",
+      "logical (replication slot) or polling (leases on the table)"),
+    K("polling", "owner_id", KT_STRING, poll_owner_id, NULL,
+      "this relay's name in lease_owner (unset: hostname:pid)"),
+    K("polling", "batch_size", KT_POSINT, poll_batch_size, "100",
+      "rows claimed (and in flight) at most"),
+    K("polling", "lease", KT_DURATION, poll_lease_ms, "30s",
+      "how long a claim is exclusive (at least 1s)"),
+    K("polling", "poll_interval_ms", KT_MS, poll_interval_ms, "1000",
+      "claim at least this often when no NOTIFY arrives"),
+    K("polling", "max_attempts", KT_POSINT, poll_max_attempts, "10",
+      "failed attempts before the row is QUARANTINED"),
+    K("polling", "backoff_min", KT_DURATION, poll_backoff_min_ms, "1s",
+      "retry delay, first (doubling up to backoff_max, with jitter)"),
+    K("polling", "backoff_max", KT_DURATION, poll_backoff_max_ms, "5m", "retry delay, longest"),
+    K("polling", "retention", KT_DURATION, poll_retention_ms, "7d",
+      "SENT rows older than this are deleted (0 or off: never)"),
+    K("polling", "retention_batch", KT_POSINT, poll_retention_batch, "1000",
+      "rows per DELETE (each its own short transaction)"),
+    K("polling", "retention_interval", KT_DURATION, poll_retention_interval_ms, "1m",
+      "how often retention runs"),
+    K("polling", "notify_channel", KT_STRING, poll_notify_channel, "outboxd",
+      "the channel LISTENed to (sql/outbox_polling.sql notifies outboxd)"),
 };
 #define NKEYS (sizeof(key_defs) / sizeof(key_defs[0]))
+_Static_assert(NKEYS <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
+
+size_t config_key_count(void) { return NKEYS; }
+
+const struct config_key *config_key_at(size_t i) { return i < NKEYS ? &key_defs[i].doc : NULL; }
+
+const char *config_source_name(enum config_source s)
+{
+    switch (s) {
+    case CONFIG_SRC_DEFAULT: return "default";
+    case CONFIG_SRC_FILE: return "file";
+    case CONFIG_SRC_ENV: return "environment";
+    case CONFIG_SRC_SET: return "--set";
+    case CONFIG_SRC_SECRET_FILE: return "secret file";
+    }
+    return "?";
+}
 
 static const char *const known_sections[] = {"postgres", "outbox", "kafka", "offsets",
                                              "errors",   "log",    "http",   "source",
                                              "polling"};
 
+const char *config_section_at(size_t i)
+{
+    return i < sizeof(known_sections) / sizeof(known_sections[0]) ? known_sections[i] : NULL;
+}
+
 /* outboxd's own librdkafka defaults; the file may override them. */
-static const char *const kafka_defaults[][2] = {
-    {"enable.idempotence", "true"},
-    {"acks", "all"},
-    {"partitioner", "murmur2_random"},
+static const char *const kafka_defaults[][3] = {
+    {"enable.idempotence", "true", "no duplicates from the producer's own retries"},
+    {"acks", "all", "an event is ACKed once every in-sync replica has it"},
+    {"partitioner", "murmur2_random", "the Java client's partitioner: same key, same partition"},
 };
+#define NKAFKA_DEFAULTS (sizeof(kafka_defaults) / sizeof(kafka_defaults[0]))
+
+/* The [kafka] keys outboxd itself reads (never passed to librdkafka). */
+#define SASL_PASSWORD_FILE "sasl.password_file"
+
+bool config_kafka_doc(size_t i, struct config_key *k)
+{
+    static const struct config_key own[] = {
+        {"kafka", "bootstrap.servers", NULL, "the brokers, host:port[,host:port...] (required)",
+         "kafka:9092"},
+        {"kafka", SASL_PASSWORD_FILE, NULL,
+         "file holding the SASL password (one line), used as sasl.password", NULL},
+    };
+    const size_t nown = sizeof(own) / sizeof(own[0]);
+    if (i < nown) {
+        *k = own[i];
+        return true;
+    }
+    i -= nown;
+    if (i < NKAFKA_DEFAULTS) {
+        *k = (struct config_key){"kafka", kafka_defaults[i][0], kafka_defaults[i][1],
+                                 kafka_defaults[i][2], NULL};
+        return true;
+    }
+    i -= NKAFKA_DEFAULTS;
+    const char *key, *value, *meaning;
+    if (!kafka_conf_producer_default(i, &key, &value, &meaning)) return false;
+    *k = (struct config_key){"kafka", key, value, meaning, NULL};
+    return true;
+}
+
+bool config_kafka_key_secret(const char *key)
+{
+    if (!strcmp(key, SASL_PASSWORD_FILE)) return false; /* a path */
+    return strstr(key, "password") || strstr(key, "secret") ||
+           !strcmp(key, "sasl.oauthbearer.config") || !strcmp(key, "ssl.key.pem");
+}
 
 static char **str_field(struct config *c, const struct key_def *d)
 {
@@ -143,50 +245,30 @@ static int parse_posint(const char *v, int *out)
     return parse_int_from(v, 1, out);
 }
 
+/* A *_ms key: milliseconds, bare or with a unit, in [min, a day]. */
+static int parse_ms(const char *v, long min, int *out, char *why, size_t whylen)
+{
+    int64_t ms;
+    if (duration_parse(v, DURATION_BARE_MS, &ms, why, whylen) != 0) return -1;
+    if (ms < min || ms > 86400000) {
+        snprintf(why, whylen, "\"%s\" is %s", v,
+                 ms < min ? "not a positive duration (at least 1 ms)" : "longer than a day");
+        return -1;
+    }
+    *out = (int)ms;
+    return 0;
+}
+
 int config_init(struct config *c)
 {
-    static const struct {
-        const char *section, *key, *value;
-    } defaults[] = {
-        {"postgres", "slot", "outboxd"},
-        {"postgres", "publication", "outboxd_pub"},
-        {"postgres", "plugin", "pgoutput"},
-        {"postgres", "create_slot", "true"},
-        {"postgres", "direct_read", "true"},
-        {"postgres", "status_interval_ms", "1000"},
-        {"postgres", "retry_min_ms", "500"},
-        {"postgres", "retry_max_ms", "30000"},
-        {"postgres", "heartbeat_interval_ms", "0"},
-        {"postgres", "monitor_interval_ms", "5000"},
-        {"outbox", "table", "public.outbox_events"},
-        {"outbox", "topic", "outbox.event.${aggregate_type}"},
-        {"offsets", "file", "outboxd.offset"},
-        {"errors", "policy", "halt"},
-        {"errors", "dlq_topic", "outbox.dlq"},
-        {"log", "level", "info"},
-        {"log", "format", "text"},
-        {"http", "listen", "127.0.0.1:19187"},
-        {"source", "mode", "logical"},
-        {"polling", "batch_size", "100"},
-        {"polling", "lease", "30s"},
-        {"polling", "poll_interval_ms", "1000"},
-        {"polling", "max_attempts", "10"},
-        {"polling", "backoff_min", "1s"},
-        {"polling", "backoff_max", "5m"},
-        {"polling", "retention", "7d"},
-        {"polling", "retention_batch", "1000"},
-        {"polling", "retention_interval", "1m"},
-        {"polling", "notify_channel", "outboxd"},
-    };
     char err[256];
     memset(c, 0, sizeof(*c));
-    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
-        if (config_set(c, defaults[i].section, defaults[i].key, defaults[i].value, err,
-                       sizeof(err)) != 0)
+    c->loading = CONFIG_SRC_DEFAULT;
+    for (size_t i = 0; i < NKEYS; i++)
+        if (key_defs[i].doc.def && config_set(c, key_defs[i].doc.section, key_defs[i].doc.key,
+                                              key_defs[i].doc.def, err, sizeof(err)) != 0)
             goto fail;
-    for (int i = 0; i < OC__COUNT; i++)
-        if (set_string(&c->outbox_columns[i], outbox_col_name(i)) != 0) goto fail;
-    for (size_t i = 0; i < sizeof(kafka_defaults) / sizeof(kafka_defaults[0]); i++)
+    for (size_t i = 0; i < NKAFKA_DEFAULTS; i++)
         if (config_set(c, "kafka", kafka_defaults[i][0], kafka_defaults[i][1], err,
                        sizeof(err)) != 0)
             goto fail;
@@ -196,15 +278,21 @@ fail:
     return -1;
 }
 
+static bool is_string_type(enum key_type t)
+{
+    return t == KT_STRING || t == KT_PLUGIN || t == KT_LISTEN || t == KT_PATH;
+}
+
 void config_free(struct config *c)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (key_defs[i].type == KT_STRING || key_defs[i].type == KT_PLUGIN ||
-            key_defs[i].type == KT_LISTEN) {
+        if (is_string_type(key_defs[i].type)) {
             char **f = str_field(c, &key_defs[i]);
             free(*f);
             *f = NULL;
         }
+    free(c->kafka_sasl_password_file);
+    c->kafka_sasl_password_file = NULL;
     for (size_t i = 0; i < c->nkafka; i++) {
         free(c->kafka[i].key);
         free(c->kafka[i].value);
@@ -214,15 +302,37 @@ void config_free(struct config *c)
     c->nkafka = 0;
 }
 
+/* A [kafka] property whose name ends in ".ms" given with a unit ("5s")
+ * goes to librdkafka in milliseconds; anything else as it is. */
+static const char *kafka_value(const char *key, const char *value, char *buf, size_t buflen)
+{
+    size_t kl = strlen(key);
+    int64_t ms;
+    char why[160];
+    if (kl > 3 && !strcmp(key + kl - 3, ".ms") && *value >= '0' && *value <= '9' &&
+        strspn(value, "0123456789") < strlen(value) &&
+        duration_parse(value, DURATION_BARE_MS, &ms, why, sizeof(why)) == 0) {
+        snprintf(buf, buflen, "%lld", (long long)ms);
+        return buf;
+    }
+    return value;
+}
+
 static int set_kafka(struct config *c, const char *key, const char *value)
 {
+    char msbuf[32];
+    value = kafka_value(key, value, msbuf, sizeof(msbuf));
     for (size_t i = 0; i < c->nkafka; i++)
-        if (strcmp(c->kafka[i].key, key) == 0) return set_string(&c->kafka[i].value, value);
+        if (strcmp(c->kafka[i].key, key) == 0) {
+            c->kafka[i].source = c->loading;
+            return set_string(&c->kafka[i].value, value);
+        }
     struct kv *n = realloc(c->kafka, (c->nkafka + 1) * sizeof(*n));
     if (!n) return -1;
     c->kafka = n;
     n[c->nkafka].key = strdup(key);
     n[c->nkafka].value = strdup(value);
+    n[c->nkafka].source = c->loading;
     if (!n[c->nkafka].key || !n[c->nkafka].value) {
         free(n[c->nkafka].key);
         free(n[c->nkafka].value);
@@ -267,22 +377,37 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
     switch (d->type) {
     case KT_MODE:
         if (strcmp(value, "logical") != 0 && strcmp(value, "polling") != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of logical|polling", d->section,
-                     d->key, value);
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of logical|polling", d->doc.section,
+                     d->doc.key, value);
             return -1;
         }
         c->source_mode = strcmp(value, "polling") == 0 ? SOURCE_POLLING : SOURCE_LOGICAL;
         return 0;
     case KT_DURATION:
         if (polling_duration_parse(value, &ms, why, sizeof(why)) != 0) {
-            snprintf(err, errlen, "[%s] %s: %s", d->section, d->key, why);
+            snprintf(err, errlen, "[%s] %s: %s", d->doc.section, d->doc.key, why);
             return -1;
         }
         *(int64_t *)((char *)c + d->offset) = ms;
         return 0;
+    case KT_MS:
+    case KT_MS0:
+        if (parse_ms(value, d->type == KT_MS ? 1 : 0, (int *)((char *)c + d->offset), why,
+                     sizeof(why)) != 0) {
+            snprintf(err, errlen, "[%s] %s: %s", d->doc.section, d->doc.key, why);
+            return -1;
+        }
+        return 0;
+    case KT_PATH:
+        if (*value == '\0') { /* empty: unset */
+            free(*str_field(c, d));
+            *str_field(c, d) = NULL;
+            return 0;
+        }
+        break;
     case KT_STRING:
-        if (*value == '\0' && strcmp(d->key, "conninfo") != 0) {
-            snprintf(err, errlen, "[%s] %s: must not be empty", d->section, d->key);
+        if (*value == '\0' && strcmp(d->doc.key, "conninfo") != 0) {
+            snprintf(err, errlen, "[%s] %s: must not be empty", d->doc.section, d->doc.key);
             return -1;
         }
         break;
@@ -290,28 +415,21 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
         if (plugin_parse(value) < 0) {
             snprintf(err, errlen,
                      "[%s] %s: unknown plugin \"%s\" (supported: pgoutput, wal2json)",
-                     d->section, d->key, value);
+                     d->doc.section, d->doc.key, value);
             return -1;
         }
         break;
     case KT_BOOL:
         if (parse_bool(value, (bool *)((char *)c + d->offset)) != 0) {
             snprintf(err, errlen, "[%s] %s: \"%s\" is not a boolean (true/false)",
-                     d->section, d->key, value);
+                     d->doc.section, d->doc.key, value);
             return -1;
         }
         return 0;
     case KT_POSINT:
         if (parse_posint(value, (int *)((char *)c + d->offset)) != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not a positive integer", d->section,
-                     d->key, value);
-            return -1;
-        }
-        return 0;
-    case KT_NONNEGINT:
-        if (parse_int_from(value, 0, (int *)((char *)c + d->offset)) != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not a non-negative integer (0 = off)",
-                     d->section, d->key, value);
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not a positive integer", d->doc.section,
+                     d->doc.key, value);
             return -1;
         }
         return 0;
@@ -320,23 +438,23 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
             char why[256];
             struct listen_addr la;
             if (listen_addr_parse(value, &la, why, sizeof(why)) != 0) {
-                snprintf(err, errlen, "[%s] %s: %s", d->section, d->key, why);
+                snprintf(err, errlen, "[%s] %s: %s", d->doc.section, d->doc.key, why);
                 return -1;
             }
         }
         break;
     case KT_LOGFORMAT:
         if ((lvl = log_format_parse(value)) < 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of text|json", d->section,
-                     d->key, value);
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of text|json", d->doc.section,
+                     d->doc.key, value);
             return -1;
         }
         c->log_format = lvl;
         return 0;
     case KT_POLICY:
         if (strcmp(value, "halt") != 0 && strcmp(value, "dlq") != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of halt|dlq", d->section,
-                     d->key, value);
+            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of halt|dlq", d->doc.section,
+                     d->doc.key, value);
             return -1;
         }
         c->errors_policy = strcmp(value, "dlq") == 0 ? ERRORS_DLQ : ERRORS_HALT;
@@ -344,7 +462,7 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
     case KT_LOGLEVEL:
         if ((lvl = log_level_parse(value)) < 0) {
             snprintf(err, errlen, "[%s] %s: \"%s\" is not one of error|warn|info|debug",
-                     d->section, d->key, value);
+                     d->doc.section, d->doc.key, value);
             return -1;
         }
         c->log_level = lvl;
@@ -372,6 +490,16 @@ int config_set(struct config *c, const char *section, const char *key,
             snprintf(err, errlen, "[kafka]: empty key");
             return -1;
         }
+        if (!strcmp(key, SASL_PASSWORD_FILE)) { /* outboxd's, not librdkafka's */
+            free(c->kafka_sasl_password_file);
+            c->kafka_sasl_password_file = *value ? strdup(value) : NULL;
+            c->kafka_sasl_password_file_source = c->loading;
+            if (*value && !c->kafka_sasl_password_file) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            return 0;
+        }
         if (set_kafka(c, key, value) != 0) {
             snprintf(err, errlen, "out of memory");
             return -1;
@@ -379,13 +507,17 @@ int config_set(struct config *c, const char *section, const char *key,
         return 0;
     }
     for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(key_defs[i].section, section) == 0 && strcmp(key_defs[i].key, key) == 0)
-            return set_known(c, &key_defs[i], value, err, errlen);
+        if (strcmp(key_defs[i].doc.section, section) == 0 &&
+            strcmp(key_defs[i].doc.key, key) == 0) {
+            if (set_known(c, &key_defs[i], value, err, errlen) != 0) return -1;
+            c->source[i] = (unsigned char)c->loading;
+            return 0;
+        }
     /* The closest known key of the section, if it looks like a typo. */
     const char *cands[NKEYS];
     size_t ncands = 0;
     for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(key_defs[i].section, section) == 0) cands[ncands++] = key_defs[i].key;
+        if (strcmp(key_defs[i].doc.section, section) == 0) cands[ncands++] = key_defs[i].doc.key;
     const char *hint = check_suggest(key, cands, ncands);
     if (hint)
         snprintf(err, errlen, "unknown key \"%s\" in section [%s]; did you mean \"%s\"?", key,
@@ -445,7 +577,10 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
         return -1;
     }
     struct ini_ctx ctx = {.c = c, .f = f};
+    enum config_source was = c->loading;
+    c->loading = CONFIG_SRC_FILE;
     int rc = ini_parse_stream(read_line, &ctx, on_ini_value, &ctx);
+    c->loading = was;
     fclose(f);
     /* inih reports the first bad line, syntax or ours; we stopped reading at
      * ours, so a smaller rc is a syntax error before it. */
@@ -490,13 +625,13 @@ static bool env_in_section(const char *e)
     return false;
 }
 
-int config_load_env(struct config *c, char *const *envp, char *err, size_t errlen)
+static int load_env(struct config *c, char *const *envp, char *err, size_t errlen)
 {
     char name[128];
     for (size_t i = 0; i < NKEYS; i++) {
-        env_name(key_defs[i].section, key_defs[i].key, name, sizeof(name));
+        env_name(key_defs[i].doc.section, key_defs[i].doc.key, name, sizeof(name));
         const char *v = env_lookup(envp, name);
-        if (v && config_set(c, key_defs[i].section, key_defs[i].key, v, err, errlen) != 0)
+        if (v && config_set(c, key_defs[i].doc.section, key_defs[i].doc.key, v, err, errlen) != 0)
             return -1;
     }
     /* A misspelt key of a known section is an error. A variable that
@@ -511,7 +646,7 @@ int config_load_env(struct config *c, char *const *envp, char *err, size_t errle
         if (!env_in_section(*e)) continue;
         bool known = false;
         for (size_t i = 0; i < NKEYS; i++) {
-            env_name(key_defs[i].section, key_defs[i].key, name, sizeof(name));
+            env_name(key_defs[i].doc.section, key_defs[i].doc.key, name, sizeof(name));
             if (strlen(name) == n && strncmp(*e, name, n) == 0) known = true;
         }
         if (!known) {
@@ -531,9 +666,20 @@ int config_load_env(struct config *c, char *const *envp, char *err, size_t errle
         for (size_t i = 0; i < n; i++)
             name[i] = rest[i] == '_' ? '.' : (char)tolower((unsigned char)rest[i]);
         name[n] = '\0';
+        if (!strcmp(name, "sasl.password.file")) /* OUTBOXD_KAFKA_SASL_PASSWORD_FILE */
+            snprintf(name, sizeof(name), "%s", SASL_PASSWORD_FILE);
         if (config_set(c, "kafka", name, eq + 1, err, errlen) != 0) return -1;
     }
     return 0;
+}
+
+int config_load_env(struct config *c, char *const *envp, char *err, size_t errlen)
+{
+    enum config_source was = c->loading;
+    c->loading = CONFIG_SRC_ENV;
+    int rc = load_env(c, envp, err, errlen);
+    c->loading = was;
+    return rc;
 }
 
 int config_env_unmatched(char *const *envp, char *msg, size_t msglen)
@@ -579,7 +725,11 @@ int config_apply_set(struct config *c, const char *assignment, char *err, size_t
     section[slen] = '\0';
     memcpy(key, dot + 1, klen);
     key[klen] = '\0';
-    return config_set(c, section, key, eq + 1, err, errlen);
+    enum config_source was = c->loading;
+    c->loading = CONFIG_SRC_SET;
+    int rc = config_set(c, section, key, eq + 1, err, errlen);
+    c->loading = was;
+    return rc;
 }
 
 /* The [polling] keys that depend on each other (mode = polling only). */
@@ -660,4 +810,120 @@ int config_validate(const struct config *c, char *err, size_t errlen)
     }
     if (kafka_conf_check_queue_fit(c, err, errlen) != 0) return -1;
     return c->source_mode == SOURCE_POLLING ? config_validate_polling(c, err, errlen) : 0;
+}
+
+/* ---- secrets ------------------------------------------------------------ */
+
+int config_load_secrets(struct config *c, char *err, size_t errlen)
+{
+    char why[512];
+    char *pw = NULL;
+    if (c->pg_password_file) {
+        char *conninfo = NULL;
+        if (secret_file_read(c->pg_password_file, &pw, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "[postgres] password_file: %s", why);
+            return -1;
+        }
+        int rc = secret_conninfo_with_password(c->pg_conninfo, pw, &conninfo, err, errlen);
+        free(pw);
+        if (rc != 0) return -1;
+        free(c->pg_conninfo);
+        c->pg_conninfo = conninfo;
+    }
+    if (c->kafka_sasl_password_file) {
+        const char *had = config_kafka_get(c, "sasl.password");
+        if (had) {
+            snprintf(err, errlen, "[kafka] sasl.password and sasl.password_file are both set: "
+                                  "keep one of them (the file)");
+            return -1;
+        }
+        if (secret_file_read(c->kafka_sasl_password_file, &pw, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "[kafka] sasl.password_file: %s", why);
+            return -1;
+        }
+        enum config_source was = c->loading;
+        c->loading = CONFIG_SRC_SECRET_FILE;
+        int rc = set_kafka(c, "sasl.password", pw);
+        c->loading = was;
+        free(pw);
+        if (rc != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static size_t key_index(const char *section, const char *key)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(key_defs[i].doc.section, section) && !strcmp(key_defs[i].doc.key, key))
+            return i;
+    return NKEYS;
+}
+
+/* True when a secret came from source src: the conninfo's password, or a
+ * [kafka] secret property. */
+static bool secret_from(const struct config *c, enum config_source src)
+{
+    size_t ci = key_index("postgres", "conninfo");
+    if (c->source[ci] == src && c->pg_conninfo && !c->pg_password_file &&
+        secret_conninfo_has_password(c->pg_conninfo))
+        return true;
+    for (size_t i = 0; i < c->nkafka; i++)
+        if (c->kafka[i].source == src && config_kafka_key_secret(c->kafka[i].key)) return true;
+    return false;
+}
+
+bool config_file_holds_secret(const struct config *c)
+{
+    return secret_from(c, CONFIG_SRC_FILE);
+}
+
+bool config_set_holds_secret(const struct config *c)
+{
+    return secret_from(c, CONFIG_SRC_SET);
+}
+
+/* ---- values as written -------------------------------------------------- */
+
+const char *config_key_value(const struct config *c, size_t i, char *out, size_t outlen)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug"};
+    const struct key_def *d = &key_defs[i];
+    const void *f = (const char *)c + d->offset;
+    out[0] = '\0';
+    switch (d->type) {
+    case KT_STRING:
+    case KT_PLUGIN:
+    case KT_LISTEN:
+    case KT_PATH: {
+        const char *v = *(char *const *)f;
+        if (!v) break;
+        if (f == &c->pg_conninfo)
+            secret_conninfo_masked(v, out, outlen);
+        else
+            snprintf(out, outlen, "%s", v);
+        break;
+    }
+    case KT_BOOL: snprintf(out, outlen, "%s", *(const bool *)f ? "true" : "false"); break;
+    case KT_POSINT:
+    case KT_MS:
+    case KT_MS0: snprintf(out, outlen, "%d", *(const int *)f); break;
+    case KT_DURATION: duration_format(*(const int64_t *)f, out, outlen); break;
+    case KT_LOGLEVEL:
+        snprintf(out, outlen, "%s", c->log_level >= 0 && c->log_level < 4 ? levels[c->log_level]
+                                                                          : "?");
+        break;
+    case KT_LOGFORMAT:
+        snprintf(out, outlen, "%s", c->log_format == LOG_FORMAT_JSON ? "json" : "text");
+        break;
+    case KT_POLICY:
+        snprintf(out, outlen, "%s", c->errors_policy == ERRORS_DLQ ? "dlq" : "halt");
+        break;
+    case KT_MODE:
+        snprintf(out, outlen, "%s", c->source_mode == SOURCE_POLLING ? "polling" : "logical");
+        break;
+    }
+    return out;
 }

@@ -56,10 +56,10 @@ static const struct connerr_rule rules[] = {
      "correct the option's value in [postgres] conninfo"},
     /* Authentication and authorisation. */
     {"password authentication failed",
-     "correct the password (~/.pgpass, PGPASSWORD or [postgres] conninfo) or set the "
+     "correct the password ([postgres] password_file, ~/.pgpass or PGPASSWORD) or set the "
      "role's password on the server (ALTER ROLE ... PASSWORD)"},
     {"no password supplied",
-     "give the password (~/.pgpass, PGPASSWORD or [postgres] conninfo)"},
+     "give the password ([postgres] password_file, ~/.pgpass or PGPASSWORD)"},
     {"authentication failed",
      "correct the credentials in [postgres] conninfo or the server's pg_hba.conf method"},
     {"no pg_hba.conf entry",

@@ -11,11 +11,13 @@
 
 #include "accept.h"
 #include "checks.h"
+#include "confdoc.h"
 #include "config.h"
 #include "inidiff.h"
 #include "log.h"
 #include "poll_relay.h"
 #include "relay.h"
+#include "secrets.h"
 #include "signals.h"
 #include "verify.h"
 
@@ -46,63 +48,160 @@ static const char *allocator_name(char *out, size_t outlen)
     return out;
 }
 
-static void usage(FILE *out)
+/* ---- usage: one function per subcommand ---------------------------------- */
+
+/* Options every subcommand takes. */
+static void common_options(FILE *out)
 {
     fprintf(out,
-            "usage: outboxd -c FILE [--set section.key=value ...]\n"
-            "       outboxd verify -c FILE [--set ...] [--since TIMESTAMP] [--timeout DURATION]\n"
-            "                      [--json]\n"
-            "       outboxd check -c FILE [--set ...] [--config-only]\n"
-            "       outboxd requeue -c FILE [--set ...] EVENT_ID...\n"
-            "       outboxd accept-slot -c FILE [--set ...]\n"
-            "       outboxd --help | --version\n"
+            "  -c, --config FILE   INI configuration file (optional when everything comes\n"
+            "                      from OUTBOXD_<SECTION>_<KEY> environment variables)\n"
+            "      --set S.K=V     override one key (repeatable; visible in ps: keep\n"
+            "                      passwords in password_file, see the README)\n"
+            "  -h, --help          this text\n");
+}
+
+/* The exit codes, the same in every subcommand (README, Exit codes). */
+static void exit_codes(FILE *out)
+{
+    fprintf(out,
+            "\n"
+            "Exit codes (the same meaning in every subcommand):\n"
+            "  0  success: stopped after a graceful drain (daemon), nothing failed\n"
+            "     (check), nothing wrong (verify), done (requeue, accept-slot, config)\n"
+            "  1  failed at run time or found problems: a fatal runtime error (daemon;\n"
+            "     systemd's Restart=on-failure restarts it), a check FAILed (check),\n"
+            "     problems found (verify), an event not requeued (requeue), the\n"
+            "     connection or the write failed (accept-slot)\n"
+            "  2  needs an operator: bad usage or configuration (every subcommand), a\n"
+            "     state only an operator can resolve (the daemon's offset file and slot,\n"
+            "     accept-slot's refusals; RestartPreventExitStatus=2 keeps it down)\n");
+}
+
+static void daemon_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd [-c FILE] [--set section.key=value ...]\n"
+            "       outboxd check [-c FILE] [--set ...] [--config-only]\n"
+            "       outboxd verify [-c FILE] [--set ...] [--since TIMESTAMP]\n"
+            "                      [--timeout DURATION] [--json]\n"
+            "       outboxd requeue [-c FILE] [--set ...] EVENT_ID...\n"
+            "       outboxd accept-slot [-c FILE] [--set ...]\n"
+            "       outboxd config [-c FILE] [--set ...] [--example]\n"
+            "       outboxd [SUBCOMMAND] --help | outboxd --version\n"
             "\n"
             "Relays committed INSERTs into a PostgreSQL outbox table to Kafka through a\n"
             "logical replication slot, confirming the slot only after broker ACK; or,\n"
             "with [source] mode = polling, by claiming rows of the table with leases.\n"
-            "\n"
-            "  -c, --config FILE   INI configuration file\n"
-            "      --set S.K=V     override one key (repeatable)\n"
-            "  -h, --help          this text\n"
+            "`outboxd SUBCOMMAND --help` describes each subcommand.\n"
+            "\n");
+    common_options(out);
+    fprintf(out,
             "  -V, --version       print the version\n"
             "\n"
-            "verify compares the outbox table with the topics and the dead-letter topic:\n"
-            "events missing from Kafka, dead-lettered events, duplicates, unknown events\n"
-            "and per-key order violations (outboxd verify --help for more).\n"
-            "\n"
-            "check validates the configuration, Postgres (connection, wal_level, slots,\n"
-            "role, outbox table, publication, plugin, slot) and Kafka (broker, topics)\n"
-            "before streaming, one line per check (ok, warn, FAIL with the fix, skip);\n"
-            "it exits 0 when nothing failed, 1 otherwise. --config-only checks the\n"
-            "configuration alone and connects to nothing.\n"
-            "\n"
-            "requeue ([source] mode = polling) puts QUARANTINED events back to PENDING\n"
-            "with their attempts reset; it exits 0 when every one was requeued.\n"
-            "\n"
-            "accept-slot rewrites the offset file to the slot's confirmed position, with\n"
-            "this server's identity, after outboxd refused to start because the file and\n"
-            "the slot disagree (run outboxd verify first: events between the two\n"
-            "positions may never have been sent); stop outboxd before. It exits 0 when\n"
-            "the file was written.\n"
-            "\n"
             "Every key can also be set as OUTBOXD_<SECTION>_<KEY> (dots as '_').\n"
-            "Precedence: --set > environment > file > default.\n"
+            "Precedence: --set > environment > file > default. Durations take a unit\n"
+            "(500ms, 5s, 2m, 1h, 7d); the *_ms keys also a bare number of milliseconds.\n"
             "\n"
             "Signals: SIGTERM/SIGINT stop gracefully; SIGHUP re-reads the file and\n"
             "applies [log] level and format (the log names keys that need a restart);\n"
-            "SIGUSR1/SIGUSR2 are ignored.\n"
+            "SIGUSR1/SIGUSR2 are ignored.\n");
+    exit_codes(out);
+}
+
+static void check_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd check [-c FILE] [--set section.key=value ...] [--config-only]\n"
             "\n"
-            "Exit codes of the daemon:\n"
-            "  0  stopped by SIGTERM/SIGINT after a graceful drain\n"
-            "  1  fatal runtime error (systemd's Restart=on-failure restarts it)\n"
-            "  2  needs an operator: bad usage or configuration, a corrupt offset file, an\n"
-            "     offset file of another stream or beyond the server's WAL, a slot moved\n"
-            "     past the offset file by someone else, a lost slot (the unit's\n"
-            "     RestartPreventExitStatus=2 does not restart it)\n"
-            "check: 0 nothing failed, 1 something failed. verify: 0 nothing missing and\n"
-            "nothing out of order, 1 problems found, 2 could not run. accept-slot: 0\n"
-            "written, 1 connection or write failed, 2 refused (no such slot, another\n"
-            "plugin, the slot in use).\n");
+            "Validates the configuration, Postgres (connection, wal_level, slots, role,\n"
+            "outbox table, publication, plugin, slot) and Kafka (broker, topics) before\n"
+            "streaming, one line per check (ok, warn, FAIL with the fix, skip).\n"
+            "\n");
+    common_options(out);
+    fprintf(out, "      --config-only   check the configuration alone; connect to nothing\n"
+                 "\n"
+                 "Exits 0 when nothing failed, 1 when a check failed, 2 when the\n"
+                 "configuration did (see below).\n");
+    exit_codes(out);
+}
+
+static void requeue_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd requeue [-c FILE] [--set section.key=value ...] EVENT_ID...\n"
+            "\n"
+            "[source] mode = polling: puts QUARANTINED events back to PENDING with their\n"
+            "attempts reset.\n"
+            "\n");
+    common_options(out);
+    fprintf(out, "\nExits 0 when every one was requeued.\n");
+    exit_codes(out);
+}
+
+static void accept_slot_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd accept-slot [-c FILE] [--set section.key=value ...]\n"
+            "\n"
+            "Rewrites the offset file to the slot's confirmed position, with this\n"
+            "server's identity, after outboxd refused to start because the file and\n"
+            "the slot disagree (run outboxd verify first: events between the two\n"
+            "positions may never have been sent); stop outboxd before.\n"
+            "\n");
+    common_options(out);
+    fprintf(out, "\nExits 0 when the file was written, 1 when the connection or the write\n"
+                 "failed, 2 when it refused (no such slot, another plugin, the slot in use).\n");
+    exit_codes(out);
+}
+
+static void config_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd config [-c FILE] [--set section.key=value ...]\n"
+            "       outboxd config --example | --doc-table logical|polling\n"
+            "\n"
+            "Prints the effective configuration, every key with where its value came\n"
+            "from (default, file, environment, --set, secret file); passwords and other\n"
+            "secrets are masked.\n"
+            "\n");
+    common_options(out);
+    fprintf(out, "      --example       print the sample configuration (every key, its\n"
+                 "                      default and meaning; deploy/outboxd.ini.example)\n"
+                 "      --doc-table W   print the README's key table (logical or polling)\n"
+                 "\n"
+                 "Exits 0 when the configuration is valid, 2 when it is not (the keys are\n"
+                 "printed first).\n");
+    exit_codes(out);
+}
+
+/* ---- subcommands ---------------------------------------------------------- */
+
+enum command { CMD_DAEMON, CMD_CHECK, CMD_VERIFY, CMD_REQUEUE, CMD_ACCEPT, CMD_CONFIG };
+
+static const struct {
+    const char *name;
+    enum command cmd;
+    void (*usage)(FILE *out);
+} commands[] = {
+    {"check", CMD_CHECK, check_usage},
+    {"verify", CMD_VERIFY, verify_usage},
+    {"requeue", CMD_REQUEUE, requeue_usage},
+    {"accept-slot", CMD_ACCEPT, accept_slot_usage},
+    {"config", CMD_CONFIG, config_usage},
+};
+
+/* The subcommand argv[1] names (CMD_DAEMON for none), its usage in *usage. */
+static enum command command_of(int argc, char **argv, void (**usage)(FILE *))
+{
+    *usage = daemon_usage;
+    if (argc < 2) return CMD_DAEMON;
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name)) {
+            *usage = commands[i].usage;
+            return commands[i].cmd;
+        }
+    return CMD_DAEMON;
 }
 
 /* Names the OUTBOXD_* variables that set nothing (see config_env_unmatched),
@@ -113,14 +212,40 @@ static void warn_unmatched_env(void)
     if (config_env_unmatched(environ, msg, sizeof(msg)) > 0) log_warn("%s", msg);
 }
 
-/* Loads cfg (config_init()ed by the caller) from the file at path, then
- * the environment, then the --set options of argv from index first (later
- * wins), and validates it. requeue: bare arguments are EVENT_IDs. 0, or -1
- * with err. */
+/* Warns (once the log format is known) about secrets others can read: a
+ * config file holding a password, a secret file readable by its group or
+ * others, a secret given with --set (visible in ps). */
+static void warn_exposed_secrets(const struct config *c)
+{
+    char msg[1024];
+    if (c->path && config_file_holds_secret(c) &&
+        secret_file_exposed(c->path, "a secret (a password in [postgres] conninfo or a "
+                                     "[kafka] secret property)",
+                            msg, sizeof(msg)) == 1)
+        log_warn("%s; or move the password to password_file", msg);
+    if (c->pg_password_file &&
+        secret_file_exposed(c->pg_password_file, "the Postgres password ([postgres] "
+                                                 "password_file)",
+                            msg, sizeof(msg)) == 1)
+        log_warn("%s", msg);
+    if (c->kafka_sasl_password_file &&
+        secret_file_exposed(c->kafka_sasl_password_file,
+                            "the SASL password ([kafka] sasl.password_file)", msg,
+                            sizeof(msg)) == 1)
+        log_warn("%s", msg);
+    if (config_set_holds_secret(c))
+        log_warn("a secret was given with --set: it is visible to every user in ps; use "
+                 "[postgres] password_file, [kafka] sasl.password_file or the environment");
+}
+
+/* Loads cfg (config_init()ed by the caller) from the file at path (none:
+ * NULL), then the environment, then the --set options of argv from index
+ * first (later wins), then the secret files. requeue: bare arguments are
+ * EVENT_IDs. Does not validate (config_validate). 0, or -1 with err. */
 static int load_config(struct config *cfg, const char *path, int argc, char **argv,
                        int first, bool requeue, char *err, size_t errlen)
 {
-    if (config_load_file(cfg, path, err, errlen) != 0 ||
+    if ((path && config_load_file(cfg, path, err, errlen) != 0) ||
         config_load_env(cfg, environ, err, errlen) != 0)
         return -1;
     for (int i = first; i < argc; i++) {
@@ -133,13 +258,13 @@ static int load_config(struct config *cfg, const char *path, int argc, char **ar
         else if (!strcmp(argv[i], "--set") && config_apply_set(cfg, argv[++i], err, errlen))
             return -1;
     }
-    return config_validate(cfg, err, errlen);
+    return config_load_secrets(cfg, err, errlen);
 }
 
 /* What SIGHUP needs to load the configuration again the way main() did:
- * the same file, environment and --set options. file: the keys of the
- * file as the daemon started with it (what "needs a restart" compares
- * with); level, format: the [log] settings in force. */
+ * the same file (path NULL: none), environment and --set options. file:
+ * the keys of the file as the daemon started with it (what "needs a
+ * restart" compares with); level, format: the [log] settings in force. */
 struct reload_ctx {
     const char *path;
     int argc;
@@ -159,12 +284,14 @@ static void reload_config(void *p)
     struct config fresh;
     struct ini_pairs now = {0};
     char err[1024], applied[128] = "", restart[768];
+    const char *what = rc->path ? rc->path : "the environment";
     if (config_init(&fresh) != 0) {
         log_error("SIGHUP: out of memory: keeping the running configuration");
         return;
     }
     if (load_config(&fresh, rc->path, rc->argc, rc->argv, 1, false, err, sizeof(err)) != 0 ||
-        ini_pairs_read_file(rc->path, &now, err, sizeof(err)) != 0) {
+        config_validate(&fresh, err, sizeof(err)) != 0 ||
+        (rc->path && ini_pairs_read_file(rc->path, &now, err, sizeof(err)) != 0)) {
         log_error("SIGHUP: the configuration no longer loads (%s): keeping the running one",
                   err);
         goto out;
@@ -183,7 +310,7 @@ static void reload_config(void *p)
     log_set_level((enum log_level)fresh.log_level);
     log_set_format((enum log_format)fresh.log_format); /* this line in the new format */
     size_t n = ini_pairs_changed(&rc->file, &now, live, restart, sizeof(restart));
-    log_info("SIGHUP: reloaded %s: %s; %s%s", rc->path,
+    log_info("SIGHUP: reloaded %s: %s; %s%s", what,
              applied[0] ? applied : "log.level and log.format unchanged",
              n ? "changed keys that need a restart to take effect: " : "no other key changed",
              n ? restart : "");
@@ -198,41 +325,42 @@ int main(int argc, char **argv)
     char err[1024];
     struct config cfg;
     int code;
+    void (*usage)(FILE *);
+    enum command cmd = command_of(argc, argv, &usage);
+    int first = cmd == CMD_DAEMON ? 1 : 2;
 
-    if (config_init(&cfg) != 0) {
-        log_error("out of memory");
-        return EXIT_FATAL;
-    }
     /* First pass: options that need no configuration. */
-    for (int i = 1; i < argc; i++) {
+    for (int i = first; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            if (argc > 1 && !strcmp(argv[1], "verify"))
-                verify_usage(stdout);
-            else
-                usage(stdout);
-            config_free(&cfg);
+            usage(stdout);
             return EXIT_OK;
         }
         if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
             printf("outboxd %s\n", OUTBOXD_VERSION);
-            config_free(&cfg);
             return EXIT_OK;
         }
+        if (cmd == CMD_CONFIG && !strcmp(argv[i], "--example")) {
+            confdoc_example(stdout);
+            return EXIT_OK;
+        }
+        if (cmd == CMD_CONFIG && !strcmp(argv[i], "--doc-table") && i + 1 < argc) {
+            if (confdoc_table(argv[i + 1], stdout) == 0) return EXIT_OK;
+            fprintf(stderr, "outboxd: --doc-table logical|polling\n");
+            return EXIT_USAGE;
+        }
+    }
+    if (config_init(&cfg) != 0) {
+        log_error("out of memory");
+        return EXIT_FATAL;
     }
     /* Second pass: the file first, then env, then --set, so later wins. */
-    int first = 1;
-    bool verify = argc > 1 && !strcmp(argv[1], "verify");
     struct verify_options vopt;
     verify_options_init(&vopt);
     int vr;
-    bool check = argc > 1 && !strcmp(argv[1], "check");
     bool config_only = false;
-    bool requeue = argc > 1 && !strcmp(argv[1], "requeue");
-    bool accept = argc > 1 && !strcmp(argv[1], "accept-slot");
     char **ids = NULL;
     int nids = 0;
-    if (verify || check || requeue || accept) first = 2;
-    if (requeue && !(ids = calloc((size_t)argc, sizeof(*ids)))) {
+    if (cmd == CMD_REQUEUE && !(ids = calloc((size_t)argc, sizeof(*ids)))) {
         log_error("out of memory");
         config_free(&cfg);
         return EXIT_FATAL;
@@ -242,16 +370,16 @@ int main(int argc, char **argv)
             path = argv[++i];
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
             i++;
-        } else if (verify && (vr = verify_option(&vopt, argc, argv, &i, err, sizeof(err)))) {
+        } else if (cmd == CMD_VERIFY &&
+                   (vr = verify_option(&vopt, argc, argv, &i, err, sizeof(err)))) {
             if (vr > 0) continue;
             fprintf(stderr, "outboxd verify: %s\n", err);
-            verify_usage(stderr);
+            usage(stderr);
             config_free(&cfg);
-            free(ids);
             return EXIT_USAGE;
-        } else if (check && !strcmp(argv[i], "--config-only")) {
+        } else if (cmd == CMD_CHECK && !strcmp(argv[i], "--config-only")) {
             config_only = true;
-        } else if (requeue && argv[i][0] != '-') {
+        } else if (cmd == CMD_REQUEUE && argv[i][0] != '-') {
             ids[nids++] = argv[i];
         } else {
             fprintf(stderr, "outboxd: unknown or incomplete argument \"%s\"\n", argv[i]);
@@ -261,55 +389,62 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (requeue && nids == 0) {
+    if (cmd == CMD_REQUEUE && nids == 0) {
         fprintf(stderr, "outboxd: requeue needs at least one EVENT_ID\n");
         usage(stderr);
         config_free(&cfg);
         free(ids);
         return EXIT_USAGE;
     }
-    if (!path) {
-        fprintf(stderr, "outboxd: -c FILE is required\n");
-        usage(stderr);
-        config_free(&cfg);
-        free(ids);
-        return EXIT_USAGE;
-    }
-    if (load_config(&cfg, path, argc, argv, first, requeue, err, sizeof(err)) != 0)
+    /* Without -c, everything comes from the environment and --set. */
+    if (load_config(&cfg, path, argc, argv, first, cmd == CMD_REQUEUE, err, sizeof(err)) != 0)
         goto bad_config;
     cfg.path = path;
+    if (cmd == CMD_CONFIG) {
+        confdoc_effective(&cfg, stdout);
+        fflush(stdout);
+        warn_unmatched_env();
+        warn_exposed_secrets(&cfg);
+    }
+    if (config_validate(&cfg, err, sizeof(err)) != 0) goto bad_config;
+    if (cmd == CMD_CONFIG) {
+        config_free(&cfg);
+        return EXIT_OK;
+    }
 
     log_set_level((enum log_level)cfg.log_level);
     log_set_format((enum log_format)cfg.log_format);
-    bool daemon = !check && !verify && !requeue && !accept;
-    if (daemon && cfg.source_mode != SOURCE_POLLING) log_set_context("slot", cfg.pg_slot);
+    if (cmd == CMD_DAEMON && cfg.source_mode != SOURCE_POLLING)
+        log_set_context("slot", cfg.pg_slot);
     warn_unmatched_env();
-    if (check) {
+    warn_exposed_secrets(&cfg);
+    switch (cmd) {
+    case CMD_CHECK:
         code = check_run(&cfg, false, config_only ? CHECK_SCOPE_CONFIG : CHECK_SCOPE_ALL);
         config_free(&cfg);
         return code;
-    }
-    if (verify) {
+    case CMD_VERIFY:
         code = verify_run(&cfg, &vopt);
         config_free(&cfg);
         return code;
-    }
-    if (accept) {
+    case CMD_ACCEPT:
         code = cfg.source_mode == SOURCE_POLLING
                    ? (log_error("accept-slot: [source] mode = polling has no slot"), EXIT_USAGE)
                    : accept_slot_run(&cfg);
         config_free(&cfg);
         return code;
-    }
-    if (requeue) {
+    case CMD_REQUEUE:
         code = poll_requeue_run(&cfg, ids, nids);
         config_free(&cfg);
         free(ids);
         return code;
+    case CMD_DAEMON:
+    case CMD_CONFIG:
+        break;
     }
     struct reload_ctx rc = {.path = path, .argc = argc, .argv = argv,
                             .level = cfg.log_level, .format = cfg.log_format};
-    if (ini_pairs_read_file(path, &rc.file, err, sizeof(err)) != 0)
+    if (path && ini_pairs_read_file(path, &rc.file, err, sizeof(err)) != 0)
         log_warn("%s (SIGHUP will name every key as changed)", err);
     signals_install(&stop_requested, reload_config, &rc);
     char alloc[64];
@@ -326,7 +461,7 @@ bad_config:
     config_free(&cfg);
     free(ids);
     warn_unmatched_env(); /* a misspelt section may be why */
-    if (check) return check_config_failed(err); /* a FAIL line, exit 1 */
+    if (cmd == CMD_CHECK) return check_config_failed(err); /* a FAIL line, exit 2 */
     log_error("configuration: %s", err);
     return EXIT_USAGE;
 }

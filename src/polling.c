@@ -5,6 +5,8 @@
  */
 #include "polling.h"
 
+#include "duration.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -19,36 +21,7 @@ const char *const polling_state_columns[] = {
 
 int polling_duration_parse(const char *s, int64_t *ms, char *err, size_t errlen)
 {
-    static const struct {
-        const char *unit;
-        int64_t ms;
-    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
-    if (!strcmp(s, "0") || !strcmp(s, "off")) {
-        *ms = 0;
-        return 0;
-    }
-    const char *p = s;
-    if (*p < '0' || *p > '9') goto bad;
-    errno = 0;
-    char *end;
-    long long n = strtoll(p, &end, 10);
-    if (errno || end == p) goto bad;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(end, units[i].unit) != 0) continue;
-        /* Up to 10 years in any unit. */
-        if (n > 315360000000LL / units[i].ms) {
-            snprintf(err, errlen, "\"%s\" is longer than 10 years", s);
-            return -1;
-        }
-        *ms = (int64_t)n * units[i].ms;
-        return 0;
-    }
-bad:
-    snprintf(err, errlen,
-             "\"%s\" is not a duration (a whole number with a unit: ms, s, m, h or d, "
-             "e.g. 30s or 7d; or 0)",
-             s);
-    return -1;
+    return duration_parse(s, 0, ms, err, errlen);
 }
 
 int64_t polling_backoff_ms(int attempts, int64_t min_ms, int64_t max_ms, uint64_t rnd)

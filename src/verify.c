@@ -1079,7 +1079,7 @@ int verify_option(struct verify_options *opt, int argc, char **argv, int *i, cha
 void verify_usage(FILE *out)
 {
     fprintf(out,
-            "usage: outboxd verify -c FILE [--set section.key=value ...] [--since TIMESTAMP]\n"
+            "usage: outboxd verify [-c FILE] [--set section.key=value ...] [--since TIMESTAMP]\n"
             "                      [--timeout DURATION] [--json]\n"
             "\n"
             "Compares the outbox table with the topics its rows route to and with the\n"
@@ -1087,7 +1087,7 @@ void verify_usage(FILE *out)
             "dead-lettered instead of delivered, duplicates, unknown messages and per-key\n"
             "order violations.\n"
             "\n"
-            "  -c, --config FILE    INI configuration file\n"
+            "  -c, --config FILE    INI configuration file (optional: OUTBOXD_* variables)\n"
             "      --set S.K=V      override one key (repeatable)\n"
             "      --since TIME     only rows created at or after TIME (created_at), and\n"
             "                       the messages from that time on\n"

@@ -113,17 +113,17 @@ psql_q "DELETE FROM public.outbox_events WHERE aggregate_type = 'Fresh'"
 
 # -------------------------------------------------------------- configuration
 
-run_check 1 typo --set postgres.slto=x
+run_check 2 typo --set postgres.slto=x
 expect_line typo '^FAIL configuration: unknown key "slto" in section \[postgres\]; did you mean "slot"\?$'
 expect_line typo '^skip postgres connection: the configuration could not be loaded$'
 grep -q '^ok' "$T/c.typo.out" && fail "check typo: an ok line after a failed configuration"
 
 printf '[outbox]\ncolumn.paylod = payload\n' >>"$T/check.ini"
-run_check 1 typo_file
+run_check 2 typo_file
 expect_line typo_file "^FAIL configuration: $T/check.ini:[0-9]+: unknown key \"column.paylod\" in section \[outbox\]; did you mean \"column.payload\"\?$"
 cp "$T/outboxd.ini" "$T/check.ini"
 
-run_check 1 kafka_property --set kafka.bootstrap.server=x
+run_check 2 kafka_property --set kafka.bootstrap.server=x
 one_fail kafka_property
 expect_line kafka_property '^FAIL configuration: \[kafka\] bootstrap.server: No such configuration property: "bootstrap.server"; correct or remove it'
 expect_line kafka_property '^ok   postgres connection'
@@ -131,7 +131,7 @@ expect_line kafka_property '^skip kafka broker: the \[kafka\] configuration is n
 expect_line kafka_property '^skip topics: the \[kafka\] configuration is not valid$'
 
 # issue 15, item 5: an event between the two bounds would never leave
-run_check 1 message_above_queue --set kafka.message.max.bytes=33554432
+run_check 2 message_above_queue --set kafka.message.max.bytes=33554432
 expect_line message_above_queue '^FAIL configuration: \[kafka\] message.max.bytes = 33554432 is larger than queue.buffering.max.kbytes = 16384 \(16777216 bytes\)'
 run_check 0 message_within_queue --set kafka.message.max.bytes=33554432 --set kafka.queue.buffering.max.kbytes=32768
 expect_line message_within_queue '^ok   configuration$'
@@ -152,7 +152,7 @@ expect_line wrong_password '^ok   kafka broker'
 run_check 1 wrong_password_uri --set "postgres.conninfo=postgres://outboxd:${SECRET}x@127.0.0.1:$PGPORT/postgres"
 expect_line wrong_password_uri '^FAIL postgres connection: .*password authentication failed'
 
-run_check 1 bad_uri --set "postgres.conninfo=postgres://outboxd:${SECRET}%zz@127.0.0.1:$PGPORT/postgres"
+run_check 2 bad_uri --set "postgres.conninfo=postgres://outboxd:${SECRET}%zz@127.0.0.1:$PGPORT/postgres"
 # caught when the configuration is validated, before any connection
 expect_line bad_uri '^FAIL configuration: \[postgres\] conninfo cannot be parsed \(not shown: it may hold a password\)'
 

@@ -12,6 +12,11 @@
 #  (c) the right password: normal streaming and delivery, then SIGTERM;
 #  (d) a malformed URI holding the password (libpq quotes the whole URI in
 #      some of its parse errors): outboxd stops or retries, then SIGTERM.
+#  (e) the password from a file ([postgres] password_file, issue 16): the
+#      role streams with it, `ps` shows no password, `outboxd config`
+#      masks it (sasl.password_file too); a 0644 secret file, or a 0644
+#      config file with a password in it, gets a warning naming the file
+#      and its mode, a 0600 one none; --set with a password gets one.
 # A line with the secret fails the test (all cases run first, and every
 # such line is shown).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -178,6 +183,82 @@ for form in kv uri; do
     expect_in_log "$from" "DEBUG" "(c) $form: debug lines"
     check_log "(c) right password, streaming, $form" "$from"
 done
+
+step "(e) the password from password_file: streaming, nothing in ps"
+NOPW="host=127.0.0.1 port=$PGPORT user=outboxd dbname=postgres"
+printf '%s\n' "$SECRET" >"$T/pg.password"
+chmod 600 "$T/pg.password"
+from=$(log_line)
+PG_CONNINFO=$NOPW
+outboxd_start --set "postgres.password_file=$T/pg.password"
+assert_sql "SELECT usename = 'outboxd' FROM pg_stat_replication WHERE application_name = 'outboxd'" \
+    "outboxd streams as the role outboxd, its password from the file"
+args=$(ps -o args= -p "$OUTBOXD_PID")
+[[ $args == *pg.password* ]] || fail "ps -p $OUTBOXD_PID: not outboxd's command line: $args"
+[[ $args != *"$SECRET"* ]] || fail "the password is in ps: $args"
+info "ok: ps shows: $args"
+psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+        SELECT gen_random_uuid(), 'Secret', 'F-' || i, 1, 'FromFile', jsonb_build_object('i', i)
+        FROM generate_series(1, 3) AS i"
+wait_caught_up 60
+outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC"
+if tail -n "+$from" "$T/outboxd.log" | grep -q 'readable by its'; then
+    fail "a warning about a 0600 password file: $(tail -n "+$from" "$T/outboxd.log" | grep 'readable by its')"
+fi
+info "ok: no warning for a 0600 password file"
+check_log "(e) password_file, streaming" "$from"
+
+# run_config NAME ARGS...: `outboxd config` (stdout NAME.out, stderr
+# NAME.err); neither may hold the password.
+run_config() {
+    local name=$1 rc=0
+    shift
+    "$OUTBOXD_BUILD_DIR/outboxd" config "$@" >"$T/$name.out" 2>"$T/$name.err" || rc=$?
+    assert_eq 0 "$rc" "outboxd config $name: exit status"
+    if grep -F -- "$SECRET" "$T/$name.out" "$T/$name.err" >&2; then
+        LEAKS=$((LEAKS + 1))
+        info "LEAK (outboxd config $name): the lines above"
+    fi
+}
+# warned NAME FILE MODE: NAME's stderr warns that FILE (mode MODE) exposes a secret.
+warned() {
+    grep -q "WARN: $2 holds .* readable by its .*(mode $3); chmod 600 $2" "$T/$1.err" ||
+        fail "$1: no warning naming $2 and mode $3: $(cat "$T/$1.err")"
+    info "ok: $1: warns: $(grep -o 'WARN: .*(mode [0-7]*)' "$T/$1.err" | head -n 1)"
+}
+not_warned() {
+    if grep -q 'readable by its' "$T/$1.err"; then fail "$1: a warning: $(cat "$T/$1.err")"; fi
+    info "ok: $1: no warning"
+}
+
+step "(e) outboxd config masks the password from the file; modes of secret files"
+printf 'k%s\n' "$SECRET" >"$T/sasl.password"
+chmod 600 "$T/sasl.password"
+run_config pwfile_600 -c "$T/outboxd.ini" --set "postgres.password_file=$T/pg.password" \
+    --set "kafka.sasl.password_file=$T/sasl.password"
+grep -Eq "^conninfo = .*password='\*{8}'.*; file$" "$T/pwfile_600.out" ||
+    fail "outboxd config: conninfo not masked: $(grep '^conninfo' "$T/pwfile_600.out")"
+grep -Eq '^sasl.password = \*{8}  ; secret file$' "$T/pwfile_600.out" ||
+    fail "outboxd config: sasl.password: $(grep '^sasl' "$T/pwfile_600.out")"
+not_warned pwfile_600
+chmod 644 "$T/pg.password" "$T/sasl.password"
+run_config pwfile_644 -c "$T/outboxd.ini" --set "postgres.password_file=$T/pg.password" \
+    --set "kafka.sasl.password_file=$T/sasl.password"
+warned pwfile_644 "$T/pg.password" 0644
+warned pwfile_644 "$T/sasl.password" 0644
+
+step "(e) a config file holding a password: warned at 0644, not at 0600"
+sed "s|^conninfo = .*|conninfo = $KV|" "$T/outboxd.ini" >"$T/withpw.ini"
+chmod 644 "$T/withpw.ini"
+run_config ini_644 -c "$T/withpw.ini"
+warned ini_644 "$T/withpw.ini" 0644
+chmod 600 "$T/withpw.ini"
+run_config ini_600 -c "$T/withpw.ini"
+not_warned ini_600
+run_config set_pw -c "$T/outboxd.ini" --set "kafka.sasl.password=$SECRET"
+grep -q 'WARN: a secret was given with --set: it is visible to every user in ps' "$T/set_pw.err" ||
+    fail "no warning for a password given with --set: $(cat "$T/set_pw.err")"
+info "ok: --set with a password is warned about"
 PG_CONNINFO=$SAVED_CONNINFO
 check_delivery
 

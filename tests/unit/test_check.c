@@ -303,7 +303,7 @@ START_TEST(test_config_failed)
     char *out = capture_config_failed(
         "/etc/o.ini:3: unknown key \"slto\" in section [postgres]; did you mean \"slot\"?",
         &rc);
-    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(rc, 2);
     ck_assert_msg(
         strncmp(out,
                 "FAIL configuration: /etc/o.ini:3: unknown key \"slto\" in section "
@@ -328,7 +328,7 @@ START_TEST(test_config_failed_generic_fix)
 {
     int rc;
     char *out = capture_config_failed("[kafka] bootstrap.servers is not set", &rc);
-    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(rc, 2);
     ck_assert_ptr_nonnull(strstr(out,
                                  "FAIL configuration: [kafka] bootstrap.servers is not "
                                  "set; correct it in the configuration file"));

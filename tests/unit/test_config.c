@@ -419,7 +419,7 @@ START_TEST(test_observability_keys)
     ck_assert_int_eq(
         config_set(&C, "postgres", "heartbeat_interval_ms", "-5", err, sizeof(err)), -1);
     ERR_HAS("heartbeat_interval_ms");
-    ERR_HAS("non-negative");
+    ERR_HAS("is not a duration");
     ck_assert_int_eq(
         config_set(&C, "postgres", "monitor_interval_ms", "0", err, sizeof(err)), -1);
     ERR_HAS("positive");
@@ -1010,6 +1010,142 @@ START_TEST(test_validate_unknown_plugin)
 }
 END_TEST
 
+
+/* ---- issue 16: units, sources, secret files ---- */
+
+/* The *_ms keys keep taking bare milliseconds and take units too. */
+START_TEST(test_ms_keys_take_units)
+{
+    ck_assert_int_eq(config_set(&C, "postgres", "retry_min_ms", "500", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_retry_min_ms, 500);
+    ck_assert_int_eq(config_set(&C, "postgres", "retry_min_ms", "500ms", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_retry_min_ms, 500);
+    ck_assert_int_eq(config_set(&C, "postgres", "retry_max_ms", "2m", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_retry_max_ms, 120000);
+    ck_assert_int_eq(config_set(&C, "polling", "poll_interval_ms", "5s", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.poll_interval_ms, 5000);
+    ck_assert_int_eq(config_set(&C, "postgres", "status_interval_ms", "2d", err, sizeof(err)),
+                     -1);
+    ERR_HAS("longer than a day");
+    /* keys without _ms still need the unit */
+    ck_assert_int_eq(config_set(&C, "polling", "lease", "30", err, sizeof(err)), -1);
+    ERR_HAS("is not a duration");
+    /* [kafka] *.ms properties reach librdkafka in milliseconds */
+    ck_assert_int_eq(config_set(&C, "kafka", "linger.ms", "1s", err, sizeof(err)), 0);
+    ck_assert_str_eq(config_kafka_get(&C, "linger.ms"), "1000");
+    ck_assert_int_eq(config_set(&C, "kafka", "message.timeout.ms", "30000", err, sizeof(err)),
+                     0);
+    ck_assert_str_eq(config_kafka_get(&C, "message.timeout.ms"), "30000");
+}
+END_TEST
+
+static size_t key_at(const char *section, const char *key)
+{
+    for (size_t i = 0; i < config_key_count(); i++)
+        if (!strcmp(config_key_at(i)->section, section) && !strcmp(config_key_at(i)->key, key))
+            return i;
+    ck_abort_msg("no key %s.%s", section, key);
+    return 0;
+}
+
+START_TEST(test_sources)
+{
+    char path[64], v[256];
+    write_temp("[postgres]\nslot = from_file\npublication = p_file\n", path, sizeof(path));
+    char *envp[] = {"OUTBOXD_POSTGRES_PUBLICATION=p_env", "OUTBOXD_KAFKA_ACKS=1", NULL};
+    ck_assert_int_eq(config_load_file(&C, path, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_load_env(&C, envp, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_apply_set(&C, "log.level=debug", err, sizeof(err)), 0);
+    unlink(path);
+    ck_assert_int_eq(C.source[key_at("postgres", "slot")], CONFIG_SRC_FILE);
+    ck_assert_int_eq(C.source[key_at("postgres", "publication")], CONFIG_SRC_ENV);
+    ck_assert_int_eq(C.source[key_at("log", "level")], CONFIG_SRC_SET);
+    ck_assert_int_eq(C.source[key_at("http", "listen")], CONFIG_SRC_DEFAULT);
+    ck_assert_str_eq(config_key_value(&C, key_at("log", "level"), v, sizeof(v)), "debug");
+    ck_assert_str_eq(config_key_value(&C, key_at("polling", "lease"), v, sizeof(v)), "30s");
+    ck_assert_str_eq(config_source_name(CONFIG_SRC_ENV), "environment");
+    for (size_t i = 0; i < C.nkafka; i++)
+        if (!strcmp(C.kafka[i].key, "acks")) ck_assert_int_eq(C.kafka[i].source, CONFIG_SRC_ENV);
+}
+END_TEST
+
+/* Every key of the table has a meaning, and its default is what
+ * config_init() applies (the sample file says the truth). */
+START_TEST(test_key_table_defaults)
+{
+    char v[256];
+    for (size_t i = 0; i < config_key_count(); i++) {
+        const struct config_key *k = config_key_at(i);
+        ck_assert_msg(k->meaning && *k->meaning, "%s.%s: no meaning", k->section, k->key);
+        ck_assert_str_eq(config_key_value(&C, i, v, sizeof(v)), k->def ? k->def : "");
+    }
+    ck_assert(config_kafka_key_secret("sasl.password"));
+    ck_assert(config_kafka_key_secret("ssl.key.password"));
+    ck_assert(config_kafka_key_secret("sasl.oauthbearer.client.secret"));
+    ck_assert(!config_kafka_key_secret("sasl.username"));
+    ck_assert(!config_kafka_key_secret("sasl.password_file"));
+}
+END_TEST
+
+START_TEST(test_password_files)
+{
+    char pg[64], kf[64], v[512];
+    write_temp("pg'pw\\x\n", pg, sizeof(pg));
+    write_temp("kafka-pw\n", kf, sizeof(kf));
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "postgres://u@db:5433/app", err,
+                                sizeof(err)),
+                     0);
+    ck_assert_int_eq(config_set(&C, "postgres", "password_file", pg, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "kafka", "sasl.password_file", kf, err, sizeof(err)), 0);
+    ck_assert_ptr_null(config_kafka_get(&C, "sasl.password_file")); /* not librdkafka's */
+    ck_assert_int_eq(config_load_secrets(&C, err, sizeof(err)), 0);
+    ck_assert_str_eq(config_kafka_get(&C, "sasl.password"), "kafka-pw");
+    ck_assert_ptr_nonnull(strstr(C.pg_conninfo, "password='pg\\'pw\\\\x'"));
+    ck_assert_ptr_nonnull(strstr(C.pg_conninfo, "port='5433'"));
+    config_key_value(&C, key_at("postgres", "conninfo"), v, sizeof(v));
+    ck_assert_msg(!strstr(v, "pg'pw") && strstr(v, "********"), "shown: %s", v);
+    ck_assert(!config_file_holds_secret(&C));
+    unlink(pg);
+    unlink(kf);
+}
+END_TEST
+
+START_TEST(test_password_file_errors)
+{
+    char pg[64];
+    write_temp("", pg, sizeof(pg));
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "host=db", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "postgres", "password_file", pg, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_load_secrets(&C, err, sizeof(err)), -1);
+    ERR_HAS("password_file");
+    ERR_HAS("empty");
+    unlink(pg);
+    write_temp("pw\n", pg, sizeof(pg));
+    ck_assert_int_eq(config_set(&C, "postgres", "password_file", pg, err, sizeof(err)), 0);
+    ck_assert_int_eq(
+        config_set(&C, "postgres", "conninfo", "host=db password=other", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_load_secrets(&C, err, sizeof(err)), -1);
+    ERR_HAS("keep one of them");
+    ck_assert(!strstr(err, "other"));
+    unlink(pg);
+    ck_assert_int_eq(config_load_secrets(&C, err, sizeof(err)), -1);
+    ERR_HAS("No such file");
+}
+END_TEST
+
+START_TEST(test_secret_in_file_and_set)
+{
+    char path[64];
+    write_temp("[postgres]\nconninfo = host=db password=x\n", path, sizeof(path));
+    ck_assert_int_eq(config_load_file(&C, path, err, sizeof(err)), 0);
+    unlink(path);
+    ck_assert(config_file_holds_secret(&C));
+    ck_assert(!config_set_holds_secret(&C));
+    ck_assert_int_eq(config_apply_set(&C, "kafka.sasl.password=y", err, sizeof(err)), 0);
+    ck_assert(config_set_holds_secret(&C));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -1062,6 +1198,12 @@ int main(void)
     tcase_add_test(tc, test_validate_message_larger_than_queue);
     tcase_add_test(tc, test_value_fits_queue);
     tcase_add_test(tc, test_validate_bad_conninfo_hides_password);
+    tcase_add_test(tc, test_ms_keys_take_units);
+    tcase_add_test(tc, test_sources);
+    tcase_add_test(tc, test_key_table_defaults);
+    tcase_add_test(tc, test_password_files);
+    tcase_add_test(tc, test_password_file_errors);
+    tcase_add_test(tc, test_secret_in_file_and_set);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);
