@@ -88,6 +88,14 @@ int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t se
  * failures. */
 bool producer_err_is_poison(int err);
 
+/* True when the error says the topic does not exist (a broker with
+ * auto.create.topics.enable = false, or a topic deleted): librdkafka
+ * reports it after topic.metadata.propagation.max.ms (30 s). The logical
+ * relay halts on it under either policy: it is the operator's to fix
+ * (create the topic), and dead-lettering every event of that topic would
+ * hide the mistake. Polling mode keeps it a poison error. */
+bool producer_err_is_missing_topic(int err);
+
 /* librdkafka's name of an error code, e.g. "MSG_SIZE_TOO_LARGE". */
 const char *producer_err_name(int err);
 

@@ -1517,6 +1517,46 @@ static bool topic_exists(const struct rd_kafka_metadata *md, const char *t)
     return false;
 }
 
+/* How long check waits for the broker's configuration (DescribeConfigs). */
+#define CHECK_DESCRIBE_TIMEOUT_MS 5000
+
+/* The broker's auto.create.topics.enable, asked of the first broker of the
+ * metadata with DescribeConfigs: 1 true, 0 false, -1 unknown (refused, as
+ * it needs DESCRIBE_CONFIGS on the cluster, unsupported, or no answer). */
+static int broker_auto_creates(struct ck *k)
+{
+    char id[16];
+    if (!k->md || k->md->broker_cnt < 1) return -1;
+    snprintf(id, sizeof(id), "%d", (int)k->md->brokers[0].id);
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(k->rk);
+    rd_kafka_AdminOptions_t *o =
+        rd_kafka_AdminOptions_new(k->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    rd_kafka_AdminOptions_set_request_timeout(o, CHECK_DESCRIBE_TIMEOUT_MS, NULL, 0);
+    rd_kafka_DescribeConfigs(k->rk, &res, 1, o, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, CHECK_DESCRIBE_TIMEOUT_MS + 1000);
+    int v = -1;
+    const rd_kafka_DescribeConfigs_result_t *r =
+        ev && !rd_kafka_event_error(ev) ? rd_kafka_event_DescribeConfigs_result(ev) : NULL;
+    size_t nres = 0, nent = 0;
+    const rd_kafka_ConfigResource_t **rs =
+        r ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
+    const rd_kafka_ConfigEntry_t **es =
+        nres == 1 && !rd_kafka_ConfigResource_error(rs[0])
+            ? rd_kafka_ConfigResource_configs(rs[0], &nent)
+            : NULL;
+    for (size_t i = 0; es && i < nent; i++) {
+        const char *val = rd_kafka_ConfigEntry_value(es[i]);
+        if (!strcmp(rd_kafka_ConfigEntry_name(es[i]), "auto.create.topics.enable") && val)
+            v = !strcmp(val, "true");
+    }
+    if (ev) rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_ConfigResource_destroy(res);
+    return v;
+}
+
 /* "a, b, c and 4 more" of up to 5 names of l whose index i passes keep. */
 static void list_names(char **names, size_t n, char *out, size_t outlen)
 {
@@ -1656,12 +1696,23 @@ static void check_topics(struct ck *k)
                "%zu rendered topics are not valid (%s; all: %s)", nbad, why, names);
     }
     if (nmissing) {
+        /* A broker that does not create topics fails every event for them
+         * (outboxd halts on the first, under either policy). */
+        int autocreate = broker_auto_creates(k);
         list_names(missing, nmissing, names, sizeof(names));
-        snprintf(fix, sizeof(fix),
-                 "they will be auto-created if the broker allows it "
-                 "(auto.create.topics.enable); otherwise create them");
-        report(k, CHECK_WARN, what, fix, "%zu of %zu topic%s do%s not exist yet: %s",
-               nmissing, l.n, l.n == 1 ? "" : "s", nmissing == 1 ? "es" : "", names);
+        snprintf(fix, sizeof(fix), "%s",
+                 autocreate == 0
+                     ? "create them: the broker does not create topics "
+                       "(auto.create.topics.enable = false), and outboxd stops at the first "
+                       "event for a missing topic under either [errors] policy"
+                 : autocreate == 1
+                     ? "none needed if that is intended: the broker creates them on the "
+                       "first event (auto.create.topics.enable = true), with its defaults"
+                     : "they will be auto-created if the broker allows it "
+                       "(auto.create.topics.enable); otherwise create them");
+        report(k, autocreate == 0 ? CHECK_FAIL : CHECK_WARN, what, fix,
+               "%zu of %zu topic%s do%s not exist%s: %s", nmissing, l.n, l.n == 1 ? "" : "s",
+               nmissing == 1 ? "es" : "", autocreate == 0 ? "" : " yet", names);
     }
     if (nulls)
         report(k, unroutable, what, unroutable_fix,

@@ -477,4 +477,10 @@ bool producer_err_is_poison(int err)
     }
 }
 
+bool producer_err_is_missing_topic(int err)
+{
+    return err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+           err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+}
+
 const char *producer_err_name(int err) { return rd_kafka_err2name((rd_kafka_resp_err_t)err); }

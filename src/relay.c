@@ -304,7 +304,9 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
         return;
     }
     bool to_dlq = strcmp(dr->topic, r->cfg->errors_dlq_topic) == 0;
-    if (!to_dlq && r->cfg->errors_policy == ERRORS_DLQ && producer_err_is_poison(dr->err)) {
+    bool missing = producer_err_is_missing_topic(dr->err);
+    if (!to_dlq && !missing && r->cfg->errors_policy == ERRORS_DLQ &&
+        producer_err_is_poison(dr->err)) {
         metrics_count(&r->met.failed, producer_err_name(dr->err), 1);
         queue_dead_letter(r, dr); /* still pending until the DLQ write is ACKed */
         return;
@@ -318,10 +320,15 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
             {"event_id", field_text(dr->event_id.data, dr->event_id.len, id, sizeof(id))},
             {"lsn", field_text(dr->commit_lsn.data, dr->commit_lsn.len, lsn, sizeof(lsn))}),
         "delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s: %s; "
-        "stopping without confirming past it",
+        "stopping without confirming past it%s%s%s",
         (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "?",
         (int)dr->commit_lsn.len, dr->commit_lsn.data ? dr->commit_lsn.data : "?", dr->topic,
-        producer_err_name(dr->err), dr->reason);
+        producer_err_name(dr->err), dr->reason,
+        missing ? " (under either [errors] policy: the topic does not exist and the broker "
+                  "did not create it; create topic "
+                : "",
+        missing ? dr->topic : "",
+        missing ? ", then start outboxd again: it resumes at this event)" : "");
 }
 
 /* ---- status -------------------------------------------------------------- */
@@ -758,7 +765,8 @@ static int produce(struct relay *r, const struct outbox_event *ev)
             (ev->key_null ? 0 : ev->key.len) + (ev->value_null ? 0 : ev->value.len);
     }
     if (rc != STEP_FATAL || kafka_err < 0) return rc;
-    return reject(r, ev, producer_err_name(kafka_err), err, producer_err_is_poison(kafka_err),
+    return reject(r, ev, producer_err_name(kafka_err), err,
+                  producer_err_is_poison(kafka_err) && !producer_err_is_missing_topic(kafka_err),
                   kafka_err == 10 /* MSG_SIZE_TOO_LARGE */);
 }
 
