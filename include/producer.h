@@ -83,6 +83,12 @@ void producer_free(struct producer *p);
 int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
                   int *kafka_err, char *err, size_t errlen);
 
+/* 1 when the brokers refused the connection in a way waiting cannot heal
+ * (kafka_err_is_refusal(): SASL authentication failed, the broker's
+ * certificate did not verify), with the error, librdkafka's reason and the
+ * fix in err; 0 otherwise. The relay exits 2 on it. */
+int producer_refused(const struct producer *p, char *err, size_t errlen);
+
 /* True for errors about one message or its topic (too large, invalid or
  * unauthorised topic...): dead-letter material, unlike broker or network
  * failures. */

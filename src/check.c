@@ -256,6 +256,7 @@ struct ck {
     char slot_wal_status[32];
     bool broker_ok;
     const struct rd_kafka_metadata *md;
+    struct kafka_refusal refusal; /* seen by check_kafka_error */
 };
 
 static void emit(struct ck *k, enum check_status st, const char *what, const char *problem,
@@ -379,6 +380,15 @@ static void query_failed(struct ck *k, const char *what, const char *err)
            "query failed: %s", err);
 }
 
+/* The error callback of check's handle: logs, and keeps a refusal
+ * (kafka_err_is_refusal) for the broker check to name. */
+static void check_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    kafka_log_error(err, reason);
+    kafka_refusal_note(opaque, err, reason);
+}
+
 /* ---- 1. configuration ---- */
 
 static void check_config(struct ck *k)
@@ -403,6 +413,7 @@ static void check_config(struct ck *k)
     }
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set_opaque(conf, &k->refusal);
     bool kafka_ok = true;
     /* The daemon's own defaults first, validated with [kafka] as it uses them. */
     kafka_conf_producer_defaults(conf, c, err, sizeof(err));
@@ -423,6 +434,7 @@ static void check_config(struct ck *k)
     if (kafka_ok) {
         char reason[512];
         kafka_conf_route_logs(conf);
+        rd_kafka_conf_set_error_cb(conf, check_kafka_error);
         k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof(reason));
         if (!k->rk) {
             kafka_ok = false;
@@ -1466,6 +1478,13 @@ static void check_broker(struct ck *k)
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e = rd_kafka_metadata(k->rk, 1, NULL, &md, CHECK_BROKER_TIMEOUT_MS);
     const char *servers = config_kafka_get(k->cfg, "bootstrap.servers");
+    rd_kafka_poll(k->rk, 0); /* serves the error callback: a refusal? */
+    if (e && k->refusal.err) {
+        report(k, CHECK_FAIL, what, kafka_refusal_fix(k->refusal.err),
+               "%s refused the connection: %s: %s", servers ? servers : "(none)",
+               rd_kafka_err2name(k->refusal.err), k->refusal.reason);
+        return;
+    }
     if (e) {
         report(k, CHECK_FAIL, what,
                "check [kafka] bootstrap.servers, that the broker is up and reachable from "

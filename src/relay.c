@@ -67,6 +67,7 @@
 #define STEP_STOP 1      /* SIGTERM/SIGINT seen */
 #define STEP_FATAL (-1)  /* exit 1: nothing to retry */
 #define STEP_BROKEN (-3) /* the replication connection failed: reconnect */
+#define STEP_REFUSED (-4) /* exit 2: the brokers refuse outboxd's security settings */
 
 struct relay {
     const struct config *cfg;
@@ -1345,6 +1346,12 @@ static int stream_loop(struct relay *r)
             log_error("kafka producer failed: %s", err);
             rc = STEP_FATAL;
         }
+        if (rc == STEP_OK && producer_refused(r->prod, err, sizeof(err))) {
+            log_error("kafka: the broker refused the connection for good: %s; stopping "
+                      "without confirming anything not ACKed (exit %d)",
+                      err, EXIT_USAGE);
+            rc = STEP_REFUSED;
+        }
         if (rc == STEP_OK) rc = status_if_due(r);
         if (rc == STEP_OK && !*r->stop) wait_io(r);
     }
@@ -1459,11 +1466,11 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
         if (r.pub_lost) rc = STEP_FATAL;
         if (rc != STEP_OK) break;
     }
-    if (code == 0 && rc == STEP_FATAL) {
+    if (code == 0 && (rc == STEP_FATAL || rc == STEP_REFUSED)) {
         /* Confirm the ACKed prefix (never past the failure), then stop. */
         producer_poll(r.prod, 0);
         if (r.trk) send_status_ex(&r, false, true);
-        code = EXIT_FATAL;
+        code = rc == STEP_REFUSED ? EXIT_USAGE : EXIT_FATAL;
     } else if (code == 0 && r.trk) {
         log_info("stopping: draining outstanding deliveries");
         drain_and_confirm(&r);
