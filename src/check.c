@@ -1724,9 +1724,6 @@ static void check_topics(struct ck *k)
                      ? "create them: the broker does not create topics "
                        "(auto.create.topics.enable = false), and outboxd stops at the first "
                        "event for a missing topic under either [errors] policy"
-                 : autocreate == 1
-                     ? "none needed if that is intended: the broker creates them on the "
-                       "first event (auto.create.topics.enable = true), with its defaults"
                      : "they will be auto-created if the broker allows it "
                        "(auto.create.topics.enable); otherwise create them");
         report(k, autocreate == 0 ? CHECK_FAIL : CHECK_WARN, what, fix,
