@@ -50,4 +50,34 @@ int kafka_conf_check_queue_fit(const struct config *c, char *err, size_t errlen)
 /* Installs the error and log callbacks that write to outboxd's log. */
 void kafka_conf_route_logs(rd_kafka_conf_t *conf);
 
+/* What the error callback of kafka_conf_route_logs() logs, for a handle
+ * that installs its own error callback after it. */
+void kafka_log_error(int err, const char *reason);
+
+/*
+ * A refusal: a connection error that waiting cannot heal, unlike a broker
+ * that is down or unreachable (_TRANSPORT, _ALL_BROKERS_DOWN, timeouts):
+ *  - _AUTHENTICATION: the broker answered and refused the SASL credentials
+ *    (a wrong password, user or mechanism);
+ *  - _SSL whose reason says the certificate did not verify ("certificate
+ *    verify failed": the broker's certificate is not signed by
+ *    ssl.ca.location, or does not name the host). Other _SSL errors (a
+ *    handshake cut by a broker going down, a TLS client on a plaintext
+ *    port during a change) stay transient.
+ * Pure.
+ */
+bool kafka_err_is_refusal(int err, const char *reason);
+
+/* The fix to log with a refusal of err (a static string). Pure. */
+const char *kafka_refusal_fix(int err);
+
+/* The first refusal a handle's error callback saw (err 0: none yet). */
+struct kafka_refusal {
+    int err;
+    char reason[512];
+};
+
+/* Keeps err and reason in r when they are a refusal and r holds none. */
+void kafka_refusal_note(struct kafka_refusal *r, int err, const char *reason);
+
 #endif

@@ -86,6 +86,12 @@ void producer_free(struct producer *p);
 int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
                   int *kafka_err, char *err, size_t errlen);
 
+/* 1 when the brokers refused the connection in a way waiting cannot heal
+ * (kafka_err_is_refusal(): SASL authentication failed, the broker's
+ * certificate did not verify), with the error, librdkafka's reason and the
+ * fix in err; 0 otherwise. The relay exits 2 on it. */
+int producer_refused(const struct producer *p, char *err, size_t errlen);
+
 /* True for errors about one message or its topic (too large, invalid or
  * unauthorised topic...): dead-letter material, unlike broker or network
  * failures. */
@@ -95,6 +101,14 @@ bool producer_err_is_poison(int err);
  * (e.g. "MSG_SIZE_TOO_LARGE"), NULL past the last: the reasons the failed
  * and dead-lettered counters start with at 0. */
 const char *producer_poison_name(size_t i);
+
+/* True when the error says the topic does not exist (a broker with
+ * auto.create.topics.enable = false, or a topic deleted): librdkafka
+ * reports it after topic.metadata.propagation.max.ms (30 s). The logical
+ * relay halts on it under either policy: it is the operator's to fix
+ * (create the topic), and dead-lettering every event of that topic would
+ * hide the mistake. Polling mode keeps it a poison error. */
+bool producer_err_is_missing_topic(int err);
 
 /* librdkafka's name of an error code, e.g. "MSG_SIZE_TOO_LARGE". */
 const char *producer_err_name(int err);

@@ -257,6 +257,7 @@ struct ck {
     char slot_wal_status[32];
     bool broker_ok;
     const struct rd_kafka_metadata *md;
+    struct kafka_refusal refusal; /* seen by check_kafka_error */
 };
 
 static void emit(struct ck *k, enum check_status st, const char *what, const char *problem,
@@ -380,6 +381,15 @@ static void query_failed(struct ck *k, const char *what, const char *err)
            "query failed: %s", err);
 }
 
+/* The error callback of check's handle: logs, and keeps a refusal
+ * (kafka_err_is_refusal) for the broker check to name. */
+static void check_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    kafka_log_error(err, reason);
+    kafka_refusal_note(opaque, err, reason);
+}
+
 /* ---- 1. configuration ---- */
 
 static void check_config(struct ck *k)
@@ -404,6 +414,7 @@ static void check_config(struct ck *k)
     }
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set_opaque(conf, &k->refusal);
     bool kafka_ok = true;
     /* The daemon's own defaults first, validated with [kafka] as it uses them. */
     kafka_conf_producer_defaults(conf, c, err, sizeof(err));
@@ -424,6 +435,7 @@ static void check_config(struct ck *k)
     if (kafka_ok) {
         char reason[512];
         kafka_conf_route_logs(conf);
+        rd_kafka_conf_set_error_cb(conf, check_kafka_error);
         k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof(reason));
         if (!k->rk) {
             kafka_ok = false;
@@ -1496,6 +1508,13 @@ static void check_broker(struct ck *k)
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e = rd_kafka_metadata(k->rk, 1, NULL, &md, CHECK_BROKER_TIMEOUT_MS);
     const char *servers = config_kafka_get(k->cfg, "bootstrap.servers");
+    rd_kafka_poll(k->rk, 0); /* serves the error callback: a refusal? */
+    if (e && k->refusal.err) {
+        report(k, CHECK_FAIL, what, kafka_refusal_fix(k->refusal.err),
+               "%s refused the connection: %s: %s", servers ? servers : "(none)",
+               rd_kafka_err2name(k->refusal.err), k->refusal.reason);
+        return;
+    }
     if (e) {
         report(k, CHECK_FAIL, what,
                "check [kafka] bootstrap.servers, that the broker is up and reachable from "
@@ -1545,6 +1564,46 @@ static bool topic_exists(const struct rd_kafka_metadata *md, const char *t)
             md->topics[i].err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
             return true;
     return false;
+}
+
+/* How long check waits for the broker's configuration (DescribeConfigs). */
+#define CHECK_DESCRIBE_TIMEOUT_MS 5000
+
+/* The broker's auto.create.topics.enable, asked of the first broker of the
+ * metadata with DescribeConfigs: 1 true, 0 false, -1 unknown (refused, as
+ * it needs DESCRIBE_CONFIGS on the cluster, unsupported, or no answer). */
+static int broker_auto_creates(struct ck *k)
+{
+    char id[16];
+    if (!k->md || k->md->broker_cnt < 1) return -1;
+    snprintf(id, sizeof(id), "%d", (int)k->md->brokers[0].id);
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(k->rk);
+    rd_kafka_AdminOptions_t *o =
+        rd_kafka_AdminOptions_new(k->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    rd_kafka_AdminOptions_set_request_timeout(o, CHECK_DESCRIBE_TIMEOUT_MS, NULL, 0);
+    rd_kafka_DescribeConfigs(k->rk, &res, 1, o, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, CHECK_DESCRIBE_TIMEOUT_MS + 1000);
+    int v = -1;
+    const rd_kafka_DescribeConfigs_result_t *r =
+        ev && !rd_kafka_event_error(ev) ? rd_kafka_event_DescribeConfigs_result(ev) : NULL;
+    size_t nres = 0, nent = 0;
+    const rd_kafka_ConfigResource_t **rs =
+        r ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
+    const rd_kafka_ConfigEntry_t **es =
+        nres == 1 && !rd_kafka_ConfigResource_error(rs[0])
+            ? rd_kafka_ConfigResource_configs(rs[0], &nent)
+            : NULL;
+    for (size_t i = 0; es && i < nent; i++) {
+        const char *val = rd_kafka_ConfigEntry_value(es[i]);
+        if (!strcmp(rd_kafka_ConfigEntry_name(es[i]), "auto.create.topics.enable") && val)
+            v = !strcmp(val, "true");
+    }
+    if (ev) rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_ConfigResource_destroy(res);
+    return v;
 }
 
 /* "a, b, c and 4 more" of up to 5 names of l whose index i passes keep. */
@@ -1686,12 +1745,20 @@ static void check_topics(struct ck *k)
                "%zu rendered topics are not valid (%s; all: %s)", nbad, why, names);
     }
     if (nmissing) {
+        /* A broker that does not create topics fails every event for them
+         * (outboxd halts on the first, under either policy). */
+        int autocreate = broker_auto_creates(k);
         list_names(missing, nmissing, names, sizeof(names));
-        snprintf(fix, sizeof(fix),
-                 "they will be auto-created if the broker allows it "
-                 "(auto.create.topics.enable); otherwise create them");
-        report(k, CHECK_WARN, what, fix, "%zu of %zu topic%s do%s not exist yet: %s",
-               nmissing, l.n, l.n == 1 ? "" : "s", nmissing == 1 ? "es" : "", names);
+        snprintf(fix, sizeof(fix), "%s",
+                 autocreate == 0
+                     ? "create them: the broker does not create topics "
+                       "(auto.create.topics.enable = false), and outboxd stops at the first "
+                       "event for a missing topic under either [errors] policy"
+                     : "they will be auto-created if the broker allows it "
+                       "(auto.create.topics.enable); otherwise create them");
+        report(k, autocreate == 0 ? CHECK_FAIL : CHECK_WARN, what, fix,
+               "%zu of %zu topic%s do%s not exist%s: %s", nmissing, l.n, l.n == 1 ? "" : "s",
+               nmissing == 1 ? "es" : "", autocreate == 0 ? "" : " yet", names);
     }
     if (nulls)
         report(k, unroutable, what, unroutable_fix,

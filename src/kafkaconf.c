@@ -21,16 +21,45 @@ int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *er
     return 0;
 }
 
-static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+void kafka_log_error(int err, const char *reason)
 {
-    (void)rk;
-    (void)opaque;
     /* Transport errors while a broker is down are routine: librdkafka
      * reconnects and retries by itself. */
     if (err == RD_KAFKA_RESP_ERR__FATAL)
         log_error("kafka: fatal: %s", reason);
     else
         log_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);
+}
+
+static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    kafka_log_error(err, reason);
+}
+
+bool kafka_err_is_refusal(int err, const char *reason)
+{
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION) return true;
+    return err == RD_KAFKA_RESP_ERR__SSL && reason &&
+           strstr(reason, "certificate verify failed") != NULL;
+}
+
+const char *kafka_refusal_fix(int err)
+{
+    return err == RD_KAFKA_RESP_ERR__AUTHENTICATION
+               ? "correct [kafka] sasl.username, sasl.password and sasl.mechanism (the "
+                 "broker's SCRAM credentials for this user)"
+               : "set [kafka] ssl.ca.location to the CA that signed the broker's "
+                 "certificate, and name the broker in bootstrap.servers as its "
+                 "certificate does";
+}
+
+void kafka_refusal_note(struct kafka_refusal *r, int err, const char *reason)
+{
+    if (r->err || !kafka_err_is_refusal(err, reason)) return;
+    r->err = err;
+    snprintf(r->reason, sizeof(r->reason), "%s", reason);
 }
 
 /* Called from librdkafka's threads: log_msg() writes one line per call. */

@@ -57,6 +57,7 @@ struct producer {
     producer_delivery_fn on_delivery;
     void *ctx;
     int brokers_up; /* -1 until the first statistics */
+    struct kafka_refusal refusal; /* from on_error */
     int64_t dr_clock_us; /* delivery_report.served_unix_us */
     int dr_since_clock;  /* reports served with it; >= EVERY: read again */
     bool dr_clock_exact; /* read it for every report (producer_flush waits) */
@@ -170,6 +171,15 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     p->on_delivery(p->ctx, &dr);
 }
 
+/* Served by rd_kafka_poll() on the caller's thread. */
+static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    struct producer *p = opaque;
+    kafka_log_error(err, reason);
+    kafka_refusal_note(&p->refusal, err, reason);
+}
+
 /* Creates p->rk from the configuration, with the wake-up pipe on its main
  * queue. Returns 0, or -1 with a reason in err. */
 static int open_rk(struct producer *p, char *err, size_t errlen)
@@ -184,6 +194,7 @@ static int open_rk(struct producer *p, char *err, size_t errlen)
     rd_kafka_conf_set_dr_msg_cb(conf, on_dr);
     rd_kafka_conf_set_stats_cb(conf, on_stats);
     kafka_conf_route_logs(conf);
+    rd_kafka_conf_set_error_cb(conf, on_error);
 
     char reason[512];
     p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof(reason));
@@ -489,6 +500,14 @@ static const rd_kafka_resp_err_t poison_errs[] = {
 };
 #define NPOISON (sizeof(poison_errs) / sizeof(poison_errs[0]))
 
+int producer_refused(const struct producer *p, char *err, size_t errlen)
+{
+    if (!p->refusal.err) return 0;
+    snprintf(err, errlen, "%s: %s; %s", rd_kafka_err2name(p->refusal.err), p->refusal.reason,
+             kafka_refusal_fix(p->refusal.err));
+    return 1;
+}
+
 bool producer_err_is_poison(int err)
 {
     for (size_t i = 0; i < NPOISON; i++)
@@ -499,6 +518,12 @@ bool producer_err_is_poison(int err)
 const char *producer_poison_name(size_t i)
 {
     return i < NPOISON ? rd_kafka_err2name(poison_errs[i]) : NULL;
+}
+
+bool producer_err_is_missing_topic(int err)
+{
+    return err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+           err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
 }
 
 const char *producer_err_name(int err) { return rd_kafka_err2name((rd_kafka_resp_err_t)err); }

@@ -68,6 +68,7 @@
 #define STEP_STOP 1      /* SIGTERM/SIGINT seen */
 #define STEP_FATAL (-1)  /* exit 1: nothing to retry */
 #define STEP_BROKEN (-3) /* the replication connection failed: reconnect */
+#define STEP_REFUSED (-4) /* exit 2: the brokers refuse outboxd's security settings */
 
 struct relay {
     const struct config *cfg;
@@ -306,7 +307,9 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
         return;
     }
     bool to_dlq = strcmp(dr->topic, r->cfg->errors_dlq_topic) == 0;
-    if (!to_dlq && r->cfg->errors_policy == ERRORS_DLQ && producer_err_is_poison(dr->err)) {
+    bool missing = producer_err_is_missing_topic(dr->err);
+    if (!to_dlq && !missing && r->cfg->errors_policy == ERRORS_DLQ &&
+        producer_err_is_poison(dr->err)) {
         metrics_count(&r->met.failed, producer_err_name(dr->err), 1);
         queue_dead_letter(r, dr); /* still pending until the DLQ write is ACKed */
         return;
@@ -320,10 +323,15 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
             {"event_id", field_text(dr->event_id.data, dr->event_id.len, id, sizeof(id))},
             {"lsn", field_text(dr->commit_lsn.data, dr->commit_lsn.len, lsn, sizeof(lsn))}),
         "delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s: %s; "
-        "stopping without confirming past it",
+        "stopping without confirming past it%s%s%s",
         (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "?",
         (int)dr->commit_lsn.len, dr->commit_lsn.data ? dr->commit_lsn.data : "?", dr->topic,
-        producer_err_name(dr->err), dr->reason);
+        producer_err_name(dr->err), dr->reason,
+        missing ? " (under either [errors] policy: the topic does not exist and the broker "
+                  "did not create it; create topic "
+                : "",
+        missing ? dr->topic : "",
+        missing ? ", then start outboxd again: it resumes at this event)" : "");
 }
 
 /* ---- status -------------------------------------------------------------- */
@@ -782,7 +790,8 @@ static int produce(struct relay *r, const struct outbox_event *ev)
             (ev->key_null ? 0 : ev->key.len) + (ev->value_null ? 0 : ev->value.len);
     }
     if (rc != STEP_FATAL || kafka_err < 0) return rc;
-    return reject(r, ev, producer_err_name(kafka_err), err, producer_err_is_poison(kafka_err),
+    return reject(r, ev, producer_err_name(kafka_err), err,
+                  producer_err_is_poison(kafka_err) && !producer_err_is_missing_topic(kafka_err),
                   kafka_err == 10 /* MSG_SIZE_TOO_LARGE */);
 }
 
@@ -1388,6 +1397,12 @@ static int stream_loop(struct relay *r)
             log_error("kafka producer failed: %s", err);
             rc = STEP_FATAL;
         }
+        if (rc == STEP_OK && producer_refused(r->prod, err, sizeof(err))) {
+            log_error("kafka: the broker refused the connection for good: %s; stopping "
+                      "without confirming anything not ACKed (exit %d)",
+                      err, EXIT_USAGE);
+            rc = STEP_REFUSED;
+        }
         if (rc == STEP_OK) rc = status_if_due(r);
         if (rc == STEP_OK && !*r->stop) wait_io(r);
     }
@@ -1502,11 +1517,11 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
         if (r.pub_lost) rc = STEP_FATAL;
         if (rc != STEP_OK) break;
     }
-    if (code == 0 && rc == STEP_FATAL) {
+    if (code == 0 && (rc == STEP_FATAL || rc == STEP_REFUSED)) {
         /* Confirm the ACKed prefix (never past the failure), then stop. */
         producer_poll(r.prod, 0);
         if (r.trk) send_status_ex(&r, false, true);
-        code = EXIT_FATAL;
+        code = rc == STEP_REFUSED ? EXIT_USAGE : EXIT_FATAL;
     } else if (code == 0 && r.trk) {
         log_info("stopping: draining outstanding deliveries");
         drain_and_confirm(&r);

@@ -525,6 +525,10 @@ broker_start() {
 # and --partitions N becomes the broker's num.partitions (the mock applies
 # it to the --topic topics; a real broker auto-creates every topic with it).
 # The jars come from the cache kafka.sh resolve fills (Maven Central).
+# E2E_KAFKA_PROPERTIES names a file of broker properties added to every
+# node's (kafka.sh's DIR/extra.properties: TLS, SASL, the authorizer);
+# kafka.sh's KAFKA_* variables (KAFKA_AUTO_CREATE, KAFKA_EXTRA_LISTENERS,
+# KAFKA_FORMAT_ARGS) pass through.
 E2E_KAFKA_DIR=
 _real_broker_start() {
     local n=${E2E_KAFKA_BROKERS:-1}
@@ -542,6 +546,11 @@ _real_broker_start() {
     # the first failure stays in broker.err and in the test's output.
     local attempt
     for attempt in 1 2; do
+        if [[ -n "${E2E_KAFKA_PROPERTIES:-}" ]]; then
+            mkdir -p "$E2E_KAFKA_DIR"
+            cp "$E2E_KAFKA_PROPERTIES" "$E2E_KAFKA_DIR/extra.properties" ||
+                fail "E2E_KAFKA_PROPERTIES: cannot read $E2E_KAFKA_PROPERTIES"
+        fi
         if KAFKA_BOOTSTRAP=$("$E2E_SRC_DIR/tests/kafka/kafka.sh" start "$E2E_KAFKA_DIR" "$n" \
             ${E2E_KAFKA_VERSION:-} 2>>"$T/broker.err"); then
             break

@@ -10,7 +10,17 @@
 #                                     min.insync.replicas 2); waits until every
 #                                     broker answers metadata; prints the
 #                                     bootstrap servers
-#   kafka.sh bootstrap DIR            prints the bootstrap servers
+#   kafka.sh bootstrap DIR [LISTENER] prints the bootstrap servers (of the
+#                                     PLAINTEXT listener, or of an extra one)
+#   kafka.sh admin DIR OP...          creates topics and ACLs in one JVM
+#                                     start (tests/kafka/Admin.java: OPs
+#                                     topic:NAME:PARTITIONS[:K=V,...],
+#                                     allow|deny:User:NAME:OPERATION:TOPIC)
+#   kafka.sh tool DIR CLASS ARGS...   runs one of Kafka's command-line tools
+#                                     with the cluster's jars, e.g.
+#                                     kafka.admin.TopicCommand or
+#                                     kafka.admin.AclCommand (a JVM start:
+#                                     batch the work into few calls)
 #   kafka.sh stop DIR I               controlled shutdown of broker I (SIGTERM,
 #                                     waits for the process to end)
 #   kafka.sh kill DIR I               SIGKILL of broker I
@@ -24,6 +34,17 @@
 # Brokers are numbered 1..N (their node.id); the controller of a multi-broker
 # cluster is node 100 and is never a fault target (the fault suite is about
 # brokers and partition leaders, not the metadata quorum).
+# Extra settings for start (read once, when the cluster is formatted):
+#   KAFKA_EXTRA_LISTENERS="NAME[:PROTOCOL] ..."  one more listener each (e.g.
+#       "SSL SASL_SSL") on its own free port per broker, advertised and
+#       mapped to PROTOCOL (default NAME); inter-broker and controller
+#       traffic stays on PLAINTEXT, which remains the first listener
+#   DIR/extra.properties  appended to every node's server.properties (TLS
+#       keys, SASL mechanisms, the authorizer ...); written by the caller
+#       before start
+#   KAFKA_FORMAT_ARGS  more arguments to the storage format, e.g.
+#       --add-scram 'SCRAM-SHA-512=[name=u,password=p]' (word-split)
+#   KAFKA_AUTO_CREATE  auto.create.topics.enable (default true)
 # The cache is ${KAFKA_TEST_CACHE:-$HOME/.cache/outboxd-kafka}/VERSION.
 # Heap per JVM: ${KAFKA_HEAP:--Xms256m -Xmx768m}, sized so a controller and
 # three brokers fit beside PostgreSQL on a 2-core, 24 GiB machine.
@@ -69,6 +90,22 @@ source "$KAFKA_DIR/../free_port.sh"
 
 # ---------------------------------------------------------------- config
 
+# The extra listeners of the cluster (DIR/listeners: "NAME PROTOCOL" lines,
+# written by start from KAFKA_EXTRA_LISTENERS; broker I's port of NAME in
+# DIR/nodeI/NAME.port).
+extra_listeners() { # DIR ID: ",NAME://127.0.0.1:PORT..." for broker ID
+    local name proto
+    [[ -s "$1/listeners" && -f "$1/node$2/port" ]] || return 0
+    while read -r name proto; do
+        printf ',%s://127.0.0.1:%s' "$name" "$(cat "$1/node$2/$name.port")"
+    done <"$1/listeners"
+}
+extra_protocol_map() { # DIR: ",NAME:PROTOCOL..."
+    local name proto
+    [[ -s "$1/listeners" ]] || return 0
+    while read -r name proto; do printf ',%s:%s' "$name" "$proto"; done <"$1/listeners"
+}
+
 # node_config DIR ID ROLES: writes DIR/nodeID/server.properties.
 node_config() {
     local dir=$1 id=$2 roles=$3 n nd
@@ -82,18 +119,18 @@ node_config() {
         echo "process.roles=$roles"
         echo "controller.quorum.voters=$(cat "$dir/voters")"
         echo "controller.listener.names=CONTROLLER"
-        echo "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        echo "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT$(extra_protocol_map "$dir")"
         echo "log.dirs=$nd/data"
         case $roles in
         controller)
             echo "listeners=CONTROLLER://127.0.0.1:$(cat "$dir/controller.port")" ;;
         broker)
-            echo "listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port")"
-            echo "advertised.listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port")"
+            echo "listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port")$(extra_listeners "$dir" "$id")"
+            echo "advertised.listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port")$(extra_listeners "$dir" "$id")"
             echo "inter.broker.listener.name=PLAINTEXT" ;;
         broker,controller)
-            echo "listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port"),CONTROLLER://127.0.0.1:$(cat "$dir/controller.port")"
-            echo "advertised.listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port")"
+            echo "listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port"),CONTROLLER://127.0.0.1:$(cat "$dir/controller.port")$(extra_listeners "$dir" "$id")"
+            echo "advertised.listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port")$(extra_listeners "$dir" "$id")"
             echo "inter.broker.listener.name=PLAINTEXT" ;;
         esac
         echo "num.partitions=${KAFKA_PARTITIONS:-4}"
@@ -137,8 +174,10 @@ java_cmd() { # DIR ID MAINCLASS ARGS...
 
 format_node() { # DIR ID
     local dir=$1 id=$2
+    # shellcheck disable=SC2086
     (java_cmd "$dir" "$id" kafka.tools.StorageTool format -t "$(cat "$dir/cluster.id")" \
-        -c "$dir/node$id/server.properties" --ignore-formatted) >"$dir/node$id/format.log" 2>&1 ||
+        -c "$dir/node$id/server.properties" --ignore-formatted ${KAFKA_FORMAT_ARGS:-}) \
+        >"$dir/node$id/format.log" 2>&1 ||
         die "formatting node $id failed: $(tail -5 "$dir/node$id/format.log")"
 }
 
@@ -180,12 +219,32 @@ wait_broker() {
     die "broker $id did not answer metadata within 120 s"
 }
 
-bootstrap() {
-    local dir=$1 id out=
+bootstrap() { # DIR [LISTENER]
+    local dir=$1 name=${2:-} id out= f
     for ((id = 1; id <= $(cat "$dir/brokers"); id++)); do
-        out+="${out:+,}127.0.0.1:$(cat "$dir/node$id/port")"
+        f="$dir/node$id/port"
+        [[ -z "$name" || "$name" == PLAINTEXT ]] || f="$dir/node$id/$name.port"
+        [[ -f "$f" ]] || die "no listener $name in $dir"
+        out+="${out:+,}127.0.0.1:$(cat "$f")"
     done
     echo "$out"
+}
+
+# tool DIR CLASS ARGS...: one of Kafka's command-line tools, its own log
+# (WARN and above) on stderr.
+run_tool() {
+    local dir=$1 main=$2 lib
+    shift 2
+    lib=$(cat "$dir/lib")
+    [[ -f "$dir/tools-log4j.properties" ]] || cat >"$dir/tools-log4j.properties" <<EOF
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+EOF
+    exec java -Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+        -Dlog4j.configuration="file:$dir/tools-log4j.properties" -cp "$lib/*" "$main" "$@"
 }
 
 start_cluster() {
@@ -197,9 +256,17 @@ start_cluster() {
     echo "$n" >"$dir/brokers"
     echo "$version" >"$dir/version"
     free_port >"$dir/controller.port"
+    : >"$dir/listeners"
+    local l
+    for l in ${KAFKA_EXTRA_LISTENERS:-}; do
+        [[ "${l%%:*}" =~ ^[A-Z][A-Z0-9_]*$ && "${l%%:*}" != PLAINTEXT && "${l%%:*}" != CONTROLLER ]] ||
+            die "KAFKA_EXTRA_LISTENERS: bad listener name in '$l'"
+        echo "${l%%:*} ${l#*:}" >>"$dir/listeners"
+    done
     for ((id = 1; id <= n; id++)); do
         mkdir -p "$dir/node$id"
         free_port >"$dir/node$id/port"
+        while read -r l _; do free_port >"$dir/node$id/$l.port"; done <"$dir/listeners"
     done
     java_cmd_uuid() { (java_cmd "$dir" 1 kafka.tools.StorageTool random-uuid); }
     mkdir -p "$dir/node1"
@@ -256,7 +323,14 @@ shift || true
 case $cmd in
 resolve) resolve "$@" ;;
 start) (($# >= 2)) || die "usage: start DIR N [VERSION]"; start_cluster "$@" ;;
-bootstrap) bootstrap "$1" ;;
+bootstrap) bootstrap "$@" ;;
+admin)
+    (($# >= 2)) || die "usage: admin DIR OP..."
+    [[ -f "$1/lib" ]] || die "no cluster in $1"
+    d=$1
+    shift
+    run_tool "$d" "$KAFKA_DIR/Admin.java" "$(bootstrap "$d")" "$@" ;;
+tool) (($# >= 2)) || die "usage: tool DIR CLASS ARGS..."; [[ -f "$1/lib" ]] || die "no cluster in $1"; run_tool "$@" ;;
 stop) check_broker_id "$1" "$2"; stop_node "$1" "$2" TERM ;;
 kill) check_broker_id "$1" "$2"; stop_node "$1" "$2" KILL ;;
 restart) check_broker_id "$1" "$2"; restart_node "$1" "$2" ;;
@@ -277,5 +351,5 @@ destroy)
 _java)
     # internal: the broker process itself (launched by launch_node)
     java_cmd "$1" "$2" kafka.Kafka "$1/node$2/server.properties" ;;
-*) die "usage: kafka.sh resolve|start|bootstrap|stop|kill|restart|down|up|pid|destroy ..." ;;
+*) die "usage: kafka.sh resolve|start|bootstrap|admin|tool|stop|kill|restart|down|up|pid|destroy ..." ;;
 esac

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Kafka over TLS and SASL/SCRAM-SHA-512 over TLS, against one real Kafka 3.9
+# broker with three listeners: PLAINTEXT (the test's own dumps and the
+# broker's internal traffic), SSL and SASL_SSL. A throw-away CA and the
+# broker's certificate (SAN IP:127.0.0.1) are made with openssl here; the
+# broker reads them as PEM (ssl.keystore.type = PEM); the SCRAM credential
+# is added when the storage is formatted. E2E_KAFKA=real always.
+#  1. TLS: outboxd with the README's settings delivers every event.
+#  2. SASL_SSL with SCRAM-SHA-512: the same; the password appears in no
+#     output (log, outboxd check, /metrics).
+#  3. a wrong password: exit 2 with a line naming the authentication
+#     failure, the slot not advanced, no password in the output;
+#  4. an untrusted certificate (outboxd given another CA): exit 2 with a
+#     line naming the certificate verification failure, the slot not
+#     advanced.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+export E2E_KAFKA=real
+e2e_init kafka_security
+command -v openssl >/dev/null || fail "openssl is not installed (Debian: apt-get install openssl)"
+pg_start
+
+step "a throw-away CA, the broker's certificate, and a second CA nobody uses"
+TLS=$T/tls
+mkdir -p "$TLS"
+{
+    for ca in ca rogue-ca; do
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TLS/$ca.key" -out "$TLS/$ca.pem" \
+            -days 2 -subj "/CN=outboxd test $ca"
+    done
+    openssl req -newkey rsa:2048 -nodes -keyout "$TLS/broker.key" -out "$TLS/broker.csr" \
+        -subj "/CN=127.0.0.1"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$TLS/san.ext"
+    openssl x509 -req -in "$TLS/broker.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" \
+        -CAcreateserial -out "$TLS/broker.crt" -days 2 -extfile "$TLS/san.ext"
+} >"$T/openssl.log" 2>&1 || fail "openssl failed: $(tail -5 "$T/openssl.log")"
+cat "$TLS/broker.key" "$TLS/broker.crt" >"$TLS/broker.pem"
+grep -q 'BEGIN PRIVATE KEY' "$TLS/broker.pem" || fail "openssl did not write a PKCS#8 key"
+
+PASSWORD='Scram-pw-4711-kafka'
+WRONG='Wrong-pw-0815-kafka'
+cat >"$T/broker.properties" <<EOF
+ssl.keystore.type=PEM
+ssl.keystore.location=$TLS/broker.pem
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+EOF
+KAFKA_EXTRA_LISTENERS="SSL SASL_SSL" \
+    KAFKA_FORMAT_ARGS="--add-scram SCRAM-SHA-512=[name=outboxd,password=$PASSWORD]" \
+    E2E_KAFKA_PROPERTIES=$T/broker.properties broker_start
+KAFKA_SH=$E2E_SRC_DIR/tests/kafka/kafka.sh
+SSL_SERVERS=$("$KAFKA_SH" bootstrap "$E2E_KAFKA_DIR" SSL)
+SASL_SERVERS=$("$KAFKA_SH" bootstrap "$E2E_KAFKA_DIR" SASL_SSL)
+info "SSL listener $SSL_SERVERS, SASL_SSL listener $SASL_SERVERS"
+
+cols="event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload"
+insert() { # TAG N
+    psql_q "INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Sec', '$1-' || i, 1, '$1', '{}' FROM generate_series(1, $2) AS i"
+}
+tls=(--set kafka.security.protocol=ssl --set "kafka.ssl.ca.location=$TLS/ca.pem")
+sasl=(--set "kafka.bootstrap.servers=$SASL_SERVERS" --set kafka.security.protocol=sasl_ssl
+      --set "kafka.ssl.ca.location=$TLS/ca.pem" --set kafka.sasl.mechanism=SCRAM-SHA-512
+      --set kafka.sasl.username=outboxd)
+
+# no_password WHERE FILE...: neither password is in FILE (but for the
+# test's own "===== e2e: start" lines, which quote outboxd's command line).
+no_password() {
+    local w=$1
+    shift
+    if cat "$@" | grep -v '^===== e2e: start' | grep -qF -e "$PASSWORD" -e "$WRONG"; then
+        fail "a password appears in $w: $(cat "$@" | grep -v '^===== e2e: start' | grep -F -e "$PASSWORD" -e "$WRONG" | head -2 | cut -c1-300)"
+    fi
+    info "ok: no password in $w"
+}
+
+# wait_exit [S]: waits up to S (60) seconds for outboxd to exit by itself;
+# sets OUTBOXD_RC.
+wait_exit() {
+    local i
+    for ((i = 0; i < ${1:-60} * 10; i++)); do
+        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd did not stop by itself within ${1:-60}s"
+    OUTBOXD_RC=0
+    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
+    OUTBOXD_PID=
+}
+
+step "1. TLS (security.protocol = ssl, the test CA)"
+outboxd_start --set "kafka.bootstrap.servers=$SSL_SERVERS" "${tls[@]}"
+insert tls 20
+wait_caught_up 60
+check_delivery --exactly-once
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+
+step "2. SASL_SSL with SCRAM-SHA-512"
+outboxd_start "${sasl[@]}" --set "kafka.sasl.password=$PASSWORD"
+insert sasl 20
+wait_caught_up 60
+check_delivery --exactly-once
+http_get /metrics >"$T/metrics.txt"
+[[ "$HTTP_STATUS" == 200 ]] || fail "/metrics answered $HTTP_STATUS"
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+rc=0
+"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${sasl[@]}" \
+    --set "kafka.sasl.password=$PASSWORD" >"$T/check.out" 2>&1 || rc=$?
+grep -E '^ok +kafka broker' "$T/check.out" >/dev/null ||
+    fail "outboxd check did not reach the broker over SASL_SSL: $(grep -i kafka "$T/check.out")"
+info "ok: outboxd check over SASL_SSL: $(grep -E '^ok +kafka broker' "$T/check.out")"
+no_password "the log, /metrics and outboxd check" "$T/outboxd.log" "$T/metrics.txt" "$T/check.out"
+
+# refused CASE WHAT REGEX ARGS...: outboxd must exit 2 within 60 s with a
+# log line matching REGEX, and confirm nothing past the events it could
+# not deliver.
+refused() {
+    local what=$1 re=$2 before t0
+    shift 2
+    step "$what"
+    before=$(slot_confirmed_lsn)
+    insert refused 3
+    t0=$SECONDS
+    outboxd_start --no-wait "$@"
+    wait_exit 60
+    info "outboxd exited $OUTBOXD_RC after $((SECONDS - t0)) s"
+    assert_eq 2 "$OUTBOXD_RC" "exit status ($what)"
+    grep -E "$re" "$T/outboxd.log" >/dev/null ||
+        fail "no log line says '$re': $(grep -E 'ERROR|WARN' "$T/outboxd.log" | tail -3 | cut -c1-300)"
+    info "ok: $(grep -E "$re" "$T/outboxd.log" | tail -1 | cut -c1-300)"
+    assert_eq "$before" "$(slot_confirmed_lsn)" "slot position after '$what'"
+}
+
+: >"$T/outboxd.log.before-refused"
+refused "3. a wrong SCRAM password" 'ERROR: kafka: the broker refused the connection for good: _AUTHENTICATION: .*SASL authentication error.*correct \[kafka\] sasl.username' \
+    "${sasl[@]}" --set "kafka.sasl.password=$WRONG"
+rc=0
+"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${sasl[@]}" \
+    --set "kafka.sasl.password=$WRONG" >"$T/check-wrong.out" 2>&1 || rc=$?
+[[ $rc -ne 0 ]] || fail "outboxd check passed with a wrong password"
+grep -E '^FAIL +kafka broker.*(uthentication)' "$T/check-wrong.out" >/dev/null ||
+    fail "outboxd check does not name the authentication failure: $(grep -i kafka "$T/check-wrong.out" | cut -c1-300)"
+info "ok: $(grep -E '^FAIL +kafka broker' "$T/check-wrong.out" | cut -c1-300)"
+refused "4. an untrusted broker certificate" 'ERROR: kafka: the broker refused the connection for good: _SSL: .*certificate verify failed.*ssl.ca.location' \
+    --set "kafka.bootstrap.servers=$SSL_SERVERS" --set kafka.security.protocol=ssl \
+    --set "kafka.ssl.ca.location=$TLS/rogue-ca.pem"
+no_password "the log and outboxd check" "$T/outboxd.log" "$T/check-wrong.out"
+e2e_pass
