@@ -52,8 +52,9 @@ int verify_option(struct verify_options *opt, int argc, char **argv, int *i, cha
 /* True when arg is a verify option followed by a value (--since, --timeout). */
 bool verify_option_takes_value(const char *arg);
 
-/* `outboxd verify --help`: the usage, options and exit codes. */
-void verify_usage(FILE *out);
+/* The lines of `outboxd verify --help` for verify's own options (main.c
+ * prints the rest: usage, common options, exit codes). */
+void verify_options_usage(FILE *out);
 
 /* Runs the audit. Returns one of the VERIFY_* codes. */
 int verify_run(const struct config *cfg, const struct verify_options *opt);

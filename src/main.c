@@ -126,6 +126,28 @@ static void check_usage(FILE *out)
     exit_codes(out);
 }
 
+static void verify_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd verify [-c FILE] [--set section.key=value ...]\n"
+            "                      [--since TIMESTAMP] [--timeout DURATION] [--json]\n"
+            "\n"
+            "Compares the outbox table with the topics its rows route to and with the\n"
+            "dead-letter topic ([errors] dlq_topic): events missing from Kafka, events\n"
+            "dead-lettered instead of delivered, duplicates, unknown messages and per-key\n"
+            "order violations.\n"
+            "\n");
+    common_options(out);
+    verify_options_usage(out);
+    fprintf(out, "\n"
+                 "Exits 0 when nothing is missing and nothing is out of order (dead-lettered\n"
+                 "events, duplicates and unknown messages are reported, not failed), 1 when\n"
+                 "events are missing or out of order, 2 when it could not run (see below:\n"
+                 "also Postgres or the broker unreachable, or the topics not read within\n"
+                 "--timeout).\n");
+    exit_codes(out);
+}
+
 static void requeue_usage(FILE *out)
 {
     fprintf(out,

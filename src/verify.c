@@ -1076,33 +1076,15 @@ int verify_option(struct verify_options *opt, int argc, char **argv, int *i, cha
     return 1;
 }
 
-void verify_usage(FILE *out)
+void verify_options_usage(FILE *out)
 {
     fprintf(out,
-            "usage: outboxd verify [-c FILE] [--set section.key=value ...] [--since TIMESTAMP]\n"
-            "                      [--timeout DURATION] [--json]\n"
-            "\n"
-            "Compares the outbox table with the topics its rows route to and with the\n"
-            "dead-letter topic ([errors] dlq_topic): events missing from Kafka, events\n"
-            "dead-lettered instead of delivered, duplicates, unknown messages and per-key\n"
-            "order violations.\n"
-            "\n"
-            "  -c, --config FILE    INI configuration file (optional: OUTBOXD_* variables)\n"
-            "      --set S.K=V      override one key (repeatable)\n"
-            "      --since TIME     only rows created at or after TIME (created_at), and\n"
-            "                       the messages from that time on\n"
-            "      --timeout DUR    how long to wait for the broker (metadata, offsets,\n"
-            "                       reading up to the end of every partition) and for the\n"
-            "                       Postgres connection: 250ms, 10s, 2m (default 60s)\n"
-            "      --json           one JSON object on stdout instead of the summary\n"
-            "  -h, --help           this text\n"
-            "\n"
-            "Exit codes:\n"
-            "  0  nothing missing and nothing out of order (dead-lettered events,\n"
-            "     duplicates and unknown messages are reported, not failed)\n"
-            "  1  problems found: events missing, or out of order\n"
-            "  2  could not run: bad usage or configuration, Postgres or the broker\n"
-            "     unreachable, or the topics not read within --timeout\n");
+            "      --since TIME    only rows created at or after TIME (created_at), and\n"
+            "                      the messages from that time on\n"
+            "      --timeout DUR   how long to wait for the broker (metadata, offsets,\n"
+            "                      reading up to the end of every partition) and for the\n"
+            "                      Postgres connection: 250ms, 10s, 2m (default 60s)\n"
+            "      --json          one JSON object on stdout instead of the summary\n");
 }
 
 /* ---- the run ------------------------------------------------------------- */
