@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # demo.sh - installs what outboxd needs (Debian 12), builds it, and runs a
-# local demo: a throw-away PostgreSQL 15, the embedded mock Kafka cluster,
-# outboxd, and a few sample outbox events printed as they arrive in Kafka.
-# Everything lives in one temp directory and is removed on exit (Ctrl-C).
+# local demo: a throw-away PostgreSQL 15, the embedded mock Kafka cluster
+# (or, with DEMO_KAFKA=real, a real Apache Kafka broker), outboxd, and a few
+# sample outbox events printed as they arrive in Kafka. Everything lives in
+# one temp directory and is removed on exit (Ctrl-C).
 #
-#   sudo deploy/demo.sh            # runs until Ctrl-C (or DEMO_SECONDS=N)
+#   sudo deploy/demo.sh                  # runs until Ctrl-C (or DEMO_SECONDS=N)
+#   sudo DEMO_KAFKA=real deploy/demo.sh  # against a real one-broker Kafka
+#                                        # (KRaft, tests/kafka/kafka.sh: its jars
+#                                        # come from Maven Central, ~10 s to start)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -15,6 +19,14 @@ echo "demo: built $ROOT/build/outboxd ($("$ROOT/build/outboxd" --version))"
 
 # The end-to-end test library knows how to start each piece.
 export OUTBOXD_BUILD_DIR="$ROOT/build"
+case ${DEMO_KAFKA:-mock} in
+mock) ;;
+real)
+    echo "demo: resolving the Apache Kafka broker's jars (Maven Central, once)"
+    "$ROOT/tests/kafka/kafka.sh" resolve >/dev/null
+    export E2E_KAFKA=real ;;
+*) echo "demo.sh: DEMO_KAFKA must be mock or real, got '$DEMO_KAFKA'" >&2; exit 2 ;;
+esac
 export E2E_TIMEOUT=$((${DEMO_SECONDS:-86400} + 120))
 # shellcheck source=../tests/e2e/lib.sh
 source "$ROOT/tests/e2e/lib.sh"

@@ -24,7 +24,14 @@
 #
 # Usage: tests/bench/run.sh [--events N] [--pairs K] [--rate EV_PER_S]
 #            [--seconds S] [--big-txn N] [--plugin pgoutput|wal2json]
-#            [--out FILE] [--smoke]
+#            [--out FILE] [--smoke] [--kafka mock|real] [--brokers N]
+#   --kafka real: against a real Apache Kafka 3.9.1 (tests/kafka/kafka.sh,
+#            E2E_KAFKA=real in lib.sh) instead of the mock cluster: one
+#            broker (RF 1), or with --brokers 3 a controller and three
+#            brokers (RF 3, min.insync.replicas 2; outboxd produces with
+#            acks=all). The topic is created before the first measurement
+#            (4 partitions) by one marker message kcat sends to it. Run it
+#            under `flock /tmp/outboxd-heavy.lock` on a shared machine.
 #   --smoke: 20,000 events, 1 pair, 5 s at 1,000 events/s, a 20,000-event
 #            transaction: proves the benchmark works (CI), measures nothing.
 # Defaults: 500,000 events, 3 pairs, 5,000 events/s for 30 s, a
@@ -42,7 +49,7 @@
 set -Eeuo pipefail
 
 EVENTS=500000 PAIRS=3 RATE=5000 SECONDS_STEADY=30 BIG_TXN=500000 PLUGIN=pgoutput
-OUT= SMOKE=0
+OUT= SMOKE=0 KAFKA=mock BROKERS=1
 while [[ $# -gt 0 ]]; do
     case $1 in
     --events) EVENTS=$2; shift 2 ;;
@@ -52,16 +59,26 @@ while [[ $# -gt 0 ]]; do
     --big-txn) BIG_TXN=$2; shift 2 ;;
     --plugin) PLUGIN=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
+    --kafka) KAFKA=$2; shift 2 ;;
+    --brokers) BROKERS=$2; shift 2 ;;
     --smoke) SMOKE=1 EVENTS=20000 PAIRS=1 RATE=1000 SECONDS_STEADY=5 BIG_TXN=20000; shift ;;
-    -h | --help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-for v in EVENTS PAIRS RATE SECONDS_STEADY BIG_TXN; do
+for v in EVENTS PAIRS RATE SECONDS_STEADY BIG_TXN BROKERS; do
     [[ ${!v} =~ ^[0-9]+$ ]] || { echo "run.sh: $v must be a number, got '${!v}'" >&2; exit 2; }
 done
 [[ $PLUGIN == pgoutput || $PLUGIN == wal2json ]] ||
     { echo "run.sh: --plugin must be pgoutput or wal2json" >&2; exit 2; }
+
+[[ $KAFKA == mock || $KAFKA == real ]] ||
+    { echo "run.sh: --kafka must be mock or real" >&2; exit 2; }
+[[ $KAFKA == real || $BROKERS == 1 ]] ||
+    { echo "run.sh: --brokers needs --kafka real (the mock runs one broker here)" >&2; exit 2; }
+if [[ $KAFKA == real ]]; then
+    export E2E_KAFKA=real E2E_KAFKA_BROKERS=$BROKERS KAFKA_PARTITIONS=4
+fi
 
 export OUTBOXD_TEST_PLUGIN=$PLUGIN
 # The whole benchmark is one "test" for lib.sh's watchdog.
@@ -142,7 +159,17 @@ info "payload: $PAYLOAD_BYTES bytes of jsonb text"
 broker_start
 # The topic exists before the first event, as in production (auto-creating
 # it would put the creation's delay into the first events' latency).
-broker_cmd "create outbox.event.Order 4"
+if [[ $KAFKA == real ]]; then
+    # A real broker auto-creates it (num.partitions 4, RF = brokers) on a
+    # first message; outboxd's counts, not the topic, are checked below.
+    echo bench-marker | kcat -P -b "$KAFKA_BOOTSTRAP" -t outbox.event.Order -k bench-marker \
+        2>"$T/kcat.err" || fail "kcat could not create outbox.event.Order: $(cat "$T/kcat.err")"
+    parts=$(kcat -L -b "$KAFKA_BOOTSTRAP" -t outbox.event.Order 2>/dev/null | grep -c '^ *partition ' || true)
+    [[ $parts == 4 ]] || fail "outbox.event.Order has '$parts' partitions on real Kafka, expected 4"
+    info "real Kafka: $BROKERS broker(s), outbox.event.Order with 4 partitions"
+else
+    broker_cmd "create outbox.event.Order 4"
+fi
 
 # ---------------------------------------------------------------- helpers
 
@@ -381,6 +408,7 @@ fi
 # ---------------------------------------------------------------- report
 
 jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
+    --arg kafka "$KAFKA" --argjson brokers "$BROKERS" \
     --arg host "$(uname -n)" --argjson cores "$(nproc)" --arg smoke "$SMOKE" '
   def median: sort | if length == 0 then null
                      elif length % 2 == 1 then .[length / 2 | floor]
@@ -393,6 +421,7 @@ jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
       recvlogical_cpu_us_per_event: (.recvlogical_cpu_s * 1e6 / .events),
       cpu_vs_recvlogical: (.outboxd_cpu_s / .recvlogical_cpu_s)})) as $drain
   | {plugin: $plugin, smoke: ($smoke == "1"), cores: $cores, host: $host,
+     kafka: $kafka, brokers: $brokers,
      payload_bytes: $payload,
      drain: {pairs: $drain,
              median_ratio: ($drain | map(.ratio) | median),
@@ -406,7 +435,7 @@ jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
      big_txn: (map(select(.kind == "big_txn"))[0])}' "$RESULTS" >"$OUT"
 
 jq -r '
-  "plugin \(.plugin)  payload \(.payload_bytes) B  cores \(.cores)\(if .smoke then "  (SMOKE: sizes too small to mean anything)" else "" end)",
+  "kafka \(.kafka) (\(.brokers) broker(s))  plugin \(.plugin)  payload \(.payload_bytes) B  cores \(.cores)\(if .smoke then "  (SMOKE: sizes too small to mean anything)" else "" end)",
   "drain pair  events   pg_recvlogical ev/s   outboxd ev/s   ratio   outboxd cpu us/ev   (pg_recvlogical cpu)   peak RSS kB",
   (.drain.pairs[] | "  \(.pair) (\(.first) first)  \(.events)   \(.recvlogical_events_per_s | floor)   \(.outboxd_events_per_s | floor)   \(.ratio * 1000 | round / 1000)   \(.outboxd_cpu_us_per_event * 100 | round / 100)   (\(.recvlogical_cpu_us_per_event * 100 | round / 100))   \(.outboxd_peak_rss_kb)"),
   (if .drain.median_ratio then "  median ratio \(.drain.median_ratio * 1000 | round / 1000), median cpu \(.drain.median_outboxd_cpu_us_per_event * 100 | round / 100) us/event, \(.drain.median_cpu_vs_recvlogical * 100 | round / 100) x pg_recvlogical cpu" else empty end),

@@ -580,6 +580,16 @@ _real_broker_cmd() {
     info "broker: $1 -> ok (real Kafka)"
 }
 
+# mock_only WHAT: true on the mock cluster. On real Kafka (E2E_KAFKA=real)
+# it prints that the part WHAT of the test is not run here because it
+# needs an injection only the mock can do (it runs in the e2e.* copy of
+# the same script), and returns 1. Use: if mock_only "injected rtt"; then ...
+mock_only() {
+    [[ "${E2E_KAFKA:-mock}" == real ]] || return 0
+    step "NOT RUN on real Kafka (mock-only injection; it runs in the e2e.* copy): $*"
+    return 1
+}
+
 # broker_cmd "COMMAND ARGS": sends a command, prints nothing, fails the test
 # unless the reply is "ok".
 broker_cmd() {
