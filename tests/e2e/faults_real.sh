@@ -4,6 +4,8 @@
 # off) under the 3-writer load of load.sh. Each round injects, one after the
 # other:
 #   kill9         kill -9 of outboxd at a random moment, restarted at once
+#                 (sometimes killed again while it starts), while a broker
+#                 of the faults below restarts
 #   leader_kill   SIGKILL of the broker that leads the busiest partition
 #                 (the highest end offset among the load's partitions);
 #                 outboxd must confirm again while it is down; restarted
@@ -181,6 +183,21 @@ kill9_restart() {
     outboxd_start "${OUTBOXD_ARGS[@]}"
 }
 
+# restart_bg ID: starts broker ID again in the background (a restart takes
+# 10-30 s on a loaded 2-core machine; an outboxd kill cycle runs meanwhile);
+# restart_wait WHAT waits for it and for every ISR to be full again.
+RESTART_PID= RESTART_ID=
+restart_bg() {
+    RESTART_ID=$1
+    kafka restart "$E2E_KAFKA_DIR" "$1" >/dev/null 2>>"$T/broker.err" &
+    RESTART_PID=$!
+}
+restart_wait() {
+    wait "$RESTART_PID" || fail "restarting broker $RESTART_ID failed: $(tail -c 2000 "$T/broker.err")"
+    RESTART_PID=
+    wait_full_isr "$1"
+}
+
 # ---------------------------------------------------------------- faults
 
 leader_kill() {
@@ -193,8 +210,9 @@ leader_kill() {
     LEADER_KILLS=$((LEADER_KILLS + 1))
     lsn=$(current_lsn)
     wait_confirm_after "$lsn" 90 "SIGKILL of broker $l"
-    kafka restart "$E2E_KAFKA_DIR" "$l" >/dev/null
-    wait_full_isr "the restart of broker $l"
+    restart_bg "$l"
+    kill_cycle
+    restart_wait "the restart of broker $l"
 }
 
 broker_stop() { # ID
@@ -205,8 +223,9 @@ broker_stop() { # ID
     BROKER_STOPS=$((BROKER_STOPS + 1))
     lsn=$(current_lsn)
     wait_confirm_after "$lsn" 60 "the controlled shutdown of broker $1"
-    kafka restart "$E2E_KAFKA_DIR" "$1" >/dev/null
-    wait_full_isr "the restart of broker $1"
+    restart_bg "$1"
+    kill_cycle
+    restart_wait "the restart of broker $1"
 }
 
 # not_enough_replicas ID: how often broker ID's log refused an append for
@@ -244,15 +263,21 @@ two_down() { # A B (C stays up)
     kafka restart "$E2E_KAFKA_DIR" "$a" >/dev/null
     info "broker $a is back (broker $b still down)"
     wait_confirm_after "$frozen" 90 "the restart of broker $a, broker $b still down"
-    kafka restart "$E2E_KAFKA_DIR" "$b" >/dev/null
-    wait_full_isr "the restart of brokers $a and $b"
+    restart_bg "$b"
+    kill_cycle
+    restart_wait "the restart of brokers $a and $b"
 }
 
 all_down() {
     local frozen t0
     step "all brokers down for ${ALL_DOWN_S}s"
     fault_mark all_down
-    kafka down "$E2E_KAFKA_DIR"
+    local id pids=()
+    for id in 1 2 3; do
+        kafka stop "$E2E_KAFKA_DIR" "$id" &
+        pids+=($!)
+    done
+    for id in "${pids[@]}"; do wait "$id" || fail "stopping the brokers failed"; done
     ALL_DOWN=$((ALL_DOWN + 1))
     t0=$SECONDS
     sleep 3
@@ -283,12 +308,10 @@ wait_full_isr "the load started"
 for ((round = 1; round <= ROUNDS; round++)); do
     step "round $round of $ROUNDS: $(committed) events committed, load $(load_stats), $((SECONDS - load_t0))s"
     load_running || fail "the writers stopped before the faults were over"
-    kill_cycle
+    # Each broker fault runs an outboxd kill cycle while its broker restarts.
     leader_kill
-    kill_cycle
     broker_stop $(((round % 3) + 1))
     two_down $(((round % 3) + 1)) $((((round + 1) % 3) + 1))
-    kill_cycle
     all_down
     pg_restart_mode fast
     walsender_kill
