@@ -27,8 +27,9 @@
 # check_delivery) and `outboxd verify` (exit 0 = clean) judge: every
 # committed event arrived, in per-key order, nothing unknown. Duplicates are
 # counted, not failed, and attributed to the fault kind injected last before
-# each extra copy was produced (the copy's CreateTime timestamp). A summary
-# table ends the output.
+# each extra copy was produced (the copies' CreateTime timestamps); copies
+# appended in another order than they were produced ("late copies") are
+# counted too. A summary table ends the output.
 #
 # Usage: faults_real.sh [--rounds N]    (default 1: the CI form, ~4 min)
 # Knobs (environment): FAULT_ROUNDS (= --rounds), WRITERS (3), LOAD_KEYS
@@ -345,11 +346,17 @@ faults_verify "$events" "$messages"
 missing=$(jq -r '.missing' "$T/verify.json")
 order=$(jq -r '.order_violations' "$T/verify.json")
 
-# Each extra copy (the second and later, in offset order, of an event) is
-# counted against the fault marked last before its timestamp.
-jq -r '[.headers.event_id, (.offset | tostring), (.timestamp // 0 | tostring)] | @tsv' \
-    "$T/check.dump.jsonl" | sort -t $'\t' -k1,1 -k2,2n |
-    awk -F '\t' '$1 == prev { print $3 } { prev = $1 }' | sort -n >"$T/dup_times.txt"
+# Each extra copy of an event (every copy but the one produced first, by
+# the copies' CreateTime timestamps) is counted against the fault marked last
+# before it was produced. A "late" copy is one appended after a copy that was
+# produced later: a produce request of a killed outboxd that the broker held
+# (behind a request of the same connection waiting for replicas) and
+# appended only when the ISR grew again, after what the restarted outboxd
+# had sent meanwhile (seen after a kill -9 with two brokers down).
+jq -r '[.headers.event_id, (.timestamp // 0 | tostring), (.offset | tostring)] | @tsv' \
+    "$T/check.dump.jsonl" | sort -t $'\t' -k1,1 -k2,2n -k3,3n >"$T/copies.tsv"
+awk -F '\t' '$1 == prev { print $2 } { prev = $1 }' "$T/copies.tsv" | sort -n >"$T/dup_times.txt"
+late=$(awk -F '\t' '$1 == prev && $3 < poff { n++ } { prev = $1; poff = $3 } END { print n + 0 }' "$T/copies.tsv")
 awk 'NR == FNR { t[++n] = $1; k[n] = $2; next }
      { for (i = n; i >= 1 && t[i] > $1; i--) ; c[i ? k[i] : "none"]++ }
      END { for (x in c) print x, c[x] }' "$T/faults.marks" "$T/dup_times.txt" >"$T/dup_by_kind.txt"
@@ -365,8 +372,8 @@ step "summary ($OUTBOXD_TEST_PLUGIN, real Kafka $(cat "$E2E_KAFKA_DIR/version"),
         printf '%-22s %8s %18s\n' "$kind" "$(fault_count "$kind" | tr -d ' ')" "$(dup_after "$kind")"
     done
     printf '%-22s %8s %18s\n' "(before any fault)" - "$(dup_after none)"
-    printf 'events=%d messages=%d missing=%s order_violations=%s duplicates=%d (%d events) reconnects=%d outboxd_starts=%d final_sigterm_exit=0\n' \
-        "$events" "$messages" "$missing" "$order" "$dups" "$dup_events" "$reconnects" "$OUTBOXD_STARTS"
+    printf 'events=%d messages=%d missing=%s order_violations=%s duplicates=%d (%d events) late_copies=%d reconnects=%d outboxd_starts=%d final_sigterm_exit=0\n' \
+        "$events" "$messages" "$missing" "$order" "$dups" "$dup_events" "$late" "$reconnects" "$OUTBOXD_STARTS"
     printf '%s\n' "$VERIFY_NOTE"
 } | tee "$T/summary.txt" >&2
 e2e_pass
