@@ -8,12 +8,17 @@
  *    "value":"v" | null, "value_hex":"76" | null,
  *    "headers":{"name":"value" | null, ...},
  *    "headers_hex":{"name":"hex" | null, ...},
- *    "headers_list":[["name","value" | null], ...]}
+ *    "headers_list":[["name","value" | null], ...],
+ *    "timestamp":1733000000000 | null}
  *
  * "key"/"value" (and header values) are JSON strings when the bytes are
  * valid UTF-8, else null; the *_hex fields carry the raw bytes in lower-case
  * hex, so tests can compare bytes exactly. null in a *_hex field means a
  * null key/value. headers_list keeps every header in order, duplicates too.
+ * "timestamp" is the message's timestamp in ms since the epoch (CreateTime:
+ * when the producer was handed the message, so a copy sent again after a
+ * restart carries the later time; the fault suites attribute duplicates to
+ * faults with it), null when the message has none.
  *
  * Output is sorted by topic, then partition, then offset.
  *
@@ -152,6 +157,10 @@ static char *message_json(const rd_kafka_message_t *m) {
     set_new(o, "headers", h);
     set_new(o, "headers_hex", hh);
     set_new(o, "headers_list", hl);
+    {
+        int64_t ts = rd_kafka_message_timestamp(m, NULL);
+        set_new(o, "timestamp", ts >= 0 ? json_integer(ts) : json_null());
+    }
 
     line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (!line) die_oom();

@@ -68,6 +68,8 @@ START_TEST(test_kafka_defaults)
     ck_assert_pstr_eq(config_kafka_get(&C, "enable.idempotence"), "true");
     ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "all");
     ck_assert_pstr_eq(config_kafka_get(&C, "partitioner"), "murmur2_random");
+    /* A later request must never be ACKed past a refused one (config.c). */
+    ck_assert_pstr_eq(config_kafka_get(&C, "max.in.flight.requests.per.connection"), "1");
     ck_assert_ptr_null(config_kafka_get(&C, "bootstrap.servers"));
     ck_assert_ptr_null(config_kafka_get(&C, "nonexistent.key"));
     /* The kafka array agrees with config_kafka_get. */

@@ -1,0 +1,126 @@
+# shellcheck shell=bash
+#
+# tests/e2e/faults_lib.sh - the faults both fault suites inject (faults.sh on
+# the mock cluster, faults_real.sh on a three-broker Kafka cluster), and the
+# final judgement by `outboxd verify`. Source it after lib.sh and load.sh.
+#
+# The caller sets SLOT and OUTBOXD_ARGS (outboxd's extra arguments) and the
+# counters the faults increment: KILLS PG_RESTARTS PG_FAST PG_IMMEDIATE
+# WALSENDER_KILLS SIGTERMS. Each fault is also appended to $T/faults.marks
+# ("EPOCH_MS KIND"), by which faults_real.sh attributes duplicates to faults.
+
+# fault_mark KIND: notes the moment a fault of KIND is injected.
+fault_mark() { printf '%s %s\n' "$(date +%s%3N)" "$1" >>"$T/faults.marks"; }
+
+
+# rand_sleep MIN_MS MAX_MS
+rand_sleep() {
+    local ms=$(($1 + RANDOM % ($2 - $1 + 1)))
+    sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+}
+
+committed() { psql_q "SELECT count(*) FROM public.outbox_events"; }
+
+# The pid of the walsender holding the slot, empty when the slot is not
+# active or the server does not answer.
+slot_active_pid() {
+    psql_q "SELECT coalesce(active_pid::text, '') FROM pg_replication_slots WHERE slot_name = '$SLOT'" \
+        2>/dev/null || true
+}
+
+# wait_reconnected OLD_WALSENDER_PID WHAT: outboxd (the same process) must
+# stream again from a new walsender within 60 s, without exiting.
+wait_reconnected() {
+    local old=$1 what=$2 start=$SECONDS pid
+    while :; do
+        outboxd_assert_running
+        pid=$(slot_active_pid)
+        if [[ -n "$pid" && "$pid" != "$old" ]]; then
+            info "outboxd (pid $OUTBOXD_PID) streams again (walsender $pid) $((SECONDS - start))s after $what"
+            return 0
+        fi
+        ((SECONDS - start < 60)) ||
+            fail "outboxd (pid $OUTBOXD_PID, still running) did not stream again within 60s after $what"
+        sleep 0.2
+    done
+}
+
+# One kill -9 at a random moment of streaming; one time in four the new
+# process is killed again at once, while it connects or catches up.
+kill_cycle() {
+    rand_sleep 200 3000
+    outboxd_assert_running
+    fault_mark kill9
+    outboxd_kill9
+    KILLS=$((KILLS + 1))
+    if ((RANDOM % 4 == 0)); then
+        outboxd_start --no-wait "${OUTBOXD_ARGS[@]}"
+        rand_sleep 0 1500
+        fault_mark kill9
+        outboxd_kill9
+        KILLS=$((KILLS + 1))
+    fi
+    outboxd_start "${OUTBOXD_ARGS[@]}"
+}
+
+kills() { # N
+    local i
+    for ((i = 0; i < $1; i++)); do kill_cycle; done
+}
+
+pg_restart_mode() { # fast|immediate
+    local old
+    old=$(slot_active_pid)
+    step "restarting PostgreSQL (-m $1) under outboxd (pid $OUTBOXD_PID, walsender ${old:-none})"
+    fault_mark "pg_restart_$1"
+    _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -l "$T/postgres.log" -m "$1" -w \
+        -t 60 -o "$PG_CTL_OPTS" restart >>"$T/pg_ctl.log" 2>&1 ||
+        fail "pg_ctl restart -m $1 failed"
+    PG_RESTARTS=$((PG_RESTARTS + 1))
+    if [[ $1 == fast ]]; then PG_FAST=$((PG_FAST + 1)); else PG_IMMEDIATE=$((PG_IMMEDIATE + 1)); fi
+    wait_reconnected "$old" "pg_ctl restart -m $1"
+}
+
+walsender_kill() {
+    local pid i
+    for ((i = 0; i < 300; i++)); do
+        pid=$(slot_active_pid)
+        [[ -n "$pid" ]] && break
+        outboxd_assert_running
+        sleep 0.1
+    done
+    [[ -n "$pid" ]] || fail "slot $SLOT not active: no walsender to terminate"
+    step "terminating outboxd's walsender $pid"
+    fault_mark walsender_kill
+    assert_eq t "$(psql_q "SELECT pg_terminate_backend($pid)")" "pg_terminate_backend($pid)"
+    WALSENDER_KILLS=$((WALSENDER_KILLS + 1))
+    wait_reconnected "$pid" "pg_terminate_backend of its walsender"
+}
+
+sigterm_restart() {
+    outboxd_assert_running
+    fault_mark sigterm
+    outboxd_stop 60 || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM during load, expected 0"
+    SIGTERMS=$((SIGTERMS + 1))
+    outboxd_start "${OUTBOXD_ARGS[@]}"
+}
+
+
+# faults_verify EVENTS MESSAGES: `outboxd verify --json` must exit 0 (clean;
+# any other status is a failure) and report no missing, out-of-order or
+# unknown message, EVENTS rows and MESSAGES messages. Sets VERIFY_NOTE.
+faults_verify() {
+    local events=$1 messages=$2 vrc=0
+    step "outboxd verify"
+    "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json >"$T/verify.json" \
+        2>"$T/verify.err" || vrc=$?
+    cat "$T/verify.json" >&2
+    [[ $vrc -eq 0 ]] || { cat "$T/verify.err" >&2; fail "outboxd verify exited $vrc (0 = clean)"; }
+    assert_eq true "$(jq -r '.ok' "$T/verify.json")" "verify ok"
+    assert_eq 0 "$(jq -r '.missing' "$T/verify.json")" "verify missing"
+    assert_eq 0 "$(jq -r '.order_violations' "$T/verify.json")" "verify order_violations"
+    assert_eq 0 "$(jq -r '.unknown' "$T/verify.json")" "verify unknown"
+    assert_eq "$events" "$(jq -r '.rows' "$T/verify.json")" "verify rows"
+    assert_eq "$messages" "$(jq -r '.messages' "$T/verify.json")" "verify messages"
+    VERIFY_NOTE="verify: ok (duplicates=$(jq -r '.duplicates' "$T/verify.json"), duplicate_events=$(jq -r '.duplicate_events' "$T/verify.json"))"
+}

@@ -1,0 +1,379 @@
+#!/usr/bin/env bash
+# The fault suite on a real three-broker Apache Kafka cluster (KRaft,
+# tests/kafka/kafka.sh: RF 3, min.insync.replicas 2, unclean leader election
+# off) under the 3-writer load of load.sh. Each round injects, one after the
+# other:
+#   kill9         kill -9 of outboxd at a random moment, restarted at once
+#                 (sometimes killed again while it starts), while a broker
+#                 of the faults below restarts
+#   leader_kill   SIGKILL of the broker that leads the busiest partition
+#                 (the highest end offset among the load's partitions);
+#                 outboxd must confirm again while it is down; restarted
+#   broker_stop   controlled shutdown of a broker (SIGTERM), the same; restarted
+#   two_down      two brokers shut down at once: every ISR is below
+#                 min.insync.replicas, produce requests fail with
+#                 NOT_ENOUGH_REPLICAS (the broker's log must say so); the
+#                 slot must not move (and outboxd is killed -9 and restarted
+#                 in the middle); when one broker comes back, outboxd must
+#                 confirm again before the second one is back
+#   all_down      all brokers down for ALL_DOWN_S (30) seconds, outboxd
+#                 killed -9 and restarted in the middle; the slot must not
+#                 move; outboxd confirms again once they are back
+#   pg_restart_fast, pg_restart_immediate, walsender_kill   as in faults.sh:
+#                 outboxd reconnects by itself, never exits
+# Between broker faults the suite waits until every partition has its three
+# replicas in sync again. Then the load stops, outboxd drains and gets
+# SIGTERM (exit 0), and the independent consumer (outboxd-kdump +
+# check_delivery) and `outboxd verify` (exit 0 = clean) judge: every
+# committed event arrived, in per-key order, nothing unknown. Duplicates are
+# counted, not failed, and attributed to the fault kind injected last before
+# each extra copy was produced (the copies' CreateTime timestamps); copies
+# appended in another order than they were produced ("late copies") are
+# counted too. A summary table ends the output.
+#
+# Usage: faults_real.sh [--rounds N]    (default 1: the CI form, ~4 min)
+# Knobs (environment): FAULT_ROUNDS (= --rounds), WRITERS (3), LOAD_KEYS
+# (300), LOAD_TYPES (4 topics of 4 partitions), LOAD_PAUSE (0.3),
+# ALL_DOWN_S (30), TWO_DOWN_S (10), OUTBOXD_TEST_PLUGIN (pgoutput),
+# FAULTS_SAVE_DIR (logs, dump and marks copied there at the end).
+# A 3-broker cluster is heavy on a 2-core machine: run one at a time, e.g.
+#   flock /tmp/outboxd-heavy.lock bash tests/e2e/faults_real.sh --rounds 3
+usage() { sed -n '2,/^# A 3-broker/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+ROUNDS=${FAULT_ROUNDS:-1}
+while (($#)); do
+    case $1 in
+    --rounds) ROUNDS=${2:-}; shift 2 || { usage >&2; exit 2; } ;;
+    --rounds=*) ROUNDS=${1#--rounds=}; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "faults_real.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "faults_real.sh: --rounds needs a positive number" >&2; exit 2; }
+: "${WRITERS:=3}"
+: "${LOAD_KEYS:=300}"
+: "${LOAD_TYPES:=4}"
+: "${ALL_DOWN_S:=30}"
+: "${TWO_DOWN_S:=10}"
+export E2E_KAFKA=real E2E_KAFKA_BROKERS=3
+: "${E2E_TIMEOUT:=$((420 + ROUNDS * 300))}"
+export E2E_TIMEOUT
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/load.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/faults_lib.sh"
+e2e_init faults_real
+if [[ -n "${FAULTS_SAVE_DIR:-}" ]]; then
+    _faults_save_then_cleanup() {
+        local rc=$?
+        set +eE
+        trap - ERR
+        mkdir -p "$FAULTS_SAVE_DIR" &&
+            cp -p "$T"/*.log "$T"/*.err "$T"/*.jsonl "$T"/*.json "$T"/*.stats \
+                "$T"/faults.marks "$FAULTS_SAVE_DIR"/ 2>/dev/null
+        for f in "$T"/kafka/node*/server.log; do
+            [[ -f $f ]] && cp -p "$f" "$FAULTS_SAVE_DIR/kafka-$(basename "$(dirname "$f")").log"
+        done
+        (exit "$rc")
+        _e2e_cleanup
+    }
+    trap _faults_save_then_cleanup EXIT
+fi
+info "knobs: rounds=$ROUNDS WRITERS=$WRITERS LOAD_KEYS=$LOAD_KEYS LOAD_TYPES=$LOAD_TYPES" \
+    "LOAD_PAUSE=${LOAD_PAUSE:-0.3} ALL_DOWN_S=$ALL_DOWN_S TWO_DOWN_S=$TWO_DOWN_S"
+SLOT=${OUTBOXD_SLOT:-outboxd}
+OUTBOXD_ARGS=(--set postgres.retry_max_ms=2000)
+KILLS=0 PG_RESTARTS=0 PG_FAST=0 PG_IMMEDIATE=0 WALSENDER_KILLS=0 SIGTERMS=0
+LEADER_KILLS=0 BROKER_STOPS=0 TWO_DOWN=0 ALL_DOWN=0
+PARTITIONS=$((LOAD_TYPES * ${KAFKA_PARTITIONS:-4}))
+
+pg_start
+broker_start
+load_setup "$LOAD_KEYS" "$LOAD_TYPES"
+outboxd_start "${OUTBOXD_ARGS[@]}"
+
+# ---------------------------------------------------------------- the cluster
+
+kafka() { "$E2E_SRC_DIR/tests/kafka/kafka.sh" "$@"; }
+
+# partitions: "TOPIC PARTITION LEADER ISR_SIZE" for each partition of the
+# load's topics, from one metadata request (kcat -L; a partition line is
+# "partition 0, leader 2, replicas: 2,3,1, isrs: 2,3,1[, error]").
+partitions() {
+    timeout 20 kcat -L -b "$KAFKA_BOOTSTRAP" -m 5 2>/dev/null | awk '
+        /^  topic "/ { t = $2; gsub(/"/, "", t) }
+        /^    partition / && t ~ /^outbox\.event\.Load/ {
+            p = $2; sub(/,/, "", p); l = $4; sub(/,/, "", l); n = 0
+            for (i = 1; i < NF; i++) if ($i == "isrs:") { s = $(i + 1); sub(/,$/, "", s); n = split(s, a, ",") }
+            print t, p, l, n
+        }'
+}
+
+# wait_full_isr WHAT: every partition of the load has a leader and all 3
+# replicas in sync (within 120 s).
+wait_full_isr() {
+    local start=$SECONDS meta ok
+    while :; do
+        meta=$(partitions || true)
+        ok=$(awk '$3 >= 1 && $4 == 3' <<<"$meta" | wc -l)
+        if ((ok == PARTITIONS)); then
+            info "all $PARTITIONS partitions have 3 in-sync replicas ($((SECONDS - start))s after $1)"
+            return 0
+        fi
+        ((SECONDS - start < 120)) ||
+            fail "only $ok of $PARTITIONS partitions had 3 in-sync replicas 120s after $1: $meta"
+        sleep 0.5
+    done
+}
+
+# busiest_partition: "TOPIC PARTITION LEADER END_OFFSET" of the partition
+# with the highest end offset (kcat -Q, timestamp -1 = the end).
+busiest_partition() {
+    local meta args=() t p l n
+    meta=$(partitions)
+    while read -r t p l n; do args+=(-t "$t:$p:-1"); done <<<"$meta"
+    ((${#args[@]})) || fail "no partition of the load's topics in the metadata"
+    timeout 20 kcat -Q -b "$KAFKA_BOOTSTRAP" "${args[@]}" 2>/dev/null |
+        awk '{ gsub(/[][]/, "", $2); print $1, $2, $4 }' | sort -k3,3nr | head -n 1 |
+        while read -r t p n; do
+            echo "$t $p $(awk -v t="$t" -v p="$p" '$1 == t && $2 == p { print $3 }' <<<"$meta") $n"
+        done
+}
+
+# wait_confirm_after LSN TIMEOUT WHAT: the slot's confirmed position must
+# move past LSN within TIMEOUT seconds (outboxd delivers and confirms again).
+wait_confirm_after() {
+    local lsn=$1 timeout=$2 what=$3 start=$SECONDS got
+    while :; do
+        outboxd_assert_running
+        got=$(psql_q "SELECT coalesce((confirmed_flush_lsn > '$lsn'::pg_lsn)::text, 'none') FROM pg_replication_slots WHERE slot_name = '$SLOT'")
+        if [[ $got == true ]]; then
+            info "ok: outboxd confirms again ($(slot_confirmed_lsn) > $lsn) $((SECONDS - start))s after $what"
+            return 0
+        fi
+        ((SECONDS - start < timeout)) ||
+            fail "outboxd did not confirm past $lsn within ${timeout}s after $what (confirmed: $(slot_confirmed_lsn))"
+        sleep 0.2
+    done
+}
+
+# frozen_position: the furthest position outboxd may confirm while nothing
+# can be ACKed: the greater of the slot's and the offset file's (a restarted
+# outboxd may confirm what its offset file already holds; both only move
+# after ACKs).
+frozen_position() {
+    local slot file
+    slot=$(slot_confirmed_lsn)
+    file=$(offset_file_lsn)
+    psql_q "SELECT greatest('$slot'::pg_lsn, '${file:-0/0}'::pg_lsn)"
+}
+
+# assert_slot_frozen LSN WHAT: the slot has not moved past LSN.
+assert_slot_frozen() {
+    local now
+    now=$(slot_confirmed_lsn)
+    lsn_ge "$1" "$now" || fail "confirmed_flush_lsn moved to $now, past $1, $2"
+    info "ok: confirmed_flush_lsn $now <= $1 $2"
+}
+
+# kill9_restart: one kill -9 of outboxd and a restart (during an outage).
+kill9_restart() {
+    outboxd_assert_running
+    fault_mark kill9
+    outboxd_kill9
+    KILLS=$((KILLS + 1))
+    outboxd_start "${OUTBOXD_ARGS[@]}"
+}
+
+# restart_bg ID: starts broker ID again in the background (a restart takes
+# 10-30 s on a loaded 2-core machine; an outboxd kill cycle runs meanwhile);
+# restart_wait WHAT waits for it and for every ISR to be full again.
+RESTART_PID= RESTART_ID=
+restart_bg() {
+    RESTART_ID=$1
+    kafka restart "$E2E_KAFKA_DIR" "$1" >/dev/null 2>>"$T/broker.err" &
+    RESTART_PID=$!
+}
+restart_wait() {
+    wait "$RESTART_PID" || fail "restarting broker $RESTART_ID failed: $(tail -c 2000 "$T/broker.err")"
+    RESTART_PID=
+    wait_full_isr "$1"
+}
+
+# ---------------------------------------------------------------- faults
+
+leader_kill() {
+    local t p l n lsn
+    read -r t p l n <<<"$(busiest_partition)"
+    [[ "$l" =~ ^[1-3]$ ]] || fail "no leader found for the busiest partition ($t [$p], leader '$l')"
+    step "SIGKILL of broker $l, leader of the busiest partition $t [$p] (end offset $n)"
+    fault_mark leader_kill
+    kafka kill "$E2E_KAFKA_DIR" "$l"
+    LEADER_KILLS=$((LEADER_KILLS + 1))
+    lsn=$(current_lsn)
+    wait_confirm_after "$lsn" 90 "SIGKILL of broker $l"
+    restart_bg "$l"
+    kill_cycle
+    restart_wait "the restart of broker $l"
+}
+
+broker_stop() { # ID
+    local lsn
+    step "controlled shutdown of broker $1"
+    fault_mark broker_stop
+    kafka stop "$E2E_KAFKA_DIR" "$1"
+    BROKER_STOPS=$((BROKER_STOPS + 1))
+    lsn=$(current_lsn)
+    wait_confirm_after "$lsn" 60 "the controlled shutdown of broker $1"
+    restart_bg "$1"
+    kill_cycle
+    restart_wait "the restart of broker $1"
+}
+
+# not_enough_replicas ID: how often broker ID's log refused an append for
+# NOT_ENOUGH_REPLICAS so far.
+not_enough_replicas() {
+    grep -c 'NotEnoughReplicasException' "$E2E_KAFKA_DIR/node$1/server.log" 2>/dev/null || true
+}
+
+two_down() { # A B (C stays up)
+    local a=$1 b=$2 c=$((6 - $1 - $2)) frozen ner0 ner
+    step "brokers $a and $b down at once (broker $c alone: ISR below min.insync.replicas)"
+    ner0=$(not_enough_replicas "$c")
+    fault_mark two_down
+    kafka stop "$E2E_KAFKA_DIR" "$a" &
+    local pa=$!
+    kafka stop "$E2E_KAFKA_DIR" "$b" || fail "stopping broker $b failed"
+    wait "$pa" || fail "stopping broker $a failed"
+    TWO_DOWN=$((TWO_DOWN + 1))
+    # What was ACKed before the ISR shrank is confirmed within a status
+    # interval; from then on nothing can be ACKed.
+    sleep 3
+    frozen=$(frozen_position)
+    info "slot at $(slot_confirmed_lsn), offset file at $(offset_file_lsn), with brokers $a and $b down"
+    sleep "$((TWO_DOWN_S / 2))"
+    assert_slot_frozen "$frozen" "with 2 of 3 brokers down"
+    # A crash while produce requests are being refused.
+    kill9_restart
+    sleep "$((TWO_DOWN_S - TWO_DOWN_S / 2))"
+    outboxd_assert_running
+    assert_slot_frozen "$frozen" "with 2 of 3 brokers down, after a kill -9 and restart of outboxd"
+    ner=$(not_enough_replicas "$c")
+    ((ner > ner0)) ||
+        fail "broker $c logged no NotEnoughReplicasException while brokers $a and $b were down"
+    info "ok: broker $c refused $((ner - ner0)) appends with NOT_ENOUGH_REPLICAS"
+    kafka restart "$E2E_KAFKA_DIR" "$a" >/dev/null
+    info "broker $a is back (broker $b still down)"
+    wait_confirm_after "$frozen" 90 "the restart of broker $a, broker $b still down"
+    restart_bg "$b"
+    kill_cycle
+    restart_wait "the restart of brokers $a and $b"
+}
+
+all_down() {
+    local frozen t0
+    step "all brokers down for ${ALL_DOWN_S}s"
+    fault_mark all_down
+    local id pids=()
+    for id in 1 2 3; do
+        kafka stop "$E2E_KAFKA_DIR" "$id" &
+        pids+=($!)
+    done
+    for id in "${pids[@]}"; do wait "$id" || fail "stopping the brokers failed"; done
+    ALL_DOWN=$((ALL_DOWN + 1))
+    t0=$SECONDS
+    sleep 3
+    frozen=$(frozen_position)
+    info "slot at $(slot_confirmed_lsn), offset file at $(offset_file_lsn), with every broker down"
+    sleep "$((ALL_DOWN_S / 2 - 3))"
+    kill9_restart
+    sleep "$((ALL_DOWN_S - (SECONDS - t0) > 0 ? ALL_DOWN_S - (SECONDS - t0) : 0))"
+    outboxd_assert_running
+    assert_slot_frozen "$frozen" "with every broker down"
+    kafka up "$E2E_KAFKA_DIR"
+    info "brokers back after $((SECONDS - t0))s"
+    wait_confirm_after "$frozen" 120 "all brokers came back"
+    wait_full_isr "all brokers came back"
+}
+
+# ---------------------------------------------------------------- the run
+
+fault_mark none
+load_start "$WRITERS" $((ROUNDS * 400 + 200))
+load_t0=$SECONDS
+# The load's first transactions create the topics (RF 3).
+for ((i = 0; i < 120; i++)); do
+    [[ $(partitions | wc -l) -eq $PARTITIONS ]] && break
+    sleep 0.5
+done
+wait_full_isr "the load started"
+for ((round = 1; round <= ROUNDS; round++)); do
+    step "round $round of $ROUNDS: $(committed) events committed, load $(load_stats), $((SECONDS - load_t0))s"
+    load_running || fail "the writers stopped before the faults were over"
+    # Each broker fault runs an outboxd kill cycle while its broker restarts.
+    leader_kill
+    broker_stop $(((round % 3) + 1))
+    two_down $(((round % 3) + 1)) $((((round + 1) % 3) + 1))
+    all_down
+    pg_restart_mode fast
+    walsender_kill
+    pg_restart_mode immediate
+    walsender_kill
+done
+load_secs=$((SECONDS - load_t0))
+
+step "stopping the load after ${load_secs}s"
+load_stop
+outboxd_assert_running
+stats=$(load_stats)
+
+step "draining"
+drain_t0=$SECONDS
+wait_caught_up 300
+drain_secs=$((SECONDS - drain_t0))
+outboxd_assert_running
+outboxd_stop 60 || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM after the load, expected 0"
+SIGTERMS=$((SIGTERMS + 1))
+
+# The independent consumer: every committed event, per-key order, headers.
+check_delivery
+events=$(committed)
+messages=$(wc -l <"$T/check.dump.jsonl")
+distinct=$(jq -r '.headers.event_id' "$T/check.dump.jsonl" | sort -u | wc -l)
+assert_eq "$events" "$distinct" "distinct event_ids delivered = committed events"
+dups=$((messages - distinct))
+dup_events=$(jq -r '.headers.event_id' "$T/check.dump.jsonl" | sort | uniq -d | wc -l)
+faults_verify "$events" "$messages"
+missing=$(jq -r '.missing' "$T/verify.json")
+order=$(jq -r '.order_violations' "$T/verify.json")
+
+# Each extra copy of an event (every copy but the one produced first, by
+# the copies' CreateTime timestamps) is counted against the fault marked last
+# before it was produced. A "late" copy is one appended after a copy that was
+# produced later: a produce request of a killed outboxd that the broker held
+# (behind a request of the same connection waiting for replicas) and
+# appended only when the ISR grew again, after what the restarted outboxd
+# had sent meanwhile (seen after a kill -9 with two brokers down).
+jq -r '[.headers.event_id, (.timestamp // 0 | tostring), (.offset | tostring)] | @tsv' \
+    "$T/check.dump.jsonl" | sort -t $'\t' -k1,1 -k2,2n -k3,3n >"$T/copies.tsv"
+awk -F '\t' '$1 == prev { print $2 } { prev = $1 }' "$T/copies.tsv" | sort -n >"$T/dup_times.txt"
+late=$(awk -F '\t' '$1 == prev && $3 < poff { n++ } { prev = $1; poff = $3 } END { print n + 0 }' "$T/copies.tsv")
+awk 'NR == FNR { t[++n] = $1; k[n] = $2; next }
+     { for (i = n; i >= 1 && t[i] > $1; i--) ; c[i ? k[i] : "none"]++ }
+     END { for (x in c) print x, c[x] }' "$T/faults.marks" "$T/dup_times.txt" >"$T/dup_by_kind.txt"
+dup_after() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$T/dup_by_kind.txt"; }
+fault_count() { awk -v k="$1" '$2 == k' "$T/faults.marks" | wc -l; }
+
+reconnects=$(grep -c 'reconnecting from' "$T/outboxd.log" || true)
+step "summary ($OUTBOXD_TEST_PLUGIN, real Kafka $(cat "$E2E_KAFKA_DIR/version"), 3 brokers, $ROUNDS round(s), load ${load_secs}s, drain ${drain_secs}s, total ${SECONDS}s; load $stats)"
+{
+    printf '%-22s %8s %18s\n' "fault" "injected" "extra copies after"
+    for kind in kill9 leader_kill broker_stop two_down all_down pg_restart_fast \
+        pg_restart_immediate walsender_kill; do
+        printf '%-22s %8s %18s\n' "$kind" "$(fault_count "$kind" | tr -d ' ')" "$(dup_after "$kind")"
+    done
+    printf '%-22s %8s %18s\n' "(before any fault)" - "$(dup_after none)"
+    printf 'events=%d messages=%d missing=%s order_violations=%s duplicates=%d (%d events) late_copies=%d reconnects=%d outboxd_starts=%d final_sigterm_exit=0\n' \
+        "$events" "$messages" "$missing" "$order" "$dups" "$dup_events" "$late" "$reconnects" "$OUTBOXD_STARTS"
+    printf '%s\n' "$VERIFY_NOTE"
+} | tee "$T/summary.txt" >&2
+e2e_pass
