@@ -47,6 +47,12 @@ bool kafka_value_fits_queue(size_t value_len, long long queue_max_bytes);
  * -1 with a message naming both settings and values in err. Pure. */
 int kafka_conf_check_queue_fit(const struct config *c, char *err, size_t errlen);
 
+/* Refuses (-1 with err) max.in.flight.requests.per.connection above 1:
+ * with librdkafka 2.0.2's idempotent producer a later request's ACK can
+ * stand for a refused one's messages (its "implicit ack"), which loses them.
+ * 0 when it is 1 (outboxd's default) or left to librdkafka to refuse. */
+int kafka_conf_check_in_flight(const struct config *c, char *err, size_t errlen);
+
 /* Installs the error and log callbacks that write to outboxd's log. */
 void kafka_conf_route_logs(rd_kafka_conf_t *conf);
 

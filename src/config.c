@@ -822,7 +822,9 @@ int config_validate(const struct config *c, char *err, size_t errlen)
         snprintf(err, errlen, "[kafka] bootstrap.servers is not set");
         return -1;
     }
-    if (kafka_conf_check_queue_fit(c, err, errlen) != 0) return -1;
+    if (kafka_conf_check_queue_fit(c, err, errlen) != 0 ||
+        kafka_conf_check_in_flight(c, err, errlen) != 0)
+        return -1;
     return c->source_mode == SOURCE_POLLING ? config_validate_polling(c, err, errlen) : 0;
 }
 

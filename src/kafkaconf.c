@@ -171,3 +171,18 @@ int kafka_conf_check_queue_fit(const struct config *c, char *err, size_t errlen)
              mmb, kb, kb * 1024, (mmb + 1023) / 1024);
     return -1;
 }
+
+int kafka_conf_check_in_flight(const struct config *c, char *err, size_t errlen)
+{
+    long long n = producer_property(c, "max.in.flight.requests.per.connection", 1);
+    if (n <= 1) return 0; /* 1, or not a number: librdkafka's own message */
+    snprintf(err, errlen,
+             "[kafka] max.in.flight.requests.per.connection = %lld: outboxd needs 1. With more "
+             "than one produce request in flight, librdkafka 2.0.2 reports events as "
+             "delivered that the broker refused (a request refused with NOT_ENOUGH_REPLICAS "
+             "while the one behind it is stored, as on a restart during an ISR shrink: "
+             "seen on a real 3-broker Kafka, README \"Faults it rides out\"); remove the "
+             "key or set it to 1",
+             n);
+    return -1;
+}

@@ -961,6 +961,24 @@ START_TEST(test_validate_message_larger_than_queue)
 }
 END_TEST
 
+/* More than one produce request in flight lost events on a real 3-broker
+ * Kafka (real.faults): refused, naming the key; 1 and the default pass. */
+START_TEST(test_validate_in_flight)
+{
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "default: %s", err);
+    KSET("max.in.flight.requests.per.connection", "5");
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("max.in.flight.requests.per.connection = 5");
+    ERR_HAS("NOT_ENOUGH_REPLICAS");
+    KSET("max.in.flight.requests.per.connection", "2");
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    KSET("max.in.flight.requests.per.connection", "1");
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "one: %s", err);
+}
+END_TEST
+
 /* The run-time decision: a value that can never enter the queue. */
 START_TEST(test_value_fits_queue)
 {
@@ -1155,6 +1173,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_kafka_defaults);
+    tcase_add_test(tc, test_validate_in_flight);
     tcase_add_test(tc, test_col_names);
     tcase_add_test(tc, test_init_free_twice);
     tcase_add_test(tc, test_set_postgres);
