@@ -68,7 +68,11 @@ int main(int argc, char **argv)
     long long end = now_ms() + 1000LL * atoi(argv[6]);
     int *fd = calloc((size_t)n, sizeof(*fd));
     size_t *sent = calloc((size_t)n, sizeof(*sent));
-    if (!fd || !sent) return 1;
+    if (!fd || !sent) {
+        free(fd);
+        free(sent);
+        return 1;
+    }
     long opened = 0;
     int most = 0;
     for (int i = 0; i < n; i++) fd[i] = -1;
@@ -101,5 +105,9 @@ int main(int argc, char **argv)
         }
     }
     printf("opened %ld connections, at most %d open at once\n", opened, most);
+    for (int i = 0; i < n; i++)
+        if (fd[i] >= 0) close(fd[i]);
+    free(fd);
+    free(sent);
     return 0;
 }
