@@ -54,20 +54,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/load.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/faults_lib.sh"
 e2e_init faults
-if [[ -n "${FAULTS_SAVE_DIR:-}" ]]; then
-    # Copies the logs before lib.sh's cleanup removes $T, keeping the status.
-    _faults_save_then_cleanup() {
-        local rc=$?
-        set +eE
-        trap - ERR
-        mkdir -p "$FAULTS_SAVE_DIR" &&
-            cp -p "$T"/*.log "$T"/*.err "$T"/*.out "$T"/*.jsonl "$T"/*.tsv \
-                "$T"/*.json "$T"/*.stats "$FAULTS_SAVE_DIR"/ 2>/dev/null
-        (exit "$rc")
-        _e2e_cleanup
-    }
-    trap _faults_save_then_cleanup EXIT
-fi
+faults_save_on_exit "*.log" "*.err" "*.out" "*.jsonl" "*.tsv" "*.json" "*.stats"
 info "knobs: FAULT_ROUNDS=$FAULT_ROUNDS FAULT_KILLS=$FAULT_KILLS SOAK_SECONDS=$SOAK_SECONDS" \
     "BROKER_DOWN_S=$BROKER_DOWN_S WRITERS=$WRITERS LOAD_KEYS=$LOAD_KEYS LOAD_TYPES=$LOAD_TYPES" \
     "LOAD_PAUSE=${LOAD_PAUSE:-0.3}"

@@ -124,3 +124,30 @@ faults_verify() {
     assert_eq "$messages" "$(jq -r '.messages' "$T/verify.json")" "verify messages"
     VERIFY_NOTE="verify: ok (duplicates=$(jq -r '.duplicates' "$T/verify.json"), duplicate_events=$(jq -r '.duplicate_events' "$T/verify.json"))"
 }
+
+# faults_save_on_exit PATTERN...: with FAULTS_SAVE_DIR set, the files of $T
+# matching the PATTERNs (and each Kafka node's server.log) are copied there
+# when the test exits, before lib.sh's cleanup removes $T; the test's exit
+# status is kept. Without FAULTS_SAVE_DIR it does nothing.
+faults_save_on_exit() {
+    [[ -n "${FAULTS_SAVE_DIR:-}" ]] || return 0
+    FAULTS_SAVE_PATTERNS=("$@")
+    trap _faults_save_then_cleanup EXIT
+}
+
+_faults_save_then_cleanup() {
+    local rc=$? p f
+    set +eE
+    trap - ERR
+    if mkdir -p "$FAULTS_SAVE_DIR"; then
+        for p in "${FAULTS_SAVE_PATTERNS[@]}"; do
+            # shellcheck disable=SC2086 # the pattern is meant to expand
+            cp -p "$T"/$p "$FAULTS_SAVE_DIR"/ 2>/dev/null
+        done
+        for f in "$T"/kafka/node*/server.log; do
+            [[ -f $f ]] && cp -p "$f" "$FAULTS_SAVE_DIR/kafka-$(basename "$(dirname "$f")").log"
+        done
+    fi
+    (exit "$rc")
+    _e2e_cleanup
+}

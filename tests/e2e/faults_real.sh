@@ -62,22 +62,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/load.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/faults_lib.sh"
 e2e_init faults_real
-if [[ -n "${FAULTS_SAVE_DIR:-}" ]]; then
-    _faults_save_then_cleanup() {
-        local rc=$?
-        set +eE
-        trap - ERR
-        mkdir -p "$FAULTS_SAVE_DIR" &&
-            cp -p "$T"/*.log "$T"/*.err "$T"/*.jsonl "$T"/*.json "$T"/*.stats \
-                "$T"/faults.marks "$FAULTS_SAVE_DIR"/ 2>/dev/null
-        for f in "$T"/kafka/node*/server.log; do
-            [[ -f $f ]] && cp -p "$f" "$FAULTS_SAVE_DIR/kafka-$(basename "$(dirname "$f")").log"
-        done
-        (exit "$rc")
-        _e2e_cleanup
-    }
-    trap _faults_save_then_cleanup EXIT
-fi
+faults_save_on_exit "*.log" "*.err" "*.jsonl" "*.json" "*.stats" faults.marks
 info "knobs: rounds=$ROUNDS WRITERS=$WRITERS LOAD_KEYS=$LOAD_KEYS LOAD_TYPES=$LOAD_TYPES" \
     "LOAD_PAUSE=${LOAD_PAUSE:-0.3} ALL_DOWN_S=$ALL_DOWN_S TWO_DOWN_S=$TWO_DOWN_S"
 SLOT=${OUTBOXD_SLOT:-outboxd}

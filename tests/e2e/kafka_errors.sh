@@ -47,20 +47,6 @@ declare -A code=([denied]=TOPIC_AUTHORIZATION_FAILED [small]=MSG_SIZE_TOO_LARGE
 declare -A topic=([denied]=outbox.event.Denied [small]=outbox.event.Small
                   [missing]=outbox.event.Missing)
 
-# wait_exit [S]: waits up to S (60) seconds for outboxd to exit by itself;
-# sets OUTBOXD_RC.
-wait_exit() {
-    local i
-    for ((i = 0; i < ${1:-60} * 10; i++)); do
-        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd did not stop by itself within ${1:-60}s"
-    OUTBOXD_RC=0
-    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
-    OUTBOXD_PID=
-}
-
 # slot_not_past SLOT LSN WHAT: SLOT's confirmed_flush_lsn <= LSN.
 slot_not_past() {
     local c
@@ -112,7 +98,7 @@ halt_case() {
     OUTBOXD_SLOT=$slot
     t0=$SECONDS
     outboxd_start --no-wait --set "errors.policy=$policy" --set "offsets.file=$T/$slot.offset" "$@"
-    wait_exit 90
+    outboxd_wait_exit 90
     info "outboxd exited $OUTBOXD_RC after $((SECONDS - t0)) s"
     assert_eq 1 "$OUTBOXD_RC" "exit status on a $kind event under $policy"
     grep -E "event $id \(commit_lsn [0-9A-F]+/[0-9A-F]+\).* ${topic[$kind]}.*${code[$kind]}|event $id \(commit_lsn [0-9A-F]+/[0-9A-F]+\).*${code[$kind]}.* ${topic[$kind]}" \

@@ -72,20 +72,6 @@ no_password() {
     info "ok: no password in $w"
 }
 
-# wait_exit [S]: waits up to S (60) seconds for outboxd to exit by itself;
-# sets OUTBOXD_RC.
-wait_exit() {
-    local i
-    for ((i = 0; i < ${1:-60} * 10; i++)); do
-        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd did not stop by itself within ${1:-60}s"
-    OUTBOXD_RC=0
-    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
-    OUTBOXD_PID=
-}
-
 step "1. TLS (security.protocol = ssl, the test CA)"
 outboxd_start --set "kafka.bootstrap.servers=$SSL_SERVERS" "${tls[@]}"
 insert tls 20
@@ -120,7 +106,7 @@ refused() {
     insert refused 3
     t0=$SECONDS
     outboxd_start --no-wait "$@"
-    wait_exit 60
+    outboxd_wait_exit 60
     info "outboxd exited $OUTBOXD_RC after $((SECONDS - t0)) s"
     assert_eq 2 "$OUTBOXD_RC" "exit status ($what)"
     grep -E "$re" "$T/outboxd.log" >/dev/null ||

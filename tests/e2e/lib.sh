@@ -708,6 +708,21 @@ metric_value() {
     http_get /metrics | awk -v k="$1" '$1 == k { print $2; exit }'
 }
 
+# outboxd_wait_exit [S]: waits up to S (60) seconds for outboxd to exit by
+# itself; fails if it is still running then. Sets OUTBOXD_RC.
+outboxd_wait_exit() {
+    local i s=${1:-60}
+    for ((i = 0; i < s * 10; i++)); do
+        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd did not stop by itself within ${s}s"
+    OUTBOXD_RC=0
+    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
+    OUTBOXD_PID=
+    info "outboxd exited with status $OUTBOXD_RC"
+}
+
 # outboxd_assert_running: fails when outboxd has exited.
 outboxd_assert_running() {
     [[ -n "$OUTBOXD_PID" ]] && kill -0 "$OUTBOXD_PID" 2>/dev/null && return 0

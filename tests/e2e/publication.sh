@@ -28,21 +28,6 @@ insert_events() { # PREFIX N: N events, one transaction each
     done | psql_q
 }
 
-# wait_exit SECONDS: waits for outboxd to exit; sets OUTBOXD_RC, fails if
-# it is still running after SECONDS.
-wait_exit() {
-    local i
-    for ((i = 0; i < $1 * 10; i++)); do
-        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd still running $1 s later"
-    OUTBOXD_RC=0
-    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
-    OUTBOXD_PID=
-    info "outboxd exited with status $OUTBOXD_RC"
-}
-
 step "1. the outbox table dropped from the publication while streaming"
 outboxd_start
 insert_events before 3
@@ -52,7 +37,7 @@ psql_q "ALTER PUBLICATION outboxd_pub DROP TABLE public.outbox_events"
 drop_lsn=$(current_lsn)
 info "dropped at $drop_lsn"
 insert_events during 3
-wait_exit 15
+outboxd_wait_exit 15
 assert_eq 1 "$OUTBOXD_RC" "exit status when the table left the publication"
 line=$(grep 'is no longer published by publication "outboxd_pub"' "$T/outboxd.log" | tail -n 1)
 [[ -n "$line" ]] || fail "no 'no longer published' error in the log"
@@ -92,7 +77,7 @@ psql_q "CREATE PUBLICATION outboxd_pub FOR TABLE public.outbox_events WITH (publ
 insert_events recreated 1
 start=$SECONDS
 outboxd_start --no-wait
-wait_exit 20
+outboxd_wait_exit 20
 assert_eq 1 "$OUTBOXD_RC" "exit status when the slot cannot see the publication"
 info "exited after $((SECONDS - start)) s"
 line=$(grep 'publication "outboxd_pub" does not exist, while the database has it now' "$T/outboxd.log" | tail -n 1)

@@ -95,15 +95,8 @@ PG_CONNINFO="host=127.0.0.1 port=$PGPORT dbname=app user=outboxd"
 step "4a. a 'host replication outboxd' line alone: outboxd is not let in"
 hba_with "host replication outboxd 127.0.0.1/32 scram-sha-256"
 outboxd_start --no-wait
-for ((i = 0; i < 100; i++)); do
-    kill -0 "$OUTBOXD_PID" 2>/dev/null || break
-    sleep 0.1
-done
-kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd still running after 10 s with only a replication line"
-rc=0
-wait "$OUTBOXD_PID" || rc=$?
-OUTBOXD_PID=
-assert_eq 2 "$rc" "exit status without a database line"
+outboxd_wait_exit 10
+assert_eq 2 "$OUTBOXD_RC" "exit status without a database line"
 grep -q 'no pg_hba.conf entry' "$T/outboxd.log" ||
     fail "outboxd's error does not name pg_hba.conf: $(grep -m1 ERROR "$T/outboxd.log")"
 rc=0

@@ -11,19 +11,6 @@ broker_start
 
 cols="event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload"
 
-# wait_exit: waits up to 60 s for outboxd to exit by itself; sets OUTBOXD_RC.
-wait_exit() {
-    local i
-    for ((i = 0; i < 600; i++)); do
-        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd did not stop by itself"
-    OUTBOXD_RC=0
-    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
-    OUTBOXD_PID=
-}
-
 step "1. a message larger than message.max.bytes"
 outboxd_start --set kafka.message.max.bytes=2000
 psql_q "INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Doc', 'd-' || i, 1, 'Small', '{}' FROM generate_series(1, 5) AS i"
@@ -31,7 +18,7 @@ wait_caught_up 60
 before=$(current_lsn)
 psql_q "INSERT INTO public.outbox_events ($cols) VALUES ('00000000-0000-4000-8000-0000000000b1', 'Doc', 'd-big', 1, 'Big',
         jsonb_build_object('blob', repeat('x', 5000)))"
-wait_exit
+outboxd_wait_exit
 assert_eq 1 "$OUTBOXD_RC" "exit status after a permanent produce error"
 grep -q "event 00000000-0000-4000-8000-0000000000b1 (commit_lsn .*) cannot be published: MSG_SIZE_TOO_LARGE: produce to outbox.event.Doc: .*too large" "$T/outboxd.log" ||
     fail "the log does not name the event and the reason: $(grep ERROR "$T/outboxd.log" | tail -2)"
@@ -54,7 +41,7 @@ wait_caught_up 60
 before=$(current_lsn)
 broker_cmd "down 1"
 psql_q "INSERT INTO public.outbox_events ($cols) SELECT gen_random_uuid(), 'Doc', 'd-' || i, 3, 'DuringOutage', '{}' FROM generate_series(1, 10) AS i"
-wait_exit
+outboxd_wait_exit
 assert_eq 1 "$OUTBOXD_RC" "exit status after deliveries timed out"
 grep -q "failed: _MSG_TIMED_OUT: Local: Message timed out; stopping without confirming past it" "$T/outboxd.log" ||
     fail "the log does not say the delivery timed out: $(grep ERROR "$T/outboxd.log" | tail -2)"
