@@ -35,7 +35,10 @@ assert_eq 2 "$(psql_q "UPDATE public.outbox_events SET lease_owner = 'B', lease_
     lease_until = now() + interval '1 hour', next_attempt_at = now() + interval '1 hour'
     WHERE event_id = '$(uuid 1)' AND status = 'CLAIMED' AND lease_owner = 'A' RETURNING lease_generation")" \
     "generation after the takeover (before A's ACK)"
-wait_log A "event $(uuid 1): lease lost \\(no longer CLAIMED by A at generation 1\\): its SENT outcome is not recorded" 15
+# 3 s per request and one request in flight per connection
+# (max.in.flight.requests.per.connection = 1): the producer's start-up
+# requests and the produce come one after the other, about 15 s in all.
+wait_log A "event $(uuid 1): lease lost \\(no longer CLAIMED by A at generation 1\\): its SENT outcome is not recorded" 45
 assert_eq "CLAIMED|0|B|2" "$(ev_state "$(uuid 1)")" "the row after A's late ACK"
 assert_sql "SELECT sent_at IS NULL FROM public.outbox_events WHERE event_id = '$(uuid 1)'" "no sent_at"
 # Let "B" finish it, as a relay would.
