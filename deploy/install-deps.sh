@@ -14,8 +14,9 @@ PACKAGES=(
     # counting the offset file's renames (tests/e2e/offset_writes.sh)
     strace
     # a real Apache Kafka broker for the real.* tests (tests/kafka/kafka.sh
-    # resolves its jars from Maven Central with mvn and runs it on Java 17)
-    maven openjdk-17-jre-headless
+    # resolves its jars from Maven Central with mvn and runs it on Java 17;
+    # the JDK, not the JRE: tests/kafka/Admin.java runs from source)
+    maven openjdk-17-jdk-headless
     # a throw-away TLS certificate (tests/e2e/test_stream_reader.sh)
     openssl
     # promtool (tests/e2e/observability.sh validates /metrics with it;

@@ -72,7 +72,7 @@ resolve() {
         return 0
     fi
     command -v mvn >/dev/null || die "mvn not found: install Maven (Debian: apt-get install maven)"
-    command -v java >/dev/null || die "java not found: install a JDK 17 (Debian: openjdk-17-jre-headless)"
+    command -v java >/dev/null || die "java not found: install a JDK 17 (Debian: openjdk-17-jdk-headless: tests/kafka/Admin.java runs from source, which needs the compiler)"
     rm -rf "$lib"
     mkdir -p "$lib"
     mvn -q -B -Dstyle.color=never -f "$KAFKA_DIR/pom.xml" -Dkafka.version="$version" \
