@@ -140,13 +140,7 @@ stats=$(load_stats)
 [[ $stats =~ rolledback=([0-9]+) ]] && ((BASH_REMATCH[1] > 0)) ||
     fail "no transaction was rolled back: $stats"
 
-step "draining"
-drain_t0=$SECONDS
-wait_caught_up 300
-drain_secs=$((SECONDS - drain_t0))
-outboxd_assert_running
-outboxd_stop 60 || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM after the load, expected 0"
-SIGTERMS=$((SIGTERMS + 1))
+faults_drain
 
 check_delivery
 if grep -q 'starts at offset' "$T/check.kdump.err"; then

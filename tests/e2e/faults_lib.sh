@@ -151,3 +151,16 @@ _faults_save_then_cleanup() {
     (exit "$rc")
     _e2e_cleanup
 }
+
+# faults_drain: after the load, waits until outboxd has confirmed the
+# server's WAL (drain_secs: how long that took), then stops it with SIGTERM,
+# which must exit 0.
+faults_drain() {
+    local t0=$SECONDS
+    step "draining"
+    wait_caught_up 300
+    drain_secs=$((SECONDS - t0))
+    outboxd_assert_running
+    outboxd_stop 60 || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM after the load, expected 0"
+    SIGTERMS=$((SIGTERMS + 1))
+}

@@ -311,13 +311,7 @@ load_stop
 outboxd_assert_running
 stats=$(load_stats)
 
-step "draining"
-drain_t0=$SECONDS
-wait_caught_up 300
-drain_secs=$((SECONDS - drain_t0))
-outboxd_assert_running
-outboxd_stop 60 || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM after the load, expected 0"
-SIGTERMS=$((SIGTERMS + 1))
+faults_drain
 
 # The independent consumer: every committed event, per-key order, headers.
 check_delivery
