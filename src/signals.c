@@ -62,12 +62,15 @@ static int take(volatile sig_atomic_t *flag)
 
 void signals_service(void)
 {
-    if (take(&usr1_seen))
-        log_warn("SIGUSR1 received: ignored (it means nothing to outboxd; SIGHUP "
-                 "reloads the configuration, SIGTERM stops)");
-    if (take(&usr2_seen))
-        log_warn("SIGUSR2 received: ignored (it means nothing to outboxd; SIGHUP "
-                 "reloads the configuration, SIGTERM stops)");
+    static const struct {
+        volatile sig_atomic_t *seen;
+        const char *name;
+    } ignored[] = {{&usr1_seen, "SIGUSR1"}, {&usr2_seen, "SIGUSR2"}};
+    for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+        if (take(ignored[i].seen))
+            log_warn("%s received: ignored (it means nothing to outboxd; SIGHUP reloads "
+                     "the configuration, SIGTERM stops)",
+                     ignored[i].name);
     if (take(&hup_seen)) {
         if (reload_fn)
             reload_fn(reload_ctx);

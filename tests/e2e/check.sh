@@ -205,17 +205,11 @@ expect_line bad_type '^FAIL outbox table public.outbox_events: column "created_a
 
 step "the daemon runs the same check at start"
 expect_daemon_exit() {
-    local want=$1 pattern=$2 i rc=0
+    local want=$1 pattern=$2
     shift 2
     outboxd_start --no-wait "$@"
-    for ((i = 0; i < 300; i++)); do
-        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd still running after 30s"
-    wait "$OUTBOXD_PID" || rc=$?
-    OUTBOXD_PID=
-    assert_eq "$want" "$rc" "outboxd exit status"
+    outboxd_wait_exit 30
+    assert_eq "$want" "$OUTBOXD_RC" "outboxd exit status"
     tail -n 3 "$T/outboxd.log" | grep -E -- "$pattern" >/dev/null ||
         fail "outboxd's log does not match /$pattern/: $(tail -n 3 "$T/outboxd.log")"
     info "log: $(tail -n 2 "$T/outboxd.log" | head -n 1 | cut -c1-300)"

@@ -186,32 +186,33 @@ restart_wait() {
 
 # ---------------------------------------------------------------- faults
 
+# ride_out_broker ID SECONDS WHAT: with broker ID down, outboxd must confirm
+# again within SECONDS; then the broker is restarted while outboxd goes
+# through a kill -9 cycle, and the suite waits until it is back in sync.
+ride_out_broker() {
+    wait_confirm_after "$(current_lsn)" "$2" "$3"
+    restart_bg "$1"
+    kill_cycle
+    restart_wait "the restart of broker $1"
+}
+
 leader_kill() {
-    local t p l n lsn
+    local t p l n
     read -r t p l n <<<"$(busiest_partition)"
     [[ "$l" =~ ^[1-3]$ ]] || fail "no leader found for the busiest partition ($t [$p], leader '$l')"
     step "SIGKILL of broker $l, leader of the busiest partition $t [$p] (end offset $n)"
     fault_mark leader_kill
     kafka kill "$E2E_KAFKA_DIR" "$l"
     LEADER_KILLS=$((LEADER_KILLS + 1))
-    lsn=$(current_lsn)
-    wait_confirm_after "$lsn" 90 "SIGKILL of broker $l"
-    restart_bg "$l"
-    kill_cycle
-    restart_wait "the restart of broker $l"
+    ride_out_broker "$l" 90 "SIGKILL of broker $l"
 }
 
 broker_stop() { # ID
-    local lsn
     step "controlled shutdown of broker $1"
     fault_mark broker_stop
     kafka stop "$E2E_KAFKA_DIR" "$1"
     BROKER_STOPS=$((BROKER_STOPS + 1))
-    lsn=$(current_lsn)
-    wait_confirm_after "$lsn" 60 "the controlled shutdown of broker $1"
-    restart_bg "$1"
-    kill_cycle
-    restart_wait "the restart of broker $1"
+    ride_out_broker "$1" 60 "the controlled shutdown of broker $1"
 }
 
 # not_enough_replicas ID: how often broker ID's log refused an append for

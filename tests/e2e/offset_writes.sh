@@ -76,14 +76,7 @@ if want fullfs; then
     dd if=/dev/zero of="$T/small/fill" bs=4k 2>/dev/null || true
     from=$(wc -l <"$T/outboxd.log")
     event >/dev/null
-    for ((i = 0; i < 300; i++)); do
-        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd kept running with a full file system"
-    OUTBOXD_RC=0
-    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
-    OUTBOXD_PID=
+    outboxd_wait_exit 30 # a full file system must stop it
     assert_eq 1 "$OUTBOXD_RC" "outboxd's exit status after the failed write"
     n=$(tail -n +"$((from + 1))" "$T/outboxd.log" | grep -c 'cannot write offset file' || true)
     tail -n +"$((from + 1))" "$T/outboxd.log" | grep 'cannot write offset file' | sed 's/^/        | /' >&2

@@ -18,19 +18,12 @@ broker_start
 # expect_exit CODE PATTERN [outboxd args]: runs outboxd in the foreground
 # until it exits; its status must be CODE and its log must match PATTERN.
 expect_exit() {
-    local code=$1 pattern=$2 rc=0
+    local code=$1 pattern=$2
     shift 2
     step "expect exit $code matching /$pattern/: $*"
     outboxd_start --no-wait "$@"
-    local i
-    for ((i = 0; i < 300; i++)); do
-        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd still running after 30s"
-    wait "$OUTBOXD_PID" || rc=$?
-    OUTBOXD_PID=
-    assert_eq "$code" "$rc" "exit status"
+    outboxd_wait_exit 30
+    assert_eq "$code" "$OUTBOXD_RC" "exit status"
     tail -n 3 "$T/outboxd.log" | grep -E "$pattern" >/dev/null ||
         fail "log does not match /$pattern/: $(tail -n 3 "$T/outboxd.log")"
     info "log: $(tail -n 1 "$T/outboxd.log" | cut -c1-300)"
