@@ -108,6 +108,16 @@ void httpd_stop(struct httpd *h);
 /* The loop turned at monotonic now_ms. Lock-free; h may be NULL. */
 void httpd_beat(struct httpd *h, int64_t now_ms);
 
+/* How often the relays publish a snapshot (and at once when something
+ * readiness depends on changed: they set their next deadline to 0). */
+#define HTTPD_PUBLISH_MS 500
+
+/* For the relays, on every turn of the loop: beats, and says whether a
+ * snapshot is due by next_publish_ms (false when h is NULL). The caller
+ * then publishes (httpd_publish_metrics()) and sets its next deadline to
+ * now_ms + HTTPD_PUBLISH_MS. */
+bool httpd_tick(struct httpd *h, int64_t now_ms, int64_t next_publish_ms);
+
 /* Replaces the snapshot: the metrics text (len bytes, copied) and the
  * readiness verdict (reason copied; ignored when ready). h may be NULL.
  * Returns 0, -1 on out of memory (the previous snapshot stays). */

@@ -9,16 +9,11 @@
 
 #include "config.h"
 
-/* Exit codes of the daemon. */
-#define EXIT_OK 0      /* stopped by SIGTERM/SIGINT after a graceful drain */
-#define EXIT_FATAL 1   /* fatal runtime error */
-#define EXIT_USAGE 2   /* bad usage or configuration */
-
 /* How long a graceful stop waits for outstanding deliveries. */
 #define RELAY_SHUTDOWN_FLUSH_MS 10000
 
 /* Runs until *stop becomes non-zero (graceful) or a fatal error. Returns
- * one of the exit codes above. */
+ * an exit code (exitcode.h). */
 int relay_run(const struct config *cfg, volatile sig_atomic_t *stop);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "relay.h"
+#include "exitcode.h"
 #include "resume.h"
 #include "stream.h"
 

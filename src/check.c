@@ -37,7 +37,7 @@
 #include "lsn.h"
 #include "offset.h"
 #include "polling.h"
-#include "relay.h"
+#include "exitcode.h"
 #include "resume.h"
 #include "stream.h"
 

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 
 /* ---- [http] listen ------------------------------------------------------ */
@@ -194,13 +195,6 @@ struct httpd {
     char not_ready[256];
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -229,7 +223,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .stall_ms = HTTPD_STALL_MS,
         .ready_stall_ms = HTTPD_READY_STALL_MS,
     };
-    httpd_route(method, url, &v, mono_ms(), &rep);
+    httpd_route(method, url, &v, clock_mono_ms(), &rep);
     /* The body may point into the snapshot: copy it before unlocking. */
     resp =
         MHD_create_response_from_buffer(rep.len, (void *)rep.body, MHD_RESPMEM_MUST_COPY);
@@ -333,7 +327,7 @@ struct httpd *httpd_start(const struct listen_addr *la, int *bound_port, char *e
     }
     h->fd = -1;
     pthread_mutex_init(&h->mu, NULL);
-    atomic_store(&h->beat_ms, mono_ms());
+    atomic_store(&h->beat_ms, clock_mono_ms());
     snprintf(h->not_ready, sizeof(h->not_ready), "starting");
     if ((h->fd = open_listener(la, bound_port, err, errlen)) < 0) {
         httpd_stop(h);
@@ -406,6 +400,13 @@ void httpd_publish_metrics(struct httpd *h, struct metrics *m, struct textbuf *t
 void httpd_beat(struct httpd *h, int64_t now_ms)
 {
     if (h) atomic_store(&h->beat_ms, now_ms);
+}
+
+bool httpd_tick(struct httpd *h, int64_t now_ms, int64_t next_publish_ms)
+{
+    if (!h) return false;
+    httpd_beat(h, now_ms);
+    return now_ms >= next_publish_ms;
 }
 
 int httpd_publish(struct httpd *h, const char *metrics, size_t len, bool ready,

@@ -13,6 +13,7 @@
 #include "checks.h"
 #include "confdoc.h"
 #include "config.h"
+#include "exitcode.h"
 #include "inidiff.h"
 #include "log.h"
 #include "poll_relay.h"

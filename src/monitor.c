@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "redact.h"
+#include "pgconn.h"
 
 #define STUCK_MS 15000
 
@@ -68,19 +68,19 @@ void monitor_free(struct monitor *m)
     free(m);
 }
 
-/* Logs a failure (a warning for the first of a streak) and closes. */
-static void failed(struct monitor *m, int64_t now_ms, const char *what, const char *why,
+/* Logs a failure (a warning for the first of a streak) and closes. reason:
+ * what went wrong, or NULL for the connection's own message. */
+static void failed(struct monitor *m, int64_t now_ms, const char *what, const char *reason,
                    struct monitor_report *out)
 {
-    char raw[768], safe[768];
-    size_t n = strlen(why);
-    while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' '))
-        n--;
-    snprintf(raw, sizeof(raw), "%.*s", (int)n, why);
-    redact_conn_error(m->c.conninfo, raw, safe, sizeof(safe));
+    char why[768];
+    if (reason)
+        pgconn_clean(reason, m->c.conninfo, NULL, why, sizeof(why));
+    else
+        pgconn_message(m->conn, NULL, m->c.conninfo, NULL, why, sizeof(why));
     enum log_level level = m->failures++ == 0 ? LOG_WARN : LOG_DEBUG;
     log_kv(level, LOG_FIELDS({"monitor", what}),
-           "monitor connection (slot lag, heartbeat): %s; retrying in %d ms", safe,
+           "monitor connection (slot lag, heartbeat): %s; retrying in %d ms", why,
            m->c.interval_ms);
     out->failed = true;
     /* A shutting-down server ends normal connections first (fast shutdown)
@@ -99,12 +99,10 @@ static bool ready(int fd, bool write)
 
 static void start_connect(struct monitor *m, int64_t now_ms, struct monitor_report *out)
 {
-    const char *keys[] = {"dbname", "fallback_application_name", NULL};
-    const char *vals[] = {m->c.conninfo, "outboxd-monitor", NULL};
-    m->conn = PQconnectStartParams(keys, vals, 1);
+    m->conn = pgconn_start(
+        &(struct pgconn_opts){.conninfo = m->c.conninfo, .app_name = "outboxd-monitor"});
     if (!m->conn || PQstatus(m->conn) == CONNECTION_BAD) {
-        failed(m, now_ms, "connect", m->conn ? PQerrorMessage(m->conn) : "out of memory",
-               out);
+        failed(m, now_ms, "connect", NULL, out);
         return;
     }
     m->state = M_CONNECTING;
@@ -117,10 +115,10 @@ static void continue_connect(struct monitor *m, int64_t now_ms, struct monitor_r
     if (!ready(PQsocket(m->conn), m->poll_dir == PGRES_POLLING_WRITING)) return;
     m->poll_dir = PQconnectPoll(m->conn);
     if (m->poll_dir == PGRES_POLLING_FAILED) {
-        failed(m, now_ms, "connect", PQerrorMessage(m->conn), out);
+        failed(m, now_ms, "connect", NULL, out);
     } else if (m->poll_dir == PGRES_POLLING_OK) {
         if (PQsetnonblocking(m->conn, 1) != 0) {
-            failed(m, now_ms, "connect", PQerrorMessage(m->conn), out);
+            failed(m, now_ms, "connect", NULL, out);
             return;
         }
         if (m->failures > 0) log_info("monitor connection (slot lag, heartbeat) restored");
@@ -169,7 +167,7 @@ static void send_query(struct monitor *m, enum mon_query q, int64_t now_ms,
         m->next_heartbeat_ms = now_ms + m->c.heartbeat_ms;
     }
     if (rc != 1) {
-        failed(m, now_ms, query_name(q), PQerrorMessage(m->conn), out);
+        failed(m, now_ms, query_name(q), NULL, out);
         return;
     }
     m->state = M_BUSY;
@@ -213,7 +211,7 @@ static void continue_query(struct monitor *m, int64_t now_ms, struct monitor_rep
     if (m->flushing) {
         int f = PQflush(m->conn);
         if (f < 0) {
-            failed(m, now_ms, what, PQerrorMessage(m->conn), out);
+            failed(m, now_ms, what, NULL, out);
             return;
         }
         m->flushing = f == 1;
@@ -221,7 +219,7 @@ static void continue_query(struct monitor *m, int64_t now_ms, struct monitor_rep
     }
     if (!ready(PQsocket(m->conn), false)) return;
     if (PQconsumeInput(m->conn) == 0) {
-        failed(m, now_ms, what, PQerrorMessage(m->conn), out);
+        failed(m, now_ms, what, NULL, out);
         return;
     }
     if (PQisBusy(m->conn)) return;

@@ -39,7 +39,8 @@
 #include "producer.h"
 #include "redact.h"
 #include "signals.h"
-#include "relay.h" /* EXIT_*, RELAY_SHUTDOWN_FLUSH_MS */
+#include "exitcode.h"
+#include "relay.h" /* RELAY_SHUTDOWN_FLUSH_MS */
 
 /* Longest single wait of the loop, so that timers are never missed by much. */
 #define MAX_WAIT_MS 1000

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "kafkaconf.h"
 #include "log.h"
 
@@ -62,13 +63,6 @@ struct producer {
     int dr_since_clock;  /* reports served with it; >= EVERY: read again */
     bool dr_clock_exact; /* read it for every report (producer_flush waits) */
 };
-
-static int64_t unix_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* Where the top-level "brokers" object of a statistics JSON starts, or
  * NULL. librdkafka writes it before "topics" (rdkafka.c,
@@ -138,7 +132,7 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     (void)rk;
     struct producer *p = opaque;
     if (p->dr_clock_exact || p->dr_since_clock >= PRODUCER_DR_CLOCK_EVERY) {
-        p->dr_clock_us = unix_us();
+        p->dr_clock_us = clock_unix_us();
         p->dr_since_clock = 0;
     }
     p->dr_since_clock++;
@@ -289,13 +283,13 @@ void producer_free(struct producer *p)
  * new client's first statistics. Returns 0, or -1 with a reason in err. */
 static int renew(struct producer *p, char *err, size_t errlen)
 {
-    int64_t t0 = unix_us();
+    int64_t t0 = clock_unix_us();
     close_rk(p);
     if (open_rk(p, err, errlen) != 0) return -1;
     p->renewals++;
     log_info("kafka: producer replaced after %zu distinct topics (bound %zu), in %lld ms "
              "(replacement %llu)",
-             p->max_topics, p->max_topics, (long long)((unix_us() - t0) / 1000),
+             p->max_topics, p->max_topics, (long long)((clock_unix_us() - t0) / 1000),
              (unsigned long long)p->renewals);
     return 0;
 }

@@ -29,6 +29,7 @@
 #include "connerr.h"
 #include "confirm.h"
 #include "decoder.h"
+#include "exitcode.h"
 #include "httpd.h"
 #include "latency.h"
 #include "log.h"

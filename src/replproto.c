@@ -15,7 +15,8 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
+
+#include "clock.h"
 
 /* Sizes of the fixed parts of each frame, kind byte included. */
 #define XLOGDATA_HDR_LEN (1 + 8 + 8 + 8)
@@ -125,11 +126,7 @@ void repl_build_status(char out[REPL_STATUS_LEN], lsn_t written, lsn_t flushed,
 
 int64_t repl_now(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 -
-           PG_EPOCH_OFFSET_USEC;
+    return clock_unix_us() - PG_EPOCH_OFFSET_USEC;
 }
 
 uint64_t repl_get_u64(const unsigned char *p)

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "relay.h"
+#include "exitcode.h"
 
 static volatile sig_atomic_t *stop_flag;
 static volatile sig_atomic_t hup_seen, usr1_seen, usr2_seen;

@@ -30,10 +30,11 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "clock.h"
 #include "connerr.h"
 #include "log.h"
+#include "pgconn.h"
 #include "pgwire.h"
-#include "redact.h"
 #include "replproto.h"
 
 /* Receive buffer of the direct reader: one recv() takes up to this much. A
@@ -56,32 +57,17 @@ struct stream {
     char *copy; /* libpq: the CopyData buffer handed out last (PQfreemem) */
 };
 
-/* Copies libpq's message (which ends in a newline) into err. */
-static void pq_error(PGconn *conn, const char *what, char *err, size_t errlen)
-{
-    const char *m = conn ? PQerrorMessage(conn) : "out of memory";
-    size_t n = strlen(m);
-    while (n > 0 && (m[n - 1] == '\n' || m[n - 1] == ' ')) n--;
-    snprintf(err, errlen, "%s: %.*s", what, (int)n, m);
-}
-
 struct stream *stream_connect(const char *conninfo, char *err, size_t errlen)
 {
-    /* expand_dbname=1: the dbname value is parsed as a full conninfo
-     * string or URI; the keywords after it override what it says. */
-    const char *keys[] = {"dbname", "replication", "fallback_application_name", NULL};
-    const char *vals[] = {conninfo, "database", "outboxd", NULL};
     struct stream *s = calloc(1, sizeof(*s));
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    s->conn = PQconnectdbParams(keys, vals, 1);
+    s->conn = pgconn_connect(
+        &(struct pgconn_opts){.conninfo = conninfo, .app_name = "outboxd", .replication = true});
     if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
-        char raw[1024], safe[1024];
-        pq_error(s->conn, "cannot connect to postgres", raw, sizeof(raw));
-        redact_conn_error(conninfo, raw, safe, sizeof(safe));
-        snprintf(err, errlen, "%s", safe);
+        pgconn_message(s->conn, NULL, conninfo, "cannot connect to postgres", err, errlen);
         stream_close(s);
         return NULL;
     }
@@ -107,7 +93,7 @@ static PGresult *run(struct stream *s, const char *sql, ExecStatusType expect,
     if (PQresultStatus(r) != expect) {
         const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
         if (st) snprintf(s->sqlstate, sizeof(s->sqlstate), "%s", st);
-        pq_error(s->conn, what, err, errlen);
+        pgconn_message(s->conn, NULL, NULL, what, err, errlen);
         PQclear(r);
         return NULL;
     }
@@ -120,7 +106,7 @@ int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
     memset(out, 0, sizeof(*out));
     char *lit = PQescapeLiteral(s->conn, slot, strlen(slot));
     if (!lit) {
-        pq_error(s->conn, "slot name", err, errlen);
+        pgconn_message(s->conn, NULL, NULL, "slot name", err, errlen);
         return -1;
     }
     char sql[512];
@@ -150,7 +136,7 @@ int stream_identify_conn(struct pg_conn *conn, struct server_ident *out, char *e
     memset(out, 0, sizeof(*out));
     PGresult *r = PQexec(conn, "IDENTIFY_SYSTEM");
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) < 4) {
-        pq_error(conn, "IDENTIFY_SYSTEM", err, errlen);
+        pgconn_message(conn, NULL, NULL, "IDENTIFY_SYSTEM", err, errlen);
         PQclear(r);
         return -1;
     }
@@ -181,7 +167,7 @@ int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
     if (!id || !pl) {
         PQfreemem(id);
         PQfreemem(pl);
-        pq_error(s->conn, "slot name", err, errlen);
+        pgconn_message(s->conn, NULL, NULL, "slot name", err, errlen);
         return -1;
     }
     snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL %s NOEXPORT_SNAPSHOT",
@@ -199,7 +185,7 @@ int stream_publication_exists(struct stream *s, const char *publication, char *e
 {
     char *lit = PQescapeLiteral(s->conn, publication, strlen(publication));
     if (!lit) {
-        pq_error(s->conn, "publication name", err, errlen);
+        pgconn_message(s->conn, NULL, NULL, "publication name", err, errlen);
         return -1;
     }
     char sql[512];
@@ -437,7 +423,7 @@ static int start_direct(struct stream *s, const char *sql, char *err, size_t err
         return -1;
     }
     if (!PQsendQuery(s->conn, sql) || PQflush(s->conn) != 0) {
-        pq_error(s->conn, "START_REPLICATION", err, errlen);
+        pgconn_message(s->conn, NULL, NULL, "START_REPLICATION", err, errlen);
         s->broken = PQstatus(s->conn) == CONNECTION_BAD;
         return -1;
     }
@@ -486,13 +472,9 @@ static void finish_direct(struct stream *s)
     char err[256], done[PGWIRE_HEADER_LEN];
     pgwire_copydone(done);
     if (direct_send(s, done, NULL, 0, err, sizeof(err)) != 0) return;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t t0 = clock_mono_ms();
     for (;;) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        long left = STREAM_FINISH_MS - ((t.tv_sec - t0.tv_sec) * 1000L +
-                                        (t.tv_nsec - t0.tv_nsec) / 1000000L);
+        long left = STREAM_FINISH_MS - (long)(clock_mono_ms() - t0);
         if (left <= 0) return;
         bool out = s->olen > 0;
         if (wait_socket(s, out, (int)left) <= 0) return;
@@ -519,7 +501,7 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
                  lsn_format(start, lsn), options);
     PQfreemem(id);
     if (!ok) {
-        pq_error(s->conn, "START_REPLICATION", err, errlen);
+        pgconn_message(s->conn, NULL, NULL, "START_REPLICATION", err, errlen);
         return -1;
     }
     /* Only libpq can read an encrypted connection's bytes. */
@@ -529,7 +511,7 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
     if (!r) return -1;
     PQclear(r);
     if (PQsetnonblocking(s->conn, 1) != 0) {
-        pq_error(s->conn, "PQsetnonblocking", err, errlen);
+        pgconn_message(s->conn, NULL, NULL, "PQsetnonblocking", err, errlen);
         return -1;
     }
     return 0;
@@ -548,7 +530,7 @@ int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_
             log_warn("cannot read output_plugin_libraries (GRANT pg_read_all_settings TO "
                      "this role to let outboxd check it); going on");
         else if (!none)
-            pq_error(s->conn, "SHOW output_plugin_libraries", err, errlen);
+            pgconn_message(s->conn, NULL, NULL, "SHOW output_plugin_libraries", err, errlen);
         PQclear(r);
         return none || hidden ? 1 : -1;
     }
@@ -598,14 +580,14 @@ int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen
     s->copy = NULL;
     /* A status update that did not fit the socket earlier goes out now. */
     if (PQflush(s->conn) < 0) {
-        pq_error(s->conn, "replication stream", err, errlen);
+        pgconn_message(s->conn, NULL, NULL, "replication stream", err, errlen);
         return -1;
     }
     int n = PQgetCopyData(s->conn, buf, 1);
     if (n == 0) {
         /* Nothing buffered: pull what the socket has, then try again. */
         if (PQconsumeInput(s->conn) == 0) {
-            pq_error(s->conn, "replication stream", err, errlen);
+            pgconn_message(s->conn, NULL, NULL, "replication stream", err, errlen);
             return -1;
         }
         n = PQgetCopyData(s->conn, buf, 1);
@@ -620,13 +602,13 @@ int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen
         /* The server ended the copy: fetch its reason. */
         PGresult *r = PQgetResult(s->conn);
         if (r && PQresultStatus(r) == PGRES_FATAL_ERROR)
-            pq_error(s->conn, "replication stream ended", err, errlen);
+            pgconn_message(s->conn, NULL, NULL, "replication stream ended", err, errlen);
         else
             snprintf(err, errlen, "replication stream ended by the server");
         PQclear(r);
         return -1;
     }
-    pq_error(s->conn, "replication stream", err, errlen);
+    pgconn_message(s->conn, NULL, NULL, "replication stream", err, errlen);
     return -1;
 }
 
@@ -641,13 +623,13 @@ int stream_send_status(struct stream *s, lsn_t written, lsn_t flushed, bool repl
         return direct_send(s, header, msg, sizeof(msg), err, errlen);
     }
     if (PQputCopyData(s->conn, msg, sizeof(msg)) <= 0) {
-        pq_error(s->conn, "sending status update", err, errlen);
+        pgconn_message(s->conn, NULL, NULL, "sending status update", err, errlen);
         return -1;
     }
     /* Non-blocking: PQflush returns 1 when data is still queued; it goes out
      * with the next flush, which the event loop retries. */
     if (PQflush(s->conn) < 0) {
-        pq_error(s->conn, "sending status update", err, errlen);
+        pgconn_message(s->conn, NULL, NULL, "sending status update", err, errlen);
         return -1;
     }
     return 0;

@@ -39,13 +39,14 @@
 #include <librdkafka/rdkafka.h>
 
 #include "audit.h"
+#include "clock.h"
+#include "exitcode.h"
 #include "kafkaconf.h"
 #include "log.h"
-#include "str.h"
 #include "outbox.h"
+#include "pgconn.h"
 #include "polling.h" /* polling_duration_parse */
-#include "redact.h"
-#include "relay.h" /* EXIT_* */
+#include "str.h"
 
 /* Unknown event_ids looked up in the table per query. */
 #define RECHECK_BATCH 10000
@@ -118,16 +119,9 @@ struct verify {
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int remaining_ms(const struct verify *v)
 {
-    int64_t r = v->deadline - now_ms();
+    int64_t r = v->deadline - clock_mono_ms();
     return r <= 0 ? 0 : r > KAFKA_STEP_MS ? KAFKA_STEP_MS : (int)r;
 }
 
@@ -135,22 +129,6 @@ static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-/* Postgres' message without the trailing newline, into err. */
-static void pg_error(char *err, size_t errlen, const char *what, const char *msg)
-{
-    size_t n = strlen(msg);
-    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
-        n--;
-    snprintf(err, errlen, "%s: %.*s", what, (int)n, msg);
-}
-
-/* The primary message of a failed result (no "ERROR:", no LINE detail). */
-static const char *result_error(const PGresult *res, const PGconn *conn)
-{
-    const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    return msg ? msg : PQerrorMessage(conn);
 }
 
 static const char hexdigits[] = "0123456789abcdef";
@@ -164,21 +142,17 @@ static int hexval(char c)
 
 static int pg_connect(struct verify *v, char *err, size_t errlen)
 {
-    /* --timeout bounds the connect too; connect_timeout first, so that one
-     * in the conninfo (expanded in place of dbname) wins. */
-    char timeout[16];
-    snprintf(timeout, sizeof(timeout), "%d", (v->opt->timeout_ms + 999) / 1000);
-    const char *keys[] = {"connect_timeout", "dbname", "fallback_application_name", NULL};
-    const char *vals[] = {timeout, v->cfg->pg_conninfo, "outboxd-verify", NULL};
-    v->conn = PQconnectdbParams(keys, vals, 1);
+    /* --timeout bounds the connect too (a connect_timeout in the conninfo
+     * wins: pgconn.h). */
+    v->conn = pgconn_connect(&(struct pgconn_opts){.conninfo = v->cfg->pg_conninfo,
+                                                    .app_name = "outboxd-verify",
+                                                    .timeout_s = (v->opt->timeout_ms + 999) / 1000});
     if (!v->conn) {
         snprintf(err, errlen, "postgres: out of memory");
         return EXIT_FATAL;
     }
     if (PQstatus(v->conn) != CONNECTION_OK) {
-        char safe[1024];
-        redact_conn_error(v->cfg->pg_conninfo, PQerrorMessage(v->conn), safe, sizeof(safe));
-        pg_error(err, errlen, "postgres: connecting", safe);
+        pgconn_message(v->conn, NULL, v->cfg->pg_conninfo, "postgres: connecting", err, errlen);
         return EXIT_FATAL;
     }
     return 0;
@@ -198,7 +172,7 @@ static int pg_quote_names(struct verify *v, char *err, size_t errlen)
     for (int i = 0; i < 3; i++)
         PQfreemem(q[i]);
     if (v->qtable && v->qevent_id) return 0;
-    pg_error(err, errlen, "postgres: quoting names", PQerrorMessage(v->conn));
+    pgconn_message(v->conn, NULL, NULL, "postgres: quoting names", err, errlen);
     return EXIT_FATAL;
 }
 
@@ -209,7 +183,7 @@ static int pg_query1(struct verify *v, const char *sql, const char *param, PGres
     *res = PQexecParams(v->conn, sql, 1, NULL, &param, NULL, NULL, 0);
     if (PQresultStatus(*res) == PGRES_TUPLES_OK && PQntuples(*res) == 1) return 0;
     const char *state = PQresultErrorField(*res, PG_DIAG_SQLSTATE);
-    pg_error(err, errlen, what, result_error(*res, v->conn));
+    pgconn_message(v->conn, *res, NULL, what, err, errlen);
     /* Class 22 (data exception): the value given was bad. */
     int rc = state && !strncmp(state, "22", 2) ? EXIT_USAGE : EXIT_FATAL;
     PQclear(*res);
@@ -335,7 +309,7 @@ static void on_rows_result(struct verify *v, PGresult *res, int *rc, char *err,
         char what[300];
         snprintf(what, sizeof(what), "postgres: reading %s.%s", v->map.schema,
                  v->map.table);
-        pg_error(err, errlen, what, result_error(res, v->conn));
+        pgconn_message(v->conn, res, NULL, what, err, errlen);
         *rc = EXIT_FATAL;
         return;
     }
@@ -362,7 +336,7 @@ static int pg_read_rows(struct verify *v, char *err, size_t errlen)
     if (!PQsendQueryParams(v->conn, sql, v->opt->since ? 1 : 0, NULL, &v->opt->since, NULL,
                            NULL, 0) ||
         !PQsetSingleRowMode(v->conn)) {
-        pg_error(err, errlen, "postgres: query", PQerrorMessage(v->conn));
+        pgconn_message(v->conn, NULL, NULL, "postgres: query", err, errlen);
         free(sql);
         return EXIT_FATAL;
     }
@@ -441,8 +415,8 @@ static int recheck_batch(struct verify *v, const struct slice *ids, size_t n, ch
         if (PQresultStatus(res) == PGRES_TUPLES_OK)
             rc = add_rechecked(v, res, err, errlen);
         else
-            pg_error(err, errlen, "postgres: looking up unknown event_ids",
-                     result_error(res, v->conn));
+            pgconn_message(v->conn, res, NULL, "postgres: looking up unknown event_ids", err,
+                           errlen);
         PQclear(res);
     }
     free(arr);
@@ -841,7 +815,7 @@ static int kafka_consume(struct verify *v, char *err, size_t errlen)
 
 static int kafka_read(struct verify *v, char *err, size_t errlen)
 {
-    v->deadline = now_ms() + v->opt->timeout_ms;
+    v->deadline = clock_mono_ms() + v->opt->timeout_ms;
     int rc = kafka_open(v, err, errlen);
     if (!rc) rc = kafka_partitions(v, err, errlen);
     for (size_t i = 0; !rc && i < v->nparts; i++)

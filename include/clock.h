@@ -1,0 +1,22 @@
+/*
+ * clock.h - the clocks every module reads: monotonic time for deadlines and
+ * durations, wall-clock time for what is compared with the database's
+ * timestamps (commit times, heartbeats) or shown to people.
+ */
+#ifndef OUTBOXD_CLOCK_H
+#define OUTBOXD_CLOCK_H
+
+#include <stdint.h>
+
+/* Monotonic time: only differences mean anything. */
+int64_t clock_mono_ms(void);
+int64_t clock_mono_us(void);
+
+/* Wall-clock time since 1970-01-01 00:00 UTC. */
+int64_t clock_unix_us(void);
+
+/* Sleeps ms milliseconds (less when a signal interrupts it: callers that
+ * wait for a stop want to see it at once). */
+void clock_sleep_ms(int64_t ms);
+
+#endif
