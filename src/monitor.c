@@ -131,6 +131,22 @@ static const char *query_name(enum mon_query q)
     return q == Q_SLOT ? "slot query" : q == Q_HEARTBEAT ? "heartbeat" : "publication check";
 }
 
+/* The monitor's statements, one per mon_query. */
+#define SQL_PUB_LSN "SELECT pg_catalog.pg_current_wal_lsn()::text"
+#define SQL_PUB_MEMBER                                                                     \
+    "SELECT p.pubinsert, EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "        \
+    "WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3) "             \
+    "FROM pg_catalog.pg_publication p WHERE p.pubname = $1"
+#define SQL_SLOT                                                                           \
+    "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, wal_status "  \
+    "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1"
+#define SQL_HEARTBEAT "SELECT pg_catalog.pg_logical_emit_message(false, $1, $2)"
+
+static int send_sql(struct monitor *m, const char *sql, int nparams, const char *const *params)
+{
+    return PQsendQueryParams(m->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+}
+
 static void send_query(struct monitor *m, enum mon_query q, int64_t now_ms,
                        int64_t now_unix_us, struct monitor_report *out)
 {
@@ -138,32 +154,17 @@ static void send_query(struct monitor *m, enum mon_query q, int64_t now_ms,
     int rc;
     if (q == Q_PUB_LSN) {
         /* Its own statement, before the membership query: see monitor.h. */
-        rc = PQsendQueryParams(m->conn, "SELECT pg_catalog.pg_current_wal_lsn()::text", 0,
-                               NULL, NULL, NULL, NULL, 0);
+        rc = send_sql(m, SQL_PUB_LSN, 0, NULL);
         m->next_pub_ms = now_ms + m->pub_ms;
     } else if (q == Q_PUB_MEMBER) {
-        const char *params[3] = {m->c.publication, m->c.schema, m->c.table};
-        rc = PQsendQueryParams(
-            m->conn,
-            "SELECT p.pubinsert, EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "
-            "WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3) "
-            "FROM pg_catalog.pg_publication p WHERE p.pubname = $1",
-            3, NULL, params, NULL, NULL, 0);
+        rc = send_sql(m, SQL_PUB_MEMBER, 3,
+                      (const char *const[]){m->c.publication, m->c.schema, m->c.table});
     } else if (q == Q_SLOT) {
-        const char *params[1] = {m->c.slot};
-        rc = PQsendQueryParams(
-            m->conn,
-            "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)"
-            "::bigint, wal_status FROM pg_catalog.pg_replication_slots "
-            "WHERE slot_name = $1",
-            1, NULL, params, NULL, NULL, 0);
+        rc = send_sql(m, SQL_SLOT, 1, (const char *const[]){m->c.slot});
         m->next_slot_ms = now_ms + m->c.interval_ms;
     } else {
         heartbeat_content(m->c.slot, now_unix_us, content, sizeof(content));
-        const char *params[2] = {HEARTBEAT_PREFIX, content};
-        rc = PQsendQueryParams(m->conn,
-                               "SELECT pg_catalog.pg_logical_emit_message(false, $1, $2)",
-                               2, NULL, params, NULL, NULL, 0);
+        rc = send_sql(m, SQL_HEARTBEAT, 2, (const char *const[]){HEARTBEAT_PREFIX, content});
         m->next_heartbeat_ms = now_ms + m->c.heartbeat_ms;
     }
     if (rc != 1) {
