@@ -103,6 +103,30 @@ static void keepalive(lsn_t lsn)
     v.acked = lsn;
 }
 
+/* The offset file holds lsn (written for an earlier stream). */
+static void file_holds(lsn_t lsn)
+{
+    c.stored_lsn = lsn;
+    fk.file_lsn = lsn;
+}
+
+/* The next status carries written and flushed. */
+static void expect_status_lsns(lsn_t written, lsn_t flushed)
+{
+    lsn_t w, f;
+    confirmer_status_lsns(&c, &w, &f);
+    ck_assert_uint_eq(f, flushed);
+    ck_assert_uint_eq(w, written);
+}
+
+/* So many writes and sends so far; the file holds file_lsn. */
+static void expect_io(int writes, int sends, lsn_t file_lsn)
+{
+    ck_assert_int_eq(fk.writes, writes);
+    ck_assert_int_eq(fk.sends, sends);
+    ck_assert_uint_eq(fk.file_lsn, file_lsn);
+}
+
 /* ---- confirm_position() ---- */
 
 START_TEST(test_uncapped_is_acked)
@@ -137,8 +161,7 @@ START_TEST(test_file_written_before_status)
     ack_events(2000, 3);
     ck_assert(confirmer_write_due(&c, &v, false));
     ck_assert_int_eq(confirmer_status(&c, &v, true, false), CONFIRM_OK);
-    ck_assert_int_eq(fk.writes, 1);
-    ck_assert_int_eq(fk.sends, 1);
+    expect_io(1, 1, 2000);
     ck_assert_uint_eq(fk.file_at_send, 2000); /* the file held it when it was sent */
     ck_assert_uint_eq(fk.flushed, 2000);      /* ... and the same status carried it */
     ck_assert_uint_eq(fk.written, 2000);
@@ -158,8 +181,7 @@ START_TEST(test_status_never_past_file)
     v.now_ms = T0 + 1;
     ck_assert(!confirmer_write_due(&c, &v, false));
     ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
-    ck_assert_int_eq(fk.writes, 0);
-    ck_assert_int_eq(fk.sends, 1);
+    expect_io(0, 1, 1000);
     ck_assert_uint_eq(fk.flushed, 1000);
     ck_assert_uint_eq(fk.written, 5000); /* received: reported as written */
     ck_assert_uint_eq(c.sent_lsn, 1000);
@@ -172,13 +194,9 @@ START_TEST(test_status_never_past_received)
      * was written for a later position than the start): the status stops
      * at received. */
     setup(500);
-    c.stored_lsn = 1000;
-    fk.file_lsn = 1000;
+    file_holds(1000);
     confirmer_received(&c, 700);
-    lsn_t written, flushed;
-    confirmer_status_lsns(&c, &written, &flushed);
-    ck_assert_uint_eq(flushed, 700);
-    ck_assert_uint_eq(written, 700);
+    expect_status_lsns(700, 700);
     ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
     ck_assert_uint_eq(fk.flushed, 700);
     /* received never goes back */
@@ -192,12 +210,8 @@ START_TEST(test_status_at_start_before_anything_received)
     /* Nothing received yet: the validated start position is what the
      * server has sent, neither 0 nor the file's later position. */
     setup(500);
-    c.stored_lsn = 1000;
-    fk.file_lsn = 1000;
-    lsn_t written, flushed;
-    confirmer_status_lsns(&c, &written, &flushed);
-    ck_assert_uint_eq(flushed, 500);
-    ck_assert_uint_eq(written, 500);
+    file_holds(1000);
+    expect_status_lsns(500, 500);
     /* A new stream never lowers the file's position, and raises it to a
      * later start. */
     confirmer_stream_started(&c, 400, T0);
@@ -248,12 +262,11 @@ START_TEST(test_keepalive_advance_waits_interval)
     v.now_ms = T0 + INTERVAL - 1;
     ck_assert(!confirmer_write_due(&c, &v, false));
     ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
-    ck_assert_int_eq(fk.writes, 0);
+    expect_io(0, 1, 1000);
     v.now_ms = T0 + INTERVAL;
     ck_assert(confirmer_write_due(&c, &v, false));
     ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
-    ck_assert_int_eq(fk.writes, 1);
-    ck_assert_uint_eq(fk.file_lsn, 2000);
+    expect_io(1, 2, 2000);
     ck_assert_uint_eq(fk.flushed, 2000);
     /* The next keepalive-only advance waits a whole interval again. */
     keepalive(3000);
@@ -290,7 +303,7 @@ START_TEST(test_no_write_without_advance)
     ck_assert(!confirmer_write_due(&c, &v, false));
     ck_assert(!confirmer_write_due(&c, &v, true));
     ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
-    ck_assert_int_eq(fk.writes, 0);
+    expect_io(0, 1, 1000);
 }
 END_TEST
 
@@ -301,8 +314,7 @@ START_TEST(test_force_writes)
     v.now_ms = T0 + 1;
     ck_assert(confirmer_write_due(&c, &v, true));
     ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
-    ck_assert_int_eq(fk.writes, 1);
-    ck_assert_uint_eq(fk.file_lsn, 2000);
+    expect_io(1, 1, 2000);
     ck_assert_uint_eq(fk.flushed, 2000);
 }
 END_TEST
@@ -316,8 +328,7 @@ START_TEST(test_rewrite_even_without_advance)
     v.now_ms = T0 + 1;
     ck_assert(confirmer_write_due(&c, &v, false));
     ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
-    ck_assert_int_eq(fk.writes, 1);
-    ck_assert_uint_eq(fk.file_lsn, 1000);
+    expect_io(1, 1, 1000);
     ck_assert(!c.rewrite_offset);
     ck_assert(!confirmer_write_due(&c, &v, false));
 }
@@ -329,9 +340,7 @@ START_TEST(test_between_connections_file_only)
     ack_events(2000, 1);
     v.connected = false;
     ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
-    ck_assert_int_eq(fk.writes, 1);
-    ck_assert_int_eq(fk.sends, 0);
-    ck_assert_uint_eq(fk.file_lsn, 2000);
+    expect_io(1, 0, 2000);
     ck_assert_uint_eq(c.sent_lsn, 1000); /* nothing was confirmed to the server */
 }
 END_TEST
@@ -344,8 +353,7 @@ START_TEST(test_failed_write_never_retried)
     ack_events(2000, 1);
     fk.fail_write = 1;
     ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_FAILED);
-    ck_assert_int_eq(fk.writes, 1);
-    ck_assert_int_eq(fk.sends, 0); /* nothing confirmed after it */
+    expect_io(1, 0, 1000); /* nothing confirmed after it */
     ck_assert(c.offset_failed);
     ck_assert_uint_eq(c.stored_lsn, 1000);
     ck_assert_uint_eq(c.offset_writes, 0);
@@ -355,8 +363,7 @@ START_TEST(test_failed_write_never_retried)
     v.now_ms = T0 + 2 * INTERVAL;
     ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_FAILED);
     ck_assert_int_eq(confirmer_status(&c, &v, true, false), CONFIRM_FAILED);
-    ck_assert_int_eq(fk.writes, 1);
-    ck_assert_int_eq(fk.sends, 0);
+    expect_io(1, 0, 1000);
     ck_assert_uint_eq(c.sent_lsn, 1000);
 }
 END_TEST
