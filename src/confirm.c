@@ -1,10 +1,143 @@
 /*
- * confirm.c - the position outboxd may confirm (see confirm.h).
+ * confirm.c - confirmation (see confirm.h): the positions the relay keeps,
+ * the pure decisions on them, and the one step that writes the offset file
+ * and sends the status in that order.
  */
 #include "confirm.h"
+
+#include "log.h"
+#include "resume.h"
+#include "stream.h"
 
 lsn_t confirm_position(lsn_t acked, bool capped, lsn_t proven, lsn_t floor)
 {
     lsn_t pos = capped && proven < acked ? proven : acked;
     return pos < floor ? floor : pos;
+}
+
+void confirmer_init(struct confirmer *c, const char *offsets_file, int64_t interval_ms,
+                    bool pub_capped, struct confirm_io io)
+{
+    *c = (struct confirmer){.offsets_file = offsets_file,
+                            .interval_ms = interval_ms,
+                            .io = io,
+                            .pub_capped = pub_capped};
+}
+
+void confirmer_stream_started(struct confirmer *c, lsn_t start, int64_t now_ms)
+{
+    if (start > c->stored_lsn) c->stored_lsn = start;
+    c->start_lsn = start;
+    c->sent_lsn = start;
+    c->received_lsn = 0;
+    c->next_status_ms = now_ms + c->interval_ms;
+}
+
+void confirmer_received(struct confirmer *c, lsn_t wal_end)
+{
+    if (wal_end > c->received_lsn) c->received_lsn = wal_end;
+}
+
+void confirmer_proven(struct confirmer *c, lsn_t lsn)
+{
+    if (lsn > c->proven_lsn) c->proven_lsn = lsn;
+}
+
+lsn_t confirmer_confirmable(const struct confirmer *c, const struct confirm_view *v)
+{
+    return confirm_position(v->acked, c->pub_capped, c->proven_lsn, c->sent_lsn);
+}
+
+bool confirmer_write_due(const struct confirmer *c, const struct confirm_view *v,
+                         bool force)
+{
+    lsn_t flush = confirmer_confirmable(c, v);
+    if (c->rewrite_offset && flush >= c->stored_lsn) return true;
+    return resume_write_due(flush, c->stored_lsn, v->events_acked != c->acked_at_write,
+                            force, v->now_ms, c->last_write_ms, c->interval_ms);
+}
+
+void confirmer_status_lsns(const struct confirmer *c, lsn_t *written, lsn_t *flushed)
+{
+    *flushed = resume_clamp_flush(c->stored_lsn, c->received_lsn, c->start_lsn);
+    *written = c->received_lsn > *flushed ? c->received_lsn : *flushed;
+}
+
+int64_t confirmer_deadline(const struct confirmer *c, const struct confirm_view *v)
+{
+    if (v->idle && confirmer_confirmable(c, v) != c->sent_lsn &&
+        v->events_acked != c->acked_at_write &&
+        c->last_status_ms + STATUS_CAUGHT_UP_GAP_MS < c->next_status_ms)
+        return c->last_status_ms + STATUS_CAUGHT_UP_GAP_MS;
+    return c->next_status_ms;
+}
+
+/* Writes lsn to the offset file with the stream's identity. Returns 0, or
+ * -1 after logging the failure (once: offset_failed stops every later
+ * status before it gets here). */
+static int store_offset(struct confirmer *c, const struct confirm_view *v, lsn_t lsn)
+{
+    char err[512];
+    struct offset_state st = c->identity;
+    st.lsn = lsn;
+    if (c->io.write_offset(c->io.ctx, c->offsets_file, &st, err, sizeof(err)) != 0) {
+        log_error("%s; stopping without confirming past %s", err,
+                  lsn_format(c->stored_lsn, (char[LSN_STRLEN]){0}));
+        c->offset_failed = true;
+        return -1;
+    }
+    c->stored_lsn = lsn;
+    c->rewrite_offset = false;
+    c->last_write_ms = v->now_ms;
+    c->acked_at_write = v->events_acked;
+    c->offset_writes++;
+    return 0;
+}
+
+int confirmer_status(struct confirmer *c, const struct confirm_view *v, bool reply,
+                     bool force)
+{
+    char err[512], a[LSN_STRLEN];
+    lsn_t flush = confirmer_confirmable(c, v);
+    if (c->offset_failed) return CONFIRM_FAILED;
+    if (confirmer_write_due(c, v, force) &&
+        store_offset(c, v, flush > c->stored_lsn ? flush : c->stored_lsn) != 0)
+        return CONFIRM_FAILED;
+    if (!v->connected) return CONFIRM_OK; /* between connections: the file is enough */
+    lsn_t written, confirm;
+    confirmer_status_lsns(c, &written, &confirm);
+    if (c->io.send_status(c->io.ctx, written, confirm, reply, err, sizeof(err)) != 0) {
+        log_warn("%s", err);
+        return CONFIRM_BROKEN;
+    }
+    if (confirm != c->sent_lsn && log_get_level() >= LOG_DEBUG)
+        log_kv(LOG_DEBUG, LOG_FIELDS({"lsn", lsn_format(confirm, a)}),
+               "confirmed %s (pending: %llu events in %zu transactions)", a,
+               (unsigned long long)v->pending_events, v->pending_txns);
+    c->sent_lsn = confirm;
+    c->last_status_ms = v->now_ms;
+    c->next_status_ms = v->now_ms + c->interval_ms;
+    return CONFIRM_OK;
+}
+
+/* ---- the daemon's I/O ---- */
+
+static int write_offset_file(void *ctx, const char *path, const struct offset_state *st,
+                             char *err, size_t errlen)
+{
+    (void)ctx;
+    return offset_write(path, st, err, errlen);
+}
+
+static int send_on_stream(void *ctx, lsn_t written, lsn_t flushed, bool reply, char *err,
+                          size_t errlen)
+{
+    struct stream **st = ctx;
+    return stream_send_status(*st, written, flushed, reply, err, errlen);
+}
+
+struct confirm_io confirm_io_stream(struct stream **st)
+{
+    return (struct confirm_io){
+        .write_offset = write_offset_file, .send_status = send_on_stream, .ctx = st};
 }

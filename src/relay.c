@@ -82,19 +82,7 @@ struct relay {
 
     uint64_t cur_seq;        /* open transaction, 0 if none */
     lsn_t cur_commit_lsn;    /* its commit record LSN (Begin final_lsn) */
-    lsn_t received_lsn;      /* newest wal_end seen on the stream */
-    lsn_t stored_lsn;        /* last LSN in the offset file */
-    lsn_t start_lsn;         /* validated start of this connection (resume.h) */
-    struct offset_state identity; /* the stream the offset file is written for */
-    bool rewrite_offset;     /* write the file at the next status even if the
-                              * position did not move (absent, format 1, new
-                              * timeline) */
-    bool offset_failed;      /* a write failed (logged): never retried */
-    int64_t last_write_ms;   /* when the offset file was last written */
-    uint64_t acked_at_write; /* events_acked then */
-    lsn_t sent_lsn;          /* last flush LSN sent to the server */
-    int64_t next_status_ms;  /* monotonic deadline of the next status */
-    int64_t last_status_ms;  /* when the last one went out */
+    struct confirmer confirm; /* every LSN kept, the offset file, the status */
     int64_t last_wake_us;    /* when wait_io() last returned */
     size_t wake_bytes;       /* stream bytes read since then */
     uint64_t events_produced;
@@ -112,8 +100,6 @@ struct relay {
     struct monitor *mon;             /* slot lag, heartbeats, publication check */
     struct backoff backoff;          /* reconnects, across streams that keep failing */
     int64_t stream_up_ms;            /* when the current stream started */
-    bool pub_capped;                 /* pgoutput: confirm only proven positions */
-    lsn_t proven_lsn;                /* outbox published for commits before it */
     uint64_t proofs;                 /* publication checks answered */
     bool pub_lost;                   /* the outbox is no longer published: stop */
     bool pub_missing_on_stream;      /* the stream said the publication is missing */
@@ -177,9 +163,9 @@ static void collect_gauges(struct relay *r)
     m->inflight_txns = r->trk ? tracker_pending_txns(r->trk) : 0;
     m->kafka_queue = producer_outq_len(r->prod);
     m->kafka_brokers_up = producer_brokers_up(r->prod);
-    m->received_lsn = r->received_lsn;
-    m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->stored_lsn;
-    m->confirmed_lsn = r->sent_lsn;
+    m->received_lsn = r->confirm.received_lsn;
+    m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->confirm.stored_lsn;
+    m->confirmed_lsn = r->confirm.sent_lsn;
     m->streaming = r->streaming;
     int64_t t = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
     m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;
@@ -207,7 +193,7 @@ static void publication_lost(struct relay *r, const struct monitor_report *rep)
     else
         snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s", c->pg_publication,
                  c->outbox_table);
-    lsn_format(r->proven_lsn, a);
+    lsn_format(r->confirm.proven_lsn, a);
     lsn_format(rep->pub_lsn, b);
     log_kv(LOG_ERROR, LOG_FIELDS({"lsn", a}),
            "the outbox table %s.%s is no longer published by publication \"%s\" (%s): "
@@ -229,7 +215,7 @@ static void publication_lost(struct relay *r, const struct monitor_report *rep)
 static void on_publication_check(struct relay *r, const struct monitor_report *rep)
 {
     r->proofs++;
-    if (!r->pub_capped || r->pub_lost) return;
+    if (!r->confirm.pub_capped || r->pub_lost) return;
     if (!rep->pub_found) {
         if (!r->pub_missing_warned)
             log_warn("publication \"%s\" does not exist (publication check): nothing is "
@@ -243,7 +229,7 @@ static void on_publication_check(struct relay *r, const struct monitor_report *r
         publication_lost(r, rep);
         return;
     }
-    if (rep->pub_lsn > r->proven_lsn) r->proven_lsn = rep->pub_lsn;
+    confirmer_proven(&r->confirm, rep->pub_lsn);
 }
 
 /* Steps the monitoring connection and counts what it found. */
@@ -260,7 +246,7 @@ static void monitor_tick(struct relay *r, int64_t now)
     if (rep.heartbeat_sent) m->heartbeats_sent++;
     if (rep.failed) m->monitor_errors++;
     if (rep.pub_answer) on_publication_check(r, &rep);
-    if (rep.server_stopping && r->pub_capped) r->server_stopping = true;
+    if (rep.server_stopping && r->confirm.pub_capped) r->server_stopping = true;
 }
 
 static void relay_tick(struct relay *r)
@@ -335,87 +321,31 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
         missing ? ", then start outboxd again: it resumes at this event)" : "");
 }
 
-/* ---- status -------------------------------------------------------------- */
+/* ---- status --------------------------------------------------------------
+ * confirm.h decides and does the work; these say what the relay sees. */
 
-/* What may be confirmed now: the ACKed position, with pgoutput never past
- * the last proven publication membership (confirm.h). */
-static lsn_t confirmable(const struct relay *r)
+/* What the confirmer reads now: the tracker, the ACK count, the stream,
+ * the clock. */
+static struct confirm_view confirm_view(const struct relay *r)
 {
-    return confirm_position(tracker_flush_lsn(r->trk), r->pub_capped, r->proven_lsn,
-                            r->sent_lsn);
+    return (struct confirm_view){.acked = tracker_flush_lsn(r->trk),
+                                 .idle = tracker_idle(r->trk),
+                                 .events_acked = r->events_acked,
+                                 .pending_events = tracker_pending_events(r->trk),
+                                 .pending_txns = tracker_pending_txns(r->trk),
+                                 .connected = r->st != NULL,
+                                 .now_ms = now_ms()};
 }
 
-/* Writes lsn to the offset file with the stream's identity. Returns 0, or
- * -1 after logging the failure (once: a failed write is not retried, so
- * the final status on the way out does not log it again). */
-static int store_offset(struct relay *r, lsn_t lsn)
-{
-    char err[512];
-    if (r->offset_failed) return -1;
-    struct offset_state st = r->identity;
-    st.lsn = lsn;
-    if (offset_write(r->cfg->offsets_file, &st, err, sizeof(err)) != 0) {
-        log_error("%s; stopping without confirming past %s", err,
-                  lsn_format(r->stored_lsn, (char[LSN_STRLEN]){0}));
-        r->offset_failed = true;
-        return -1;
-    }
-    r->stored_lsn = lsn;
-    r->rewrite_offset = false;
-    r->last_write_ms = now_ms();
-    r->acked_at_write = r->events_acked;
-    r->met.offset_writes++;
-    return 0;
-}
-
-/* Whether send_status() would write the offset file now. force: the
- * position must be stored now (stop, reconnect, fatal error). Events ACKed
- * since the last write move it at once; an advance by keepalives alone (or
- * transactions without events) is written at most once per
- * status_interval_ms: under a busy database whose other tables keep the
- * walsender sending keepalives, writing each would cost a write, two
- * fsyncs and a rename on the event loop tens of times a second. */
-static bool offset_write_due(const struct relay *r, bool force, int64_t now)
-{
-    lsn_t flush = confirmable(r);
-    if (r->rewrite_offset && flush >= r->stored_lsn) return true;
-    return resume_write_due(flush, r->stored_lsn, r->events_acked != r->acked_at_write,
-                            force, now, r->last_write_ms, r->cfg->pg_status_interval_ms);
-}
-
-/*
- * Confirms what the offset file holds: first the tracker's flush LSN goes to
- * the file (durably, when due: see offset_write_due()), then the file's
- * position to the server, never beyond what the server has sent. The order
- * matters: if outboxd dies between the two, the file is ahead of the slot,
- * which is safe because it only ever holds ACKed positions; and the slot
- * is never ahead of the file, which is what lets a start tell that someone
- * else moved it (resume.h).
- */
+/* Writes the offset file when due, then confirms it to the server
+ * (confirmer_status()). force: store the position now (stop, reconnect,
+ * fatal error). Returns a STEP_* code. */
 static int send_status_ex(struct relay *r, bool reply, bool force)
 {
-    char err[512], a[LSN_STRLEN];
-    lsn_t flush = confirmable(r);
-    if (r->offset_failed) return STEP_FATAL;
-    if (offset_write_due(r, force, now_ms()) &&
-        store_offset(r, flush > r->stored_lsn ? flush : r->stored_lsn) != 0)
-        return STEP_FATAL;
-    if (!r->st) return STEP_OK; /* between connections: the file is enough */
-    lsn_t confirm = resume_clamp_flush(r->stored_lsn, r->received_lsn, r->start_lsn);
-    lsn_t written = r->received_lsn > confirm ? r->received_lsn : confirm;
-    if (stream_send_status(r->st, written, confirm, reply, err, sizeof(err)) != 0) {
-        log_warn("%s", err);
-        return STEP_BROKEN;
-    }
-    if (confirm != r->sent_lsn && log_get_level() >= LOG_DEBUG)
-        log_kv(LOG_DEBUG, LOG_FIELDS({"lsn", lsn_format(confirm, a)}),
-               "confirmed %s (pending: %llu events in %zu transactions)", a,
-               (unsigned long long)tracker_pending_events(r->trk),
-               tracker_pending_txns(r->trk));
-    r->sent_lsn = confirm;
-    r->last_status_ms = now_ms();
-    r->next_status_ms = r->last_status_ms + r->cfg->pg_status_interval_ms;
-    return STEP_OK;
+    struct confirm_view v = confirm_view(r);
+    int rc = confirmer_status(&r->confirm, &v, reply, force);
+    r->met.offset_writes = r->confirm.offset_writes;
+    return rc == CONFIRM_OK ? STEP_OK : rc == CONFIRM_BROKEN ? STEP_BROKEN : STEP_FATAL;
 }
 
 static int send_status(struct relay *r, bool reply)
@@ -423,22 +353,11 @@ static int send_status(struct relay *r, bool reply)
     return send_status_ex(r, reply, false);
 }
 
-/* A status goes out every status_interval_ms, and sooner (but at most
- * every STATUS_CAUGHT_UP_GAP_MS) once everything received is ACKed and the
- * flush position moved: a relay that has caught up says so at once, so the
- * slot (and the server's view of the lag) does not trail a drained stream
- * by up to a whole interval. While busy, one update per interval is
- * enough, and cheaper. */
-#define STATUS_CAUGHT_UP_GAP_MS 20
-
-/* When the next status is due (monotonic ms). */
+/* When the next status is due (monotonic ms; confirmer_deadline()). */
 static int64_t status_deadline(const struct relay *r)
 {
-    if (tracker_idle(r->trk) && confirmable(r) != r->sent_lsn &&
-        r->events_acked != r->acked_at_write &&
-        r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS < r->next_status_ms)
-        return r->last_status_ms + STATUS_CAUGHT_UP_GAP_MS;
-    return r->next_status_ms;
+    struct confirm_view v = confirm_view(r);
+    return confirmer_deadline(&r->confirm, &v);
 }
 
 static int status_if_due(struct relay *r)
@@ -876,7 +795,7 @@ static int on_frame(struct relay *r, const char *buf, int len)
         log_error("replication protocol: %s", err);
         return -1;
     }
-    if (f.wal_end > r->received_lsn) r->received_lsn = f.wal_end;
+    confirmer_received(&r->confirm, f.wal_end);
     if (f.kind == RF_KEEPALIVE) {
         tracker_keepalive(r->trk, f.wal_end);
         return f.reply_requested ? send_status(r, false) : 0;
@@ -1002,7 +921,7 @@ static void log_publication_gap(const struct relay *r, bool exists_now)
 {
     const struct config *c = r->cfg;
     char a[LSN_STRLEN];
-    lsn_format(r->sent_lsn ? r->sent_lsn : r->stored_lsn, a);
+    lsn_format(r->confirm.sent_lsn ? r->confirm.sent_lsn : r->confirm.stored_lsn, a);
     log_kv(LOG_ERROR, LOG_FIELDS({"lsn", a}),
            "the replication stream fails with: publication \"%s\" does not exist, %s: it "
            "was dropped%s after the slot's position %s. pgoutput reads the publication as "
@@ -1134,11 +1053,12 @@ static int prepare_stream(struct relay *r, lsn_t *start)
         }
         d.start = si.confirmed_flush;
     }
-    resume_identity(&srv, d.start, &r->identity);
+    resume_identity(&srv, d.start, &r->confirm.identity);
     /* Absent, format 1 or from an older timeline: write it as this stream's
      * at the first status. */
-    r->rewrite_offset = !have_offset || !file.has_identity || file.timeline != id.timeline;
-    if (have_offset) r->stored_lsn = file.lsn;
+    r->confirm.rewrite_offset =
+        !have_offset || !file.has_identity || file.timeline != id.timeline;
+    if (have_offset) r->confirm.stored_lsn = file.lsn;
     *start = d.start;
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
            "streaming slot \"%s\" from %s (offset file %s, slot confirmed %s, server at %s, "
@@ -1208,15 +1128,17 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     backoff_init(&r->backoff, c->pg_retry_min_ms, c->pg_retry_max_ms);
     /* pgoutput: the monitor proves the outbox is still published, and
      * nothing is confirmed beyond what it proved (confirm.h). */
-    r->pub_capped = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT;
-    seed_metrics(&r->met, r->pub_capped);
+    confirmer_init(&r->confirm, c->offsets_file, c->pg_status_interval_ms,
+                   plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT, confirm_io_stream(&r->st));
+    seed_metrics(&r->met, r->confirm.pub_capped);
     if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0 ||
-        r->pub_capped) {
+        r->confirm.pub_capped) {
         struct monitor_config mc = {.conninfo = c->pg_conninfo,
                                     .slot = c->pg_slot,
                                     .interval_ms = c->pg_monitor_interval_ms,
                                     .heartbeat_ms = c->pg_heartbeat_interval_ms,
-                                    .publication = r->pub_capped ? c->pg_publication : NULL,
+                                    .publication =
+                                        r->confirm.pub_capped ? c->pg_publication : NULL,
                                     .schema = r->map.schema,
                                     .table = r->map.table};
         if (!(r->mon = monitor_new(&mc))) {
@@ -1251,8 +1173,8 @@ static void relay_free(struct relay *r)
  * stays at the last proof and a restart re-delivers the rest). */
 static void prove_publication_now(struct relay *r)
 {
-    if (!r->pub_capped || !r->mon || r->pub_lost ||
-        tracker_flush_lsn(r->trk) <= r->proven_lsn)
+    if (!r->confirm.pub_capped || !r->mon || r->pub_lost ||
+        tracker_flush_lsn(r->trk) <= r->confirm.proven_lsn)
         return;
     uint64_t before = r->proofs;
     monitor_check_publication_now(r->mon);
@@ -1276,7 +1198,7 @@ static void drain_and_confirm(struct relay *r)
                  left, RELAY_SHUTDOWN_FLUSH_MS);
     prove_publication_now(r);
     if (send_status_ex(r, false, true) == STEP_OK && r->st) stream_finish(r->st);
-    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(r->stored_lsn, a)}),
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(r->confirm.stored_lsn, a)}),
            "confirmed %s; produced %llu events, %llu ACKed", a,
            (unsigned long long)r->events_produced, (unsigned long long)r->events_acked);
 }
@@ -1311,7 +1233,7 @@ static int open_stream(struct relay *r, lsn_t *start)
             if (in_use) r->retry_cause = "slot_in_use";
             return RETRY_LATER;
         }
-        if (r->pub_capped && says_publication_missing(err, c->pg_publication))
+        if (r->confirm.pub_capped && says_publication_missing(err, c->pg_publication))
             log_publication_gap(r, true); /* prepare_stream() just found it */
         else
             log_plugin_error(r, err);
@@ -1466,11 +1388,7 @@ static int connect_stream(struct relay *r)
         log_error("out of memory");
         return EXIT_FATAL;
     }
-    if (start > r->stored_lsn) r->stored_lsn = start;
-    r->start_lsn = start;
-    r->sent_lsn = start;
-    r->received_lsn = 0;
-    r->next_status_ms = now_ms() + r->cfg->pg_status_interval_ms;
+    confirmer_stream_started(&r->confirm, start, now_ms());
     r->streaming = true;
     r->server_stopping = false;
     r->stream_up_ms = now_ms();
@@ -1509,7 +1427,7 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
         if (rc != STEP_BROKEN) break;
         metrics_count(&r.met.reconnects, "stream_lost", 1);
         /* Checked on the next connection, with a normal query. */
-        r.pub_missing_on_stream = r.pub_capped &&
+        r.pub_missing_on_stream = r.confirm.pub_capped &&
                                   says_publication_missing(r.stream_err, c->pg_publication);
         rc = recover_from_broken_stream(&r);
         if (rc != STEP_OK) break;

@@ -4,6 +4,7 @@
  */
 #include "resume.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,10 +52,119 @@ static const char *identity_mismatch(const struct offset_state *f,
     return NULL;
 }
 
-static void refuse(struct resume_decision *out, enum resume_verdict v)
+/* Refuses with verdict v; the message says why, both sides and the way out. */
+__attribute__((format(printf, 3, 4))) static void refuse(struct resume_decision *out,
+                                                         enum resume_verdict v,
+                                                         const char *fmt, ...)
 {
+    va_list ap;
     out->verdict = v;
     out->refused = true;
+    va_start(ap, fmt);
+    vsnprintf(out->message, sizeof(out->message), fmt, ap);
+    va_end(ap);
+}
+
+/* What the messages of one decision name: the offset file (its path and
+ * its contents), the server and the configuration file. */
+struct sides {
+    const struct offset_state *file;
+    const struct resume_server *srv;
+    const char *offsets_path, *config_path;
+    char fdesc[512], sdesc[512];
+};
+
+/* The file says outboxd streamed a slot this server does not have. */
+static void refuse_slot_lost(const struct sides *w, struct resume_decision *out)
+{
+    const struct offset_state *file = w->file;
+    const struct resume_server *srv = w->srv;
+    char a[LSN_STRLEN];
+    bool other = file->has_identity && strcmp(file->system, srv->system) != 0;
+    refuse(out, RESUME_SLOT_LOST,
+           "replication slot \"%s\" does not exist on this server (system %s, "
+           "database %s), but the offset file %s says outboxd streamed up to %s%s%s. "
+           "A failover to a server without the slot, or a mistyped [postgres] slot, "
+           "are the usual causes; a dropped slot is the other one. outboxd does not "
+           "re-create it: that would silently skip every event committed since. "
+           "Fix the slot name or the conninfo; or, to start afresh from now, run "
+           "outboxd verify -c %s to see what is missing, then move %s away",
+           srv->slot, srv->system, srv->database, w->offsets_path,
+           file->has_identity ? "" : lsn_format(file->lsn, a),
+           file->has_identity ? w->fdesc : "", other ? " (another system)" : "",
+           w->config_path, w->offsets_path);
+}
+
+/* A format 2 file of another system, database, slot or plugin: refuses
+ * and returns true. Otherwise notes a new timeline (or, for format 1, the
+ * rewrite to come) and returns false. */
+static bool refuse_other_stream(const struct sides *w, struct resume_decision *out)
+{
+    const struct offset_state *file = w->file;
+    const struct resume_server *srv = w->srv;
+    char a[LSN_STRLEN];
+    if (!file->has_identity) {
+        snprintf(out->note, sizeof(out->note),
+                 "offset file %s has format 1 (a bare LSN: no system, database or slot "
+                 "recorded); it is rewritten in format %d at the next confirm",
+                 w->offsets_path, OFFSET_FORMAT);
+        return false;
+    }
+    const char *diff = identity_mismatch(file, srv);
+    if (diff) {
+        refuse(out, RESUME_OTHER_STREAM,
+               "the offset file %s belongs to another stream (the %s differs): the "
+               "file says %s; this server and configuration are %s. Its position "
+               "means nothing here and is not used. Point [offsets] file at this "
+               "stream's offset file, or move %s away to start from the slot's "
+               "confirmed position %s",
+               w->offsets_path, diff, w->fdesc, w->sdesc, w->offsets_path,
+               lsn_format(srv->slot_confirmed, a));
+        return true;
+    }
+    out->note_is_warning = file->timeline != srv->timeline;
+    if (file->timeline != srv->timeline)
+        snprintf(out->note, sizeof(out->note),
+                 "the server's timeline is %u, the offset file's %u: the server was "
+                 "promoted (or restored) since the file was written; its position is "
+                 "checked against the server's WAL and the slot",
+                 (unsigned)srv->timeline, (unsigned)file->timeline);
+    return false;
+}
+
+/* The file's position against the server's WAL and the slot: refuses and
+ * returns true when the file is beyond the WAL or behind the slot. */
+static bool refuse_position(const struct sides *w, struct resume_decision *out)
+{
+    const struct offset_state *file = w->file;
+    const struct resume_server *srv = w->srv;
+    char a[LSN_STRLEN], b[LSN_STRLEN], size[32];
+    if (file->lsn > srv->wal_end) {
+        refuse(out, RESUME_BEYOND_WAL,
+               "the offset file %s holds %s, beyond this server's current WAL position "
+               "%s (%s): it was not written by this server's history (another cluster, "
+               "a restored backup or a lagging promoted replica). It is neither used nor "
+               "confirmed. Point [offsets] file at the right file, or run outboxd "
+               "verify -c %s, then outboxd accept-slot -c %s to continue from the slot's "
+               "confirmed position %s",
+               w->offsets_path, lsn_format(file->lsn, a), lsn_format(srv->wal_end, b),
+               w->sdesc, w->config_path, w->config_path,
+               lsn_format(srv->slot_confirmed, (char[LSN_STRLEN]){0}));
+        return true;
+    }
+    if (srv->slot_confirmed <= file->lsn) return false;
+    refuse(out, RESUME_SLOT_AHEAD,
+           "replication slot \"%s\" is confirmed up to %s, ahead of the offset file "
+           "%s at %s (by %s). outboxd writes the file before it confirms, so someone "
+           "else moved the slot (pg_replication_slot_advance, a slot dropped and "
+           "re-created under the same name, another client on it): events committed "
+           "between %s and %s may never have been sent. Run outboxd verify -c %s to "
+           "see what is missing, then outboxd accept-slot -c %s to continue from %s",
+           srv->slot, lsn_format(srv->slot_confirmed, a), w->offsets_path,
+           lsn_format(file->lsn, b),
+           resume_bytes(srv->slot_confirmed - file->lsn, size, sizeof(size)), b, a,
+           w->config_path, w->config_path, a);
+    return true;
 }
 
 void resume_server_init(struct resume_server *srv, const char *system, uint32_t timeline,
@@ -74,89 +184,23 @@ void resume_decide(const struct offset_state *file, const struct resume_server *
                    const char *offsets_path, const char *config_path,
                    struct resume_decision *out)
 {
-    char fdesc[512], sdesc[512], a[LSN_STRLEN], b[LSN_STRLEN], size[32];
     memset(out, 0, sizeof(*out));
-    if (!config_path) config_path = "FILE";
-    describe_server(srv, sdesc, sizeof(sdesc));
     if (!file) {
         out->verdict = srv->slot_exists ? RESUME_FROM_SLOT : RESUME_NO_SLOT;
         out->start = srv->slot_exists ? srv->slot_confirmed : 0;
         return;
     }
-    offset_describe(file, fdesc, sizeof(fdesc));
+    struct sides w = {.file = file,
+                      .srv = srv,
+                      .offsets_path = offsets_path,
+                      .config_path = config_path ? config_path : "FILE"};
+    describe_server(srv, w.sdesc, sizeof(w.sdesc));
+    offset_describe(file, w.fdesc, sizeof(w.fdesc));
     if (!srv->slot_exists) {
-        refuse(out, RESUME_SLOT_LOST);
-        bool other = file->has_identity && strcmp(file->system, srv->system) != 0;
-        snprintf(out->message, sizeof(out->message),
-                 "replication slot \"%s\" does not exist on this server (system %s, "
-                 "database %s), but the offset file %s says outboxd streamed up to %s%s%s. "
-                 "A failover to a server without the slot, or a mistyped [postgres] slot, "
-                 "are the usual causes; a dropped slot is the other one. outboxd does not "
-                 "re-create it: that would silently skip every event committed since. "
-                 "Fix the slot name or the conninfo; or, to start afresh from now, run "
-                 "outboxd verify -c %s to see what is missing, then move %s away",
-                 srv->slot, srv->system, srv->database, offsets_path,
-                 file->has_identity ? "" : lsn_format(file->lsn, a),
-                 file->has_identity ? fdesc : "", other ? " (another system)" : "",
-                 config_path, offsets_path);
+        refuse_slot_lost(&w, out);
         return;
     }
-    if (file->has_identity) {
-        const char *diff = identity_mismatch(file, srv);
-        if (diff) {
-            refuse(out, RESUME_OTHER_STREAM);
-            snprintf(out->message, sizeof(out->message),
-                     "the offset file %s belongs to another stream (the %s differs): the "
-                     "file says %s; this server and configuration are %s. Its position "
-                     "means nothing here and is not used. Point [offsets] file at this "
-                     "stream's offset file, or move %s away to start from the slot's "
-                     "confirmed position %s",
-                     offsets_path, diff, fdesc, sdesc, offsets_path,
-                     lsn_format(srv->slot_confirmed, a));
-            return;
-        }
-        out->note_is_warning = file->timeline != srv->timeline;
-        if (file->timeline != srv->timeline)
-            snprintf(out->note, sizeof(out->note),
-                     "the server's timeline is %u, the offset file's %u: the server was "
-                     "promoted (or restored) since the file was written; its position is "
-                     "checked against the server's WAL and the slot",
-                     (unsigned)srv->timeline, (unsigned)file->timeline);
-    } else {
-        snprintf(out->note, sizeof(out->note),
-                 "offset file %s has format 1 (a bare LSN: no system, database or slot "
-                 "recorded); it is rewritten in format %d at the next confirm",
-                 offsets_path, OFFSET_FORMAT);
-    }
-    if (file->lsn > srv->wal_end) {
-        refuse(out, RESUME_BEYOND_WAL);
-        snprintf(out->message, sizeof(out->message),
-                 "the offset file %s holds %s, beyond this server's current WAL position "
-                 "%s (%s): it was not written by this server's history (another cluster, "
-                 "a restored backup or a lagging promoted replica). It is neither used nor "
-                 "confirmed. Point [offsets] file at the right file, or run outboxd "
-                 "verify -c %s, then outboxd accept-slot -c %s to continue from the slot's "
-                 "confirmed position %s",
-                 offsets_path, lsn_format(file->lsn, a), lsn_format(srv->wal_end, b), sdesc,
-                 config_path, config_path,
-                 lsn_format(srv->slot_confirmed, (char[LSN_STRLEN]){0}));
-        return;
-    }
-    if (srv->slot_confirmed > file->lsn) {
-        refuse(out, RESUME_SLOT_AHEAD);
-        snprintf(out->message, sizeof(out->message),
-                 "replication slot \"%s\" is confirmed up to %s, ahead of the offset file "
-                 "%s at %s (by %s). outboxd writes the file before it confirms, so someone "
-                 "else moved the slot (pg_replication_slot_advance, a slot dropped and "
-                 "re-created under the same name, another client on it): events committed "
-                 "between %s and %s may never have been sent. Run outboxd verify -c %s to "
-                 "see what is missing, then outboxd accept-slot -c %s to continue from %s",
-                 srv->slot, lsn_format(srv->slot_confirmed, a), offsets_path,
-                 lsn_format(file->lsn, b),
-                 resume_bytes(srv->slot_confirmed - file->lsn, size, sizeof(size)), b, a,
-                 config_path, config_path, a);
-        return;
-    }
+    if (refuse_other_stream(&w, out) || refuse_position(&w, out)) return;
     out->verdict = RESUME_FROM_FILE;
     out->start = file->lsn;
 }
