@@ -55,7 +55,15 @@
 /* Room err needs for any message of json_scan() in full. */
 #define JSON_ERRLEN 256
 
-enum json_type { JSON_OBJECT, JSON_ARRAY, JSON_STRING, JSON_NUMBER, JSON_TRUE, JSON_FALSE, JSON_NULL };
+enum json_type {
+    JSON_OBJECT,
+    JSON_ARRAY,
+    JSON_STRING,
+    JSON_NUMBER,
+    JSON_TRUE,
+    JSON_FALSE,
+    JSON_NULL
+};
 
 /* One scanned value or object key. */
 struct json_tok {

@@ -622,7 +622,8 @@ static int scan_key(struct scan *sc, struct open *op)
     size_t at = sc->i;
     struct json_tok *t;
 
-    if (sc->i >= sc->len || sc->in[sc->i] != '"') return unexpected(sc, "string key expected");
+    if (sc->i >= sc->len || sc->in[sc->i] != '"')
+        return unexpected(sc, "string key expected");
     if (!(t = new_tok(sc, JSON_STRING)) || scan_string(sc, &t->s, &t->len) < 0) return -1;
     if (sc->js->key_id) t->kid = sc->js->key_id(t->s, t->len);
     return check_duplicate(sc, op, at);
@@ -666,7 +667,9 @@ static int scan_scalar(struct scan *sc)
     case 'f':
     case 'n': {
         enum json_type type = *in == 't' ? JSON_TRUE : *in == 'f' ? JSON_FALSE : JSON_NULL;
-        const char *word = type == JSON_TRUE ? "true" : type == JSON_FALSE ? "false" : "null";
+        const char *word = type == JSON_TRUE    ? "true"
+                           : type == JSON_FALSE ? "false"
+                                                : "null";
         size_t wl = type == JSON_FALSE ? 5 : 4;
         if (left >= wl && json_same_bytes(in, word, wl)) {
             if (!new_tok(sc, type)) return -1;
@@ -801,7 +804,8 @@ done: /* a value ended; what follows depends on its container */
         if (js->toks[top].type == JSON_OBJECT) goto key;
         goto value;
     }
-    if (sc.i < len && in[sc.i] == (js->toks[top].type == JSON_OBJECT ? '}' : ']')) goto close;
+    if (sc.i < len && in[sc.i] == (js->toks[top].type == JSON_OBJECT ? '}' : ']'))
+        goto close;
     return unexpected(&sc, js->toks[top].type == JSON_OBJECT ? "',' or '}' expected"
                                                              : "',' or ']' expected");
 

@@ -77,64 +77,102 @@ static void fails_with(const char *in, size_t n, const char *want)
     ck_assert_str_eq(err, want);
 }
 
+/* A line the scanner must refuse, and its error. */
+struct bad {
+    const char *in;
+    size_t len;
+    const char *err;
+};
+#define BAD(lit, err)                                                                      \
+    {                                                                                      \
+        lit, sizeof(lit) - 1, err                                                          \
+    }
+
+static void all_fail(const struct bad *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fails_with(cases[i].in, cases[i].len, cases[i].err);
+}
+
 START_TEST(test_strings_and_escapes)
 {
     string_is("\"\"", "", 0);
     string_is("\"plain ascii\"", "plain ascii", 11);
     string_is("\"\\\" \\\\ \\/ \\b \\f \\n \\r \\t\"", "\" \\ / \b \f \n \r \t", 15);
     string_is("\"\\u0041\\u00e9\\u20AC\"", "A\xc3\xa9\xe2\x82\xac", 6);
-    string_is("\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9);
+    string_is("\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"",
+              "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9);
     /* Long enough for the 16- and 8-byte copy paths, an escape past both. */
     string_is("\"0123456789abcdef01234567\\n89\"", "0123456789abcdef01234567\n89", 27);
-    fails_with("\"a\\x\"", 5, "not valid JSON (5-byte line): invalid escape at offset 2");
-    fails_with("\"\\u12\"", 6,
-               "not valid JSON (6-byte line): \\u not followed by 4 hex digits at offset 1");
-    fails_with("\"\\u12g4\"", 8,
-               "not valid JSON (8-byte line): \\u not followed by 4 hex digits at offset 1");
-    fails_with("\"x\\u0000\"", 9,
-               "string at offset 0 holds \\u0000, which Postgres text cannot");
+    {
+        static const struct bad cases[] = {
+            BAD("\"a\\x\"", "not valid JSON (5-byte line): invalid escape at offset 2"),
+            BAD("\"\\u12\"", "not valid JSON (6-byte line): \\u not followed by 4 hex "
+                             "digits at offset 1"),
+            BAD("\"\\u12g4\"", "not valid JSON (8-byte line): \\u not followed by 4 hex "
+                               "digits at offset 1"),
+            BAD("\"x\\u0000\"",
+                "string at offset 0 holds \\u0000, which Postgres text cannot"),
+        };
+        all_fail(cases, sizeof(cases) / sizeof(cases[0]));
+    }
 }
 END_TEST
 
 START_TEST(test_surrogates)
 {
-    string_is("\"\\ud83d\\ude00\"", "\xf0\x9f\x98\x80", 4);  /* paired */
-    string_is("\"\\uDBFF\\uDFFF\"", "\xf4\x8f\xbf\xbf", 4);  /* U+10FFFF */
-    fails_with("\"\\ude00\"", 8,
-               "not valid JSON (8-byte line): lone low surrogate escape at offset 1");
-    fails_with("\"\\ud83d\"", 8,
-               "not valid JSON (8-byte line): high surrogate escape without a low one at "
-               "offset 1");
-    fails_with("\"\\ud83dx\\ude00\"", 15,
-               "not valid JSON (15-byte line): high surrogate escape without a low one at "
-               "offset 1");
-    /* Reversed: the low one first is lone. */
-    fails_with("\"\\ude00\\ud83d\"", 14,
-               "not valid JSON (14-byte line): lone low surrogate escape at offset 1");
-    /* Two high ones. */
-    fails_with("\"\\ud83d\\ud83d\"", 14,
-               "not valid JSON (14-byte line): high surrogate escape without a low one at "
-               "offset 1");
-    /* A raw (CESU) surrogate is not UTF-8. */
-    fails_with("\"\xed\xa0\xbd\"", 5, "not valid JSON (5-byte line): invalid UTF-8 byte 0xed at offset 1");
+    static const struct bad cases[] = {
+        BAD("\"\\ude00\"",
+            "not valid JSON (8-byte line): lone low surrogate escape at offset 1"),
+        BAD("\"\\ud83d\"",
+            "not valid JSON (8-byte line): high surrogate escape without a low "
+            "one at offset 1"),
+        BAD("\"\\ud83dx\\ude00\"", "not valid JSON (15-byte line): high surrogate escape "
+                                   "without a low one at offset 1"),
+        /* Reversed: the low one first is lone. */
+        BAD("\"\\ude00\\ud83d\"",
+            "not valid JSON (14-byte line): lone low surrogate escape "
+            "at offset 1"),
+        /* Two high ones. */
+        BAD("\"\\ud83d\\ud83d\"", "not valid JSON (14-byte line): high surrogate escape "
+                                  "without a low one at offset 1"),
+        /* A raw (CESU-8) surrogate is not UTF-8. */
+        BAD("\"\xed\xa0\xbd\"", "not valid JSON (5-byte line): invalid UTF-8 byte 0xed at "
+                                "offset 1"),
+    };
+
+    string_is("\"\\ud83d\\ude00\"", "\xf0\x9f\x98\x80", 4); /* paired */
+    string_is("\"\\uDBFF\\uDFFF\"", "\xf4\x8f\xbf\xbf", 4); /* U+10FFFF */
+    all_fail(cases, sizeof(cases) / sizeof(cases[0]));
 }
 END_TEST
 
 START_TEST(test_control_bytes_and_utf8)
 {
-    fails_with("\"a\nb\"", 5,
-               "not valid JSON (5-byte line): control byte 0x0a in a string at offset 2");
-    fails_with("\"ab\0\"", 5,
-               "not valid JSON (5-byte line): control byte 0x00 in a string at offset 3");
-    fails_with("\"0123456789abcdefghij\x1f\"", 23,
-               "not valid JSON (23-byte line): control byte 0x1f in a string at offset 21");
     string_is("\"\x7f\"", "\x7f", 1); /* DEL is allowed, as in jansson */
-    fails_with("\"\x80\"", 3, "not valid JSON (3-byte line): invalid UTF-8 byte 0x80 at offset 1");
-    fails_with("\"\xc0\xaf\"", 4, "not valid JSON (4-byte line): invalid UTF-8 byte 0xc0 at offset 1");
-    fails_with("\"\xe0\x80\xaf\"", 5, "not valid JSON (5-byte line): invalid UTF-8 byte 0xe0 at offset 1");
-    fails_with("\"\xf4\x90\x80\x80\"", 6, "not valid JSON (6-byte line): invalid UTF-8 byte 0xf4 at offset 1");
-    fails_with("\"\xf5\x80\x80\x80\"", 6, "not valid JSON (6-byte line): invalid UTF-8 byte 0xf5 at offset 1");
-    fails_with("\"\xc3\"", 3, "not valid JSON (3-byte line): invalid UTF-8 byte 0xc3 at offset 1");
+    {
+        static const struct bad cases[] = {
+            BAD("\"a\nb\"",
+                "not valid JSON (5-byte line): control byte 0x0a in a string at offset 2"),
+            BAD("\"ab\0\"",
+                "not valid JSON (5-byte line): control byte 0x00 in a string at offset 3"),
+            BAD("\"0123456789abcdefghij\x1f\"", "not valid JSON (23-byte line): control "
+                                                "byte 0x1f in a string at offset 21"),
+            BAD("\"\x80\"",
+                "not valid JSON (3-byte line): invalid UTF-8 byte 0x80 at offset 1"),
+            BAD("\"\xc0\xaf\"",
+                "not valid JSON (4-byte line): invalid UTF-8 byte 0xc0 at offset 1"),
+            BAD("\"\xe0\x80\xaf\"",
+                "not valid JSON (5-byte line): invalid UTF-8 byte 0xe0 at offset 1"),
+            BAD("\"\xf4\x90\x80\x80\"",
+                "not valid JSON (6-byte line): invalid UTF-8 byte 0xf4 at offset 1"),
+            BAD("\"\xf5\x80\x80\x80\"",
+                "not valid JSON (6-byte line): invalid UTF-8 byte 0xf5 at offset 1"),
+            BAD("\"\xc3\"",
+                "not valid JSON (3-byte line): invalid UTF-8 byte 0xc3 at offset 1"),
+        };
+        all_fail(cases, sizeof(cases) / sizeof(cases[0]));
+    }
 }
 END_TEST
 
@@ -151,25 +189,34 @@ START_TEST(test_truncated)
         size_t n = strlen(whole[w]);
         ck_assert_msg(scan(whole[w]) == 0, "%s: %s", whole[w], err);
         for (size_t k = 0; k < n; k++) {
-            ck_assert_msg(scan_n(whole[w], k) == -1, "prefix %zu of %s accepted", k, whole[w]);
+            ck_assert_msg(scan_n(whole[w], k) == -1, "prefix %zu of %s accepted", k,
+                          whole[w]);
             ck_assert_msg(err[0] != '\0' && !strchr(err, '\n'), "prefix %zu: '%s'", k, err);
         }
     }
-    fails_with("", 0, "not valid JSON (0-byte line): value expected near end of line at offset 0");
-    fails_with("\"abc", 4, "not valid JSON (4-byte line): unterminated string at offset 0");
-    fails_with("\"abc\\", 5, "not valid JSON (5-byte line): unterminated string at offset 0");
-    fails_with("{\"a\":1", 6,
-               "not valid JSON (6-byte line): ',' or '}' expected near end of line at offset 6");
-    fails_with("[1,", 3, "not valid JSON (3-byte line): value expected near end of line at offset 3");
-    fails_with("tru", 3, "not valid JSON (3-byte line): value expected near 'tru' at offset 0");
+    static const struct bad cases[] = {
+        BAD("",
+            "not valid JSON (0-byte line): value expected near end of line at offset 0"),
+        BAD("\"abc", "not valid JSON (4-byte line): unterminated string at offset 0"),
+        BAD("\"abc\\", "not valid JSON (5-byte line): unterminated string at offset 0"),
+        BAD("{\"a\":1", "not valid JSON (6-byte line): ',' or '}' expected near end of "
+                        "line at offset 6"),
+        BAD("[1,",
+            "not valid JSON (3-byte line): value expected near end of line at offset 3"),
+        BAD("tru", "not valid JSON (3-byte line): value expected near 'tru' at offset 0"),
+    };
+
+    all_fail(cases, sizeof(cases) / sizeof(cases[0]));
 }
 END_TEST
 
 START_TEST(test_numbers)
 {
-    static const char *const good[] = {"0", "-0", "1", "-12", "1.50", "0.0", "1e5", "1E+5",
-                                       "-1.5e-10", "123456789012345678901234567890"};
-    static const char *const bad[] = {"01", "-", "1.", ".5", "1e", "1e+", "--1", "-01", "1.2.3", "+1"};
+    static const char *const good[] = {
+        "0",   "-0",  "1",    "-12",      "1.50",
+        "0.0", "1e5", "1E+5", "-1.5e-10", "123456789012345678901234567890"};
+    static const char *const bad[] = {"01",  "-",   "1.",  ".5",    "1e",
+                                      "1e+", "--1", "-01", "1.2.3", "+1"};
 
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         ck_assert_msg(scan(good[i]) == 0, "%s: %s", good[i], err);
@@ -179,10 +226,16 @@ START_TEST(test_numbers)
     }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(scan(bad[i]) == -1, "%s accepted", bad[i]);
-    fails_with("01", 2, "invalid number at offset 0");
-    fails_with("[1,1.]", 6, "invalid number at offset 3");
-    fails_with("+1", 2, "not valid JSON (2-byte line): value expected near '+1' at offset 0");
-    fails_with("[1 2]", 5, "not valid JSON (5-byte line): ',' or ']' expected near '\"2\"' at offset 3");
+    {
+        static const struct bad cases[] = {
+            BAD("01", "invalid number at offset 0"),
+            BAD("[1,1.]", "invalid number at offset 3"),
+            BAD("+1", "not valid JSON (2-byte line): value expected near '+1' at offset 0"),
+            BAD("[1 2]", "not valid JSON (5-byte line): ',' or ']' expected near '\"2\"' "
+                         "at offset 3"),
+        };
+        all_fail(cases, sizeof(cases) / sizeof(cases[0]));
+    }
 }
 END_TEST
 
@@ -190,11 +243,14 @@ START_TEST(test_tokens_and_keys)
 {
     const struct json_tok *arr, *v;
 
-    ck_assert_int_eq(scan(" {\"a\" : [1, {\"x\":2}, \"s\"], \"bb\":true, \"c\":null,\"big\":false}\r\n"), 0);
+    ck_assert_int_eq(
+        scan(" {\"a\" : [1, {\"x\":2}, \"s\"], \"bb\":true, \"c\":null,\"big\":false}\r\n"),
+        0);
     ck_assert_int_eq(toks[0].type, JSON_OBJECT);
-    ck_assert_uint_eq(toks[0].len, 4);   /* members */
-    ck_assert_uint_eq(toks[0].size, 14); /* obj, 4 keys, [1, {x:2}, "s"], true, null, false */
-    ck_assert_int_eq(toks[1].kid, 1);    /* "a" */
+    ck_assert_uint_eq(toks[0].len, 4); /* members */
+    ck_assert_uint_eq(toks[0].size,
+                      14);            /* obj, 4 keys, [1, {x:2}, "s"], true, null, false */
+    ck_assert_int_eq(toks[1].kid, 1); /* "a" */
     arr = json_get(&toks[0], 1);
     ck_assert_ptr_eq(arr, &toks[2]);
     ck_assert_int_eq(arr->type, JSON_ARRAY);
@@ -230,14 +286,23 @@ START_TEST(test_structure)
     ck_assert_uint_eq(toks[0].len, 0);
     ck_assert_int_eq(scan("{ }"), 0);
     ck_assert_int_eq(scan("\t\"x\"\n"), 0);
-    fails_with("{} x", 4, "not valid JSON (4-byte line): end of line expected near 'x' at offset 3");
-    fails_with("{1:2}", 5, "not valid JSON (5-byte line): string key expected near '\"1\"' at offset 1");
-    fails_with("{\"a\" 1}", 7, "not valid JSON (7-byte line): ':' expected near '\"1\"' at offset 5");
-    fails_with("[1,]", 4, "not valid JSON (4-byte line): value expected near ']' at offset 3");
-    fails_with("{\"a\":1,}", 8,
-               "not valid JSON (8-byte line): string key expected near '}' at offset 7");
-    fails_with("[1}", 3, "not valid JSON (3-byte line): ',' or ']' expected near '}' at offset 2");
-    fails_with("nul\x01", 4, "not valid JSON (4-byte line): value expected near 'nul?' at offset 0");
+    static const struct bad cases[] = {
+        BAD("{} x",
+            "not valid JSON (4-byte line): end of line expected near 'x' at offset 3"),
+        BAD("{1:2}",
+            "not valid JSON (5-byte line): string key expected near '\"1\"' at offset 1"),
+        BAD("{\"a\" 1}",
+            "not valid JSON (7-byte line): ':' expected near '\"1\"' at offset 5"),
+        BAD("[1,]", "not valid JSON (4-byte line): value expected near ']' at offset 3"),
+        BAD("{\"a\":1,}",
+            "not valid JSON (8-byte line): string key expected near '}' at offset 7"),
+        BAD("[1}",
+            "not valid JSON (3-byte line): ',' or ']' expected near '}' at offset 2"),
+        BAD("nul\x01",
+            "not valid JSON (4-byte line): value expected near 'nul?' at offset 0"),
+    };
+
+    all_fail(cases, sizeof(cases) / sizeof(cases[0]));
 }
 END_TEST
 
@@ -246,10 +311,15 @@ START_TEST(test_duplicate_keys)
     char line[4096];
     size_t n = 0;
 
-    fails_with("{\"a\":1,\"a\":2}", 13,
-               "not valid JSON (13-byte line): duplicate object key \"a\" at offset 7");
-    fails_with("{\"z\":1,\"z\":2}", 13,
-               "not valid JSON (13-byte line): duplicate object key \"z\" at offset 7");
+    {
+        static const struct bad cases[] = {
+            BAD("{\"a\":1,\"a\":2}",
+                "not valid JSON (13-byte line): duplicate object key \"a\" at offset 7"),
+            BAD("{\"z\":1,\"z\":2}",
+                "not valid JSON (13-byte line): duplicate object key \"z\" at offset 7"),
+        };
+        all_fail(cases, sizeof(cases) / sizeof(cases[0]));
+    }
     /* Same key in different objects is fine; "\u0061" is "a". */
     ck_assert_int_eq(scan("{\"a\":{\"a\":1},\"b\":{\"a\":2}}"), 0);
     fails_with("{\"a\":1,\"\\u0061\":2}", 18,
@@ -288,8 +358,9 @@ START_TEST(test_nesting_limit)
     line[max] = '0';
     memset(line + max + 1, ']', max);
     ck_assert_int_eq(scan_n(line, 2 * max + 1), -1);
-    ck_assert_str_eq(err, "not valid JSON (4097-byte line): nested deeper than 2048 levels at "
-                          "offset 2048");
+    ck_assert_str_eq(err,
+                     "not valid JSON (4097-byte line): nested deeper than 2048 levels at "
+                     "offset 2048");
     free(line);
 }
 END_TEST

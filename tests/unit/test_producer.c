@@ -51,7 +51,7 @@ struct report {
 static struct report reports[MAX_REPORTS];
 static int nreports;
 
-static rd_kafka_t *host;           /* hosts the mock cluster */
+static rd_kafka_t *host; /* hosts the mock cluster */
 static rd_kafka_mock_cluster_t *mc;
 static struct config cfg;
 static struct producer *prod;
@@ -148,7 +148,8 @@ static void make_event(struct outbox_event *ev, struct event_bufs *b, uint64_t n
     ev->event_id = (struct slice){b->event_id, strlen(b->event_id)};
     ev->headers[0] = (struct outbox_header){"event_id", ev->event_id};
     ev->headers[1] = (struct outbox_header){"event_type", {"created", 7}};
-    ev->headers[2] = (struct outbox_header){"commit_lsn", {ev->commit_lsn, strlen(ev->commit_lsn)}};
+    ev->headers[2] =
+        (struct outbox_header){"commit_lsn", {ev->commit_lsn, strlen(ev->commit_lsn)}};
     ev->nheaders = 3;
 }
 
@@ -277,8 +278,8 @@ START_TEST(test_queue_full_loses_nothing)
     ck_assert_int_eq(producer_flush(prod, WAIT_MS), 0);
     ck_assert_int_eq(nreports, N);
     for (uint64_t n = 0; n < N; n++)
-        ck_assert_msg(reports_of(n) == 1, "seq %llu reported %d times", (unsigned long long)n,
-                      reports_of(n));
+        ck_assert_msg(reports_of(n) == 1, "seq %llu reported %d times",
+                      (unsigned long long)n, reports_of(n));
     for (int i = 0; i < nreports; i++)
         ck_assert_int_eq(reports[i].err, 0);
 }
@@ -328,25 +329,36 @@ START_TEST(test_error_classification)
 {
     /* Dead-letter material: about the message or its topic. */
     static const int poison[] = {
-        RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,  RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
-        RD_KAFKA_RESP_ERR_INVALID_MSG,         RD_KAFKA_RESP_ERR_INVALID_RECORD,
-        RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION,     RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-        RD_KAFKA_RESP_ERR_POLICY_VIOLATION,    RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC,
-        RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, RD_KAFKA_RESP_ERR__INVALID_ARG,
+        RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+        RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
+        RD_KAFKA_RESP_ERR_INVALID_MSG,
+        RD_KAFKA_RESP_ERR_INVALID_RECORD,
+        RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION,
+        RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+        RD_KAFKA_RESP_ERR_POLICY_VIOLATION,
+        RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC,
+        RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+        RD_KAFKA_RESP_ERR__INVALID_ARG,
     };
     /* Broker, network or producer state: never dead-lettered. */
     static const int not_poison[] = {
-        RD_KAFKA_RESP_ERR_NO_ERROR,          RD_KAFKA_RESP_ERR__MSG_TIMED_OUT,
-        RD_KAFKA_RESP_ERR__TRANSPORT,        RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN,
-        RD_KAFKA_RESP_ERR__QUEUE_FULL,       RD_KAFKA_RESP_ERR__FATAL,
-        RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
-        RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS, RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED,
+        RD_KAFKA_RESP_ERR_NO_ERROR,
+        RD_KAFKA_RESP_ERR__MSG_TIMED_OUT,
+        RD_KAFKA_RESP_ERR__TRANSPORT,
+        RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN,
+        RD_KAFKA_RESP_ERR__QUEUE_FULL,
+        RD_KAFKA_RESP_ERR__FATAL,
+        RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+        RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+        RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+        RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED,
         RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
     };
     size_t i, npoison = sizeof(poison) / sizeof(poison[0]);
 
     for (i = 0; i < npoison; i++) {
-        ck_assert_msg(producer_err_is_poison(poison[i]), "%s", producer_err_name(poison[i]));
+        ck_assert_msg(producer_err_is_poison(poison[i]), "%s",
+                      producer_err_name(poison[i]));
         /* producer_poison_name() lists them, in this order (the metrics
          * seed their counters from it). */
         ck_assert_ptr_nonnull(producer_poison_name(i));
@@ -362,7 +374,8 @@ START_TEST(test_error_classification)
     ck_assert(!producer_err_is_missing_topic(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE));
     ck_assert(!producer_err_is_missing_topic(0));
     /* The names the metrics and logs use (README: reason labels). */
-    ck_assert_str_eq(producer_err_name(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE), "MSG_SIZE_TOO_LARGE");
+    ck_assert_str_eq(producer_err_name(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE),
+                     "MSG_SIZE_TOO_LARGE");
     ck_assert_str_eq(producer_err_name(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT), "_MSG_TIMED_OUT");
     ck_assert_str_eq(producer_err_name(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC), "_UNKNOWN_TOPIC");
     /* relay.c seeds the timeout counter with -192 and tests for 10. */
