@@ -370,8 +370,8 @@ static uint64_t not_plain_mask(uint64_t x)
 }
 
 /*
- * Copies the plain bytes at in[p..len) to o, up to the first byte that is
- * not plain or the end; returns how many. The common case of a string:
+ * Copies the plain bytes at in[*pp..len) to *oo, up to the first byte
+ * that is not plain or the end, and advances *pp and *oo past them. The common case of a string:
  * copied a block at a time while a whole block is plain. Writing a whole
  * block at o is safe: o is behind p, and the line fits the text buffer.
  * With SSE2 (every x86-64) a block is 16 bytes and the first byte that is
@@ -379,36 +379,43 @@ static uint64_t not_plain_mask(uint64_t x)
  * jsonb value: every quote in it is \") does not fall back to bytes
  * between them; then eight bytes at a time (SWAR), then byte by byte.
  */
-static inline size_t copy_plain(const unsigned char *in, size_t p, size_t len, char *o)
+static inline void copy_plain(const unsigned char *in, size_t len, size_t *pp, char **oo)
 {
-    size_t q = p;
+    size_t p = *pp;
+    char *o = *oo;
 
 #ifdef __SSE2__
-    while (q + 16 <= len) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + q));
+    while (p + 16 <= len) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + p));
         /* Signed compare: below 0x20 is a control byte or, as a negative
          * number, a byte >= 0x80. */
         __m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
                                                 _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
                                    _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
         unsigned mask = (unsigned)_mm_movemask_epi8(bad);
-        _mm_storeu_si128((__m128i *)(void *)(o + (q - p)), v);
-        if (mask != 0) return q - p + (unsigned)__builtin_ctz(mask);
-        q += 16;
+        _mm_storeu_si128((__m128i *)(void *)o, v);
+        if (mask != 0) {
+            unsigned k = (unsigned)__builtin_ctz(mask);
+            *pp = p + k;
+            *oo = o + k;
+            return;
+        }
+        o += 16;
+        p += 16;
     }
 #endif
-    while (q + 8 <= len) {
+    while (p + 8 <= len) {
         uint64_t w;
-        memcpy(&w, in + q, 8);
+        memcpy(&w, in + p, 8);
         if (not_plain_mask(w) != 0) break;
-        memcpy(o + (q - p), &w, 8);
-        q += 8;
+        memcpy(o, &w, 8);
+        o += 8;
+        p += 8;
     }
-    while (q < len && plain_byte(in[q])) {
-        o[q - p] = (char)in[q];
-        q++;
-    }
-    return q - p;
+    while (p < len && plain_byte(in[p]))
+        *o++ = (char)in[p++];
+    *pp = p;
+    *oo = o;
 }
 
 /*
@@ -417,7 +424,7 @@ static inline size_t copy_plain(const unsigned char *in, size_t p, size_t len, c
  * as it is, an escape unescaped. Advances *p and *o; -1 on a control
  * byte, invalid UTF-8 or a bad escape.
  */
-static int string_special(const struct scan *sc, size_t start, size_t *p, char **o)
+static inline int string_special(const struct scan *sc, size_t start, size_t *p, char **o)
 {
     const unsigned char *in = (const unsigned char *)sc->in;
     size_t k, used = 0, wrote = 0;
@@ -461,10 +468,7 @@ static int scan_string(struct scan *sc, const char **s, size_t *n)
     size_t p = start + 1;
 
     for (;;) {
-        size_t k = copy_plain(in, p, len, o);
-
-        o += k;
-        p += k;
+        copy_plain(in, len, &p, &o);
         if (p >= len) return bad_json(sc, start, "unterminated string");
         if (in[p] == '"') break;
         if (string_special(sc, start, &p, &o) < 0) return -1;
