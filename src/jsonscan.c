@@ -371,9 +371,10 @@ static uint64_t not_plain_mask(uint64_t x)
 
 /*
  * Copies the plain bytes at in[*pp..len) to *oo, up to the first byte
- * that is not plain or the end, and advances *pp and *oo past them. The common case of a string:
- * copied a block at a time while a whole block is plain. Writing a whole
- * block at o is safe: o is behind p, and the line fits the text buffer.
+ * that is not plain or the end, and advances *pp and *oo past them. The
+ * common case of a string: copied a block at a time while a whole block
+ * is plain. Writing a whole block at o is safe: o is behind p, and the
+ * line fits the text buffer.
  * With SSE2 (every x86-64) a block is 16 bytes and the first byte that is
  * not plain is found with a bit scan, so a string with many escapes (a
  * jsonb value: every quote in it is \") does not fall back to bytes
