@@ -34,10 +34,10 @@
  *
  * Column values and strings in the repl_msg point into the scanner's
  * text, which is kept until the next call (or the free); never into the
- * caller's buffer. The
- * decoder also owns a relation cache (relcache.h) keyed by schema and
- * table: wal2json sends no Relation messages, so the layout is read off
- * each row (column names and types, in order). A row whose layout differs
+ * caller's buffer. The decoder also owns a relation cache (relcache.h)
+ * keyed by schema and table: wal2json sends no Relation messages, so the
+ * layout is read off each row (column names and types, in order). A row
+ * whose layout differs
  * from the cached one - ALTER TABLE, or an UPDATE that leaves out
  * unchanged TOASTed columns - gets a new relation with the next relid,
  * which replaces the old one. wal2json sends no replica identity
@@ -48,8 +48,10 @@
  *
  * Errors are -1 with one line in err: "wal2json <Action>: <reason>", where
  * the reason names the field (and the column, 1-based, inside a row); a
- * line that is no JSON gets "not valid JSON (<n>-byte line): <what> at
- * offset <k>". Control bytes from the input never reach err.
+ * line that is no JSON gets "wal2json: " and the scanner's reason
+ * ("not valid JSON (<n>-byte line): <what> at offset <k>", jsonscan.h).
+ * Control bytes from the input never reach err. Nothing here logs (log.h:
+ * the relay decides, and logs).
  */
 #include "wal2json.h"
 #include "jsonscan.h"
