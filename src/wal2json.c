@@ -32,13 +32,12 @@
  *      wal2json objects have a handful of keys, so a lookup is a short
  *      linear scan comparing key ids (json_get).
  *
- * Column values and strings in the repl_msg point into the scanner's
- * text, which is kept until the next call (or the free); never into the
- * caller's buffer. The decoder also owns a relation cache (relcache.h)
- * keyed by schema and table: wal2json sends no Relation messages, so the
- * layout is read off each row (column names and types, in order). A row
- * whose layout differs
- * from the cached one - ALTER TABLE, or an UPDATE that leaves out
+ * Column values and strings in the repl_msg point into the scanner's text,
+ * which is kept until the next call (or the free); never into the caller's
+ * buffer. The decoder also owns a relation cache (relcache.h) keyed by
+ * schema and table: wal2json sends no Relation messages, so the layout is
+ * read off each row (column names and types, in order). A row whose layout
+ * differs from the cached one - ALTER TABLE, or an UPDATE that leaves out
  * unchanged TOASTed columns - gets a new relation with the next relid,
  * which replaces the old one. wal2json sends no replica identity
  * (replident is 0) and no typmod (-1); typid comes from "typeoid" when
