@@ -1,19 +1,26 @@
 /*
- * decode.h - the decoded logical-replication message, independent of the
- * output plugin that produced it.
+ * decode.h - what a decoder hands on: struct repl_msg, one decoded
+ * logical-replication message, the same whichever output plugin produced
+ * it, and the relation layouts (struct relation) its rows refer to.
  *
- * The pgoutput decoder (and later the wal2json decoder) turn the payload of
- * one XLogData frame into one struct repl_msg. Nothing downstream of this
- * header knows which plugin is in use.
+ * Both decoders fill it: pgoutput.c (pgoutput_decode) and wal2json.c
+ * (wal2json_decode, format-version 2), behind the plugin-independent
+ * decoder_decode() of decoder.h that the relay calls; relcache.h caches the
+ * relations. The outbox mapper (outbox.h) reads an RM_INSERT's tuple and
+ * relation to build the Kafka event; beyond decoder.h nothing downstream
+ * knows which plugin is in use. Only the fields a plugin sends are set:
+ * wal2json sends no Origin, Relation or Type messages (its layouts are
+ * read off each row), no replica identity and no typmod.
  *
  * Lifetime: a repl_msg borrows. String and value pointers point either into
  * the input buffer given to the decoder or into memory owned by the decoder
- * (relation cache, scratch arrays). They stay valid until the next decode
- * call on the same decoder or until the input buffer is released, whichever
- * comes first. Relations stay valid until the decoder is freed or the
- * relation is redefined (pgoutput: a Relation message for the same relid;
- * wal2json: a row of the same table with another column list). Callers keep
- * no relation pointer across decode calls.
+ * (relation cache, scratch arrays; wal2json: always the decoder's, never
+ * the input). They stay valid until the next decode call on the same
+ * decoder or until the input buffer is released, whichever comes first.
+ * Relations stay valid until the decoder is freed or the relation is
+ * redefined (pgoutput: a Relation message for the same relid; wal2json: a
+ * row of the same table with another column list). Callers keep no
+ * relation pointer across decode calls.
  */
 #ifndef OUTBOXD_DECODE_H
 #define OUTBOXD_DECODE_H

@@ -12,9 +12,42 @@
  * process-wide ones (log_set_context(), e.g. the slot) and the call's own
  * (log_kv(), e.g. lsn and event_id).
  *
- * Modules that can fail return an error code and fill a caller-provided
- * message buffer (char *err, size_t errlen); only the caller that decides
- * what to do about the error logs it, so each failure is reported once.
+ * The error convention, the one every module follows:
+ *
+ *   Return codes. A function that can fail returns int: 0 on success, -1
+ *   on failure. One whose caller must tell more outcomes apart returns a
+ *   documented code of its module instead: an enum or #defines in its
+ *   header (e.g. PRODUCER_OK/PRODUCER_QUEUE_FULL/PRODUCER_ERROR), or a
+ *   count >= 0 and -1; the function's comment lists every value it
+ *   returns. A bare negative literal never means anything but -1, failed
+ *   (no -2 for "retry later": name it). Predicates return bool; a
+ *   constructor returns its object, NULL on failure, and says who frees it.
+ *
+ *   The err buffer. A function that can fail for a reason worth telling
+ *   takes char *err, size_t errlen (last) and on failure writes one line
+ *   into it: NUL-terminated, cut to errlen, no newline and no control
+ *   bytes from the input (log_one_line()), secrets masked (redact.h). On
+ *   success it leaves err alone or empty; the caller reads err only after
+ *   a failure. A caller that adds context writes its own err quoting the
+ *   callee's ("reading the slot: <callee's err>"). Error texts are part of
+ *   the behaviour: tests and operators match them.
+ *
+ *   Who logs. The caller that decides what happens next (retry, skip,
+ *   dead-letter, stop, exit) logs the failure, once, with log_msg() or
+ *   log_kv(); a function that reports an error through its return code and
+ *   err does not log it as well. Pure modules never log. Code with nobody
+ *   to return to (librdkafka's callbacks, signal-driven reloads, the HTTP
+ *   server's threads) logs itself.
+ *
+ *   Exit codes. Only main.c's functions and the run functions main()
+ *   calls (relay_run, poll_relay_run, check_run, check_config_failed,
+ *   verify_run, accept_slot_run, poll_requeue_run) return exit codes, and
+ *   only those of exitcode.h:
+ *   EXIT_OK 0, EXIT_FATAL 1 (systemd restarts), EXIT_USAGE 2 (bad usage or
+ *   configuration, or a state only an operator can resolve; README "Exit
+ *   codes"). Nothing below them returns an exit code: they map their
+ *   callees' codes to one.
+ *
  * Nothing that may hold a secret (conninfo, sasl password) is ever passed here.
  *
  * Thread safety: log_msg() and log_kv() may be called from any thread

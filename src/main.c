@@ -1,8 +1,29 @@
 /*
- * main.c - command line, configuration loading and reloading (SIGHUP, see
- * signals.h); the work is done by relay_run() or poll_relay_run().
+ * main.c - the outboxd executable: the command line and what it starts.
+ *
+ *   outboxd [options]            the daemon: relay_run() (relay.h) when
+ *                                [source] mode = logical, poll_relay_run()
+ *                                (poll_relay.h) when mode = polling
+ *   outboxd check                check_run() (checks.h)
+ *   outboxd verify               verify_run() (verify.h)
+ *   outboxd requeue EVENT_ID...  poll_requeue_run() (poll_relay.h)
+ *   outboxd accept-slot          accept_slot_run() (accept.h)
+ *   outboxd config               prints the effective configuration
+ *                                (confdoc.h); --example, --doc-table
+ *
+ * main() parses the command line in two passes (the options that need no
+ * configuration first: --help, --version, config --example/--doc-table),
+ * loads the configuration (the file, then OUTBOXD_<SECTION>_<KEY>
+ * variables, then --set, then the secret files; config.h) and validates
+ * it, applies [log], and runs the subcommand or the daemon. The daemon
+ * installs the signal handlers (signals.h): SIGTERM/SIGINT set the stop
+ * flag the relay polls; SIGHUP loads the configuration again the same way
+ * and applies [log] level and format (reload_config). The exit code is the
+ * run function's (exitcode.h); a bad command line or configuration exits
+ * EXIT_USAGE here.
  */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,149 +363,212 @@ out:
     config_free(&fresh);
 }
 
-int main(int argc, char **argv)
-{
-    const char *path = NULL;
-    char err[1024];
-    struct config cfg;
-    int code;
-    void (*usage)(FILE *);
-    enum command cmd = command_of(argc, argv, &usage);
-    int first = cmd == CMD_DAEMON ? 1 : 2;
+/* ---- command line ---------------------------------------------------------- */
 
-    /* First pass: options that need no configuration. */
-    for (int i = first; i < argc; i++) {
+/* What the command line asks for, once parsed. */
+struct args {
+    enum command cmd;
+    void (*usage)(FILE *out); /* the subcommand's --help */
+    int first;                /* index of the first option in argv */
+    const char *path;         /* -c FILE; NULL: none */
+    struct verify_options vopt;
+    bool config_only;         /* check --config-only */
+    char **ids;               /* requeue: the EVENT_IDs (into argv); owned array */
+    int nids;
+};
+
+/* First pass: the options that need no configuration (--help, --version,
+ * config --example and --doc-table). True when one was found and handled;
+ * *code is then the exit code. */
+static bool early_option(const struct args *a, int argc, char **argv, int *code)
+{
+    *code = EXIT_OK;
+    for (int i = a->first; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return EXIT_OK;
+            a->usage(stdout);
+            return true;
         }
         if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
             printf("outboxd %s\n", OUTBOXD_VERSION);
-            return EXIT_OK;
+            return true;
         }
-        if (cmd == CMD_CONFIG && !strcmp(argv[i], "--example")) {
+        if (a->cmd == CMD_CONFIG && !strcmp(argv[i], "--example")) {
             confdoc_example(stdout);
-            return EXIT_OK;
+            return true;
         }
-        if (cmd == CMD_CONFIG && !strcmp(argv[i], "--doc-table") && i + 1 < argc) {
-            if (confdoc_table(argv[i + 1], stdout) == 0) return EXIT_OK;
+        if (a->cmd == CMD_CONFIG && !strcmp(argv[i], "--doc-table") && i + 1 < argc) {
+            if (confdoc_table(argv[i + 1], stdout) == 0) return true;
             fprintf(stderr, "outboxd: --doc-table logical|polling\n");
-            return EXIT_USAGE;
+            *code = EXIT_USAGE;
+            return true;
         }
     }
+    return false;
+}
+
+/* Prints the formatted line and the usage to stderr; returns EXIT_USAGE. */
+static int usage_error(const struct args *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int usage_error(const struct args *a, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    a->usage(stderr);
+    return EXIT_USAGE;
+}
+
+/* Second pass: -c, the subcommand's own options and requeue's EVENT_IDs
+ * (--set is applied later, by load_config). EXIT_OK when the command line
+ * is good, else the exit code, the error printed: EXIT_USAGE (with the
+ * usage) or EXIT_FATAL (out of memory). */
+static int parse_args(struct args *a, int argc, char **argv)
+{
+    char err[1024];
+    int vr;
+
+    verify_options_init(&a->vopt);
+    if (a->cmd == CMD_REQUEUE && !(a->ids = calloc((size_t)argc, sizeof(*a->ids)))) {
+        log_error("out of memory");
+        return EXIT_FATAL;
+    }
+    for (int i = a->first; i < argc; i++) {
+        if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
+            a->path = argv[++i];
+        } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+            i++;
+        } else if (a->cmd == CMD_VERIFY &&
+                   (vr = verify_option(&a->vopt, argc, argv, &i, err, sizeof(err)))) {
+            if (vr < 0) return usage_error(a, "outboxd verify: %s", err);
+        } else if (a->cmd == CMD_CHECK && !strcmp(argv[i], "--config-only")) {
+            a->config_only = true;
+        } else if (a->cmd == CMD_REQUEUE && argv[i][0] != '-') {
+            a->ids[a->nids++] = argv[i];
+        } else {
+            return usage_error(a, "outboxd: unknown or incomplete argument \"%s\"", argv[i]);
+        }
+    }
+    if (a->cmd == CMD_REQUEUE && a->nids == 0)
+        return usage_error(a, "outboxd: requeue needs at least one EVENT_ID");
+    return EXIT_OK;
+}
+
+/* ---- configuration ---------------------------------------------------------- */
+
+/* Loads cfg (config_init()ed) as the command line says and validates it;
+ * `config` prints it (and the warnings) before the validation, so a bad
+ * configuration is shown too. 0, or -1 with err. */
+static int configure(struct config *cfg, const struct args *a, int argc, char **argv,
+                     char *err, size_t errlen)
+{
+    /* Without -c, everything comes from the environment and --set. */
+    if (load_config(cfg, a->path, argc, argv, a->first, a->cmd == CMD_REQUEUE, err,
+                    errlen) != 0)
+        return -1;
+    cfg->path = a->path;
+    if (a->cmd == CMD_CONFIG) {
+        confdoc_effective(cfg, stdout);
+        fflush(stdout);
+        warn_unmatched_env();
+        warn_exposed_secrets(cfg);
+    }
+    return config_validate(cfg, err, errlen);
+}
+
+/* Reports a configuration that does not load or validate (err); returns
+ * the exit code, EXIT_USAGE. */
+static int config_failed(const struct args *a, const char *err)
+{
+    warn_unmatched_env(); /* a misspelt section may be why */
+    if (a->cmd == CMD_CHECK) return check_config_failed(err); /* a FAIL line, exit 2 */
+    log_error("configuration: %s", err);
+    return EXIT_USAGE;
+}
+
+/* Applies [log] and warns about what the configuration left unused or
+ * exposed, before anything else is logged. */
+static void start_logging(const struct config *cfg, enum command cmd)
+{
+    log_set_level((enum log_level)cfg->log_level);
+    log_set_format((enum log_format)cfg->log_format);
+    if (cmd == CMD_DAEMON && cfg->source_mode != SOURCE_POLLING)
+        log_set_context("slot", cfg->pg_slot);
+    warn_unmatched_env();
+    warn_exposed_secrets(cfg);
+}
+
+/* ---- running ---------------------------------------------------------------- */
+
+/* Runs the subcommand a names (not the daemon, not config); its exit code. */
+static int run_subcommand(const struct config *cfg, const struct args *a)
+{
+    switch (a->cmd) {
+    case CMD_CHECK:
+        return check_run(cfg, false, a->config_only ? CHECK_SCOPE_CONFIG : CHECK_SCOPE_ALL);
+    case CMD_VERIFY:
+        return verify_run(cfg, &a->vopt);
+    case CMD_ACCEPT:
+        if (cfg->source_mode != SOURCE_POLLING) return accept_slot_run(cfg);
+        log_error("accept-slot: [source] mode = polling has no slot");
+        return EXIT_USAGE;
+    case CMD_REQUEUE:
+        return poll_requeue_run(cfg, a->ids, a->nids);
+    default:
+        return EXIT_FATAL; /* not a subcommand: main() runs those itself */
+    }
+}
+
+/* The daemon: installs the signal handlers (SIGTERM/SIGINT set
+ * stop_requested; SIGHUP reloads the configuration, reload_config) and
+ * runs the relay of [source] mode until it stops; its exit code. */
+static int run_daemon(struct config *cfg, const struct args *a, int argc, char **argv)
+{
+    struct reload_ctx rc = {.path = a->path, .argc = argc, .argv = argv,
+                            .level = cfg->log_level, .format = cfg->log_format};
+    char err[1024], alloc[64];
+    int code;
+
+    if (a->path && ini_pairs_read_file(a->path, &rc.file, err, sizeof(err)) != 0)
+        log_warn("%s (SIGHUP will name every key as changed)", err);
+    signals_install(&stop_requested, reload_config, &rc);
+    log_info("outboxd %s starting (%s mode, allocator %s)", OUTBOXD_VERSION,
+             cfg->source_mode == SOURCE_POLLING ? "polling" : "logical",
+             allocator_name(alloc, sizeof(alloc)));
+    code = cfg->source_mode == SOURCE_POLLING ? poll_relay_run(cfg, &stop_requested)
+                                               : relay_run(cfg, &stop_requested);
+    ini_pairs_free(&rc.file);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a = {0};
+    struct config cfg;
+    char err[1024];
+    int code;
+
+    a.cmd = command_of(argc, argv, &a.usage);
+    a.first = a.cmd == CMD_DAEMON ? 1 : 2;
+    if (early_option(&a, argc, argv, &code)) return code;
     if (config_init(&cfg) != 0) {
         log_error("out of memory");
         return EXIT_FATAL;
     }
-    /* Second pass: the file first, then env, then --set, so later wins. */
-    struct verify_options vopt;
-    verify_options_init(&vopt);
-    int vr;
-    bool config_only = false;
-    char **ids = NULL;
-    int nids = 0;
-    if (cmd == CMD_REQUEUE && !(ids = calloc((size_t)argc, sizeof(*ids)))) {
-        log_error("out of memory");
-        config_free(&cfg);
-        return EXIT_FATAL;
+    code = parse_args(&a, argc, argv);
+    if (code != EXIT_OK)
+        ;
+    else if (configure(&cfg, &a, argc, argv, err, sizeof(err)) != 0)
+        code = config_failed(&a, err);
+    else if (a.cmd != CMD_CONFIG) {
+        start_logging(&cfg, a.cmd);
+        code = a.cmd == CMD_DAEMON ? run_daemon(&cfg, &a, argc, argv)
+                                   : run_subcommand(&cfg, &a);
     }
-    for (int i = first; i < argc; i++) {
-        if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
-            path = argv[++i];
-        } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
-            i++;
-        } else if (cmd == CMD_VERIFY &&
-                   (vr = verify_option(&vopt, argc, argv, &i, err, sizeof(err)))) {
-            if (vr > 0) continue;
-            fprintf(stderr, "outboxd verify: %s\n", err);
-            usage(stderr);
-            config_free(&cfg);
-            return EXIT_USAGE;
-        } else if (cmd == CMD_CHECK && !strcmp(argv[i], "--config-only")) {
-            config_only = true;
-        } else if (cmd == CMD_REQUEUE && argv[i][0] != '-') {
-            ids[nids++] = argv[i];
-        } else {
-            fprintf(stderr, "outboxd: unknown or incomplete argument \"%s\"\n", argv[i]);
-            usage(stderr);
-            config_free(&cfg);
-            free(ids);
-            return EXIT_USAGE;
-        }
-    }
-    if (cmd == CMD_REQUEUE && nids == 0) {
-        fprintf(stderr, "outboxd: requeue needs at least one EVENT_ID\n");
-        usage(stderr);
-        config_free(&cfg);
-        free(ids);
-        return EXIT_USAGE;
-    }
-    /* Without -c, everything comes from the environment and --set. */
-    if (load_config(&cfg, path, argc, argv, first, cmd == CMD_REQUEUE, err, sizeof(err)) != 0)
-        goto bad_config;
-    cfg.path = path;
-    if (cmd == CMD_CONFIG) {
-        confdoc_effective(&cfg, stdout);
-        fflush(stdout);
-        warn_unmatched_env();
-        warn_exposed_secrets(&cfg);
-    }
-    if (config_validate(&cfg, err, sizeof(err)) != 0) goto bad_config;
-    if (cmd == CMD_CONFIG) {
-        config_free(&cfg);
-        return EXIT_OK;
-    }
-
-    log_set_level((enum log_level)cfg.log_level);
-    log_set_format((enum log_format)cfg.log_format);
-    if (cmd == CMD_DAEMON && cfg.source_mode != SOURCE_POLLING)
-        log_set_context("slot", cfg.pg_slot);
-    warn_unmatched_env();
-    warn_exposed_secrets(&cfg);
-    switch (cmd) {
-    case CMD_CHECK:
-        code = check_run(&cfg, false, config_only ? CHECK_SCOPE_CONFIG : CHECK_SCOPE_ALL);
-        config_free(&cfg);
-        return code;
-    case CMD_VERIFY:
-        code = verify_run(&cfg, &vopt);
-        config_free(&cfg);
-        return code;
-    case CMD_ACCEPT:
-        code = cfg.source_mode == SOURCE_POLLING
-                   ? (log_error("accept-slot: [source] mode = polling has no slot"), EXIT_USAGE)
-                   : accept_slot_run(&cfg);
-        config_free(&cfg);
-        return code;
-    case CMD_REQUEUE:
-        code = poll_requeue_run(&cfg, ids, nids);
-        config_free(&cfg);
-        free(ids);
-        return code;
-    case CMD_DAEMON:
-    case CMD_CONFIG:
-        break;
-    }
-    struct reload_ctx rc = {.path = path, .argc = argc, .argv = argv,
-                            .level = cfg.log_level, .format = cfg.log_format};
-    if (path && ini_pairs_read_file(path, &rc.file, err, sizeof(err)) != 0)
-        log_warn("%s (SIGHUP will name every key as changed)", err);
-    signals_install(&stop_requested, reload_config, &rc);
-    char alloc[64];
-    log_info("outboxd %s starting (%s mode, allocator %s)", OUTBOXD_VERSION,
-             cfg.source_mode == SOURCE_POLLING ? "polling" : "logical",
-             allocator_name(alloc, sizeof(alloc)));
-    code = cfg.source_mode == SOURCE_POLLING ? poll_relay_run(&cfg, &stop_requested)
-                                              : relay_run(&cfg, &stop_requested);
-    ini_pairs_free(&rc.file);
     config_free(&cfg);
+    free(a.ids);
     return code;
-
-bad_config:
-    config_free(&cfg);
-    free(ids);
-    warn_unmatched_env(); /* a misspelt section may be why */
-    if (cmd == CMD_CHECK) return check_config_failed(err); /* a FAIL line, exit 2 */
-    log_error("configuration: %s", err);
-    return EXIT_USAGE;
 }
