@@ -1,7 +1,7 @@
 /*
  * check.c - `outboxd check` and the daemon's start-up checks: everything
  * outboxd needs from its configuration, Postgres and Kafka, verified
- * before streaming, one line per finding (see checks.h for the order).
+ * before streaming, one line per finding (see check.h for the order).
  *
  * Postgres is asked through an ordinary connection (the catalog queries
  * need the extended protocol for parameters) and, for the plugin, a
@@ -15,7 +15,7 @@
  * and, for parse errors (which quote the offending text), every quoted part
  * removed.
  */
-#include "checks.h"
+#include "check.h"
 
 #include <ctype.h>
 #include <errno.h>

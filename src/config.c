@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checks.h"
+#include "check.h"
 #include <libpq-fe.h>
 
 #include "decoder.h"

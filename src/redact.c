@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checks.h"
+#include "check.h"
 
 void redact_conn_error(const char *conninfo, const char *msg, char *out, size_t outlen)
 {

@@ -1,5 +1,5 @@
 /*
- * test_check.c - the pure helpers of `outboxd check` (include/checks.h):
+ * test_check.c - the pure helpers of `outboxd check` (include/check.h):
  * output lines, the edit-distance suggestion, column type fit, template
  * column extraction, and the masking of libpq messages; plus the FAIL/skip
  * report for a configuration that could not be loaded.
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checks.h"
+#include "check.h"
 
 /* ---- lines ---- */
 

@@ -1,5 +1,5 @@
 /*
- * checks.h - `outboxd check`: everything outboxd needs, verified before
+ * check.h - `outboxd check`: everything outboxd needs, verified before
  * streaming, one line per check on stdout:
  *
  *   ok   <what>[: detail]
@@ -27,8 +27,8 @@
  * The daemon runs the cheap checks whose failure is fatal anyway at start
  * (CHECK_SCOPE_STARTUP) and stops with the same messages.
  */
-#ifndef OUTBOXD_CHECKS_H
-#define OUTBOXD_CHECKS_H
+#ifndef OUTBOXD_CHECK_H
+#define OUTBOXD_CHECK_H
 
 #include <stdbool.h>
 #include <stddef.h>
