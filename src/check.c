@@ -37,9 +37,11 @@
 #include "lsn.h"
 #include "offset.h"
 #include "polling.h"
+#include "redact.h"
 #include "exitcode.h"
 #include "resume.h"
 #include "stream.h"
+#include "str.h"
 
 /* ---- pure helpers -------------------------------------------------------- */
 
@@ -52,46 +54,6 @@ char *check_format_line(char *out, size_t outlen, enum check_status st, const ch
     snprintf(out, outlen, "%s %s%s%s%s%s", prefix[st], what, has_problem ? ": " : "",
              has_problem ? problem : "", has_fix ? "; " : "", has_fix ? fix : "");
     return out;
-}
-
-size_t check_edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 64 || lb > 64) /* not a typo of a config key; avoid the table */
-        return la > lb ? la : lb;
-    size_t d[65][65];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            size_t best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            if (d[i - 1][j - 1] + cost < best) best = d[i - 1][j - 1] + cost;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    return d[la][lb];
-}
-
-const char *check_suggest(const char *word, const char *const *candidates, size_t n)
-{
-    size_t len = strlen(word);
-    size_t limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
-    const char *best = NULL;
-    size_t bestd = limit + 1;
-    for (size_t i = 0; i < n; i++) {
-        size_t d = check_edit_distance(word, candidates[i]);
-        if (d < bestd) {
-            bestd = d;
-            best = candidates[i];
-        }
-    }
-    return best;
 }
 
 static bool name_in(const char *name, const char *const *list)
@@ -156,53 +118,6 @@ bad:
     for (int i = 0; i < n; i++)
         free(names[i]);
     return -1;
-}
-
-void check_strip_quoted(const char *in, char *out, size_t outlen)
-{
-    size_t n = 0;
-    bool quoted = false, elided = false;
-    for (const char *p = in; *p && n + 4 < outlen; p++) {
-        if (*p == '"') {
-            if (quoted && !elided) {
-                memcpy(out + n, "...", 3);
-                n += 3;
-            }
-            quoted = !quoted;
-            elided = false;
-            out[n++] = '"';
-        } else if (quoted) {
-            if (!elided) {
-                memcpy(out + n, "...", 3);
-                n += 3;
-                elided = true;
-            }
-        } else {
-            out[n++] = *p;
-        }
-    }
-    if (outlen) out[n < outlen ? n : outlen - 1] = '\0';
-}
-
-void check_mask(const char *in, const char *secret, char *out, size_t outlen)
-{
-    size_t n = 0, sl = secret ? strlen(secret) : 0;
-    if (!outlen) return;
-    for (const char *p = in; *p && n + 1 < outlen;) {
-        if (sl && strncmp(p, secret, sl) == 0) {
-            for (int i = 0; i < 8 && n + 1 < outlen; i++)
-                out[n++] = '*';
-            p += sl;
-        } else if (*p == '\n' || *p == '\t' || *p == '\r') {
-            if (n > 0 && out[n - 1] != ' ') out[n++] = ' ';
-            p++;
-        } else {
-            out[n++] = *p++;
-        }
-    }
-    while (n > 0 && out[n - 1] == ' ')
-        n--;
-    out[n] = '\0';
 }
 
 /* ---- the run ------------------------------------------------------------- */
@@ -343,7 +258,7 @@ static const char *table_sql(const struct ck *k, char *buf, size_t len)
 /* libpq's message for conn, masked, on one line. */
 static void pg_message(const struct ck *k, const char *msg, char *out, size_t outlen)
 {
-    check_mask(msg ? msg : "out of memory", k->password, out, outlen);
+    redact_mask(msg ? msg : "out of memory", k->password, out, outlen);
 }
 
 /* The server's message for a failed statement (without libpq's "ERROR:  "
@@ -481,8 +396,8 @@ static void check_connection(struct ck *k)
         char *perr = NULL;
         PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
         if (!opts) {
-            check_strip_quoted(perr ? perr : "out of memory", stripped, sizeof(stripped));
-            check_mask(stripped, NULL, msg, sizeof(msg));
+            redact_strip_quoted(perr ? perr : "out of memory", stripped, sizeof(stripped));
+            redact_mask(stripped, NULL, msg, sizeof(msg));
             PQfreemem(perr);
             if (!k->quiet)
                 report(k, CHECK_FAIL, what,
@@ -768,7 +683,7 @@ static const char *column_hint(const struct ck *k, const char *name, char *buf, 
     if (names) {
         for (int i = 0; i < k->ncols; i++)
             names[i] = k->cols[i].name;
-        s = check_suggest(name, names, (size_t)k->ncols);
+        s = str_suggest(name, names, (size_t)k->ncols);
     }
     if (s)
         snprintf(buf, len, " (did you mean \"%s\"?)", s);

@@ -12,12 +12,10 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "check.h"
-#include <libpq-fe.h>
 
 #include "decoder.h"
 #include "duration.h"
@@ -27,6 +25,7 @@
 #include "polling.h"
 #include "redact.h"
 #include "secrets.h"
+#include "str.h"
 
 enum key_type {
     KT_STRING,
@@ -532,7 +531,7 @@ int config_set(struct config *c, const char *section, const char *key,
     size_t ncands = 0;
     for (size_t i = 0; i < NKEYS; i++)
         if (strcmp(key_defs[i].doc.section, section) == 0) cands[ncands++] = key_defs[i].doc.key;
-    const char *hint = check_suggest(key, cands, ncands);
+    const char *hint = str_suggest(key, cands, ncands);
     if (hint)
         snprintf(err, errlen, "unknown key \"%s\" in section [%s]; did you mean \"%s\"?", key,
                  section, hint);
