@@ -1,7 +1,8 @@
 /*
  * kafkaconf.h - what every librdkafka client of outboxd (the relay's
- * producer, verify's consumer) configures the same way: setting a property
- * with outboxd's error convention, and routing librdkafka's errors and log
+ * producer, `outboxd check`'s, verify's consumer) configures the same way:
+ * setting a property with outboxd's error convention, the producer's
+ * configuration built from [kafka], and routing librdkafka's errors and log
  * lines into outboxd's log.
  */
 #ifndef OUTBOXD_KAFKACONF_H
@@ -23,12 +24,26 @@ int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *er
 bool kafka_conf_producer_default(size_t i, const char **key, const char **value,
                                  const char **meaning);
 
-/* Sets outboxd's producer defaults that go beyond config.c's (queue
- * bounds, no delivery timeout, linger) on conf, each unless [kafka] sets
- * it. Returns 0 or -1 with a reason in err. The relay's producer and
- * `outboxd check` both use it, so check validates what the daemon runs. */
-int kafka_conf_producer_defaults(rd_kafka_conf_t *conf, const struct config *c, char *err,
-                                 size_t errlen);
+/* Told each property librdkafka refuses, with "[kafka] key: librdkafka's
+ * reason" in msg. */
+typedef void (*kafka_conf_refused_fn)(void *ctx, const char *msg);
+
+/*
+ * The configuration of a producer as outboxd runs it, built in this one
+ * place for the relay's producer and `outboxd check`: outboxd's producer
+ * defaults (kafka_conf_producer_defaults), then every [kafka] property of c
+ * as config.c holds it (its defaults, the file, the environment, --set and
+ * the secret files, config_load_secrets, applied). without_brokers leaves
+ * bootstrap.servers out: a handle that judges every property but contacts
+ * nothing (`outboxd check --config-only`). Returns the configuration (the
+ * caller hands it to rd_kafka_new(), which then owns it, or destroys it),
+ * or NULL with the first refusal in err. refused, when not NULL, is told
+ * every refusal and the build goes on to the last property (check reports
+ * them all); without it the build stops at the first.
+ */
+rd_kafka_conf_t *kafka_conf_producer(const struct config *c, bool without_brokers,
+                                     kafka_conf_refused_fn refused, void *ctx, char *err,
+                                     size_t errlen);
 
 /* The producer's queue bound in bytes as the producer runs it:
  * queue.buffering.max.kbytes ([kafka], else outboxd's default) * 1024. */

@@ -1,5 +1,6 @@
 /*
- * kafkaconf.c - librdkafka configuration shared by the producer and verify.
+ * kafkaconf.c - librdkafka configuration shared by the producer, check and
+ * verify (see kafkaconf.h).
  */
 #include "kafkaconf.h"
 
@@ -113,15 +114,43 @@ bool kafka_conf_producer_default(size_t i, const char **key, const char **value,
     return true;
 }
 
-int kafka_conf_producer_defaults(rd_kafka_conf_t *conf, const struct config *c, char *err,
-                                 size_t errlen)
+/* Sets k=v on conf; a refusal goes to refused (when set) and, the first,
+ * to err. Returns 0 or -1. */
+static int set_noting(rd_kafka_conf_t *conf, const char *k, const char *v,
+                      kafka_conf_refused_fn refused, void *ctx, bool *failed, char *err,
+                      size_t errlen)
 {
+    char why[1024];
+    if (kafka_conf_set(conf, k, v, why, sizeof(why)) == 0) return 0;
+    if (!*failed) snprintf(err, errlen, "%s", why);
+    *failed = true;
+    if (refused) refused(ctx, why);
+    return -1;
+}
+
+rd_kafka_conf_t *kafka_conf_producer(const struct config *c, bool without_brokers,
+                                     kafka_conf_refused_fn refused, void *ctx, char *err,
+                                     size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    bool failed = false;
     for (size_t i = 0; i < sizeof(producer_defaults) / sizeof(producer_defaults[0]); i++)
         if (!config_kafka_get(c, producer_defaults[i][0]) &&
-            kafka_conf_set(conf, producer_defaults[i][0], producer_defaults[i][1], err,
-                           errlen) != 0)
-            return -1;
-    return 0;
+            set_noting(conf, producer_defaults[i][0], producer_defaults[i][1], refused, ctx,
+                       &failed, err, errlen) != 0 &&
+            !refused)
+            goto fail;
+    for (size_t i = 0; i < c->nkafka; i++) {
+        if (without_brokers && !strcmp(c->kafka[i].key, "bootstrap.servers")) continue;
+        if (set_noting(conf, c->kafka[i].key, c->kafka[i].value, refused, ctx, &failed, err,
+                       errlen) != 0 &&
+            !refused)
+            goto fail;
+    }
+    if (!failed) return conf;
+fail:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
 }
 
 /* librdkafka 2.0.2's own default (CONFIGURATION.md). */

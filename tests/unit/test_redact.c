@@ -36,8 +36,8 @@ START_TEST(test_mask)
 {
     char b[256];
     redact_mask("connection to server at \"127.0.0.1\", port 5432 failed: FATAL:  password "
-               "authentication failed for user \"outboxd\"\n",
-               "S3cr3t", b, sizeof(b));
+                "authentication failed for user \"outboxd\"\n",
+                "S3cr3t", b, sizeof(b));
     ck_assert_str_eq(b, "connection to server at \"127.0.0.1\", port 5432 failed: FATAL:  "
                         "password authentication failed for user \"outboxd\"");
     redact_mask("x S3cr3t y S3cr3t\n\tz", "S3cr3t", b, sizeof(b));

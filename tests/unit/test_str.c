@@ -36,10 +36,8 @@ static const struct {
 
 START_TEST(test_edit_distance)
 {
-    ck_assert_uint_eq(str_edit_distance(distances[_i].a, distances[_i].b),
-                      distances[_i].d);
-    ck_assert_uint_eq(str_edit_distance(distances[_i].b, distances[_i].a),
-                      distances[_i].d);
+    ck_assert_uint_eq(str_edit_distance(distances[_i].a, distances[_i].b), distances[_i].d);
+    ck_assert_uint_eq(str_edit_distance(distances[_i].b, distances[_i].a), distances[_i].d);
 }
 END_TEST
 
