@@ -266,10 +266,120 @@ static int render_topics(struct ck *k, struct topic_list *l, int *nulls, bool *t
     return rows;
 }
 
+/* The rendered topics sorted: not valid names (why: the first one's
+ * reason), missing on the broker, present. The arrays borrow the names of
+ * the topic_list; topic_sort_free() frees the arrays. */
+struct topic_sort {
+    char **bad, **missing, **present;
+    size_t nbad, nmissing, npresent;
+    char why[512];
+};
+
+static int topic_sort(const struct ck *k, const struct topic_list *l, struct topic_sort *s)
+{
+    *s = (struct topic_sort){.bad = calloc(l->n + 1, sizeof(char *)),
+                             .missing = calloc(l->n + 1, sizeof(char *)),
+                             .present = calloc(l->n + 1, sizeof(char *))};
+    if (!s->bad || !s->missing || !s->present) return -1;
+    for (size_t i = 0; i < l->n; i++) {
+        char w[512];
+        if (!outbox_topic_valid(l->names[i], w, sizeof(w))) {
+            if (!s->nbad) snprintf(s->why, sizeof(s->why), "%s", w);
+            s->bad[s->nbad++] = l->names[i];
+        } else if (topic_exists(k->kafka->md, l->names[i])) {
+            s->present[s->npresent++] = l->names[i];
+        } else {
+            s->missing[s->nmissing++] = l->names[i];
+        }
+    }
+    return 0;
+}
+
+static void topic_sort_free(struct topic_sort *s)
+{
+    free(s->bad);
+    free(s->missing);
+    free(s->present);
+}
+
+/* Rows that cannot be routed stop the daemon under policy = halt; under
+ * dlq they are dead-lettered, so only a warning. Returns the status and
+ * sets *fix. */
+static enum check_status unroutable(const struct ck *k, const char **fix)
+{
+    bool dlq = k->cfg->errors_policy == ERRORS_DLQ;
+    *fix = dlq ? "such rows go to the dead-letter topic; correct the values (or [outbox] "
+                 "topic) if they are new"
+               : "such rows stop outboxd ([errors] policy = halt): correct the values in "
+                 "the outbox or [outbox] topic, or set [errors] policy = dlq";
+    return dlq ? CHECK_WARN : CHECK_FAIL;
+}
+
+static void report_bad_topics(struct ck *k, const struct topic_sort *s)
+{
+    char names[1400];
+    const char *fix;
+    enum check_status st = unroutable(k, &fix);
+    if (s->nbad == 1) {
+        ck_report(k, st, "topics", fix, "a rendered topic is not valid: %s", s->why);
+    } else if (s->nbad > 1) {
+        list_names(s->bad, s->nbad, names, sizeof(names));
+        ck_report(k, st, "topics", fix, "%zu rendered topics are not valid (%s; all: %s)",
+                  s->nbad, s->why, names);
+    }
+}
+
+/* A broker that does not create topics fails every event for a missing
+ * one (outboxd halts on the first, under either policy). */
+static void report_missing_topics(struct ck *k, const struct topic_sort *s, size_t total)
+{
+    char names[1400];
+    if (!s->nmissing) return;
+    int autocreate = broker_auto_creates(k);
+    list_names(s->missing, s->nmissing, names, sizeof(names));
+    const char *fix =
+        autocreate == 0
+            ? "create them: the broker does not create topics "
+              "(auto.create.topics.enable = false), and outboxd stops at the first "
+              "event for a missing topic under either [errors] policy"
+            : "they will be auto-created if the broker allows it "
+              "(auto.create.topics.enable); otherwise create them";
+    ck_report(k, autocreate == 0 ? CHECK_FAIL : CHECK_WARN, "topics", fix,
+              "%zu of %zu topic%s do%s not exist%s: %s", s->nmissing, total,
+              total == 1 ? "" : "s", s->nmissing == 1 ? "es" : "",
+              autocreate == 0 ? "" : " yet", names);
+}
+
+static void report_null_values(struct ck *k, int nulls)
+{
+    const char *fix;
+    enum check_status st = unroutable(k, &fix);
+    if (nulls)
+        ck_report(k, st, "topics", fix,
+                  "%d distinct value%s of the template's columns %s NULL, so no topic can "
+                  "be rendered for %s",
+                  nulls, nulls == 1 ? "" : "s", nulls == 1 ? "is" : "are",
+                  nulls == 1 ? "it" : "them");
+}
+
+static void report_topics_ok(struct ck *k, const struct topic_sort *s, size_t total,
+                             bool truncated)
+{
+    char names[1400];
+    list_names(s->present, s->npresent, names, sizeof(names));
+    if (total == 0)
+        ck_report(k, CHECK_OK, "topics", NULL,
+                  "the outbox table is empty: nothing to render yet");
+    else
+        ck_report(k, CHECK_OK, "topics", NULL, "%zu topic%s exist%s%s: %s", total,
+                  total == 1 ? "" : "s", total == 1 ? "s" : "",
+                  truncated ? " (of the first 1000 distinct values)" : "", names);
+}
+
 void check_topics(struct ck *k)
 {
     const char *what = "topics";
-    char err[1024], names[1400], fix[1600];
+    char err[1024];
     if (!k->map_ok) return ck_skip(k, what, "[outbox] topic is not valid");
     if (!k->pg_ok) return ck_skip(k, what, "no connection to postgres");
     if (!k->table_ok) return ck_skip(k, what, "the outbox table is missing or incomplete");
@@ -281,8 +391,7 @@ void check_topics(struct ck *k)
     struct topic_list l = {0};
     int nulls;
     bool truncated;
-    int rows = render_topics(k, &l, &nulls, &truncated, err, sizeof(err));
-    if (rows < 0) {
+    if (render_topics(k, &l, &nulls, &truncated, err, sizeof(err)) < 0) {
         topics_free(&l);
         ck_report(k, CHECK_WARN, what,
                   "run outboxd check again when the table is less busy",
@@ -293,80 +402,13 @@ void check_topics(struct ck *k)
         topics_add(&l, k->cfg->errors_dlq_topic);
 
     int mark = ck_begin(k);
-    char **bad = calloc(l.n + 1, sizeof(*bad)),
-         **missing = calloc(l.n + 1, sizeof(*missing)),
-         **present = calloc(l.n + 1, sizeof(*present));
-    size_t nbad = 0, nmissing = 0, npresent = 0;
-    char why[512] = "";
-    for (size_t i = 0; bad && missing && present && i < l.n; i++) {
-        char w[512];
-        if (!outbox_topic_valid(l.names[i], w, sizeof(w))) {
-            if (!nbad) snprintf(why, sizeof(why), "%s", w);
-            bad[nbad++] = l.names[i];
-        } else if (topic_exists(k->kafka->md, l.names[i])) {
-            present[npresent++] = l.names[i];
-        } else {
-            missing[nmissing++] = l.names[i];
-        }
+    struct topic_sort s;
+    if (topic_sort(k, &l, &s) == 0) {
+        report_bad_topics(k, &s);
+        report_missing_topics(k, &s, l.n);
+        report_null_values(k, nulls);
+        if (ck_silent_since(k, mark)) report_topics_ok(k, &s, l.n, truncated);
     }
-    /* Rows that cannot be routed stop the daemon under policy = halt; under
-     * dlq they are dead-lettered, so only a warning. */
-    bool dlq = k->cfg->errors_policy == ERRORS_DLQ;
-    enum check_status unroutable = dlq ? CHECK_WARN : CHECK_FAIL;
-    const char *unroutable_fix =
-        dlq ? "such rows go to the dead-letter topic; correct the values (or [outbox] "
-              "topic) "
-              "if they are new"
-            : "such rows stop outboxd ([errors] policy = halt): correct the values in the "
-              "outbox or [outbox] topic, or set [errors] policy = dlq";
-    if (nbad == 1) {
-        ck_report(k, unroutable, what, unroutable_fix, "a rendered topic is not valid: %s",
-                  why);
-    } else if (nbad > 1) {
-        list_names(bad, nbad, names, sizeof(names));
-        ck_report(k, unroutable, what, unroutable_fix,
-                  "%zu rendered topics are not valid (%s; all: %s)", nbad, why, names);
-    }
-    if (nmissing) {
-        /* A broker that does not create topics fails every event for them
-         * (outboxd halts on the first, under either policy). */
-        int autocreate = broker_auto_creates(k);
-        list_names(missing, nmissing, names, sizeof(names));
-        snprintf(
-            fix, sizeof(fix), "%s",
-            autocreate == 0
-                ? "create them: the broker does not create topics "
-                  "(auto.create.topics.enable = false), and outboxd stops at the first "
-                  "event for a missing topic under either [errors] policy"
-                : "they will be auto-created if the broker allows it "
-                  "(auto.create.topics.enable); otherwise create them");
-        ck_report(k, autocreate == 0 ? CHECK_FAIL : CHECK_WARN, what, fix,
-                  "%zu of %zu topic%s do%s not exist%s: %s", nmissing, l.n,
-                  l.n == 1 ? "" : "s", nmissing == 1 ? "es" : "",
-                  autocreate == 0 ? "" : " yet", names);
-    }
-    if (nulls)
-        ck_report(
-            k, unroutable, what, unroutable_fix,
-            "%d distinct value%s of the template's columns %s NULL, so no topic can be "
-            "rendered for %s",
-            nulls, nulls == 1 ? "" : "s", nulls == 1 ? "is" : "are",
-            nulls == 1 ? "it" : "them");
-    if (ck_silent_since(k, mark)) {
-        list_names(present, npresent, names, sizeof(names));
-        if (l.n == 0)
-            ck_report(k, CHECK_OK, what, NULL,
-                      "the outbox table is empty: nothing to render yet");
-        else
-            ck_report(k, CHECK_OK, what, NULL, "%zu topic%s exist%s%s: %s", l.n,
-                      l.n == 1 ? "" : "s", l.n == 1 ? "s" : "",
-                      truncated ? " (of the first "
-                                  "1000 distinct values)"
-                                : "",
-                      names);
-    }
-    free(bad);
-    free(missing);
-    free(present);
+    topic_sort_free(&s);
     topics_free(&l);
 }

@@ -433,70 +433,57 @@ static const char *column_hint(const struct ck *k, const char *name, char *buf, 
     return buf;
 }
 
-void check_table(struct ck *k)
+/* The outbox table is a table (logical decoding sees only tables), not a
+ * view or foreign table; reports and returns false otherwise. */
+static bool table_is_table(struct ck *k, const char *what)
 {
-    char what[600], err[1024], fix[2048], hint[200];
-    snprintf(what, sizeof(what), "outbox table %s.%s", k->map_ok ? k->map.schema : "?",
-             k->map_ok ? k->map.table : "?");
-    if (!k->pg_ok) return ck_skip(k, "outbox table", "no connection to postgres");
-    if (!k->map_ok) return ck_skip(k, "outbox table", "[outbox] table is not valid");
-    if (!k->table_exists) {
-        snprintf(fix, sizeof(fix),
-                 "create it (sql/outbox.sql) or set [outbox] table to the schema.table the "
-                 "application inserts into");
-        ck_report(k, CHECK_FAIL, what, fix, "the table does not exist in database \"%s\"",
-                  k->dbname);
-        return;
-    }
-    if (k->relkind != 'r' && k->relkind != 'p') {
-        const char *kind = k->relkind == 'v'   ? "view"
-                           : k->relkind == 'm' ? "materialized view"
-                           : k->relkind == 'f' ? "foreign table"
-                                               : "relation that is not a table";
-        ck_report(k, CHECK_FAIL, what,
-                  "point [outbox] table at the table the application inserts into (logical "
-                  "decoding sees only tables)",
-                  "%s.%s is a %s", k->map.schema, k->map.table, kind);
-        return;
-    }
-    if (load_columns(k, err, sizeof(err)) != 0) return ck_query_failed(k, what, err);
+    if (k->relkind == 'r' || k->relkind == 'p') return true;
+    const char *kind = k->relkind == 'v'   ? "view"
+                       : k->relkind == 'm' ? "materialized view"
+                       : k->relkind == 'f' ? "foreign table"
+                                           : "relation that is not a table";
+    ck_report(k, CHECK_FAIL, what,
+              "point [outbox] table at the table the application inserts into (logical "
+              "decoding sees only tables)",
+              "%s.%s is a %s", k->map.schema, k->map.table, kind);
+    return false;
+}
 
-    int mark = ck_begin(k);
-    bool has_version = true;
-    for (int c = 0; c < OC__COUNT; c++) {
-        const char *name = k->map.columns[c];
-        const struct colinfo *ci = ck_find_col(k, name);
-        if (!ci) {
-            if (c == OC_AGGREGATE_VERSION) {
-                has_version = false;
-                continue;
-            }
-            snprintf(fix, sizeof(fix),
-                     "add the column, or set [outbox] column.%s to the name of the table's "
-                     "%s column%s",
-                     outbox_col_name(c), outbox_col_name(c),
-                     column_hint(k, name, hint, sizeof(hint)));
-            ck_report(k, CHECK_FAIL, what, fix,
-                      "column \"%s\" ([outbox] column.%s) is missing", name,
-                      outbox_col_name(c));
-            continue;
-        }
-        enum check_type_fit fit = check_type_fit(c, ci->typname, ci->typtype);
-        if (fit == TYPE_ODD) {
-            ck_report(k, CHECK_WARN, what,
-                      "fine if intended: its text form is used as it is",
-                      "column \"%s\" (%s) is %s, not %s", name, outbox_col_name(c),
-                      ci->typedesc, check_type_expected(c));
-        } else if (fit == TYPE_BAD) {
-            snprintf(fix, sizeof(fix),
-                     "point [outbox] column.%s at the right column, or change its type",
-                     outbox_col_name(c));
-            /* The daemon would relay its text form: a warning there. */
-            ck_report(k, k->scope == CHECK_SCOPE_STARTUP ? CHECK_WARN : CHECK_FAIL, what,
-                      fix, "column \"%s\" (%s) is %s, not %s", name, outbox_col_name(c),
-                      ci->typedesc, check_type_expected(c));
-        }
+/* Configured column c against the table's column ci: missing (NULL), or
+ * of an odd or a wrong type. */
+static void check_column(struct ck *k, const char *what, enum outbox_col c,
+                         const struct colinfo *ci)
+{
+    char fix[2048], hint[200];
+    const char *name = k->map.columns[c], *key = outbox_col_name(c);
+    if (!ci) {
+        snprintf(fix, sizeof(fix),
+                 "add the column, or set [outbox] column.%s to the name of the table's "
+                 "%s column%s",
+                 key, key, column_hint(k, name, hint, sizeof(hint)));
+        ck_report(k, CHECK_FAIL, what, fix, "column \"%s\" ([outbox] column.%s) is missing",
+                  name, key);
+        return;
     }
+    enum check_type_fit fit = check_type_fit(c, ci->typname, ci->typtype);
+    if (fit == TYPE_ODD) {
+        ck_report(k, CHECK_WARN, what, "fine if intended: its text form is used as it is",
+                  "column \"%s\" (%s) is %s, not %s", name, key, ci->typedesc,
+                  check_type_expected(c));
+    } else if (fit == TYPE_BAD) {
+        snprintf(fix, sizeof(fix),
+                 "point [outbox] column.%s at the right column, or change its type", key);
+        /* The daemon would relay its text form: a warning there. */
+        ck_report(k, k->scope == CHECK_SCOPE_STARTUP ? CHECK_WARN : CHECK_FAIL, what, fix,
+                  "column \"%s\" (%s) is %s, not %s", name, key, ci->typedesc,
+                  check_type_expected(c));
+    }
+}
+
+/* The columns the topic template uses exist in the table. */
+static void check_template_in_table(struct ck *k, const char *what)
+{
+    char fix[2048], hint[200];
     for (int i = 0; i < k->ntcols; i++) {
         if (ck_find_col(k, k->tcols[i])) continue;
         snprintf(fix, sizeof(fix), "use columns of the table in [outbox] topic%s",
@@ -505,13 +492,44 @@ void check_table(struct ck *k)
                   "[outbox] topic \"%s\" uses ${%s}, which is not a column of the table",
                   k->cfg->outbox_topic, k->tcols[i]);
     }
-    /* Missing columns stop the topics check; type problems do not. */
-    k->table_ok = true;
+}
+
+/* Missing columns stop the topics check; type problems do not. */
+static bool table_complete(const struct ck *k)
+{
     for (int c = 0; c < OC__COUNT; c++)
-        if (c != OC_AGGREGATE_VERSION && !ck_find_col(k, k->map.columns[c]))
-            k->table_ok = false;
+        if (c != OC_AGGREGATE_VERSION && !ck_find_col(k, k->map.columns[c])) return false;
     for (int i = 0; i < k->ntcols; i++)
-        if (!ck_find_col(k, k->tcols[i])) k->table_ok = false;
+        if (!ck_find_col(k, k->tcols[i])) return false;
+    return true;
+}
+
+void check_table(struct ck *k)
+{
+    char what[600], err[1024];
+    snprintf(what, sizeof(what), "outbox table %s.%s", k->map_ok ? k->map.schema : "?",
+             k->map_ok ? k->map.table : "?");
+    if (!k->pg_ok) return ck_skip(k, "outbox table", "no connection to postgres");
+    if (!k->map_ok) return ck_skip(k, "outbox table", "[outbox] table is not valid");
+    if (!k->table_exists) {
+        ck_report(
+            k, CHECK_FAIL, what,
+            "create it (sql/outbox.sql) or set [outbox] table to the schema.table the "
+            "application inserts into",
+            "the table does not exist in database \"%s\"", k->dbname);
+        return;
+    }
+    if (!table_is_table(k, what)) return;
+    if (load_columns(k, err, sizeof(err)) != 0) return ck_query_failed(k, what, err);
+
+    int mark = ck_begin(k);
+    bool has_version = ck_find_col(k, k->map.columns[OC_AGGREGATE_VERSION]) != NULL;
+    for (int c = 0; c < OC__COUNT; c++) {
+        const struct colinfo *ci = ck_find_col(k, k->map.columns[c]);
+        if (ci || c != OC_AGGREGATE_VERSION) check_column(k, what, c, ci);
+    }
+    check_template_in_table(k, what);
+    k->table_ok = table_complete(k);
     if (ck_silent_since(k, mark))
         ck_report(
             k, CHECK_OK, what, NULL, "the configured columns exist with fitting types%s",
@@ -654,38 +672,32 @@ void skip_replication_checks(struct ck *k)
 
 /* ---- 7. publication ---- */
 
-void check_publication(struct ck *k)
+/* The names a publication line shows: the check's title, the publication
+ * and the outbox table as SQL. */
+struct pub_names {
+    char what[300], pid[200], tsql[420];
+};
+
+/* Whether the publication exists and publishes inserts. Returns 1 when it
+ * exists (its FAIL said if it does not publish inserts), 0 when it does
+ * not (reported), -1 when the query failed (reported). */
+static int publication_publishes(struct ck *k, const struct pub_names *n)
 {
-    const struct config *c = k->cfg;
-    char what[300], err[1024], fix[2048], tsql[420], pid[200];
-    snprintf(what, sizeof(what), "publication \"%s\"", c->pg_publication);
-    if (plugin_parse(c->pg_plugin) != PLUGIN_PGOUTPUT) {
-        ck_report(k, CHECK_OK, "publication", NULL, "not used with plugin %s",
-                  c->pg_plugin);
-        return;
-    }
-    if (!k->pg_ok) return ck_skip(k, what, "no connection to postgres");
-    ck_ident(c->pg_publication, pid, sizeof(pid));
-    if (k->map_ok)
-        ck_table_sql(k, tsql, sizeof(tsql));
-    else
-        snprintf(tsql, sizeof(tsql), "%s", c->outbox_table);
-    const char *p1[] = {c->pg_publication};
+    const char *pub = k->cfg->pg_publication;
+    char err[1024], fix[2048], stmt[512];
+    const char *p1[] = {pub};
     PGresult *r =
         ck_query(k,
                  "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables "
                  "FROM pg_catalog.pg_publication WHERE pubname = $1",
                  1, p1, err, sizeof(err));
-    if (!r) return ck_query_failed(k, what, err);
+    if (!r) return ck_query_failed(k, n->what, err), -1;
     if (PQntuples(r) == 0) {
         PQclear(r);
-        snprintf(fix, sizeof(fix),
-                 "create it with CREATE PUBLICATION %s FOR TABLE %s WITH (publish = "
-                 "'insert') (see sql/outbox.sql)",
-                 pid, tsql);
-        ck_report(k, CHECK_FAIL, what, fix,
-                  "publication \"%s\" does not exist in this database", c->pg_publication);
-        return;
+        ck_report(k, CHECK_FAIL, n->what,
+                  fixit_create_publication(fix, sizeof(fix), n->pid, n->tsql),
+                  "publication \"%s\" does not exist in this database", pub);
+        return 0;
     }
     bool ins = PQgetvalue(r, 0, 0)[0] == 't';
     char publish[64] = "";
@@ -695,78 +707,109 @@ void check_publication(struct ck *k)
             snprintf(publish + strlen(publish), sizeof(publish) - strlen(publish), "%s%s",
                      *publish ? ", " : "", ops[i]);
     PQclear(r);
-
-    int mark = ck_begin(k);
     if (!ins) {
-        snprintf(fix, sizeof(fix), "run ALTER PUBLICATION %s SET (publish = 'insert')",
-                 pid);
-        ck_report(k, CHECK_FAIL, what, fix,
-                  "publication \"%s\" does not publish inserts (publish = '%s')",
-                  c->pg_publication, publish);
+        snprintf(fix, sizeof(fix), "run %s",
+                 fixit_publish_inserts(stmt, sizeof(stmt), n->pid));
+        ck_report(k, CHECK_FAIL, n->what, fix,
+                  "publication \"%s\" does not publish inserts (publish = '%s')", pub,
+                  publish);
     }
+    return 1;
+}
+
+/* Whether the publication includes the outbox table, and without a row
+ * filter (a warning). Returns 1 included, 0 not (reported), -1 when the
+ * query failed (reported). */
+static int publication_includes(struct ck *k, const struct pub_names *n)
+{
+    const char *pub = k->cfg->pg_publication;
+    char err[1024], fix[2048], stmt[1024];
+    const char *p3[] = {pub, k->map.schema, k->map.table};
+    PGresult *r =
+        ck_query(k,
+                 k->server_version >= 150000
+                     ? "SELECT rowfilter FROM pg_catalog.pg_publication_tables "
+                       "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3"
+                     : "SELECT NULL FROM pg_catalog.pg_publication_tables "
+                       "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+                 3, p3, err, sizeof(err));
+    if (!r) return ck_query_failed(k, n->what, err), -1;
+    bool included = PQntuples(r) > 0;
+    if (!included) {
+        snprintf(fix, sizeof(fix), "run %s",
+                 fixit_add_table(stmt, sizeof(stmt), n->pid, n->tsql));
+        ck_report(k, CHECK_FAIL, n->what, fix, "publication \"%s\" does not include %s.%s",
+                  pub, k->map.schema, k->map.table);
+    } else if (!PQgetisnull(r, 0, 0)) {
+        snprintf(fix, sizeof(fix),
+                 "events of rows outside it are never relayed: ALTER PUBLICATION %s SET "
+                 "TABLE %s (without WHERE) unless that is intended",
+                 n->pid, n->tsql);
+        ck_report(k, CHECK_WARN, n->what, fix,
+                  "publication \"%s\" has a row filter on %s.%s: %s", pub, k->map.schema,
+                  k->map.table, PQgetvalue(r, 0, 0));
+    }
+    PQclear(r);
+    return included;
+}
+
+/* A column list (PostgreSQL 15) that leaves out a configured column makes
+ * every event fail to build; without aggregate_version events still build,
+ * without that header (a warning). */
+static void publication_columns(struct ck *k, const struct pub_names *n)
+{
+    const char *pub = k->cfg->pg_publication;
+    char err[1024], fix[2048];
+    const char *p3[] = {pub, k->map.schema, k->map.table};
+    PGresult *r =
+        ck_query(k,
+                 "SELECT a FROM pg_catalog.pg_publication_tables, unnest(attnames) a "
+                 "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+                 3, p3, err, sizeof(err));
+    if (!r) return ck_query_failed(k, n->what, err);
+    for (int col = 0; col < OC__COUNT; col++) {
+        const char *name = k->map.columns[col];
+        bool listed = false;
+        for (int i = 0; i < PQntuples(r) && !listed; i++)
+            listed = strcmp(PQgetvalue(r, i, 0), name) == 0;
+        if (!ck_find_col(k, name) || listed) continue;
+        bool version = col == OC_AGGREGATE_VERSION;
+        snprintf(fix, sizeof(fix),
+                 "%srun ALTER PUBLICATION %s SET TABLE %s (without a column list)",
+                 version ? "no event gets an aggregate_version header: " : "", n->pid,
+                 n->tsql);
+        ck_report(k, version ? CHECK_WARN : CHECK_FAIL, n->what, fix,
+                  "publication \"%s\" has a column list on %s.%s without \"%s\"", pub,
+                  k->map.schema, k->map.table, name);
+    }
+    PQclear(r);
+}
+
+void check_publication(struct ck *k)
+{
+    const struct config *c = k->cfg;
+    struct pub_names n;
+    snprintf(n.what, sizeof(n.what), "publication \"%s\"", c->pg_publication);
+    if (plugin_parse(c->pg_plugin) != PLUGIN_PGOUTPUT) {
+        ck_report(k, CHECK_OK, "publication", NULL, "not used with plugin %s",
+                  c->pg_plugin);
+        return;
+    }
+    if (!k->pg_ok) return ck_skip(k, n.what, "no connection to postgres");
+    ck_ident(c->pg_publication, n.pid, sizeof(n.pid));
+    if (k->map_ok)
+        ck_table_sql(k, n.tsql, sizeof(n.tsql));
+    else
+        snprintf(n.tsql, sizeof(n.tsql), "%s", c->outbox_table);
+    int mark = ck_begin(k);
+    if (publication_publishes(k, &n) <= 0) return;
     if (k->map_ok && k->table_exists) {
-        const char *p3[] = {c->pg_publication, k->map.schema, k->map.table};
-        bool pg15 = k->server_version >= 150000;
-        r = ck_query(k,
-                     pg15 ? "SELECT rowfilter FROM pg_catalog.pg_publication_tables "
-                            "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3"
-                          : "SELECT NULL FROM pg_catalog.pg_publication_tables "
-                            "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
-                     3, p3, err, sizeof(err));
-        if (!r) return ck_query_failed(k, what, err);
-        bool included = PQntuples(r) > 0;
-        if (!included) {
-            snprintf(fix, sizeof(fix), "run ALTER PUBLICATION %s ADD TABLE %s", pid, tsql);
-            ck_report(k, CHECK_FAIL, what, fix, "publication \"%s\" does not include %s.%s",
-                      c->pg_publication, k->map.schema, k->map.table);
-        } else if (!PQgetisnull(r, 0, 0)) {
-            snprintf(
-                fix, sizeof(fix),
-                "events of rows outside it are never relayed: ALTER PUBLICATION %s SET "
-                "TABLE %s (without WHERE) unless that is intended",
-                pid, tsql);
-            ck_report(k, CHECK_WARN, what, fix,
-                      "publication \"%s\" has a row filter on %s.%s: %s", c->pg_publication,
-                      k->map.schema, k->map.table, PQgetvalue(r, 0, 0));
-        }
-        PQclear(r);
-        if (included && pg15) {
-            /* A column list that leaves out a configured column makes every
-             * event fail to build. */
-            r = ck_query(
-                k,
-                "SELECT a FROM pg_catalog.pg_publication_tables, unnest(attnames) a "
-                "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
-                3, p3, err, sizeof(err));
-            if (!r) return ck_query_failed(k, what, err);
-            for (int col = 0; col < OC__COUNT; col++) {
-                const char *name = k->map.columns[col];
-                bool in_table = false, listed = false;
-                for (int i = 0; i < k->ncols && !in_table; i++)
-                    in_table = strcmp(k->cols[i].name, name) == 0;
-                for (int i = 0; i < PQntuples(r) && !listed; i++)
-                    listed = strcmp(PQgetvalue(r, i, 0), name) == 0;
-                if (in_table && !listed) {
-                    /* Without aggregate_version events still build, without
-                     * that header. */
-                    snprintf(
-                        fix, sizeof(fix),
-                        "%srun ALTER PUBLICATION %s SET TABLE %s (without a column list)",
-                        col == OC_AGGREGATE_VERSION ? "no event gets an aggregate_version "
-                                                      "header: "
-                                                    : "",
-                        pid, tsql);
-                    ck_report(
-                        k, col == OC_AGGREGATE_VERSION ? CHECK_WARN : CHECK_FAIL, what, fix,
-                        "publication \"%s\" has a column list on %s.%s without \"%s\"",
-                        c->pg_publication, k->map.schema, k->map.table, name);
-                }
-            }
-            PQclear(r);
-        }
+        int included = publication_includes(k, &n);
+        if (included < 0) return;
+        if (included && k->server_version >= 150000) publication_columns(k, &n);
     }
     if (ck_silent_since(k, mark))
-        ck_report(k, CHECK_OK, what, NULL, "publishes inserts%s%s.%s",
+        ck_report(k, CHECK_OK, n.what, NULL, "publishes inserts%s%s.%s",
                   k->table_exists ? " of " : " (table not checked: missing) ",
                   k->map_ok ? k->map.schema : "?", k->map_ok ? k->map.table : "?");
 }

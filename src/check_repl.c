@@ -53,9 +53,7 @@ void check_plugin_allowed(struct ck *k)
         k->allowed_ok = true;
         ck_report(k, CHECK_OK, what, NULL, "output_plugin_libraries = %s", list);
     } else {
-        ck_report(k, CHECK_FAIL, what,
-                  "run ALTER SYSTEM SET output_plugin_libraries = pgoutput, wal2json (an "
-                  "unquoted list), then reload the configuration",
+        ck_report(k, CHECK_FAIL, what, fixit_allow_plugin(),
                   "the server's output_plugin_libraries (\"%s\") does not list %s", list,
                   plugin);
     }
@@ -158,10 +156,9 @@ void check_plugin_installed(struct ck *k, PGconn *repl)
     const char *ss = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     ck_result_message(k, r, repl, msg, sizeof(msg));
     if (ss && strcmp(ss, "58P01") == 0) { /* undefined_file: no such library */
-        snprintf(fix, sizeof(fix),
-                 "install it on the database server (Debian: apt-get "
-                 "install postgresql-%d-%s)",
-                 k->server_version / 10000, plugin);
+        char how[256];
+        snprintf(fix, sizeof(fix), "install it on the database server (%s)",
+                 fixit_install_plugin(how, sizeof(how), plugin, k->server_version / 10000));
         ck_report(k, CHECK_FAIL, what, fix,
                   "the output plugin %s is not installed on the "
                   "server (%s)",
@@ -287,10 +284,103 @@ void check_offset_file(struct ck *k, PGconn *repl)
 
 /* ---- 9, 10. the slot ---- */
 
+/* The slot does not exist: whether outboxd will create it, or why not. */
+static void slot_missing(struct ck *k, const char *what)
+{
+    const struct config *c = k->cfg;
+    char fix[2048], stmt[512], a[LSN_STRLEN];
+    if (k->have_offset && k->resumed && k->resume.verdict == RESUME_SLOT_LOST) {
+        ck_report(k, CHECK_FAIL, what, NULL, "%s", k->resume.message);
+    } else if (k->have_offset) {
+        snprintf(fix, sizeof(fix),
+                 "fix [postgres] slot or conninfo; or check with outboxd verify, then move "
+                 "the offset file %s away to start afresh from now",
+                 c->offsets_file);
+        ck_report(k, CHECK_FAIL, what, fix,
+                  "the slot does not exist on this server, but the offset file says "
+                  "outboxd streamed it up to %s: a failover, a mistyped slot name or a "
+                  "dropped slot; events committed since may be lost to it (outboxd "
+                  "refuses to re-create it)",
+                  lsn_format(k->offset.lsn, a));
+    } else if (!c->pg_create_slot) {
+        snprintf(fix, sizeof(fix), "%s, or set [postgres] create_slot = true",
+                 fixit_create_slot(stmt, sizeof(stmt), c->pg_slot, c->pg_plugin));
+        ck_report(k, CHECK_FAIL, what, fix,
+                  "the slot does not exist and [postgres] create_slot is false");
+    } else if (!k->slot_free) {
+        ck_report(k, CHECK_FAIL, what, "free a replication slot (see above)",
+                  "the slot does not exist and no replication slot is free to create it");
+    } else if (!k->repl_role) {
+        ck_report(k, CHECK_FAIL, what, "give the role REPLICATION (see above)",
+                  "the slot does not exist and the role may not create it");
+    } else {
+        ck_report(k, CHECK_OK, what, NULL, "will be created at start (create_slot = true)");
+    }
+}
+
+/* The slot exists (the row of pg_replication_slots in r): whether outboxd
+ * can stream it. */
+static void slot_usable(struct ck *k, const char *what, const PGresult *r)
+{
+    const struct config *c = k->cfg;
+    char fix[256];
+    const char *type = PQgetvalue(r, 0, 0), *plugin = PQgetvalue(r, 0, 1),
+               *db = PQgetvalue(r, 0, 2);
+    bool active = PQgetvalue(r, 0, 3)[0] == 't';
+    int pid = atoi(PQgetvalue(r, 0, 4));
+    if (strcmp(type, "logical") != 0) {
+        ck_report(k, CHECK_FAIL, what, "set [postgres] slot to another name",
+                  "\"%s\" is a %s slot, not a logical one", c->pg_slot, type);
+    } else if (strcmp(db, k->dbname) != 0) {
+        ck_report(k, CHECK_FAIL, what,
+                  "set [postgres] slot to another name, or connect to that database",
+                  "the slot belongs to database \"%s\", not \"%s\"", db, k->dbname);
+    } else if (strcmp(plugin, c->pg_plugin) != 0) {
+        snprintf(fix, sizeof(fix), "set plugin = %s or use another slot", plugin);
+        ck_report(k, CHECK_FAIL, what, fix,
+                  "replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s",
+                  c->pg_slot, plugin, c->pg_plugin);
+    } else if (active) {
+        ck_report(
+            k, CHECK_WARN, what,
+            "fine if that is the running outboxd; another instance waits until it is free",
+            "the slot is in use by another process (pid %d)", pid);
+    } else {
+        ck_report(k, CHECK_OK, what, NULL, "exists (plugin %s)", plugin);
+    }
+}
+
+/* The slot's wal_status (k->slot_wal_status): lost or about to be. */
+static void slot_not_invalidated(struct ck *k, const char *vwhat)
+{
+    const struct config *c = k->cfg;
+    char fix[2048];
+    if (strcmp(k->slot_wal_status, "lost") == 0) {
+        snprintf(
+            fix, sizeof(fix),
+            "drop it with SELECT pg_drop_replication_slot('%s'), remove the offset file "
+            "%s and start outboxd to re-create it; events committed since may need a "
+            "re-sync: check with outboxd verify",
+            c->pg_slot, c->offsets_file);
+        ck_report(
+            k, CHECK_FAIL, vwhat, fix,
+            "the slot is invalidated (wal_status = lost): the server removed WAL it still "
+            "needed (max_slot_wal_keep_size)");
+    } else if (strcmp(k->slot_wal_status, "unreserved") == 0) {
+        ck_report(k, CHECK_WARN, vwhat,
+                  "let outboxd catch up now, or raise max_slot_wal_keep_size",
+                  "the slot is about to be invalidated (wal_status = unreserved: it holds "
+                  "more WAL than max_slot_wal_keep_size)");
+    } else {
+        ck_report(k, CHECK_OK, vwhat, NULL, "wal_status = %s",
+                  *k->slot_wal_status ? k->slot_wal_status : "unknown");
+    }
+}
+
 void check_slot(struct ck *k)
 {
     const struct config *c = k->cfg;
-    char what[300], vwhat[320], err[1024], fix[2048], a[LSN_STRLEN];
+    char what[300], vwhat[320], err[1024];
     snprintf(what, sizeof(what), "slot \"%s\"", c->pg_slot);
     snprintf(vwhat, sizeof(vwhat), "slot \"%s\" not invalidated", c->pg_slot);
     if (!k->pg_ok) {
@@ -314,89 +404,13 @@ void check_slot(struct ck *k)
     }
     if (PQntuples(r) == 0) {
         PQclear(r);
-        if (k->have_offset && k->resumed && k->resume.verdict == RESUME_SLOT_LOST) {
-            ck_report(k, CHECK_FAIL, what, NULL, "%s", k->resume.message);
-        } else if (k->have_offset) {
-            snprintf(
-                fix, sizeof(fix),
-                "fix [postgres] slot or conninfo; or check with outboxd verify, then move "
-                "the offset file %s away to start afresh from now",
-                c->offsets_file);
-            ck_report(k, CHECK_FAIL, what, fix,
-                      "the slot does not exist on this server, but the offset file says "
-                      "outboxd streamed it up to %s: a failover, a mistyped slot name or a "
-                      "dropped slot; events committed since may be lost to it (outboxd "
-                      "refuses to re-create it)",
-                      lsn_format(k->offset.lsn, a));
-        } else if (!c->pg_create_slot) {
-            snprintf(
-                fix, sizeof(fix),
-                "create it with SELECT pg_create_logical_replication_slot('%s', '%s'), "
-                "or set [postgres] create_slot = true",
-                c->pg_slot, c->pg_plugin);
-            ck_report(k, CHECK_FAIL, what, fix,
-                      "the slot does not exist and [postgres] create_slot is false");
-        } else if (!k->slot_free) {
-            ck_report(
-                k, CHECK_FAIL, what, "free a replication slot (see above)",
-                "the slot does not exist and no replication slot is free to create it");
-        } else if (!k->repl_role) {
-            ck_report(k, CHECK_FAIL, what, "give the role REPLICATION (see above)",
-                      "the slot does not exist and the role may not create it");
-        } else {
-            ck_report(k, CHECK_OK, what, NULL,
-                      "will be created at start (create_slot = true)");
-        }
+        slot_missing(k, what);
         ck_report(k, CHECK_OK, vwhat, NULL, "the slot does not exist yet");
         return;
     }
     k->slot_exists = true;
-    const char *type = PQgetvalue(r, 0, 0), *plugin = PQgetvalue(r, 0, 1),
-               *db = PQgetvalue(r, 0, 2), *wal = PQgetvalue(r, 0, 5);
-    bool active = PQgetvalue(r, 0, 3)[0] == 't';
-    int pid = atoi(PQgetvalue(r, 0, 4));
-    if (strcmp(type, "logical") != 0) {
-        ck_report(k, CHECK_FAIL, what, "set [postgres] slot to another name",
-                  "\"%s\" is a %s slot, not a logical one", c->pg_slot, type);
-    } else if (strcmp(db, k->dbname) != 0) {
-        ck_report(k, CHECK_FAIL, what,
-                  "set [postgres] slot to another name, or connect to that database",
-                  "the slot belongs to database \"%s\", not \"%s\"", db, k->dbname);
-    } else if (strcmp(plugin, c->pg_plugin) != 0) {
-        snprintf(fix, sizeof(fix), "set plugin = %s or use another slot", plugin);
-        ck_report(k, CHECK_FAIL, what, fix,
-                  "replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s",
-                  c->pg_slot, plugin, c->pg_plugin);
-    } else if (active) {
-        ck_report(
-            k, CHECK_WARN, what,
-            "fine if that is the running outboxd; another instance waits until it is free",
-            "the slot is in use by another process (pid %d)", pid);
-    } else {
-        ck_report(k, CHECK_OK, what, NULL, "exists (plugin %s)", plugin);
-    }
-    snprintf(k->slot_wal_status, sizeof(k->slot_wal_status), "%s", wal);
+    slot_usable(k, what, r);
+    snprintf(k->slot_wal_status, sizeof(k->slot_wal_status), "%s", PQgetvalue(r, 0, 5));
     PQclear(r);
-
-    if (strcmp(k->slot_wal_status, "lost") == 0) {
-        snprintf(
-            fix, sizeof(fix),
-            "drop it with SELECT pg_drop_replication_slot('%s'), remove the offset file "
-            "%s and start outboxd to re-create it; events committed since may need a "
-            "re-sync: check with outboxd verify",
-            c->pg_slot, c->offsets_file);
-        ck_report(
-            k, CHECK_FAIL, vwhat, fix,
-            "the slot is invalidated (wal_status = lost): the server removed WAL it still "
-            "needed (max_slot_wal_keep_size)");
-    } else if (strcmp(k->slot_wal_status, "unreserved") == 0) {
-        ck_report(
-            k, CHECK_WARN, vwhat,
-            "let outboxd catch up now, or raise max_slot_wal_keep_size",
-            "the slot is about to be invalidated (wal_status = unreserved: it holds more "
-            "WAL than max_slot_wal_keep_size)");
-    } else {
-        ck_report(k, CHECK_OK, vwhat, NULL, "wal_status = %s",
-                  *k->slot_wal_status ? k->slot_wal_status : "unknown");
-    }
+    slot_not_invalidated(k, vwhat);
 }
