@@ -134,7 +134,6 @@ void check_role(struct ck *k);
 void check_table(struct ck *k);
 void check_polling_table(struct ck *k);
 void check_polling_backlog(struct ck *k);
-void skip_replication_checks(struct ck *k);
 void check_publication(struct ck *k);
 
 /* check_repl.c: logical replication itself. check_replication_connection()

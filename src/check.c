@@ -187,6 +187,38 @@ static void check_config(struct ck *k)
 }
 
 /* ---- the run ------------------------------------------------------------- */
+/* Every check after the configuration's, in order, by the name of its
+ * line (a skip line names it so), and whether it is one of logical
+ * replication (not used in polling mode). */
+static const struct {
+    const char *what;
+    bool replication;
+} later_checks[] = {
+    {"postgres connection", false},
+    {"wal_level = logical", true},
+    {"free replication slot and WAL sender", true},
+    {"role", false},
+    {"outbox table", false},
+    {"publication", true},
+    {"plugin allowed", true},
+    {"replication connection", true},
+    {"plugin installed", true},
+    {"offset file", true},
+    {"slot", true},
+    {"slot not invalidated", true},
+    {"kafka broker", false},
+    {"topics", false},
+};
+#define NLATER (sizeof(later_checks) / sizeof(later_checks[0]))
+
+/* The checks of logical replication, skipped in polling mode. */
+static void skip_replication_checks(struct ck *k)
+{
+    for (size_t i = 0; i < NLATER; i++)
+        if (later_checks[i].replication)
+            ck_skip(k, later_checks[i].what, "not used in [source] mode = polling");
+}
+
 
 static void ck_free(struct ck *k)
 {
@@ -265,22 +297,6 @@ int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
 
 int check_config_failed(const char *err)
 {
-    static const char *const rest[] = {
-        "postgres connection",
-        "wal_level = logical",
-        "free replication slot and WAL sender",
-        "role",
-        "outbox table",
-        "publication",
-        "plugin allowed",
-        "replication connection",
-        "plugin installed",
-        "offset file",
-        "slot",
-        "slot not invalidated",
-        "kafka broker",
-        "topics",
-    };
     char line[4096];
     puts(check_format_line(line, sizeof(line), CHECK_FAIL, "configuration", err,
                            strstr(err, "did you mean")
@@ -288,8 +304,8 @@ int check_config_failed(const char *err)
                                : "correct it in the configuration "
                                  "file, the OUTBOXD_* environment or "
                                  "--set"));
-    for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++)
-        puts(check_format_line(line, sizeof(line), CHECK_SKIP, rest[i],
+    for (size_t i = 0; i < NLATER; i++)
+        puts(check_format_line(line, sizeof(line), CHECK_SKIP, later_checks[i].what,
                                "the configuration could not be loaded", NULL));
     fflush(stdout);
     return EXIT_USAGE;

@@ -652,24 +652,6 @@ void check_polling_backlog(struct ck *k)
     ck_report(k, CHECK_OK, what, NULL, "%s", polling_backlog_line(&b, line, sizeof(line)));
 }
 
-/* The checks of logical replication, skipped in polling mode. */
-void skip_replication_checks(struct ck *k)
-{
-    static const char *const names[] = {
-        "wal_level = logical",
-        "free replication slot and WAL sender",
-        "publication",
-        "plugin allowed",
-        "replication connection",
-        "plugin installed",
-        "offset file",
-        "slot",
-        "slot not invalidated",
-    };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        ck_skip(k, names[i], "not used in [source] mode = polling");
-}
-
 /* ---- 7. publication ---- */
 
 /* The names a publication line shows: the check's title, the publication

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <libpq-fe.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,36 +382,101 @@ static bool section_known(const char *section)
     return false;
 }
 
-static int set_known(struct config *c, const struct key_def *d, const char *value,
-                     char *err, size_t errlen)
+/* "[section] key: " and the rest formatted into err; returns -1. */
+static int key_error(char *err, size_t errlen, const struct key_def *d, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
+static int key_error(char *err, size_t errlen, const struct key_def *d, const char *fmt,
+                     ...)
 {
-    int lvl;
-    int64_t ms;
-    char why[200];
+    int n = snprintf(err, errlen, "[%s] %s: ", d->doc.section, d->doc.key);
+    if (n < 0 || (size_t)n >= errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The index of value among the n words of one_of, or -1 with "\"value\" is
+ * not one of a|b" in err. */
+static int parse_choice(const struct key_def *d, const char *value,
+                        const char *const *one_of, int n, char *err, size_t errlen)
+{
+    char list[128] = "";
+    for (int i = 0; i < n; i++) {
+        if (strcmp(value, one_of[i]) == 0) return i;
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? "|" : "",
+                 one_of[i]);
+    }
+    return key_error(err, errlen, d, "\"%s\" is not one of %s", value, list);
+}
+
+/* The keys whose value is one of a few words, stored as an enum. */
+static int set_enum(struct config *c, const struct key_def *d, const char *value, char *err,
+                    size_t errlen)
+{
+    static const char *const modes[] = {"logical", "polling"};
+    static const char *const policies[] = {"halt", "dlq"};
+    int i;
     switch (d->type) {
     case KT_MODE:
-        if (strcmp(value, "logical") != 0 && strcmp(value, "polling") != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of logical|polling", d->doc.section,
-                     d->doc.key, value);
-            return -1;
-        }
-        c->source_mode = strcmp(value, "polling") == 0 ? SOURCE_POLLING : SOURCE_LOGICAL;
+        if ((i = parse_choice(d, value, modes, 2, err, errlen)) < 0) return -1;
+        c->source_mode = i == 1 ? SOURCE_POLLING : SOURCE_LOGICAL;
         return 0;
+    case KT_POLICY:
+        if ((i = parse_choice(d, value, policies, 2, err, errlen)) < 0) return -1;
+        c->errors_policy = i == 1 ? ERRORS_DLQ : ERRORS_HALT;
+        return 0;
+    case KT_LOGFORMAT:
+        if ((i = log_format_parse(value)) < 0)
+            return key_error(err, errlen, d, "\"%s\" is not one of text|json", value);
+        c->log_format = i;
+        return 0;
+    default: /* KT_LOGLEVEL */
+        if ((i = log_level_parse(value)) < 0)
+            return key_error(err, errlen, d, "\"%s\" is not one of error|warn|info|debug",
+                             value);
+        c->log_level = i;
+        return 0;
+    }
+}
+
+/* The keys whose value is a number: a boolean, a count, milliseconds. */
+static int set_number(struct config *c, const struct key_def *d, const char *value,
+                      char *err, size_t errlen)
+{
+    void *field = (char *)c + d->offset;
+    char why[200];
+    int64_t ms;
+    switch (d->type) {
     case KT_DURATION:
-        if (polling_duration_parse(value, &ms, why, sizeof(why)) != 0) {
-            snprintf(err, errlen, "[%s] %s: %s", d->doc.section, d->doc.key, why);
-            return -1;
-        }
-        *(int64_t *)((char *)c + d->offset) = ms;
+        if (polling_duration_parse(value, &ms, why, sizeof(why)) != 0)
+            return key_error(err, errlen, d, "%s", why);
+        *(int64_t *)field = ms;
         return 0;
     case KT_MS:
     case KT_MS0:
-        if (parse_ms(value, d->type == KT_MS ? 1 : 0, (int *)((char *)c + d->offset), why,
-                     sizeof(why)) != 0) {
-            snprintf(err, errlen, "[%s] %s: %s", d->doc.section, d->doc.key, why);
-            return -1;
-        }
+        if (parse_ms(value, d->type == KT_MS ? 1 : 0, field, why, sizeof(why)) != 0)
+            return key_error(err, errlen, d, "%s", why);
         return 0;
+    case KT_BOOL:
+        if (parse_bool(value, field) != 0)
+            return key_error(err, errlen, d, "\"%s\" is not a boolean (true/false)", value);
+        return 0;
+    default: /* KT_POSINT */
+        if (parse_posint(value, field) != 0)
+            return key_error(err, errlen, d, "\"%s\" is not a positive integer", value);
+        return 0;
+    }
+}
+
+/* The keys whose value is kept as a string, after its check. */
+static int set_text(struct config *c, const struct key_def *d, const char *value, char *err,
+                    size_t errlen)
+{
+    char why[256];
+    struct listen_addr la;
+    switch (d->type) {
     case KT_PATH:
         if (*value == '\0') { /* empty: unset */
             free(*str_field(c, d));
@@ -419,73 +485,49 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
         }
         break;
     case KT_STRING:
-        if (*value == '\0' && strcmp(d->doc.key, "conninfo") != 0) {
-            snprintf(err, errlen, "[%s] %s: must not be empty", d->doc.section, d->doc.key);
-            return -1;
-        }
+        if (*value == '\0' && strcmp(d->doc.key, "conninfo") != 0)
+            return key_error(err, errlen, d, "must not be empty");
         break;
     case KT_PLUGIN:
-        if (plugin_parse(value) < 0) {
-            snprintf(err, errlen,
-                     "[%s] %s: unknown plugin \"%s\" (supported: pgoutput, wal2json)",
-                     d->doc.section, d->doc.key, value);
-            return -1;
-        }
+        if (plugin_parse(value) < 0)
+            return key_error(err, errlen, d,
+                             "unknown plugin \"%s\" (supported: pgoutput, wal2json)",
+                             value);
         break;
-    case KT_BOOL:
-        if (parse_bool(value, (bool *)((char *)c + d->offset)) != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not a boolean (true/false)",
-                     d->doc.section, d->doc.key, value);
-            return -1;
-        }
-        return 0;
-    case KT_POSINT:
-        if (parse_posint(value, (int *)((char *)c + d->offset)) != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not a positive integer", d->doc.section,
-                     d->doc.key, value);
-            return -1;
-        }
-        return 0;
-    case KT_LISTEN:
-        if (*value != '\0') {
-            char why[256];
-            struct listen_addr la;
-            if (listen_addr_parse(value, &la, why, sizeof(why)) != 0) {
-                snprintf(err, errlen, "[%s] %s: %s", d->doc.section, d->doc.key, why);
-                return -1;
-            }
-        }
+    default: /* KT_LISTEN */
+        if (*value != '\0' && listen_addr_parse(value, &la, why, sizeof(why)) != 0)
+            return key_error(err, errlen, d, "%s", why);
         break;
-    case KT_LOGFORMAT:
-        if ((lvl = log_format_parse(value)) < 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of text|json", d->doc.section,
-                     d->doc.key, value);
-            return -1;
-        }
-        c->log_format = lvl;
-        return 0;
-    case KT_POLICY:
-        if (strcmp(value, "halt") != 0 && strcmp(value, "dlq") != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of halt|dlq", d->doc.section,
-                     d->doc.key, value);
-            return -1;
-        }
-        c->errors_policy = strcmp(value, "dlq") == 0 ? ERRORS_DLQ : ERRORS_HALT;
-        return 0;
-    case KT_LOGLEVEL:
-        if ((lvl = log_level_parse(value)) < 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of error|warn|info|debug",
-                     d->doc.section, d->doc.key, value);
-            return -1;
-        }
-        c->log_level = lvl;
-        return 0;
     }
     if (set_string(str_field(c, d), value) != 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     return 0;
+}
+
+static int set_known(struct config *c, const struct key_def *d, const char *value,
+                     char *err, size_t errlen)
+{
+    switch (d->type) {
+    case KT_MODE:
+    case KT_POLICY:
+    case KT_LOGFORMAT:
+    case KT_LOGLEVEL:
+        return set_enum(c, d, value, err, errlen);
+    case KT_DURATION:
+    case KT_MS:
+    case KT_MS0:
+    case KT_BOOL:
+    case KT_POSINT:
+        return set_number(c, d, value, err, errlen);
+    case KT_PATH:
+    case KT_STRING:
+    case KT_PLUGIN:
+    case KT_LISTEN:
+        return set_text(c, d, value, err, errlen);
+    }
+    return -1;
 }
 
 int config_set(struct config *c, const char *section, const char *key,
