@@ -1,9 +1,9 @@
 /*
  * check_int.h - what the parts of `outboxd check` share (internal to
- * check.c, check_pg.c, check_repl.c and check_kafka.c; the public face is
- * check.h): the state of one run, the report lines, the catalog queries
- * on the check's connection, and each part's checks in the order check_run()
- * calls them.
+ * check.c, check_report.c, check_pg.c, check_repl.c and check_kafka.c; the
+ * public face is check.h): the state of one run, the report lines, the
+ * catalog queries on the check's connection, and each part's checks in the
+ * order check_run() calls them.
  */
 #ifndef OUTBOXD_CHECK_INT_H
 #define OUTBOXD_CHECK_INT_H
@@ -73,7 +73,7 @@ struct ck {
     char slot_wal_status[32];
 };
 
-/* ---- the report (check.c) ---- */
+/* ---- the report (check_report.c) ---- */
 
 /* ck_report(k, status, what, fix, fmt, ...): one line; fmt (may be NULL)
  * gives the problem, or the detail of an ok line. */

@@ -3,19 +3,18 @@
  * outboxd needs from its configuration, Postgres and Kafka, verified
  * before streaming, one line per finding (see check.h for the order).
  *
- * This file holds the run (which checks, in which order, for each scope),
- * the report lines and the configuration check, and the pure helpers of
- * check.h. The checks themselves are in check_pg.c (the ordinary Postgres
- * connection and the catalog), check_repl.c (the plugin, the offset file
- * and the slot, over a replication connection) and check_kafka.c (the
- * [kafka] properties, the broker and the topics); check_int.h is what
- * they share. Nothing is created that outlives the check: the temporary
+ * This file holds the run (which checks, in which order, for each scope)
+ * and the configuration check. The checks themselves are in check_pg.c
+ * (the ordinary Postgres connection and the catalog), check_repl.c (the
+ * plugin, the offset file and the slot, over a replication connection) and
+ * check_kafka.c (the [kafka] properties, the broker and the topics); the
+ * lines they print come from check_report.c; check_int.h is what they
+ * share. Nothing is created that outlives the check: the temporary
  * slot goes with its session, and metadata for all topics never
  * auto-creates one.
  */
 #include "check.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,57 +24,6 @@
 #include "log.h"
 
 /* ---- pure helpers -------------------------------------------------------- */
-
-char *check_format_line(char *out, size_t outlen, enum check_status st, const char *what,
-                        const char *problem, const char *fix)
-{
-    static const char *const prefix[] = {"ok  ", "warn", "FAIL", "skip"};
-    bool has_problem = problem && *problem,
-         has_fix = fix && *fix && st != CHECK_OK && st != CHECK_SKIP;
-    snprintf(out, outlen, "%s %s%s%s%s%s", prefix[st], what, has_problem ? ": " : "",
-             has_problem ? problem : "", has_fix ? "; " : "", has_fix ? fix : "");
-    return out;
-}
-
-static bool name_in(const char *name, const char *const *list)
-{
-    for (; *list; list++)
-        if (strcmp(name, *list) == 0) return true;
-    return false;
-}
-
-enum check_type_fit check_type_fit(enum outbox_col col, const char *typname, char typtype)
-{
-    static const char *const textlike[] = {"text",   "varchar", "bpchar", "name",
-                                           "citext", "uuid",    NULL};
-    static const char *const integers[] = {"int2", "int4", "int8", NULL};
-    static const char *const json[] = {"json", "jsonb", "text", NULL};
-    static const char *const loose_text[] = {"varchar", "bpchar", "citext", "xml", NULL};
-    switch (col) {
-    case OC_AGGREGATE_VERSION:
-        if (name_in(typname, integers)) return TYPE_FITS;
-        return strcmp(typname, "numeric") == 0 ? TYPE_ODD : TYPE_BAD;
-    case OC_PAYLOAD:
-        if (name_in(typname, json)) return TYPE_FITS;
-        return name_in(typname, loose_text) ? TYPE_ODD : TYPE_BAD;
-    default: /* event_id, aggregate_type, aggregate_id, event_type */
-        if (typtype == 'e' || name_in(typname, textlike)) return TYPE_FITS;
-        if (name_in(typname, integers) || strcmp(typname, "numeric") == 0) return TYPE_ODD;
-        return TYPE_BAD;
-    }
-}
-
-const char *check_type_expected(enum outbox_col col)
-{
-    switch (col) {
-    case OC_AGGREGATE_VERSION:
-        return "an integer type";
-    case OC_PAYLOAD:
-        return "json, jsonb or text";
-    default:
-        return "text-like or uuid";
-    }
-}
 
 int check_template_columns(const char *tmpl, char **names, int max)
 {
@@ -99,57 +47,6 @@ bad:
     for (int i = 0; i < n; i++)
         free(names[i]);
     return -1;
-}
-
-/* ---- the report ---------------------------------------------------------- */
-
-static void emit(struct ck *k, enum check_status st, const char *what, const char *problem,
-                 const char *fix)
-{
-    char line[4096];
-    if (st == CHECK_FAIL) k->nfail++;
-    if (st == CHECK_FAIL || st == CHECK_WARN) k->said++;
-    if (k->quiet) {
-        if (st == CHECK_FAIL || st == CHECK_WARN)
-            log_msg(st == CHECK_FAIL ? LOG_ERROR : LOG_WARN, "%s: %s%s%s", what,
-                    problem ? problem : "", fix && *fix ? "; " : "", fix ? fix : "");
-        return;
-    }
-    puts(check_format_line(line, sizeof(line), st, what, problem, fix));
-    fflush(stdout);
-}
-
-/* ck_report(k, status, what, fix, fmt, ...): one line; fmt (may be NULL)
- * gives the problem, or the detail of an ok line. */
-void ck_report(struct ck *k, enum check_status st, const char *what, const char *fix,
-               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-void ck_report(struct ck *k, enum check_status st, const char *what, const char *fix,
-               const char *fmt, ...)
-{
-    char problem[2048] = "";
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(problem, sizeof(problem), fmt, ap);
-        va_end(ap);
-    }
-    emit(k, st, what, fmt ? problem : NULL, fix);
-}
-
-/* Starts a check: remembers how many FAIL/warn lines came before, so an ok
- * line is printed only when the check itself said nothing else. */
-int ck_begin(const struct ck *k)
-{
-    return k->said;
-}
-bool ck_silent_since(const struct ck *k, int mark)
-{
-    return k->said == mark;
-}
-
-void ck_skip(struct ck *k, const char *what, const char *why)
-{
-    emit(k, CHECK_SKIP, what, why, NULL);
 }
 
 /* ---- 1. configuration ---- */
@@ -218,7 +115,6 @@ static void skip_replication_checks(struct ck *k)
         if (later_checks[i].replication)
             ck_skip(k, later_checks[i].what, "not used in [source] mode = polling");
 }
-
 
 static void ck_free(struct ck *k)
 {

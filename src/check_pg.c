@@ -24,6 +24,50 @@
 #include "redact.h"
 #include "str.h"
 
+/* ---- column types (pure, check.h) ---- */
+
+static bool name_in(const char *name, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcmp(name, *list) == 0) return true;
+    return false;
+}
+
+enum check_type_fit check_type_fit(enum outbox_col col, const char *typname, char typtype)
+{
+    static const char *const textlike[] = {"text",   "varchar", "bpchar", "name",
+                                           "citext", "uuid",    NULL};
+    static const char *const integers[] = {"int2", "int4", "int8", NULL};
+    static const char *const json[] = {"json", "jsonb", "text", NULL};
+    static const char *const loose_text[] = {"varchar", "bpchar", "citext", "xml", NULL};
+    switch (col) {
+    case OC_AGGREGATE_VERSION:
+        if (name_in(typname, integers)) return TYPE_FITS;
+        return strcmp(typname, "numeric") == 0 ? TYPE_ODD : TYPE_BAD;
+    case OC_PAYLOAD:
+        if (name_in(typname, json)) return TYPE_FITS;
+        return name_in(typname, loose_text) ? TYPE_ODD : TYPE_BAD;
+    default: /* event_id, aggregate_type, aggregate_id, event_type */
+        if (typtype == 'e' || name_in(typname, textlike)) return TYPE_FITS;
+        if (name_in(typname, integers) || strcmp(typname, "numeric") == 0) return TYPE_ODD;
+        return TYPE_BAD;
+    }
+}
+
+const char *check_type_expected(enum outbox_col col)
+{
+    switch (col) {
+    case OC_AGGREGATE_VERSION:
+        return "an integer type";
+    case OC_PAYLOAD:
+        return "json, jsonb or text";
+    default:
+        return "text-like or uuid";
+    }
+}
+
+/* ---- query helpers ---- */
+
 /* A quoted SQL identifier only when it needs quoting. */
 const char *ck_ident(const char *name, char *buf, size_t len)
 {

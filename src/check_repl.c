@@ -19,7 +19,6 @@
 #include "clock.h"
 #include "decoder.h"
 #include "fixit.h"
-#include "pgconn.h"
 #include "stream.h"
 
 /* ---- 8. plugin allowed, replication connection, plugin installed ---- */
