@@ -21,7 +21,6 @@
 #include "decoder.h"
 #include "duration.h"
 #include "httpd.h"
-#include "kafkaconf.h"
 #include "log.h"
 #include "polling.h"
 #include "redact.h"
@@ -182,6 +181,43 @@ static const char *const kafka_defaults[][3] = {
 };
 #define NKAFKA_DEFAULTS (sizeof(kafka_defaults) / sizeof(kafka_defaults[0]))
 
+/* outboxd's producer defaults beyond kafka_defaults (the producer's alone:
+ * verify's consumer does not take them); the [kafka] section may override
+ * them. The queue bound keeps memory bounded however large the backlog;
+ * no delivery timeout, because a broker that is down for minutes must
+ * delay events, not fail them (nothing is confirmed while they wait). */
+static const char *const producer_defaults[][3] = {
+    /* In messages: librdkafka counts only key and value bytes, while a
+     * queued event costs about three times that (the message, its six
+     * headers). 5,000 events is 25-50 ms of a drain, plenty to keep a
+     * broker busy (a drain was no faster with 10,000), and keeps peak RSS
+     * near 22 MB even for a 500,000-event transaction: with 10,000 it
+     * reached 28.6 MB once the daemon allocated through jemalloc, with
+     * 64 MB of queue it passed 30 MB. */
+    {"queue.buffering.max.messages", "5000", "events queued for the broker at most (bounds memory)"},
+    /* In bytes, for large payloads. */
+    {"queue.buffering.max.kbytes", "16384", "kilobytes queued for the broker at most (bounds memory)"},
+    {"message.timeout.ms", "0",
+     "0: a broker outage delays events, never fails them (polling mode: half the lease)"},
+    /* librdkafka waits linger.ms (default 5) to fill a batch; 2 ms halves
+     * the steady-state commit-to-ACK latency (benchmark p50 6 -> 3 ms, p99
+     * 18 -> 10 ms at 5,000 events/s) for no measurable CPU in a drain, where
+     * batches fill by themselves. */
+    {"linger.ms", "2", "how long librdkafka waits to fill a batch (latency)"},
+    /* Statistics say which brokers are connected (/readyz, metrics). */
+    {"statistics.interval.ms", "1000", "statistics period: connected brokers for /readyz and metrics"},
+};
+
+bool config_kafka_producer_default(size_t i, const char **key, const char **value,
+                                   const char **meaning)
+{
+    if (i >= sizeof(producer_defaults) / sizeof(producer_defaults[0])) return false;
+    *key = producer_defaults[i][0];
+    *value = producer_defaults[i][1];
+    *meaning = producer_defaults[i][2];
+    return true;
+}
+
 /* The [kafka] keys outboxd itself reads (never passed to librdkafka). */
 #define SASL_PASSWORD_FILE "sasl.password_file"
 
@@ -206,7 +242,7 @@ bool config_kafka_doc(size_t i, struct config_key *k)
     }
     i -= NKAFKA_DEFAULTS;
     const char *key, *value, *meaning;
-    if (!kafka_conf_producer_default(i, &key, &value, &meaning)) return false;
+    if (!config_kafka_producer_default(i, &key, &value, &meaning)) return false;
     *k = (struct config_key){"kafka", key, value, meaning, NULL};
     return true;
 }
@@ -361,6 +397,60 @@ const char *config_kafka_get(const struct config *c, const char *key)
     for (size_t i = 0; i < c->nkafka; i++)
         if (strcmp(c->kafka[i].key, key) == 0) return c->kafka[i].value;
     return NULL;
+}
+
+/* The value of a [kafka] property as the producer runs it: [kafka], else
+ * outboxd's default, else dflt. -1 when it is not a whole number
+ * (librdkafka itself then refuses it, with its own message). */
+long long config_kafka_number(const struct config *c, const char *key, long long dflt)
+{
+    const char *v = config_kafka_get(c, key);
+    for (size_t i = 0; !v && i < sizeof(producer_defaults) / sizeof(producer_defaults[0]); i++)
+        if (strcmp(producer_defaults[i][0], key) == 0) v = producer_defaults[i][1];
+    if (!v) return dflt;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    return errno || end == v || *end || n < 0 ? -1 : n;
+}
+
+
+/* Refuses message.max.bytes above queue.buffering.max.kbytes * 1024 (as
+ * the producer would run them, defaults included): an event between the
+ * two passes the size check and then never fits the queue. Returns 0, or
+ * -1 with a message naming both settings and values in err. */
+static int check_queue_fit(const struct config *c, char *err, size_t errlen)
+{
+    long long kb =
+        config_kafka_number(c, "queue.buffering.max.kbytes", KAFKA_DEFAULT_QUEUE_MAX_KBYTES);
+    long long mmb = config_kafka_number(c, "message.max.bytes", KAFKA_DEFAULT_MESSAGE_MAX_BYTES);
+    if (kb < 0 || mmb < 0 || mmb <= kb * 1024) return 0;
+    snprintf(err, errlen,
+             "[kafka] message.max.bytes = %lld is larger than queue.buffering.max.kbytes = "
+             "%lld (%lld bytes): an event between the two would pass the size check and "
+             "then never fit the producer's queue; raise queue.buffering.max.kbytes to at "
+             "least %lld or lower message.max.bytes",
+             mmb, kb, kb * 1024, (mmb + 1023) / 1024);
+    return -1;
+}
+
+/* Refuses (-1 with err) max.in.flight.requests.per.connection above 1:
+ * with librdkafka 2.0.2's idempotent producer a later request's ACK can
+ * stand for a refused one's messages (its "implicit ack"), which loses them.
+ * 0 when it is 1 (outboxd's default) or left to librdkafka to refuse. */
+static int check_in_flight(const struct config *c, char *err, size_t errlen)
+{
+    long long n = config_kafka_number(c, "max.in.flight.requests.per.connection", 1);
+    if (n <= 1) return 0; /* 1, or not a number: librdkafka's own message */
+    snprintf(err, errlen,
+             "[kafka] max.in.flight.requests.per.connection = %lld: outboxd needs 1. With more "
+             "than one produce request in flight, librdkafka 2.0.2 reports events as "
+             "delivered that the broker refused (a request refused with NOT_ENOUGH_REPLICAS "
+             "while the one behind it is stored, as on a restart during an ISR shrink: "
+             "seen on a real 3-broker Kafka, README \"Faults it rides out\"); remove the "
+             "key or set it to 1",
+             n);
+    return -1;
 }
 
 /* The known sections, comma-separated, into out (truncated to outlen). */
@@ -863,8 +953,7 @@ int config_validate(const struct config *c, char *err, size_t errlen)
         snprintf(err, errlen, "[kafka] bootstrap.servers is not set");
         return -1;
     }
-    if (kafka_conf_check_queue_fit(c, err, errlen) != 0 ||
-        kafka_conf_check_in_flight(c, err, errlen) != 0)
+    if (check_queue_fit(c, err, errlen) != 0 || check_in_flight(c, err, errlen) != 0)
         return -1;
     return c->source_mode == SOURCE_POLLING ? config_validate_polling(c, err, errlen) : 0;
 }
