@@ -84,6 +84,7 @@ static void check_config(struct ck *k)
 }
 
 /* ---- the run ------------------------------------------------------------- */
+
 /* Every check after the configuration's, in order, by the name of its
  * line (a skip line names it so), and whether it is one of logical
  * replication (not used in polling mode). */
@@ -126,60 +127,76 @@ static void ck_free(struct ck *k)
     if (k->map_ok) outbox_map_free(&k->map);
 }
 
+/* The daemon's start-up checks: it validated its configuration and built
+ * its producer; only what is fatal anyway at start is asked. */
+static void run_startup(struct ck *k)
+{
+    const struct config *cfg = k->cfg;
+    char err[1024];
+    k->map_ok = outbox_map_init(&k->map, cfg->outbox_table,
+                                (const char *const *)cfg->outbox_columns, cfg->outbox_topic,
+                                err, sizeof(err)) == 0;
+    if (k->map_ok) {
+        k->ntcols =
+            check_template_columns(cfg->outbox_topic, k->tcols, MAX_TEMPLATE_COLUMNS);
+        if (k->ntcols < 0) k->ntcols = 0;
+    }
+    check_connection(k);
+    if (!k->pg_ok) return;
+    if (cfg->source_mode != SOURCE_POLLING) check_wal_level(k);
+    check_role(k);
+    check_table(k);
+    if (cfg->source_mode == SOURCE_POLLING)
+        check_polling_table(k);
+    else
+        check_publication(k);
+}
+
+/* `outboxd check` in polling mode ([source] mode = polling). */
+static void run_polling(struct ck *k)
+{
+    check_config(k);
+    check_connection(k);
+    check_role(k);
+    check_table(k);
+    check_polling_table(k);
+    check_polling_backlog(k);
+    skip_replication_checks(k);
+    check_broker(k);
+    check_topics(k);
+}
+
+/* `outboxd check` for logical replication: every check, in check.h's order. */
+static void run_logical(struct ck *k)
+{
+    check_config(k);
+    check_connection(k);
+    check_wal_level(k);
+    check_capacity(k);
+    check_role(k);
+    check_table(k);
+    check_publication(k);
+    check_plugin_allowed(k);
+    PGconn *repl = check_replication_connection(k);
+    check_plugin_installed(k, repl);
+    check_offset_file(k, repl);
+    PQfinish(repl);
+    check_slot(k);
+    check_broker(k);
+    check_topics(k);
+}
+
 int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
 {
     struct ck k = {.cfg = cfg, .quiet = quiet_ok, .scope = scope};
-    if (scope == CHECK_SCOPE_STARTUP) {
-        /* The daemon validated its configuration and built its producer. */
-        char err[1024];
-        k.map_ok = outbox_map_init(&k.map, cfg->outbox_table,
-                                   (const char *const *)cfg->outbox_columns,
-                                   cfg->outbox_topic, err, sizeof(err)) == 0;
-        if (k.map_ok) {
-            k.ntcols =
-                check_template_columns(cfg->outbox_topic, k.tcols, MAX_TEMPLATE_COLUMNS);
-            if (k.ntcols < 0) k.ntcols = 0;
-        }
-        check_connection(&k);
-        if (k.pg_ok && cfg->source_mode == SOURCE_POLLING) {
-            check_role(&k);
-            check_table(&k);
-            check_polling_table(&k);
-        } else if (k.pg_ok) {
-            check_wal_level(&k);
-            check_role(&k);
-            check_table(&k);
-            check_publication(&k);
-        }
-    } else if (scope == CHECK_SCOPE_CONFIG) {
+    if (scope == CHECK_SCOPE_STARTUP)
+        run_startup(&k);
+    else if (scope == CHECK_SCOPE_CONFIG)
         check_config(&k);
-    } else if (cfg->source_mode == SOURCE_POLLING) {
-        check_config(&k);
-        check_connection(&k);
-        check_role(&k);
-        check_table(&k);
-        check_polling_table(&k);
-        check_polling_backlog(&k);
-        skip_replication_checks(&k);
-        check_broker(&k);
-        check_topics(&k);
-    } else {
-        check_config(&k);
-        check_connection(&k);
-        check_wal_level(&k);
-        check_capacity(&k);
-        check_role(&k);
-        check_table(&k);
-        check_publication(&k);
-        check_plugin_allowed(&k);
-        PGconn *repl = check_replication_connection(&k);
-        check_plugin_installed(&k, repl);
-        check_offset_file(&k, repl);
-        PQfinish(repl);
-        check_slot(&k);
-        check_broker(&k);
-        check_topics(&k);
-    }
+    else if (cfg->source_mode == SOURCE_POLLING)
+        run_polling(&k);
+    else
+        run_logical(&k);
     int failed = k.nfail;
     /* A configuration error is exit 2 in every subcommand (README, Exit
      * codes); other failed checks are "check found problems", 1. */
