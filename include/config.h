@@ -186,4 +186,21 @@ bool config_set_holds_secret(const struct config *c);
 /* Value of a [kafka] key, NULL if not set. */
 const char *config_kafka_get(const struct config *c, const char *key);
 
+/* outboxd's producer default number i beyond the [kafka] defaults of
+ * config_init() (key, value, a one-line meaning for the documentation);
+ * false past the last. The producer (kafkaconf.h) sets each unless [kafka]
+ * does. */
+bool config_kafka_producer_default(size_t i, const char **key, const char **value,
+                                   const char **meaning);
+
+/* librdkafka 2.0.2's own defaults (CONFIGURATION.md) of the properties
+ * outboxd compares itself. */
+#define KAFKA_DEFAULT_MESSAGE_MAX_BYTES 1000000LL
+#define KAFKA_DEFAULT_QUEUE_MAX_KBYTES 1048576LL
+
+/* The whole number a [kafka] property has as the producer runs it:
+ * [kafka], else outboxd's producer default, else dflt. -1 when it is not a
+ * whole number (librdkafka itself then refuses it, with its own message). */
+long long config_kafka_number(const struct config *c, const char *key, long long dflt);
+
 #endif

@@ -1,7 +1,8 @@
 /*
  * kafkaconf.h - what every librdkafka client of outboxd (the relay's
- * producer, verify's consumer) configures the same way: setting a property
- * with outboxd's error convention, and routing librdkafka's errors and log
+ * producer, `outboxd check`'s, verify's consumer) configures the same way:
+ * setting a property with outboxd's error convention, the producer's
+ * configuration built from [kafka], and routing librdkafka's errors and log
  * lines into outboxd's log.
  */
 #ifndef OUTBOXD_KAFKACONF_H
@@ -18,17 +19,27 @@
 int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err,
                    size_t errlen);
 
-/* outboxd's producer default number i (key, value, a one-line meaning for
- * the documentation); false past the last. */
-bool kafka_conf_producer_default(size_t i, const char **key, const char **value,
-                                 const char **meaning);
+/* Told each property librdkafka refuses, with "[kafka] key: librdkafka's
+ * reason" in msg. */
+typedef void (*kafka_conf_refused_fn)(void *ctx, const char *msg);
 
-/* Sets outboxd's producer defaults that go beyond config.c's (queue
- * bounds, no delivery timeout, linger) on conf, each unless [kafka] sets
- * it. Returns 0 or -1 with a reason in err. The relay's producer and
- * `outboxd check` both use it, so check validates what the daemon runs. */
-int kafka_conf_producer_defaults(rd_kafka_conf_t *conf, const struct config *c, char *err,
-                                 size_t errlen);
+/*
+ * The configuration of a producer as outboxd runs it, built in this one
+ * place for the relay's producer and `outboxd check`: outboxd's producer
+ * defaults (config_kafka_producer_default) unless [kafka] sets them, then
+ * every [kafka] property of c
+ * as config.c holds it (its defaults, the file, the environment, --set and
+ * the secret files, config_load_secrets, applied). without_brokers leaves
+ * bootstrap.servers out: a handle that judges every property but contacts
+ * nothing (`outboxd check --config-only`). Returns the configuration (the
+ * caller hands it to rd_kafka_new(), which then owns it, or destroys it),
+ * or NULL with the first refusal in err. refused, when not NULL, is told
+ * every refusal and the build goes on to the last property (check reports
+ * them all); without it the build stops at the first.
+ */
+rd_kafka_conf_t *kafka_conf_producer(const struct config *c, bool without_brokers,
+                                     kafka_conf_refused_fn refused, void *ctx, char *err,
+                                     size_t errlen);
 
 /* The producer's queue bound in bytes as the producer runs it:
  * queue.buffering.max.kbytes ([kafka], else outboxd's default) * 1024. */
@@ -40,18 +51,6 @@ long long kafka_queue_max_bytes(const struct config *c);
  * message that would take the total past it, even into an empty queue.
  * Pure. */
 bool kafka_value_fits_queue(size_t value_len, long long queue_max_bytes);
-
-/* Refuses message.max.bytes above queue.buffering.max.kbytes * 1024 (as
- * the producer would run them, defaults included): an event between the
- * two passes the size check and then never fits the queue. Returns 0, or
- * -1 with a message naming both settings and values in err. Pure. */
-int kafka_conf_check_queue_fit(const struct config *c, char *err, size_t errlen);
-
-/* Refuses (-1 with err) max.in.flight.requests.per.connection above 1:
- * with librdkafka 2.0.2's idempotent producer a later request's ACK can
- * stand for a refused one's messages (its "implicit ack"), which loses them.
- * 0 when it is 1 (outboxd's default) or left to librdkafka to refuse. */
-int kafka_conf_check_in_flight(const struct config *c, char *err, size_t errlen);
 
 /* Installs the error and log callbacks that write to outboxd's log. */
 void kafka_conf_route_logs(rd_kafka_conf_t *conf);

@@ -1,7 +1,8 @@
 /*
  * redact.h - keeping passwords out of logs. libpq's own error text can
  * quote the conninfo it could not parse, password included; every
- * connection error goes through here before it is logged.
+ * connection error goes through here before it is logged. Pure but for
+ * libpq's conninfo parser.
  */
 #ifndef OUTBOXD_REDACT_H
 #define OUTBOXD_REDACT_H
@@ -12,5 +13,15 @@
  * conninfo's password masked, and, when conninfo cannot even be parsed,
  * everything libpq quoted removed. */
 void redact_conn_error(const char *conninfo, const char *msg, char *out, size_t outlen);
+
+/* Copies in to out with the text between every pair of double quotes
+ * replaced by "...": libpq's conninfo parse errors quote the offending
+ * part, which may hold the password. */
+void redact_strip_quoted(const char *in, char *out, size_t outlen);
+
+/* Copies in to out with every occurrence of secret (if non-empty)
+ * replaced by "********", and newlines and tabs folded into single spaces
+ * (libpq's messages span lines). */
+void redact_mask(const char *in, const char *secret, char *out, size_t outlen);
 
 #endif

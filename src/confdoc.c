@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "kafkaconf.h"
 
 #define MASK "********"
 
@@ -29,7 +28,7 @@ static void effective_kafka(const struct config *c, FILE *out)
         print_kv(out, "sasl.password_file", c->kafka_sasl_password_file,
                  config_source_name(c->kafka_sasl_password_file_source));
     const char *k, *v, *m;
-    for (size_t i = 0; kafka_conf_producer_default(i, &k, &v, &m); i++)
+    for (size_t i = 0; config_kafka_producer_default(i, &k, &v, &m); i++)
         if (!config_kafka_get(c, k)) print_kv(out, k, v, "default");
 }
 

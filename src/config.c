@@ -12,21 +12,20 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "checks.h"
-#include <libpq-fe.h>
-
 #include "decoder.h"
 #include "duration.h"
 #include "httpd.h"
-#include "kafkaconf.h"
 #include "log.h"
 #include "polling.h"
 #include "redact.h"
 #include "secrets.h"
+#include "str.h"
 
 enum key_type {
     KT_STRING,
@@ -182,6 +181,43 @@ static const char *const kafka_defaults[][3] = {
 };
 #define NKAFKA_DEFAULTS (sizeof(kafka_defaults) / sizeof(kafka_defaults[0]))
 
+/* outboxd's producer defaults beyond kafka_defaults (the producer's alone:
+ * verify's consumer does not take them); the [kafka] section may override
+ * them. The queue bound keeps memory bounded however large the backlog;
+ * no delivery timeout, because a broker that is down for minutes must
+ * delay events, not fail them (nothing is confirmed while they wait). */
+static const char *const producer_defaults[][3] = {
+    /* In messages: librdkafka counts only key and value bytes, while a
+     * queued event costs about three times that (the message, its six
+     * headers). 5,000 events is 25-50 ms of a drain, plenty to keep a
+     * broker busy (a drain was no faster with 10,000), and keeps peak RSS
+     * near 22 MB even for a 500,000-event transaction: with 10,000 it
+     * reached 28.6 MB once the daemon allocated through jemalloc, with
+     * 64 MB of queue it passed 30 MB. */
+    {"queue.buffering.max.messages", "5000", "events queued for the broker at most (bounds memory)"},
+    /* In bytes, for large payloads. */
+    {"queue.buffering.max.kbytes", "16384", "kilobytes queued for the broker at most (bounds memory)"},
+    {"message.timeout.ms", "0",
+     "0: a broker outage delays events, never fails them (polling mode: half the lease)"},
+    /* librdkafka waits linger.ms (default 5) to fill a batch; 2 ms halves
+     * the steady-state commit-to-ACK latency (benchmark p50 6 -> 3 ms, p99
+     * 18 -> 10 ms at 5,000 events/s) for no measurable CPU in a drain, where
+     * batches fill by themselves. */
+    {"linger.ms", "2", "how long librdkafka waits to fill a batch (latency)"},
+    /* Statistics say which brokers are connected (/readyz, metrics). */
+    {"statistics.interval.ms", "1000", "statistics period: connected brokers for /readyz and metrics"},
+};
+
+bool config_kafka_producer_default(size_t i, const char **key, const char **value,
+                                   const char **meaning)
+{
+    if (i >= sizeof(producer_defaults) / sizeof(producer_defaults[0])) return false;
+    *key = producer_defaults[i][0];
+    *value = producer_defaults[i][1];
+    *meaning = producer_defaults[i][2];
+    return true;
+}
+
 /* The [kafka] keys outboxd itself reads (never passed to librdkafka). */
 #define SASL_PASSWORD_FILE "sasl.password_file"
 
@@ -206,7 +242,7 @@ bool config_kafka_doc(size_t i, struct config_key *k)
     }
     i -= NKAFKA_DEFAULTS;
     const char *key, *value, *meaning;
-    if (!kafka_conf_producer_default(i, &key, &value, &meaning)) return false;
+    if (!config_kafka_producer_default(i, &key, &value, &meaning)) return false;
     *k = (struct config_key){"kafka", key, value, meaning, NULL};
     return true;
 }
@@ -363,6 +399,60 @@ const char *config_kafka_get(const struct config *c, const char *key)
     return NULL;
 }
 
+/* The value of a [kafka] property as the producer runs it: [kafka], else
+ * outboxd's default, else dflt. -1 when it is not a whole number
+ * (librdkafka itself then refuses it, with its own message). */
+long long config_kafka_number(const struct config *c, const char *key, long long dflt)
+{
+    const char *v = config_kafka_get(c, key);
+    for (size_t i = 0; !v && i < sizeof(producer_defaults) / sizeof(producer_defaults[0]); i++)
+        if (strcmp(producer_defaults[i][0], key) == 0) v = producer_defaults[i][1];
+    if (!v) return dflt;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    return errno || end == v || *end || n < 0 ? -1 : n;
+}
+
+
+/* Refuses message.max.bytes above queue.buffering.max.kbytes * 1024 (as
+ * the producer would run them, defaults included): an event between the
+ * two passes the size check and then never fits the queue. Returns 0, or
+ * -1 with a message naming both settings and values in err. */
+static int check_queue_fit(const struct config *c, char *err, size_t errlen)
+{
+    long long kb =
+        config_kafka_number(c, "queue.buffering.max.kbytes", KAFKA_DEFAULT_QUEUE_MAX_KBYTES);
+    long long mmb = config_kafka_number(c, "message.max.bytes", KAFKA_DEFAULT_MESSAGE_MAX_BYTES);
+    if (kb < 0 || mmb < 0 || mmb <= kb * 1024) return 0;
+    snprintf(err, errlen,
+             "[kafka] message.max.bytes = %lld is larger than queue.buffering.max.kbytes = "
+             "%lld (%lld bytes): an event between the two would pass the size check and "
+             "then never fit the producer's queue; raise queue.buffering.max.kbytes to at "
+             "least %lld or lower message.max.bytes",
+             mmb, kb, kb * 1024, (mmb + 1023) / 1024);
+    return -1;
+}
+
+/* Refuses (-1 with err) max.in.flight.requests.per.connection above 1:
+ * with librdkafka 2.0.2's idempotent producer a later request's ACK can
+ * stand for a refused one's messages (its "implicit ack"), which loses them.
+ * 0 when it is 1 (outboxd's default) or left to librdkafka to refuse. */
+static int check_in_flight(const struct config *c, char *err, size_t errlen)
+{
+    long long n = config_kafka_number(c, "max.in.flight.requests.per.connection", 1);
+    if (n <= 1) return 0; /* 1, or not a number: librdkafka's own message */
+    snprintf(err, errlen,
+             "[kafka] max.in.flight.requests.per.connection = %lld: outboxd needs 1. With more "
+             "than one produce request in flight, librdkafka 2.0.2 reports events as "
+             "delivered that the broker refused (a request refused with NOT_ENOUGH_REPLICAS "
+             "while the one behind it is stored, as on a restart during an ISR shrink: "
+             "seen on a real 3-broker Kafka, README \"Faults it rides out\"); remove the "
+             "key or set it to 1",
+             n);
+    return -1;
+}
+
 /* The known sections, comma-separated, into out (truncated to outlen). */
 static void known_section_list(char *out, size_t outlen)
 {
@@ -382,36 +472,101 @@ static bool section_known(const char *section)
     return false;
 }
 
-static int set_known(struct config *c, const struct key_def *d, const char *value,
-                     char *err, size_t errlen)
+/* "[section] key: " and the rest formatted into err; returns -1. */
+static int key_error(char *err, size_t errlen, const struct key_def *d, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
+static int key_error(char *err, size_t errlen, const struct key_def *d, const char *fmt,
+                     ...)
 {
-    int lvl;
-    int64_t ms;
-    char why[200];
+    int n = snprintf(err, errlen, "[%s] %s: ", d->doc.section, d->doc.key);
+    if (n < 0 || (size_t)n >= errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The index of value among the n words of one_of, or -1 with "\"value\" is
+ * not one of a|b" in err. */
+static int parse_choice(const struct key_def *d, const char *value,
+                        const char *const *one_of, int n, char *err, size_t errlen)
+{
+    char list[128] = "";
+    for (int i = 0; i < n; i++) {
+        if (strcmp(value, one_of[i]) == 0) return i;
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? "|" : "",
+                 one_of[i]);
+    }
+    return key_error(err, errlen, d, "\"%s\" is not one of %s", value, list);
+}
+
+/* The keys whose value is one of a few words, stored as an enum. */
+static int set_enum(struct config *c, const struct key_def *d, const char *value, char *err,
+                    size_t errlen)
+{
+    static const char *const modes[] = {"logical", "polling"};
+    static const char *const policies[] = {"halt", "dlq"};
+    int i;
     switch (d->type) {
     case KT_MODE:
-        if (strcmp(value, "logical") != 0 && strcmp(value, "polling") != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of logical|polling", d->doc.section,
-                     d->doc.key, value);
-            return -1;
-        }
-        c->source_mode = strcmp(value, "polling") == 0 ? SOURCE_POLLING : SOURCE_LOGICAL;
+        if ((i = parse_choice(d, value, modes, 2, err, errlen)) < 0) return -1;
+        c->source_mode = i == 1 ? SOURCE_POLLING : SOURCE_LOGICAL;
         return 0;
+    case KT_POLICY:
+        if ((i = parse_choice(d, value, policies, 2, err, errlen)) < 0) return -1;
+        c->errors_policy = i == 1 ? ERRORS_DLQ : ERRORS_HALT;
+        return 0;
+    case KT_LOGFORMAT:
+        if ((i = log_format_parse(value)) < 0)
+            return key_error(err, errlen, d, "\"%s\" is not one of text|json", value);
+        c->log_format = i;
+        return 0;
+    default: /* KT_LOGLEVEL */
+        if ((i = log_level_parse(value)) < 0)
+            return key_error(err, errlen, d, "\"%s\" is not one of error|warn|info|debug",
+                             value);
+        c->log_level = i;
+        return 0;
+    }
+}
+
+/* The keys whose value is a number: a boolean, a count, milliseconds. */
+static int set_number(struct config *c, const struct key_def *d, const char *value,
+                      char *err, size_t errlen)
+{
+    void *field = (char *)c + d->offset;
+    char why[200];
+    int64_t ms;
+    switch (d->type) {
     case KT_DURATION:
-        if (polling_duration_parse(value, &ms, why, sizeof(why)) != 0) {
-            snprintf(err, errlen, "[%s] %s: %s", d->doc.section, d->doc.key, why);
-            return -1;
-        }
-        *(int64_t *)((char *)c + d->offset) = ms;
+        if (polling_duration_parse(value, &ms, why, sizeof(why)) != 0)
+            return key_error(err, errlen, d, "%s", why);
+        *(int64_t *)field = ms;
         return 0;
     case KT_MS:
     case KT_MS0:
-        if (parse_ms(value, d->type == KT_MS ? 1 : 0, (int *)((char *)c + d->offset), why,
-                     sizeof(why)) != 0) {
-            snprintf(err, errlen, "[%s] %s: %s", d->doc.section, d->doc.key, why);
-            return -1;
-        }
+        if (parse_ms(value, d->type == KT_MS ? 1 : 0, field, why, sizeof(why)) != 0)
+            return key_error(err, errlen, d, "%s", why);
         return 0;
+    case KT_BOOL:
+        if (parse_bool(value, field) != 0)
+            return key_error(err, errlen, d, "\"%s\" is not a boolean (true/false)", value);
+        return 0;
+    default: /* KT_POSINT */
+        if (parse_posint(value, field) != 0)
+            return key_error(err, errlen, d, "\"%s\" is not a positive integer", value);
+        return 0;
+    }
+}
+
+/* The keys whose value is kept as a string, after its check. */
+static int set_text(struct config *c, const struct key_def *d, const char *value, char *err,
+                    size_t errlen)
+{
+    char why[256];
+    struct listen_addr la;
+    switch (d->type) {
     case KT_PATH:
         if (*value == '\0') { /* empty: unset */
             free(*str_field(c, d));
@@ -420,73 +575,49 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
         }
         break;
     case KT_STRING:
-        if (*value == '\0' && strcmp(d->doc.key, "conninfo") != 0) {
-            snprintf(err, errlen, "[%s] %s: must not be empty", d->doc.section, d->doc.key);
-            return -1;
-        }
+        if (*value == '\0' && strcmp(d->doc.key, "conninfo") != 0)
+            return key_error(err, errlen, d, "must not be empty");
         break;
     case KT_PLUGIN:
-        if (plugin_parse(value) < 0) {
-            snprintf(err, errlen,
-                     "[%s] %s: unknown plugin \"%s\" (supported: pgoutput, wal2json)",
-                     d->doc.section, d->doc.key, value);
-            return -1;
-        }
+        if (plugin_parse(value) < 0)
+            return key_error(err, errlen, d,
+                             "unknown plugin \"%s\" (supported: pgoutput, wal2json)",
+                             value);
         break;
-    case KT_BOOL:
-        if (parse_bool(value, (bool *)((char *)c + d->offset)) != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not a boolean (true/false)",
-                     d->doc.section, d->doc.key, value);
-            return -1;
-        }
-        return 0;
-    case KT_POSINT:
-        if (parse_posint(value, (int *)((char *)c + d->offset)) != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not a positive integer", d->doc.section,
-                     d->doc.key, value);
-            return -1;
-        }
-        return 0;
-    case KT_LISTEN:
-        if (*value != '\0') {
-            char why[256];
-            struct listen_addr la;
-            if (listen_addr_parse(value, &la, why, sizeof(why)) != 0) {
-                snprintf(err, errlen, "[%s] %s: %s", d->doc.section, d->doc.key, why);
-                return -1;
-            }
-        }
+    default: /* KT_LISTEN */
+        if (*value != '\0' && listen_addr_parse(value, &la, why, sizeof(why)) != 0)
+            return key_error(err, errlen, d, "%s", why);
         break;
-    case KT_LOGFORMAT:
-        if ((lvl = log_format_parse(value)) < 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of text|json", d->doc.section,
-                     d->doc.key, value);
-            return -1;
-        }
-        c->log_format = lvl;
-        return 0;
-    case KT_POLICY:
-        if (strcmp(value, "halt") != 0 && strcmp(value, "dlq") != 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of halt|dlq", d->doc.section,
-                     d->doc.key, value);
-            return -1;
-        }
-        c->errors_policy = strcmp(value, "dlq") == 0 ? ERRORS_DLQ : ERRORS_HALT;
-        return 0;
-    case KT_LOGLEVEL:
-        if ((lvl = log_level_parse(value)) < 0) {
-            snprintf(err, errlen, "[%s] %s: \"%s\" is not one of error|warn|info|debug",
-                     d->doc.section, d->doc.key, value);
-            return -1;
-        }
-        c->log_level = lvl;
-        return 0;
     }
     if (set_string(str_field(c, d), value) != 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     return 0;
+}
+
+static int set_known(struct config *c, const struct key_def *d, const char *value,
+                     char *err, size_t errlen)
+{
+    switch (d->type) {
+    case KT_MODE:
+    case KT_POLICY:
+    case KT_LOGFORMAT:
+    case KT_LOGLEVEL:
+        return set_enum(c, d, value, err, errlen);
+    case KT_DURATION:
+    case KT_MS:
+    case KT_MS0:
+    case KT_BOOL:
+    case KT_POSINT:
+        return set_number(c, d, value, err, errlen);
+    case KT_PATH:
+    case KT_STRING:
+    case KT_PLUGIN:
+    case KT_LISTEN:
+        return set_text(c, d, value, err, errlen);
+    }
+    return -1;
 }
 
 int config_set(struct config *c, const char *section, const char *key,
@@ -532,7 +663,7 @@ int config_set(struct config *c, const char *section, const char *key,
     size_t ncands = 0;
     for (size_t i = 0; i < NKEYS; i++)
         if (strcmp(key_defs[i].doc.section, section) == 0) cands[ncands++] = key_defs[i].doc.key;
-    const char *hint = check_suggest(key, cands, ncands);
+    const char *hint = str_suggest(key, cands, ncands);
     if (hint)
         snprintf(err, errlen, "unknown key \"%s\" in section [%s]; did you mean \"%s\"?", key,
                  section, hint);
@@ -822,8 +953,7 @@ int config_validate(const struct config *c, char *err, size_t errlen)
         snprintf(err, errlen, "[kafka] bootstrap.servers is not set");
         return -1;
     }
-    if (kafka_conf_check_queue_fit(c, err, errlen) != 0 ||
-        kafka_conf_check_in_flight(c, err, errlen) != 0)
+    if (check_queue_fit(c, err, errlen) != 0 || check_in_flight(c, err, errlen) != 0)
         return -1;
     return c->source_mode == SOURCE_POLLING ? config_validate_polling(c, err, errlen) : 0;
 }

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "accept.h"
-#include "checks.h"
+#include "check.h"
 #include "confdoc.h"
 #include "config.h"
 #include "exitcode.h"

@@ -29,7 +29,7 @@
 
 #include <libpq-fe.h>
 
-#include "checks.h"
+#include "check.h"
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"

@@ -178,12 +178,8 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
  * queue. Returns 0, or -1 with a reason in err. */
 static int open_rk(struct producer *p, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (kafka_conf_producer_defaults(conf, p->cfg, err, errlen) != 0) goto fail_conf;
-    for (size_t i = 0; i < p->cfg->nkafka; i++)
-        if (kafka_conf_set(conf, p->cfg->kafka[i].key, p->cfg->kafka[i].value, err,
-                           errlen) != 0)
-            goto fail_conf;
+    rd_kafka_conf_t *conf = kafka_conf_producer(p->cfg, false, NULL, NULL, err, errlen);
+    if (!conf) return -1;
     rd_kafka_conf_set_opaque(conf, p);
     rd_kafka_conf_set_dr_msg_cb(conf, on_dr);
     rd_kafka_conf_set_stats_cb(conf, on_stats);

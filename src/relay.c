@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "backoff.h"
-#include "checks.h"
+#include "check.h"
 #include "connerr.h"
 #include "confirm.h"
 #include "decoder.h"

@@ -1,8 +1,8 @@
 /*
- * test_check.c - the pure helpers of `outboxd check` (include/checks.h):
- * output lines, the edit-distance suggestion, column type fit, template
- * column extraction, and the masking of libpq messages; plus the FAIL/skip
- * report for a configuration that could not be loaded.
+ * test_check.c - the pure helpers of `outboxd check` (include/check.h):
+ * output lines, column type fit, template column extraction; plus the
+ * FAIL/skip report for a configuration that could not be loaded. (The
+ * did-you-mean is tested in test_str.c, the masking in test_redact.c.)
  */
 #include <check.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checks.h"
+#include "check.h"
 
 /* ---- lines ---- */
 
@@ -52,86 +52,6 @@ START_TEST(test_line_truncates)
     check_format_line(b, sizeof(b), CHECK_FAIL, "a long subject", "a long problem", "fix");
     ck_assert_uint_eq(strlen(b), sizeof(b) - 1);
     ck_assert_str_eq(b, "FAIL a long");
-}
-END_TEST
-
-/* ---- edit distance and suggestions ---- */
-
-static const struct {
-    const char *a, *b;
-    size_t d;
-} distances[] = {
-    {"", "", 0},         {"slot", "slot", 0},
-    {"slto", "slot", 1}, /* transposition */
-    {"slo", "slot", 1},  {"sloot", "slot", 1},
-    {"slit", "slot", 1}, {"", "abc", 3},
-    {"abc", "", 3},      {"kitten", "sitting", 3},
-    {"ca", "abc", 3}, /* OSA: no edit of a transposed pair */
-    {"Slot", "slot", 1}, {"create-slot", "create_slot", 1},
-};
-
-START_TEST(test_edit_distance)
-{
-    ck_assert_uint_eq(check_edit_distance(distances[_i].a, distances[_i].b),
-                      distances[_i].d);
-    ck_assert_uint_eq(check_edit_distance(distances[_i].b, distances[_i].a),
-                      distances[_i].d);
-}
-END_TEST
-
-START_TEST(test_edit_distance_long)
-{
-    char a[200], b[200];
-    memset(a, 'a', sizeof(a) - 1);
-    a[sizeof(a) - 1] = '\0';
-    memset(b, 'a', 10);
-    b[10] = '\0';
-    /* beyond the table: the longer length, no overflow */
-    ck_assert_uint_eq(check_edit_distance(a, b), sizeof(a) - 1);
-}
-END_TEST
-
-static const char *const postgres_keys[] = {
-    "conninfo",           "slot",         "publication",  "plugin", "create_slot",
-    "status_interval_ms", "retry_min_ms", "retry_max_ms",
-};
-#define NPG (sizeof(postgres_keys) / sizeof(postgres_keys[0]))
-
-START_TEST(test_suggest)
-{
-    ck_assert_pstr_eq(check_suggest("slto", postgres_keys, NPG), "slot");
-    ck_assert_pstr_eq(check_suggest("slots", postgres_keys, NPG), "slot");
-    ck_assert_pstr_eq(check_suggest("conninf", postgres_keys, NPG), "conninfo");
-    ck_assert_pstr_eq(check_suggest("publicaton", postgres_keys, NPG), "publication");
-    ck_assert_pstr_eq(check_suggest("create-slot", postgres_keys, NPG), "create_slot");
-    ck_assert_pstr_eq(check_suggest("retry_max", postgres_keys, NPG), "retry_max_ms");
-    ck_assert_pstr_eq(check_suggest("status_interval", postgres_keys, NPG),
-                      "status_interval_ms");
-    ck_assert_pstr_eq(check_suggest("plugni", postgres_keys, NPG), "plugin");
-}
-END_TEST
-
-START_TEST(test_suggest_none)
-{
-    /* too far from everything: no guess */
-    ck_assert_ptr_null(check_suggest("bogus_key", postgres_keys, NPG));
-    ck_assert_ptr_null(check_suggest("host", postgres_keys, NPG));
-    ck_assert_ptr_null(check_suggest("", postgres_keys, NPG));
-    ck_assert_ptr_null(check_suggest("slot", postgres_keys, 0));
-    /* short words allow one edit only */
-    static const char *const file[] = {"file"};
-    ck_assert_ptr_null(check_suggest("path", file, 1));
-    ck_assert_ptr_null(check_suggest("fl", file, 1));
-    ck_assert_pstr_eq(check_suggest("fiel", file, 1), "file");
-}
-END_TEST
-
-START_TEST(test_suggest_tie_first)
-{
-    static const char *const c[] = {"abcd", "abce", "abcf"};
-    ck_assert_pstr_eq(check_suggest("abcx", c, 3), "abcd");
-    static const char *const d[] = {"far-away-word", "abce"};
-    ck_assert_pstr_eq(check_suggest("abcx", d, 2), "abce");
 }
 END_TEST
 
@@ -233,48 +153,6 @@ START_TEST(test_template_columns_bad)
 }
 END_TEST
 
-/* ---- masking ---- */
-
-START_TEST(test_strip_quoted)
-{
-    char b[256];
-    check_strip_quoted("invalid percent-encoded token: \"S3cr3t%zz\"", b, sizeof(b));
-    ck_assert_str_eq(b, "invalid percent-encoded token: \"...\"");
-    check_strip_quoted("a \"x\" b \"yy\" c", b, sizeof(b));
-    ck_assert_str_eq(b, "a \"...\" b \"...\" c");
-    check_strip_quoted("empty \"\" here", b, sizeof(b));
-    ck_assert_str_eq(b, "empty \"...\" here");
-    check_strip_quoted("unclosed \"postgres://u:S3cr3t@[::1", b, sizeof(b));
-    ck_assert_ptr_null(strstr(b, "S3cr3t"));
-    ck_assert_str_eq(b, "unclosed \"...");
-    check_strip_quoted("no quotes", b, sizeof(b));
-    ck_assert_str_eq(b, "no quotes");
-    char small[8];
-    check_strip_quoted("abcdefghijkl", small, sizeof(small));
-    ck_assert_uint_lt(strlen(small), sizeof(small));
-}
-END_TEST
-
-START_TEST(test_mask)
-{
-    char b[256];
-    check_mask("connection to server at \"127.0.0.1\", port 5432 failed: FATAL:  password "
-               "authentication failed for user \"outboxd\"\n",
-               "S3cr3t", b, sizeof(b));
-    ck_assert_str_eq(b, "connection to server at \"127.0.0.1\", port 5432 failed: FATAL:  "
-                        "password authentication failed for user \"outboxd\"");
-    check_mask("x S3cr3t y S3cr3t\n\tz", "S3cr3t", b, sizeof(b));
-    ck_assert_str_eq(b, "x ******** y ******** z");
-    check_mask("keep\nlines", NULL, b, sizeof(b));
-    ck_assert_str_eq(b, "keep lines");
-    check_mask("keep", "", b, sizeof(b));
-    ck_assert_str_eq(b, "keep");
-    char small[5];
-    check_mask("S3cr3t", "S3cr3t", small, sizeof(small));
-    ck_assert_str_eq(small, "****");
-}
-END_TEST
-
 /* ---- check_config_failed ---- */
 
 /* Runs check_config_failed(err) with stdout captured; returns its output. */
@@ -342,18 +220,10 @@ static Suite *check_suite(void)
     tcase_add_test(tc, test_line_ok);
     tcase_add_test(tc, test_line_fail_warn_skip);
     tcase_add_test(tc, test_line_truncates);
-    tcase_add_loop_test(tc, test_edit_distance, 0,
-                        (int)(sizeof(distances) / sizeof(distances[0])));
-    tcase_add_test(tc, test_edit_distance_long);
-    tcase_add_test(tc, test_suggest);
-    tcase_add_test(tc, test_suggest_none);
-    tcase_add_test(tc, test_suggest_tie_first);
     tcase_add_loop_test(tc, test_type_fit, 0, (int)(sizeof(fits) / sizeof(fits[0])));
     tcase_add_test(tc, test_type_expected);
     tcase_add_test(tc, test_template_columns);
     tcase_add_test(tc, test_template_columns_bad);
-    tcase_add_test(tc, test_strip_quoted);
-    tcase_add_test(tc, test_mask);
     tcase_add_test(tc, test_config_failed);
     tcase_add_test(tc, test_config_failed_generic_fix);
     suite_add_tcase(s, tc);

@@ -2,13 +2,16 @@
  * test_kafkaconf.c - which librdkafka errors are refusals
  * (include/kafkaconf.h): a SASL authentication failure and a broker
  * certificate that does not verify make the daemon exit 2; a broker that
- * is down, or any other TLS trouble, does not.
+ * is down, or any other TLS trouble, does not. And the producer's
+ * configuration as kafka_conf_producer() builds it for the relay and
+ * `outboxd check`: outboxd's defaults, [kafka] over them, every refusal.
  */
 #include <check.h>
 #include <librdkafka/rdkafka.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "kafkaconf.h"
 
 /* librdkafka 2.0.2's own reasons, as seen against Kafka 3.9.1. */
@@ -61,6 +64,84 @@ START_TEST(test_note_keeps_the_first_refusal)
 }
 END_TEST
 
+/* ---- kafka_conf_producer ---- */
+
+/* prop's value in conf ("" when unset). */
+static const char *conf_value(rd_kafka_conf_t *conf, const char *prop)
+{
+    static char v[512];
+    size_t len = sizeof(v);
+    if (rd_kafka_conf_get(conf, prop, v, &len) != RD_KAFKA_CONF_OK) v[0] = '\0';
+    return v;
+}
+
+static struct config C;
+
+static void conf_setup(void)
+{
+    char err[256];
+    ck_assert_int_eq(config_init(&C), 0);
+    ck_assert_int_eq(
+        config_set(&C, "kafka", "bootstrap.servers", "b1:9092", err, sizeof(err)), 0);
+}
+
+static void conf_teardown(void)
+{
+    config_free(&C);
+}
+
+struct refusals {
+    int n;
+    char first[512];
+};
+
+static void note_refused(void *ctx, const char *msg)
+{
+    struct refusals *r = ctx;
+    if (!r->n++) snprintf(r->first, sizeof(r->first), "%s", msg);
+}
+
+START_TEST(test_producer_defaults_and_overrides)
+{
+    char err[512], e[256];
+    ck_assert_int_eq(config_set(&C, "kafka", "linger.ms", "7", e, sizeof(e)), 0);
+    rd_kafka_conf_t *conf = kafka_conf_producer(&C, false, NULL, NULL, err, sizeof(err));
+    ck_assert_ptr_nonnull(conf);
+    ck_assert_str_eq(conf_value(conf, "linger.ms"), "7"); /* [kafka] wins */
+    ck_assert_str_eq(conf_value(conf, "queue.buffering.max.messages"),
+                     "5000"); /* outboxd's */
+    ck_assert_str_eq(conf_value(conf, "message.timeout.ms"), "0");
+    ck_assert_str_eq(conf_value(conf, "enable.idempotence"), "true"); /* config_init()'s */
+    ck_assert_str_eq(conf_value(conf, "max.in.flight.requests.per.connection"), "1");
+    ck_assert_str_eq(conf_value(conf, "bootstrap.servers"), "b1:9092");
+    rd_kafka_conf_destroy(conf);
+
+    /* --config-only: every property but the brokers */
+    conf = kafka_conf_producer(&C, true, NULL, NULL, err, sizeof(err));
+    ck_assert_ptr_nonnull(conf);
+    ck_assert_str_eq(conf_value(conf, "bootstrap.servers"), "");
+    ck_assert_str_eq(conf_value(conf, "linger.ms"), "7");
+    rd_kafka_conf_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_producer_refusals)
+{
+    char err[512] = "", e[256];
+    ck_assert_int_eq(config_set(&C, "kafka", "no.such.property", "1", e, sizeof(e)), 0);
+    ck_assert_int_eq(config_set(&C, "kafka", "acks", "sometimes", e, sizeof(e)), 0);
+    /* without a callback: NULL at the first refusal, named in err */
+    ck_assert_ptr_null(kafka_conf_producer(&C, false, NULL, NULL, err, sizeof(err)));
+    ck_assert_msg(strncmp(err, "[kafka] acks: ", 14) == 0, "err: %s", err);
+    /* with one: every refusal told, in [kafka]'s order, still NULL */
+    struct refusals r = {0};
+    ck_assert_ptr_null(kafka_conf_producer(&C, false, note_refused, &r, err, sizeof(err)));
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_str_eq(r.first, err);
+    ck_assert_msg(strncmp(err, "[kafka] acks: ", 14) == 0, "err: %s", err);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kafkaconf");
@@ -68,6 +149,11 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_not_refusals);
     tcase_add_test(tc, test_note_keeps_the_first_refusal);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("producer configuration");
+    tcase_add_checked_fixture(tc, conf_setup, conf_teardown);
+    tcase_add_test(tc, test_producer_defaults_and_overrides);
+    tcase_add_test(tc, test_producer_refusals);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

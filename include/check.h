@@ -1,5 +1,5 @@
 /*
- * checks.h - `outboxd check`: everything outboxd needs, verified before
+ * check.h - `outboxd check`: everything outboxd needs, verified before
  * streaming, one line per check on stdout:
  *
  *   ok   <what>[: detail]
@@ -27,8 +27,8 @@
  * The daemon runs the cheap checks whose failure is fatal anyway at start
  * (CHECK_SCOPE_STARTUP) and stops with the same messages.
  */
-#ifndef OUTBOXD_CHECKS_H
-#define OUTBOXD_CHECKS_H
+#ifndef OUTBOXD_CHECK_H
+#define OUTBOXD_CHECK_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -82,15 +82,6 @@ enum check_status { CHECK_OK, CHECK_WARN, CHECK_FAIL, CHECK_SKIP };
 char *check_format_line(char *out, size_t outlen, enum check_status st, const char *what,
                         const char *problem, const char *fix);
 
-/* Optimal string alignment distance (Levenshtein plus adjacent
- * transpositions) between a and b. */
-size_t check_edit_distance(const char *a, const char *b);
-
-/* The candidate closest to word, or NULL when none is close enough to be
- * a likely typo (distance at most 1 for words up to 4 characters, 2 up to
- * 8, 3 beyond). Ties go to the first candidate. */
-const char *check_suggest(const char *word, const char *const *candidates, size_t n);
-
 /* How well a column's type fits its outbox role. typname is the type's
  * name (the base type's for a domain), typtype pg_type.typtype ('e' enum,
  * 'b' base...). */
@@ -110,15 +101,5 @@ const char *check_type_expected(enum outbox_col col);
  * frees them). Returns the count, or -1 for a template that
  * topic_template_parse() would refuse or more than max names. */
 int check_template_columns(const char *tmpl, char **names, int max);
-
-/* Copies in to out with the text between every pair of double quotes
- * replaced by "...": libpq's conninfo parse errors quote the offending
- * part, which may hold the password. */
-void check_strip_quoted(const char *in, char *out, size_t outlen);
-
-/* Copies in to out with every occurrence of secret (if non-empty)
- * replaced by "********", and newlines and tabs folded into single spaces
- * (libpq's messages span lines). */
-void check_mask(const char *in, const char *secret, char *out, size_t outlen);
 
 #endif

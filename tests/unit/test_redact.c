@@ -1,0 +1,90 @@
+/*
+ * test_redact.c - passwords kept out of logs (include/redact.h): quoted
+ * parts of a conninfo parse error dropped, a secret masked, libpq's line
+ * breaks folded; and redact_conn_error() for a parsable and an unparsable
+ * conninfo.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redact.h"
+
+/* ---- masking ---- */
+
+START_TEST(test_strip_quoted)
+{
+    char b[256];
+    redact_strip_quoted("invalid percent-encoded token: \"S3cr3t%zz\"", b, sizeof(b));
+    ck_assert_str_eq(b, "invalid percent-encoded token: \"...\"");
+    redact_strip_quoted("a \"x\" b \"yy\" c", b, sizeof(b));
+    ck_assert_str_eq(b, "a \"...\" b \"...\" c");
+    redact_strip_quoted("empty \"\" here", b, sizeof(b));
+    ck_assert_str_eq(b, "empty \"...\" here");
+    redact_strip_quoted("unclosed \"postgres://u:S3cr3t@[::1", b, sizeof(b));
+    ck_assert_ptr_null(strstr(b, "S3cr3t"));
+    ck_assert_str_eq(b, "unclosed \"...");
+    redact_strip_quoted("no quotes", b, sizeof(b));
+    ck_assert_str_eq(b, "no quotes");
+    char small[8];
+    redact_strip_quoted("abcdefghijkl", small, sizeof(small));
+    ck_assert_uint_lt(strlen(small), sizeof(small));
+}
+END_TEST
+
+START_TEST(test_mask)
+{
+    char b[256];
+    redact_mask("connection to server at \"127.0.0.1\", port 5432 failed: FATAL:  password "
+                "authentication failed for user \"outboxd\"\n",
+                "S3cr3t", b, sizeof(b));
+    ck_assert_str_eq(b, "connection to server at \"127.0.0.1\", port 5432 failed: FATAL:  "
+                        "password authentication failed for user \"outboxd\"");
+    redact_mask("x S3cr3t y S3cr3t\n\tz", "S3cr3t", b, sizeof(b));
+    ck_assert_str_eq(b, "x ******** y ******** z");
+    redact_mask("keep\nlines", NULL, b, sizeof(b));
+    ck_assert_str_eq(b, "keep lines");
+    redact_mask("keep", "", b, sizeof(b));
+    ck_assert_str_eq(b, "keep");
+    char small[5];
+    redact_mask("S3cr3t", "S3cr3t", small, sizeof(small));
+    ck_assert_str_eq(small, "****");
+}
+END_TEST
+
+START_TEST(test_conn_error)
+{
+    char b[256];
+    /* parsable: the conninfo's password masked wherever libpq repeats it */
+    redact_conn_error("host=db password=S3cr3t", "bad S3cr3t\nthere", b, sizeof(b));
+    ck_assert_str_eq(b, "bad ******** there");
+    /* unparsable: every quoted part dropped, the password with it */
+    redact_conn_error("postgres://u:S3cr3t%zz@db",
+                      "invalid percent-encoded token: \"S3cr3t%zz\"\n", b, sizeof(b));
+    ck_assert_ptr_null(strstr(b, "S3cr3t"));
+    ck_assert_str_eq(b, "invalid percent-encoded token: \"...\"");
+    /* no conninfo at all: the text as it is, on one line */
+    redact_conn_error(NULL, "x\ny", b, sizeof(b));
+    ck_assert_str_eq(b, "x y");
+}
+END_TEST
+
+static Suite *redact_suite(void)
+{
+    Suite *s = suite_create("redact");
+    TCase *tc = tcase_create("pure");
+    tcase_add_test(tc, test_strip_quoted);
+    tcase_add_test(tc, test_mask);
+    tcase_add_test(tc, test_conn_error);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(redact_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
