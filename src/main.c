@@ -4,7 +4,7 @@
  *   outboxd [options]            the daemon: relay_run() (relay.h) when
  *                                [source] mode = logical, poll_relay_run()
  *                                (poll_relay.h) when mode = polling
- *   outboxd check                check_run() (checks.h)
+ *   outboxd check                check_run() (check.h)
  *   outboxd verify               verify_run() (verify.h)
  *   outboxd requeue EVENT_ID...  poll_requeue_run() (poll_relay.h)
  *   outboxd accept-slot          accept_slot_run() (accept.h)
