@@ -110,6 +110,10 @@ const char *producer_poison_name(size_t i);
  * hide the mistake. Polling mode keeps it a poison error. */
 bool producer_err_is_missing_topic(int err);
 
+/* True for MSG_SIZE_TOO_LARGE: the message itself is too large (a dead
+ * letter of it carries a truncated value). */
+bool producer_err_is_too_large(int err);
+
 /* librdkafka's name of an error code, e.g. "MSG_SIZE_TOO_LARGE". */
 const char *producer_err_name(int err);
 
