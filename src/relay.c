@@ -19,35 +19,20 @@
  */
 #include "relay.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "backoff.h"
-#include "changes.h"
 #include "checks.h"
 #include "clock.h"
 #include "confirm.h"
-#include "decoder.h"
 #include "evloop.h"
 #include "exitcode.h"
-#include "httpd.h"
-#include "latency.h"
 #include "log.h"
-#include "metrics.h"
-#include "monitor.h"
-#include "offset.h"
-#include "outbox.h"
-#include "producer.h"
-#include "replproto.h"
+#include "relayobs.h"
+#include "relaystate.h"
 #include "resume.h"
-#include "signals.h"
-#include "slotsetup.h"
-#include "step.h"
-#include "stream.h"
-#include "tracker.h"
 
 /* Minimum time between two wake-ups of the loop (see wait_turn()): while
  * the stream is live, and while it is a backlog, which a wake-up that
@@ -56,19 +41,6 @@
 #define WAKE_GAP_BACKLOG_US 10000
 #define BACKLOG_BYTES 65536
 
-/* A replication stream is healthy once it has stayed up this long; until
- * then, after a failure, the relay is not ready and the reconnect backoff
- * keeps growing (a stream that starts and fails at once is a failure,
- * not a recovery). */
-#define STREAM_HEALTHY_MS 5000
-
-/* How long a graceful stop waits for a last publication check (pgoutput),
- * so that it can confirm what it ACKed. */
-#define FINAL_PROOF_MS 3000
-
-/* Frames handled before the loop serves reports and status again. */
-#define READ_BATCH 4096
-
 /* While an event is held (backpressure), it is tried again at least this
  * often, even without a delivery report (a new topic may wait for the
  * producer's replacement, producer.h). */
@@ -76,192 +48,6 @@
 
 /* The longest wait of one turn, whatever the timers say. */
 #define TURN_MAX_MS 1000
-
-/* What the loop is doing; each state says what its turn waits for. */
-enum relay_state {
-    RS_CONNECT, /* open the stream (slotsetup.c) */
-    RS_BACKOFF, /* a connection failed: wait until state_until_ms */
-    RS_STREAM,  /* read, produce, confirm; while changes_held(), not reading:
-                 * backpressure */
-    RS_RECOVER, /* the stream broke: wait for the outstanding deliveries */
-    RS_DRAIN,   /* stopping: wait for them, RELAY_SHUTDOWN_FLUSH_MS at most */
-    RS_PROVE,   /* stopping, pgoutput: a last publication check (FINAL_PROOF_MS) */
-    RS_DONE,    /* exit with exit_code */
-};
-
-struct relay {
-    const struct config *cfg;
-    volatile sig_atomic_t *stop;
-    struct outbox_map map;
-    struct decoder *dec;
-    struct tracker *trk;
-    struct producer *prod;
-    struct stream *st;
-    struct changes chg; /* the data path: decode, map, produce, ACK */
-
-    enum relay_state state;
-    int64_t state_until_ms;  /* RS_BACKOFF/RS_DRAIN/RS_PROVE: its deadline */
-    int64_t next_log_ms;     /* RS_RECOVER: next progress line */
-    uint64_t proofs_before;  /* RS_PROVE: r->proofs when it asked */
-    int exit_code;           /* RS_DONE */
-    lsn_t received_lsn;      /* newest wal_end seen on the stream */
-    lsn_t stored_lsn;        /* last LSN in the offset file */
-    lsn_t start_lsn;         /* validated start of this connection (resume.h) */
-    struct offset_state identity; /* the stream the offset file is written for */
-    bool rewrite_offset;     /* write the file at the next status even if the
-                              * position did not move (absent, format 1, new
-                              * timeline) */
-    bool offset_failed;      /* a write failed (logged): never retried */
-    int64_t last_write_ms;   /* when the offset file was last written */
-    uint64_t acked_at_write; /* events_acked then */
-    lsn_t sent_lsn;          /* last flush LSN sent to the server */
-    int64_t next_status_ms;  /* monotonic deadline of the next status */
-    int64_t last_status_ms;  /* when the last one went out */
-    int64_t last_wake_us;    /* when wait_turn() last returned while reading */
-    size_t wake_bytes;       /* stream bytes read since then */
-    uint64_t events_acked;
-    bool streaming;                  /* START_REPLICATION done, not broken since */
-    struct httpd *http;              /* NULL when [http] listen is empty */
-    int64_t next_publish_ms;         /* monotonic deadline of the next snapshot */
-    struct metrics met;              /* counted here, rendered for /metrics */
-    struct textbuf text;             /* the rendering, reused */
-    const char *retry_cause;         /* why slot_open_stream() said STEP_BROKEN */
-    struct monitor *mon;             /* slot lag, heartbeats, publication check */
-    struct backoff backoff;          /* reconnects, across streams that keep failing */
-    int64_t stream_up_ms;            /* when the current stream started */
-    bool pub_capped;                 /* pgoutput: confirm only proven positions */
-    lsn_t proven_lsn;                /* outbox published for commits before it */
-    uint64_t proofs;                 /* publication checks answered */
-    bool pub_lost;                   /* the outbox is no longer published: stop */
-    bool pub_missing_on_stream;      /* the stream said the publication is missing */
-    bool pub_missing_warned;         /* ... and so did the publication check */
-    bool server_stopping;            /* the monitor saw the server shut down */
-    char stream_err[512];            /* why the last stream broke */
-};
-
-/* ---- observability -------------------------------------------------------
- * The loop beats on every turn and publishes a snapshot for the HTTP
- * server's thread every HTTPD_PUBLISH_MS (see httpd.h). */
-
-/* Why the relay is not ready, or NULL when it is. */
-static const char *not_ready_reason(const struct relay *r)
-{
-    if (*r->stop) return "shutting down";
-    if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
-    if (r->pub_lost) return "the outbox table is no longer published: stopping";
-    if (!r->streaming) return "not streaming from the replication slot (connecting)";
-    if (r->backoff.failures > 0)
-        return "the replication stream keeps failing (not yet up for 5 s since the last "
-               "failure)";
-    int up = producer_brokers_up(r->prod);
-    if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
-    if (up == 0) return "no Kafka broker reachable";
-    return NULL;
-}
-
-/* Fills the gauges of r->met from the modules that own the values. */
-static void collect_gauges(struct relay *r)
-{
-    struct metrics *m = &r->met;
-    m->inflight_events = r->trk ? tracker_pending_events(r->trk) : 0;
-    m->inflight_txns = r->trk ? tracker_pending_txns(r->trk) : 0;
-    m->kafka_queue = producer_outq_len(r->prod);
-    m->kafka_brokers_up = producer_brokers_up(r->prod);
-    m->received_lsn = r->received_lsn;
-    m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->stored_lsn;
-    m->confirmed_lsn = r->sent_lsn;
-    m->streaming = r->streaming;
-    int64_t t = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
-    m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;
-}
-
-static void publish(struct relay *r, int64_t now)
-{
-    collect_gauges(r);
-    httpd_publish_metrics(r->http, &r->met, &r->text, clock_unix_us(), not_ready_reason(r));
-    r->next_publish_ms = now + HTTPD_PUBLISH_MS;
-}
-
-/* The outbox table left the publication (or it stopped publishing inserts):
- * pgoutput skips its inserts from the change on, without a word. */
-static void publication_lost(struct relay *r, const struct monitor_report *rep)
-{
-    const struct config *c = r->cfg;
-    char a[LSN_STRLEN], b[LSN_STRLEN], fix[512];
-    r->pub_lost = true;
-    r->next_publish_ms = 0; /* not ready: say so at once */
-    metrics_count(&r->met.failed, "NOT_IN_PUBLICATION", 1);
-    if (rep->pub_member)
-        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert')",
-                 c->pg_publication);
-    else
-        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s", c->pg_publication,
-                 c->outbox_table);
-    lsn_format(r->proven_lsn, a);
-    lsn_format(rep->pub_lsn, b);
-    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", a}),
-           "the outbox table %s.%s is no longer published by publication \"%s\" (%s): "
-           "pgoutput skips its inserts, so events committed after %s (the last position "
-           "where membership was proven; found out at %s) may be missing from Kafka. The "
-           "slot is not confirmed past %s. Stopping. Fix: %s; pgoutput will not send the "
-           "events committed while the table was out of the publication even then (it "
-           "decodes each change with the catalog of its time): list them with outboxd "
-           "verify and insert them again",
-           r->map.schema, r->map.table, c->pg_publication,
-           rep->pub_member ? "it no longer publishes inserts"
-                           : "the table was removed from it",
-           a, b, a, fix);
-}
-
-/* A publication check answered: membership proven up to rep->pub_lsn, or
- * lost. A missing publication proves nothing (the stream itself fails on
- * it, see prepare_stream()). */
-static void on_publication_check(struct relay *r, const struct monitor_report *rep)
-{
-    r->proofs++;
-    if (!r->pub_capped || r->pub_lost) return;
-    if (!rep->pub_found) {
-        if (!r->pub_missing_warned)
-            log_warn("publication \"%s\" does not exist (publication check): nothing is "
-                     "confirmed until it does",
-                     r->cfg->pg_publication);
-        r->pub_missing_warned = true;
-        return;
-    }
-    r->pub_missing_warned = false;
-    if (!rep->pub_insert || !rep->pub_member) {
-        publication_lost(r, rep);
-        return;
-    }
-    if (rep->pub_lsn > r->proven_lsn) r->proven_lsn = rep->pub_lsn;
-}
-
-/* Steps the monitoring connection and counts what it found. */
-static void monitor_tick(struct relay *r, int64_t now)
-{
-    struct monitor_report rep;
-    monitor_step(r->mon, now, clock_unix_us(), &rep);
-    struct metrics *m = &r->met;
-    if (rep.slot_answer) {
-        m->slot_seen = rep.slot_found && rep.lag_bytes >= 0;
-        m->slot_lag_bytes = rep.lag_bytes;
-        m->slot_wal_status = metrics_wal_status_parse(rep.wal_status);
-    }
-    if (rep.heartbeat_sent) m->heartbeats_sent++;
-    if (rep.failed) m->monitor_errors++;
-    if (rep.pub_answer) on_publication_check(r, &rep);
-    if (rep.server_stopping && r->pub_capped) r->server_stopping = true;
-}
-
-/* The start of every turn of the loop: signals, the monitor, the HTTP
- * server's beat and snapshot. */
-static void relay_tick(struct relay *r)
-{
-    signals_service(); /* SIGHUP, SIGUSR1/2: signals.h */
-    int64_t now = clock_mono_ms();
-    if (r->mon) monitor_tick(r, now);
-    if (httpd_tick(r->http, now, r->next_publish_ms)) publish(r, now);
-}
 
 /* ---- delivery reports ---------------------------------------------------- */
 
@@ -335,7 +121,7 @@ static bool offset_write_due(const struct relay *r, bool force, int64_t now)
  * is never ahead of the file, which is what lets a start tell that someone
  * else moved it (resume.h).
  */
-static int send_status_ex(struct relay *r, bool reply, bool force)
+int send_status_ex(struct relay *r, bool reply, bool force)
 {
     char err[512], a[LSN_STRLEN];
     lsn_t flush = confirmable(r);
@@ -361,7 +147,7 @@ static int send_status_ex(struct relay *r, bool reply, bool force)
     return STEP_OK;
 }
 
-static int send_status(struct relay *r, bool reply)
+int send_status(struct relay *r, bool reply)
 {
     return send_status_ex(r, reply, false);
 }
@@ -375,7 +161,7 @@ static int send_status(struct relay *r, bool reply)
 #define STATUS_CAUGHT_UP_GAP_MS 20
 
 /* When the next status is due (monotonic ms). */
-static int64_t status_deadline(const struct relay *r)
+int64_t status_deadline(const struct relay *r)
 {
     if (tracker_idle(r->trk) && confirmable(r) != r->sent_lsn &&
         r->events_acked != r->acked_at_write &&
@@ -384,111 +170,12 @@ static int64_t status_deadline(const struct relay *r)
     return r->next_status_ms;
 }
 
-static int status_if_due(struct relay *r)
+int status_if_due(struct relay *r)
 {
     return clock_mono_ms() >= status_deadline(r) ? send_status(r, false) : STEP_OK;
 }
 
-/* ---- streaming ----------------------------------------------------------- */
-
-/* Handles one CopyData payload: a keepalive (answered at once when the
- * server asks) or an XLogData frame for the data path. STEP_OK, STEP_HELD
- * (the frame's event waits for room: read nothing more), STEP_BROKEN (the
- * reply could not be sent) or STEP_FATAL. */
-static enum step on_frame(struct relay *r, const char *buf, int len)
-{
-    char err[512];
-    struct repl_frame f;
-    if (repl_parse_frame(buf, (size_t)len, &f, err, sizeof(err)) != 0) {
-        log_error("replication protocol: %s", err);
-        return STEP_FATAL;
-    }
-    if (f.wal_end > r->received_lsn) r->received_lsn = f.wal_end;
-    if (f.kind == RF_KEEPALIVE) {
-        tracker_keepalive(r->trk, f.wal_end);
-        return f.reply_requested ? send_status(r, false) : STEP_OK;
-    }
-    return changes_on_data(&r->chg, &f);
-}
-
-/* Reads and handles up to READ_BATCH frames; stops at the first that is
- * not STEP_OK (and at STEP_HELD: the held event borrows the stream's
- * buffer, which the next read would reuse). */
-static enum step read_frames(struct relay *r)
-{
-    char err[512];
-    for (int i = 0; i < READ_BATCH && !*r->stop; i++) {
-        char *buf;
-        int len;
-        int rc = stream_read(r->st, &buf, &len, err, sizeof(err));
-        if (rc == 0) return STEP_OK;
-        if (rc < 0) {
-            log_warn("%s", err);
-            snprintf(r->stream_err, sizeof(r->stream_err), "%s", err);
-            return STEP_BROKEN;
-        }
-        r->wake_bytes += (size_t)len;
-        enum step st = on_frame(r, buf, len);
-        if (st != STEP_OK) return st;
-    }
-    return STEP_OK;
-}
-
-/* What ends a stream besides the stream itself: a failed event, the lost
- * publication, a server shutting down, librdkafka giving up. */
-static enum step stream_health(struct relay *r)
-{
-    char err[512];
-    if (tracker_failed(r->trk) || r->pub_lost) return STEP_FATAL;
-    if (r->server_stopping) {
-        /* A walsender of a shutting-down server waits until the client
-         * has confirmed everything sent; with the monitor gone (fast
-         * shutdown ends it first) nothing past the last publication
-         * check can be confirmed, so the server would wait forever.
-         * Ending the stream lets it stop; the rest is re-delivered. */
-        r->server_stopping = false;
-        log_warn("the server is shutting down: ending the replication stream, "
-                 "confirmed up to the last publication check");
-        return STEP_BROKEN;
-    }
-    if (r->backoff.failures > 0 && clock_mono_ms() - r->stream_up_ms >= STREAM_HEALTHY_MS) {
-        log_info("the replication stream has stayed up for %d ms: healthy again",
-                 STREAM_HEALTHY_MS);
-        backoff_reset(&r->backoff);
-        r->next_publish_ms = 0;
-    }
-    if (producer_fatal(r->prod, err, sizeof(err))) {
-        log_error("kafka producer failed: %s", err);
-        return STEP_FATAL;
-    }
-    if (producer_refused(r->prod, err, sizeof(err))) {
-        log_error("kafka: the broker refused the connection for good: %s; stopping "
-                  "without confirming anything not ACKed (exit %d)",
-                  err, EXIT_USAGE);
-        return STEP_USAGE;
-    }
-    return STEP_OK;
-}
-
-/* One turn of RS_STREAM: the held event first (after serving reports),
- * then the stream, reports, dead letters, health, the status. Returns
- * STEP_OK or STEP_HELD to stay, or what ends the stream. */
-static enum step stream_turn(struct relay *r)
-{
-    enum step rc = STEP_OK;
-    if (changes_held(&r->chg)) {
-        producer_poll(r->prod, 0);
-        rc = changes_resume(&r->chg);
-    }
-    if (rc == STEP_OK) rc = read_frames(r);
-    producer_poll(r->prod, 0);
-    if (rc == STEP_OK) rc = changes_flush_dead_letters(&r->chg);
-    if (rc != STEP_OK && rc != STEP_HELD) return rc;
-    enum step health = stream_health(r);
-    if (health != STEP_OK) return health;
-    enum step st = status_if_due(r);
-    return st != STEP_OK ? st : rc;
-}
+/* ---- the wait ------------------------------------------------------------ */
 
 /* Builds the turn's wait for the current state into l. */
 static void wait_for(struct relay *r, struct evloop *l, int64_t now)
@@ -565,32 +252,6 @@ static void wait_turn(struct relay *r)
 
 /* ---- set-up -------------------------------------------------------------- */
 
-/* Every reason and cause this relay can count, at 0 from the start (see
- * metrics_seed()): the row faults, the undecodable record, the poison
- * errors (dead-lettered or failed), a lost publication, a delivery that
- * timed out, and the causes of reconnects (open_stream_retrying(),
- * relay_run()). Other librdkafka errors still appear when first counted. */
-static void seed_metrics(struct metrics *m, bool pub_capped)
-{
-    for (int f = OF_SCHEMA; f <= OF_BAD_TOPIC; f++) {
-        metrics_seed(&m->failed, outbox_fault_name((enum outbox_fault)f));
-        if (f != OF_SCHEMA)
-            metrics_seed(&m->dead_lettered, outbox_fault_name((enum outbox_fault)f));
-    }
-    metrics_seed(&m->failed, INVALID_RECORD);
-    metrics_seed(&m->dead_lettered, INVALID_RECORD);
-    for (size_t i = 0; producer_poison_name(i); i++) {
-        metrics_seed(&m->failed, producer_poison_name(i));
-        metrics_seed(&m->dead_lettered, producer_poison_name(i));
-    }
-    metrics_seed(&m->failed, producer_err_name(-192 /* _MSG_TIMED_OUT */));
-    if (pub_capped) metrics_seed(&m->failed, "NOT_IN_PUBLICATION");
-    static const char *const causes[] = {"connect_failed", "connection_lost", "slot_in_use",
-                                         "stream_lost"};
-    for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
-        metrics_seed(&m->reconnects, causes[i]);
-}
-
 static int relay_init(struct relay *r, const struct config *c, volatile sig_atomic_t *stop)
 {
     char err[1024];
@@ -656,300 +317,15 @@ static void relay_free(struct relay *r)
 }
 
 
-/* ---- the states ----------------------------------------------------------
- * Each enter_* sets a state up; each *_step runs one turn of it and says
- * whether the loop should wait before the next (false: go on at once). */
-
-static void finish(struct relay *r, int exit_code)
-{
-    r->state = RS_DONE;
-    r->exit_code = exit_code;
-}
-
-/* A fatal error (rc: STEP_FATAL or STEP_USAGE) while a tracker may exist:
- * confirm the ACKed prefix (never past the failure), then stop. */
-static void finish_failed(struct relay *r, enum step rc)
-{
-    producer_poll(r->prod, 0);
-    if (r->trk) send_status_ex(r, false, true);
-    finish(r, step_exit_code(rc));
-}
-
-/* Counts a failed attempt (what: where it failed) and waits for the
- * backoff, which keeps growing until a stream stays healthy. */
-static void enter_backoff(struct relay *r, const char *what)
-{
-    int ms = backoff_next(&r->backoff, rand());
-    log_info("%s: attempt %d failed, next in %d ms", what, r->backoff.failures, ms);
-    r->next_publish_ms = 0; /* not ready: say so at once */
-    r->state = RS_BACKOFF;
-    r->state_until_ms = clock_mono_ms() + ms;
-}
-
-/* A graceful stop: stop reading, let outstanding deliveries finish. */
-static void enter_drain(struct relay *r)
-{
-    if (!r->trk) { /* nothing was ever streamed */
-        finish(r, EXIT_OK);
-        return;
-    }
-    log_info("stopping: draining outstanding deliveries");
-    r->state = RS_DRAIN;
-    r->state_until_ms = clock_mono_ms() + RELAY_SHUTDOWN_FLUSH_MS;
-}
-
-/* The slot setup's view of the relay, for slot_open_stream(). */
-static void setup_from_relay(const struct relay *r, struct slot_setup *s)
-{
-    *s = (struct slot_setup){.cfg = r->cfg,
-                             .map = &r->map,
-                             .pub_capped = r->pub_capped,
-                             .pub_missing_on_stream = r->pub_missing_on_stream,
-                             .streamed = r->trk != NULL,
-                             .acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : 0,
-                             .confirmed_lsn = r->sent_lsn ? r->sent_lsn : r->stored_lsn};
-}
-
-/* The stream is open from start: a new session of the tracker (created on
- * the first connection) and of the status. */
-static enum step stream_started(struct relay *r, lsn_t start)
-{
-    if (!r->trk && !(r->trk = tracker_new(start))) {
-        log_error("out of memory");
-        return STEP_FATAL;
-    }
-    changes_start(&r->chg, r->trk, r->dec);
-    if (start > r->stored_lsn) r->stored_lsn = start;
-    r->start_lsn = start;
-    r->sent_lsn = start;
-    r->received_lsn = 0;
-    r->next_status_ms = clock_mono_ms() + r->cfg->pg_status_interval_ms;
-    r->streaming = true;
-    r->server_stopping = false;
-    r->stream_up_ms = clock_mono_ms();
-    r->next_publish_ms = 0; /* ready now: say so at once */
-    r->stream_err[0] = '\0';
-    r->state = RS_STREAM;
-    return STEP_OK;
-}
-
-/* RS_CONNECT: one attempt at opening the stream. */
-static bool connect_step(struct relay *r)
-{
-    struct slot_setup s;
-    setup_from_relay(r, &s);
-    enum step rc = slot_open_stream(&s);
-    r->st = s.st;
-    r->retry_cause = s.retry_cause;
-    if (rc == STEP_OK || rc == STEP_BROKEN) {
-        r->identity = s.identity;
-        r->rewrite_offset = s.rewrite_offset;
-        if (s.have_offset) r->stored_lsn = s.stored_lsn;
-    }
-    if (rc == STEP_BROKEN) {
-        metrics_count(&r->met.reconnects, r->retry_cause ? r->retry_cause : "connect_failed",
-                      1);
-        stream_close(r->st);
-        r->st = NULL;
-        enter_backoff(r, "connecting to the slot");
-        return true;
-    }
-    if (rc != STEP_OK) {
-        finish(r, step_exit_code(rc)); /* logged; nothing to confirm */
-        return false;
-    }
-    if (*r->stop) {
-        enter_drain(r);
-        return false;
-    }
-    if (stream_started(r, s.start) != STEP_OK) finish(r, EXIT_FATAL);
-    return false;
-}
-
-/* The stream broke: drop the transaction that was streaming (it will be
- * sent again) and this stream's decoder, then wait in RS_RECOVER for
- * every event already produced to be reported. */
-static void enter_recover(struct relay *r)
-{
-    metrics_count(&r->met.reconnects, "stream_lost", 1);
-    /* Checked on the next connection, with a normal query. */
-    r->pub_missing_on_stream =
-        r->pub_capped && slot_says_publication_missing(r->stream_err, r->cfg->pg_publication);
-    changes_abort_open(&r->chg);
-    r->streaming = false;
-    r->next_publish_ms = 0; /* not ready: say so at once */
-    stream_close(r->st);
-    r->st = NULL;
-    decoder_free(r->dec);
-    if (!(r->dec = decoder_new((enum plugin_kind)plugin_parse(r->cfg->pg_plugin)))) {
-        log_error("out of memory");
-        finish_failed(r, STEP_FATAL);
-        return;
-    }
-    changes_start(&r->chg, r->trk, r->dec);
-    r->state = RS_RECOVER;
-    r->next_log_ms = 0;
-}
-
-/* RS_RECOVER. Once every event produced is reported, the position they
- * complete is stored: reconnecting from there re-sends nothing that was
- * ACKed, and the tracker starts the new session idle. There is no
- * connection to keep alive meanwhile, so waiting for a broker that is down
- * costs nothing but time. */
-static bool recover_step(struct relay *r)
-{
-    char a[LSN_STRLEN];
-    producer_poll(r->prod, 0);
-    enum step rc = STEP_OK;
-    if (!tracker_failed(r->trk)) rc = changes_resume(&r->chg);
-    if (rc == STEP_OK && !tracker_failed(r->trk)) rc = changes_flush_dead_letters(&r->chg);
-    bool waiting = producer_outq_len(r->prod) > 0 || rc == STEP_HELD;
-    if (waiting && !tracker_failed(r->trk) && rc != STEP_FATAL) {
-        if (clock_mono_ms() >= r->next_log_ms) {
-            log_info("replication connection lost: waiting for %d outstanding "
-                     "deliveries before reconnecting",
-                     producer_outq_len(r->prod));
-            r->next_log_ms = clock_mono_ms() + 10000;
-        }
-        return true;
-    }
-    if (tracker_failed(r->trk) || rc == STEP_FATAL) {
-        finish_failed(r, STEP_FATAL);
-        return false;
-    }
-    rc = send_status_ex(r, false, true); /* writes the offset file only */
-    if (rc != STEP_OK) {
-        finish_failed(r, rc);
-        return false;
-    }
-    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(tracker_flush_lsn(r->trk), a)}),
-           "reconnecting from %s", a);
-    /* The backoff grows until a stream stays up STREAM_HEALTHY_MS. */
-    enter_backoff(r, "replication stream lost");
-    return true;
-}
-
-/* RS_BACKOFF: until its deadline (reports and the monitor are served). */
-static bool backoff_step(struct relay *r)
-{
-    producer_poll(r->prod, 0);
-    if (r->pub_lost) {
-        finish_failed(r, STEP_FATAL);
-        return false;
-    }
-    if (clock_mono_ms() < r->state_until_ms) return true;
-    r->state = RS_CONNECT;
-    return false;
-}
-
-/* RS_STREAM: one turn; a broken stream goes to RS_RECOVER, a fatal error
- * ends the relay. */
-static bool stream_step(struct relay *r)
-{
-    enum step rc = stream_turn(r);
-    if (rc == STEP_OK || rc == STEP_HELD) return true;
-    if (rc == STEP_BROKEN) {
-        enter_recover(r);
-        return false;
-    }
-    finish_failed(r, rc);
-    return false;
-}
-
-/* The end of a graceful stop: confirm what was ACKed, end the stream. */
-static void confirm_and_finish(struct relay *r)
-{
-    char a[LSN_STRLEN];
-    if (send_status_ex(r, false, true) == STEP_OK && r->st) stream_finish(r->st);
-    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(r->stored_lsn, a)}),
-           "confirmed %s; produced %llu events, %llu ACKed", a,
-           (unsigned long long)r->chg.events_produced, (unsigned long long)r->events_acked);
-    finish(r, EXIT_OK);
-}
-
-/* pgoutput: one more publication check, so that a graceful stop confirms
- * everything ACKed (bounded by FINAL_PROOF_MS; without it the position
- * stays at the last proof and a restart re-delivers the rest). */
-static void enter_prove(struct relay *r)
-{
-    if (!r->pub_capped || !r->mon || r->pub_lost ||
-        tracker_flush_lsn(r->trk) <= r->proven_lsn) {
-        confirm_and_finish(r);
-        return;
-    }
-    r->proofs_before = r->proofs;
-    monitor_check_publication_now(r->mon);
-    r->state = RS_PROVE;
-    r->state_until_ms = clock_mono_ms() + FINAL_PROOF_MS;
-}
-
-/* RS_DRAIN: until every event is reported or the deadline passes. */
-static bool drain_step(struct relay *r)
-{
-    producer_poll(r->prod, 0);
-    int left = producer_outq_len(r->prod);
-    if (left > 0 && clock_mono_ms() < r->state_until_ms) return true;
-    if (left > 0)
-        log_warn("%d events not ACKed within %d ms; they will be re-delivered after "
-                 "restart",
-                 left, RELAY_SHUTDOWN_FLUSH_MS);
-    enter_prove(r);
-    return false;
-}
-
-/* RS_PROVE: until the check answers or FINAL_PROOF_MS pass. */
-static bool prove_step(struct relay *r)
-{
-    producer_poll(r->prod, 0);
-    if (r->proofs == r->proofs_before && clock_mono_ms() < r->state_until_ms) return true;
-    confirm_and_finish(r);
-    return false;
-}
-
-/* One turn of the current state. Returns whether to wait before the next. */
-static bool step(struct relay *r)
-{
-    bool stoppable = r->state == RS_CONNECT || r->state == RS_BACKOFF ||
-                     r->state == RS_STREAM || r->state == RS_RECOVER;
-    if (stoppable && *r->stop) {
-        enter_drain(r);
-        return false;
-    }
-    switch (r->state) {
-    case RS_CONNECT: return connect_step(r);
-    case RS_BACKOFF: return backoff_step(r);
-    case RS_STREAM: return stream_step(r);
-    case RS_RECOVER: return recover_step(r);
-    case RS_DRAIN: return drain_step(r);
-    case RS_PROVE: return prove_step(r);
-    case RS_DONE: break;
-    }
-    return false;
-}
-
 /* The loop: every wait of the relay happens in wait_turn(). */
 static int run_loop(struct relay *r)
 {
     r->state = RS_CONNECT;
     while (r->state != RS_DONE) {
         relay_tick(r);
-        if (step(r) && r->state != RS_DONE) wait_turn(r);
+        if (relay_step(r) && r->state != RS_DONE) wait_turn(r);
     }
     return r->exit_code;
-}
-
-/* One line with the commit-to-ACK latency of every event ACKed since
- * start (the benchmark reads it; so can an operator). */
-static void log_latency_summary(const struct relay *r)
-{
-    const struct latency_hist *h = &r->chg.commit_to_ack;
-    if (h->count == 0) return;
-    log_info("commit-to-ACK latency over %llu events: p50 %lld us, p99 %lld us, max %lld us, "
-             "p90 %lld us, p99.9 %lld us, mean %llu us",
-             (unsigned long long)h->count, (long long)latency_quantile(h, 0.50),
-             (long long)latency_quantile(h, 0.99), (long long)h->max_us,
-             (long long)latency_quantile(h, 0.90), (long long)latency_quantile(h, 0.999),
-             (unsigned long long)(h->sum_us / h->count));
 }
 
 int relay_run(const struct config *c, volatile sig_atomic_t *stop)
