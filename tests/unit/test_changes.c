@@ -137,6 +137,14 @@ static enum step insert(const char *agg)
     return changes_on_message(&chg, &m);
 }
 
+/* A committed transaction [final_lsn, end_lsn) with one event keyed key. */
+static void txn(lsn_t final_lsn, lsn_t end_lsn, const char *key)
+{
+    ck_assert_int_eq(begin(final_lsn), STEP_OK);
+    ck_assert_int_eq(insert(key), STEP_OK);
+    ck_assert_int_eq(commit(final_lsn, end_lsn), STEP_OK);
+}
+
 /* The broker's report on the i-th event the fake took. */
 static bool report(int i, int err)
 {
@@ -206,12 +214,8 @@ END_TEST
 
 START_TEST(test_nothing_confirmed_past_unacked_event)
 {
-    ck_assert_int_eq(begin(200), STEP_OK);
-    ck_assert_int_eq(insert("a"), STEP_OK);
-    ck_assert_int_eq(commit(200, 210), STEP_OK);
-    ck_assert_int_eq(begin(300), STEP_OK);
-    ck_assert_int_eq(insert("b"), STEP_OK);
-    ck_assert_int_eq(commit(300, 310), STEP_OK);
+    txn(200, 210, "a");
+    txn(300, 310, "b");
     report(1, 0); /* the later one first */
     ck_assert_uint_eq(tracker_flush_lsn(trk), 100);
     report(0, 0);
@@ -221,9 +225,7 @@ END_TEST
 
 START_TEST(test_held_event_dropped_when_stream_breaks)
 {
-    ck_assert_int_eq(begin(200), STEP_OK);
-    ck_assert_int_eq(insert("a"), STEP_OK);
-    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    txn(200, 210, "a");
     fk.room = 0;
     ck_assert_int_eq(begin(300), STEP_OK);
     ck_assert_int_eq(insert("b"), STEP_HELD);
@@ -273,9 +275,7 @@ END_TEST
 
 START_TEST(test_failed_delivery_dead_lettered_from_the_loop)
 {
-    ck_assert_int_eq(begin(200), STEP_OK);
-    ck_assert_int_eq(insert("a"), STEP_OK);
-    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    txn(200, 210, "a");
     ck_assert(!report(0, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)); /* queued, not sent */
     ck_assert_int_eq(fk.nsent, 1);
     fk.room = 0; /* the DLQ write meets a full queue: held */
@@ -295,9 +295,7 @@ END_TEST
 
 START_TEST(test_failed_delivery_halts_under_halt)
 {
-    ck_assert_int_eq(begin(200), STEP_OK);
-    ck_assert_int_eq(insert("a"), STEP_OK);
-    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    txn(200, 210, "a");
     report(0, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
     ck_assert(tracker_failed(trk));
     ck_assert_int_eq(changes_flush_dead_letters(&chg), STEP_OK);
