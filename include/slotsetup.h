@@ -28,6 +28,9 @@ struct slot_setup {
     /* Out (filled by slot_open_stream()): */
     struct stream *st;       /* owned by the caller, even on failure */
     const char *retry_cause; /* STEP_BROKEN: the reconnects label */
+    bool prepared;           /* the fields below are set (the slot and the
+                              * offset file were read), even if starting
+                              * the stream failed afterwards */
     lsn_t start;             /* where the slot is confirmed to */
     struct offset_state identity; /* the stream the offset file is written for */
     bool rewrite_offset;     /* write the file at the first status */

@@ -203,7 +203,7 @@ static bool connect_step(struct relay *r)
     enum step rc = slot_open_stream(&s);
     r->st = s.st;
     r->retry_cause = s.retry_cause;
-    if (rc == STEP_OK || rc == STEP_BROKEN) {
+    if (s.prepared) {
         r->identity = s.identity;
         r->rewrite_offset = s.rewrite_offset;
         if (s.have_offset) r->stored_lsn = s.stored_lsn;

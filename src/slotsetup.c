@@ -210,6 +210,7 @@ static enum step prepare_stream(struct slot_setup *s)
     s->have_offset = have_offset;
     s->stored_lsn = have_offset ? file.lsn : 0;
     s->start = d.start;
+    s->prepared = true;
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
            "streaming slot \"%s\" from %s (offset file %s, slot confirmed %s, server at %s, "
            "system %s, timeline %u)",
