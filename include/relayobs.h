@@ -13,12 +13,12 @@
 void relay_tick(struct relay *r);
 
 /* Publishes a snapshot now (monotonic now ms). */
-void publish(struct relay *r, int64_t now);
+void relay_publish(struct relay *r, int64_t now);
 
 /* Every reason and cause r counts, at 0 from the start. */
-void seed_metrics(struct metrics *m, bool pub_capped);
+void relay_seed_metrics(struct metrics *m, bool pub_capped);
 
 /* Logs the commit-to-ACK latency of the events ACKed since start. */
-void log_latency_summary(const struct relay *r);
+void relay_log_latency(const struct relay *r);
 
 #endif

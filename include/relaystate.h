@@ -101,7 +101,6 @@ struct relay {
     char stream_err[512];            /* why the last stream broke */
 };
 
-
 /* relay.c: the standby status (see there). Each returns a step code. */
 int send_status_ex(struct relay *r, bool reply, bool force);
 int send_status(struct relay *r, bool reply);

@@ -197,7 +197,6 @@ enum step deadletter_reject(struct deadletter *dl, uint64_t seq, const struct ou
  * decode is a protocol error (pgoutput sends text as it is stored, so bad
  * UTF-8 does not make one): stop too. Both stops name the record's LSN. */
 
-
 /* Stops on a record that cannot be set aside. Returns STEP_FATAL. */
 static enum step halt_on_stream_record(struct deadletter *dl, uint64_t seq, lsn_t commit_lsn,
                                        const char *at, const char *why)

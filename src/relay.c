@@ -281,7 +281,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
      * nothing is confirmed beyond what it proved (confirm.h). */
     r->pub_capped = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT;
     changes_init(&r->chg, c, &r->map, &r->met, (struct sink){send_to_producer, r->prod});
-    seed_metrics(&r->met, r->pub_capped);
+    relay_seed_metrics(&r->met, r->pub_capped);
     if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0 ||
         r->pub_capped) {
         struct monitor_config mc = {.conninfo = c->pg_conninfo,
@@ -298,7 +298,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     }
     int code = httpd_from_config(c->http_listen, &r->http);
     if (code != 0) return code;
-    if (r->http) publish(r, clock_mono_ms());
+    if (r->http) relay_publish(r, clock_mono_ms());
     return 0;
 }
 
@@ -315,7 +315,6 @@ static void relay_free(struct relay *r)
     decoder_free(r->dec);
     outbox_map_free(&r->map);
 }
-
 
 /* The loop: every wait of the relay happens in wait_turn(). */
 static int run_loop(struct relay *r)
@@ -337,7 +336,7 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
      * publication); an unreachable server is left to the retry loop. */
     if (code == 0 && check_run(c, true, CHECK_SCOPE_STARTUP) != 0) code = EXIT_FATAL;
     if (code == 0) code = run_loop(&r);
-    log_latency_summary(&r);
+    relay_log_latency(&r);
     relay_free(&r);
     return code;
 }

@@ -46,7 +46,7 @@ static void collect_gauges(struct relay *r)
     m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;
 }
 
-void publish(struct relay *r, int64_t now)
+void relay_publish(struct relay *r, int64_t now)
 {
     collect_gauges(r);
     httpd_publish_metrics(r->http, &r->met, &r->text, clock_unix_us(), not_ready_reason(r));
@@ -86,7 +86,7 @@ static void publication_lost(struct relay *r, const struct monitor_report *rep)
 
 /* A publication check answered: membership proven up to rep->pub_lsn, or
  * lost. A missing publication proves nothing (the stream itself fails on
- * it, see prepare_stream()). */
+ * it, see slotsetup.c). */
 static void on_publication_check(struct relay *r, const struct monitor_report *rep)
 {
     r->proofs++;
@@ -131,15 +131,16 @@ void relay_tick(struct relay *r)
     signals_service(); /* SIGHUP, SIGUSR1/2: signals.h */
     int64_t now = clock_mono_ms();
     if (r->mon) monitor_tick(r, now);
-    if (httpd_tick(r->http, now, r->next_publish_ms)) publish(r, now);
+    if (httpd_tick(r->http, now, r->next_publish_ms)) relay_publish(r, now);
 }
 
 /* Every reason and cause this relay can count, at 0 from the start (see
  * metrics_seed()): the row faults, the undecodable record, the poison
  * errors (dead-lettered or failed), a lost publication, a delivery that
- * timed out, and the causes of reconnects (open_stream_retrying(),
- * relay_run()). Other librdkafka errors still appear when first counted. */
-void seed_metrics(struct metrics *m, bool pub_capped)
+ * timed out, and the causes of reconnects (connect_step() and
+ * enter_recover() in relaystate.c). Other librdkafka errors still appear
+ * when first counted. */
+void relay_seed_metrics(struct metrics *m, bool pub_capped)
 {
     for (int f = OF_SCHEMA; f <= OF_BAD_TOPIC; f++) {
         metrics_seed(&m->failed, outbox_fault_name((enum outbox_fault)f));
@@ -162,7 +163,7 @@ void seed_metrics(struct metrics *m, bool pub_capped)
 
 /* One line with the commit-to-ACK latency of every event ACKed since
  * start (the benchmark reads it; so can an operator). */
-void log_latency_summary(const struct relay *r)
+void relay_log_latency(const struct relay *r)
 {
     const struct latency_hist *h = &r->chg.commit_to_ack;
     if (h->count == 0) return;
