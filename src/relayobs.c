@@ -153,7 +153,7 @@ void relay_seed_metrics(struct metrics *m, bool pub_capped)
         metrics_seed(&m->failed, producer_poison_name(i));
         metrics_seed(&m->dead_lettered, producer_poison_name(i));
     }
-    metrics_seed(&m->failed, producer_err_name(-192 /* _MSG_TIMED_OUT */));
+    metrics_seed(&m->failed, producer_timed_out_name());
     if (pub_capped) metrics_seed(&m->failed, "NOT_IN_PUBLICATION");
     static const char *const causes[] = {"connect_failed", "connection_lost", "slot_in_use",
                                          "stream_lost"};
