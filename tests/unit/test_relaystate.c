@@ -143,7 +143,7 @@ START_TEST(test_drain_with_nothing_outstanding_confirms_at_once)
 }
 END_TEST
 
-START_TEST(test_failed_event_ends_stream_fatally)
+START_TEST(test_failed_event_ends_recovery_with_exit_1)
 {
     txn(140, 150, 0);
     tracker_fail(r.trk, 1); /* a transaction failed (here: an earlier one) */
@@ -161,7 +161,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_stop_drains_then_confirms_only_acked);
     tcase_add_test(tc, test_drain_with_nothing_outstanding_confirms_at_once);
-    tcase_add_test(tc, test_failed_event_ends_stream_fatally);
+    tcase_add_test(tc, test_failed_event_ends_recovery_with_exit_1);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
