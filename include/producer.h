@@ -110,6 +110,14 @@ const char *producer_poison_name(size_t i);
  * hide the mistake. Polling mode keeps it a poison error. */
 bool producer_err_is_missing_topic(int err);
 
+/* True for MSG_SIZE_TOO_LARGE: the message itself is too large (a dead
+ * letter of it carries a truncated value). */
+bool producer_err_is_too_large(int err);
+
+/* The name of the error of a message that timed out before the broker
+ * ACKed it (librdkafka's _MSG_TIMED_OUT): a failed counter's label. */
+const char *producer_timed_out_name(void);
+
 /* librdkafka's name of an error code, e.g. "MSG_SIZE_TOO_LARGE". */
 const char *producer_err_name(int err);
 

@@ -516,4 +516,11 @@ bool producer_err_is_missing_topic(int err)
            err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
 }
 
+bool producer_err_is_too_large(int err) { return err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE; }
+
+const char *producer_timed_out_name(void)
+{
+    return rd_kafka_err2name(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT);
+}
+
 const char *producer_err_name(int err) { return rd_kafka_err2name((rd_kafka_resp_err_t)err); }

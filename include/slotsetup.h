@@ -1,0 +1,51 @@
+/*
+ * slotsetup.h - opening the replication stream: the offset file, the
+ * connection, the publication and plugin checks, the slot (created when
+ * allowed), where to resume (resume.h), START_REPLICATION. Beside
+ * stream.c, which it drives; the relay calls it for every (re)connect.
+ */
+#ifndef OUTBOXD_SLOTSETUP_H
+#define OUTBOXD_SLOTSETUP_H
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "lsn.h"
+#include "offset.h"
+#include "outbox.h"
+#include "step.h"
+#include "stream.h"
+
+struct slot_setup {
+    /* In: */
+    const struct config *cfg;
+    const struct outbox_map *map;
+    bool pub_capped;            /* pgoutput: publication membership is proven */
+    bool pub_missing_on_stream; /* the last stream failed on a missing publication */
+    bool streamed;              /* a stream ran before (the tracker exists) */
+    lsn_t acked_lsn;            /* ... and everything up to here is ACKed */
+    lsn_t confirmed_lsn;        /* the last position confirmed or stored */
+    /* Out (filled by slot_open_stream()): */
+    struct stream *st;       /* owned by the caller, even on failure */
+    const char *retry_cause; /* STEP_BROKEN: the reconnects label */
+    bool prepared;           /* the fields below are set (the slot and the
+                              * offset file were read), even if starting
+                              * the stream failed afterwards */
+    lsn_t start;             /* where the slot is confirmed to */
+    struct offset_state identity; /* the stream the offset file is written for */
+    bool rewrite_offset;     /* write the file at the first status */
+    bool have_offset;        /* the file held stored_lsn */
+    lsn_t stored_lsn;
+};
+
+/* Connects, checks publication and slot, creates the slot if allowed, and
+ * starts streaming (from acked_lsn after a reconnect, if it is ahead).
+ * Returns STEP_OK, STEP_BROKEN (try again after the backoff: server
+ * unreachable, slot in use), STEP_FATAL or STEP_USAGE, after logging. */
+enum step slot_open_stream(struct slot_setup *s);
+
+/* Whether a stream error is pgoutput's "publication "P" does not exist"
+ * (SQLSTATE 42704, raised by the walsender while decoding). */
+bool slot_says_publication_missing(const char *err, const char *publication);
+
+#endif

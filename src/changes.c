@@ -1,0 +1,224 @@
+/*
+ * changes.c - one event's way through the relay, in the order it takes:
+ * a frame's payload is decoded, BEGIN/COMMIT drive the tracker, an INSERT
+ * into the outbox is mapped and produced, and its delivery report comes
+ * back (see changes.h; backpressure holds the event here).
+ */
+#include "changes.h"
+
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "monitor.h"
+
+void changes_init(struct changes *c, const struct config *cfg, struct outbox_map *map,
+                  struct metrics *met, struct sink out)
+{
+    memset(c, 0, sizeof(*c));
+    c->cfg = cfg;
+    c->map = map;
+    c->met = met;
+    c->out = out;
+    deadletter_init(&c->dlq, cfg, met, out);
+    met->commit_to_ack = &c->commit_to_ack;
+    if (cfg->pg_heartbeat_interval_ms > 0) met->heartbeat_rtt = &c->heartbeat_rtt;
+}
+
+void changes_free(struct changes *c) { deadletter_free(&c->dlq); }
+
+void changes_start(struct changes *c, struct tracker *trk, struct decoder *dec)
+{
+    c->trk = trk;
+    c->dlq.trk = trk;
+    c->dec = dec;
+}
+
+enum step changes_on_data(struct changes *c, const struct repl_frame *f)
+{
+    char err[512];
+    struct repl_msg m;
+    if (decoder_decode(c->dec, f->data_start, f->data, f->len, &m, err, sizeof(err)) != 0)
+        return deadletter_bad_record(&c->dlq, c->dec, c->cur_seq, c->cur_commit_lsn, f, err);
+    return changes_on_message(c, &m);
+}
+
+static enum step on_begin(struct changes *c, const struct repl_msg *m)
+{
+    if (c->cur_seq != 0) {
+        log_error("protocol error: BEGIN inside an open transaction");
+        return STEP_FATAL;
+    }
+    c->cur_seq = tracker_begin(c->trk, m->u.begin.final_lsn);
+    if (c->cur_seq == 0) {
+        log_error("out of memory");
+        return STEP_FATAL;
+    }
+    c->cur_commit_lsn = m->u.begin.final_lsn;
+    tracker_set_commit_time(c->trk, c->cur_seq, m->u.begin.commit_time);
+    return STEP_OK;
+}
+
+static enum step on_commit(struct changes *c, const struct repl_msg *m)
+{
+    char a[LSN_STRLEN], b[LSN_STRLEN];
+    if (c->cur_seq == 0) {
+        log_error("protocol error: COMMIT without BEGIN");
+        return STEP_FATAL;
+    }
+    if (m->u.commit.commit_lsn != c->cur_commit_lsn)
+        log_warn("COMMIT lsn %s differs from BEGIN final_lsn %s",
+                 lsn_format(m->u.commit.commit_lsn, a), lsn_format(c->cur_commit_lsn, b));
+    if (tracker_commit(c->trk, c->cur_seq, m->u.commit.end_lsn) != 0) {
+        log_error("protocol error: COMMIT end %s goes backwards",
+                  lsn_format(m->u.commit.end_lsn, a));
+        return STEP_FATAL;
+    }
+    c->cur_seq = 0;
+    return STEP_OK;
+}
+
+/* Sends c->ev (counted in the tracker already). A full queue holds it;
+ * a permanent error dead-letters or halts on it. */
+static enum step send_event(struct changes *c)
+{
+    char err[512];
+    int kafka_err = -1;
+    const struct outbox_event *ev = &c->ev;
+    int rc = c->out.send(c->out.ctx, ev, c->cur_seq, &kafka_err, err, sizeof(err));
+    c->ev_held = rc == PRODUCER_QUEUE_FULL;
+    if (c->ev_held) return STEP_HELD;
+    if (rc == PRODUCER_OK) {
+        c->events_produced++;
+        metrics_count(&c->met->produced, ev->topic, 1);
+        c->met->produced_bytes +=
+            (ev->key_null ? 0 : ev->key.len) + (ev->value_null ? 0 : ev->value.len);
+        return STEP_OK;
+    }
+    return deadletter_reject(
+        &c->dlq, c->cur_seq, ev, producer_err_name(kafka_err), err,
+        producer_err_is_poison(kafka_err) && !producer_err_is_missing_topic(kafka_err),
+        producer_err_is_too_large(kafka_err));
+}
+
+static enum step on_insert(struct changes *c, const struct repl_msg *m)
+{
+    char err[512];
+    const struct relation *rel = m->u.tuple.rel;
+    if (!outbox_is_table(c->map, rel)) return STEP_OK;
+    if (c->cur_seq == 0) {
+        log_error("protocol error: INSERT into %s.%s outside a transaction", rel->nspname,
+                  rel->relname);
+        return STEP_FATAL;
+    }
+    int built = outbox_event_build(c->map, rel, m->u.tuple.values, m->u.tuple.nvalues,
+                                   c->cur_commit_lsn, &c->ev, err, sizeof(err));
+    if (tracker_event_sent(c->trk, c->cur_seq) != 0) {
+        log_error("internal: event outside a transaction");
+        return STEP_FATAL;
+    }
+    if (built == 0) return send_event(c);
+    return deadletter_reject(&c->dlq, c->cur_seq, &c->ev, outbox_fault_name(c->ev.fault), err,
+                             c->ev.fault != OF_SCHEMA, false);
+}
+
+/* A heartbeat of ours came back on the stream: its round trip. */
+static void on_heartbeat(struct changes *c, int64_t sent_us)
+{
+    c->met->heartbeats_seen++;
+    latency_record(&c->heartbeat_rtt, clock_unix_us() - sent_us);
+}
+
+enum step changes_on_message(struct changes *c, const struct repl_msg *m)
+{
+    switch (m->kind) {
+    case RM_BEGIN: return on_begin(c, m);
+    case RM_COMMIT: return on_commit(c, m);
+    case RM_RELATION:
+        log_debug("relation %u %s.%s (%d columns)", m->u.relation.rel->relid,
+                  m->u.relation.rel->nspname, m->u.relation.rel->relname,
+                  m->u.relation.rel->ncols);
+        return STEP_OK;
+    case RM_INSERT: return on_insert(c, m);
+    case RM_MESSAGE: {
+        int64_t sent_us;
+        if (heartbeat_parse(m->u.message.prefix, m->u.message.content, m->u.message.len,
+                            c->cfg->pg_slot, &sent_us))
+            on_heartbeat(c, sent_us);
+        return STEP_OK;
+    }
+    default:
+        /* UPDATE, DELETE, TRUNCATE of the outbox and everything else are not
+         * events: the outbox is append-only from outboxd's point of view. */
+        return STEP_OK;
+    }
+}
+
+bool changes_held(const struct changes *c) { return c->ev_held || c->dlq.held; }
+
+enum step changes_resume(struct changes *c)
+{
+    if (c->dlq.held) return deadletter_retry(&c->dlq);
+    if (c->ev_held) return send_event(c);
+    return STEP_OK;
+}
+
+enum step changes_flush_dead_letters(struct changes *c) { return deadletter_flush(&c->dlq); }
+
+void changes_abort_open(struct changes *c)
+{
+    tracker_abort_open(c->trk);
+    c->cur_seq = 0;
+    c->ev_held = false;
+    deadletter_abort_open(&c->dlq);
+}
+
+/* A failed delivery: dead-lettered (policy dlq, poison, not the DLQ's own
+ * record, topic exists) or the end (the tracker freezes before it). */
+static void on_delivery_failed(struct changes *c, const struct delivery_report *dr)
+{
+    const struct config *cfg = c->cfg;
+    bool to_dlq = strcmp(dr->topic, cfg->errors_dlq_topic) == 0;
+    bool missing = producer_err_is_missing_topic(dr->err);
+    if (!to_dlq && !missing && cfg->errors_policy == ERRORS_DLQ &&
+        producer_err_is_poison(dr->err)) {
+        metrics_count(&c->met->failed, producer_err_name(dr->err), 1);
+        deadletter_queue(&c->dlq, dr); /* still pending until the DLQ write is ACKed */
+        return;
+    }
+    tracker_fail(c->trk, dr->seq);
+    if (!to_dlq) metrics_count(&c->met->failed, producer_err_name(dr->err), 1);
+    char id[128], lsn[LSN_STRLEN + 8];
+    log_kv(LOG_ERROR,
+           LOG_FIELDS({"event_id", deadletter_field(dr->event_id.data, dr->event_id.len, id,
+                                                    sizeof(id))},
+                      {"lsn", deadletter_field(dr->commit_lsn.data, dr->commit_lsn.len, lsn,
+                                               sizeof(lsn))}),
+           "delivery of event %.*s (commit_lsn %.*s) to topic %s failed: %s: %s; "
+           "stopping without confirming past it%s%s%s",
+           (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "?",
+           (int)dr->commit_lsn.len, dr->commit_lsn.data ? dr->commit_lsn.data : "?",
+           dr->topic, producer_err_name(dr->err), dr->reason,
+           missing ? " (under either [errors] policy: the topic does not exist and the "
+                     "broker did not create it; create topic "
+                   : "",
+           missing ? dr->topic : "",
+           missing ? ", then start outboxd again: it resumes at this event)" : "");
+}
+
+bool changes_on_delivery(struct changes *c, const struct delivery_report *dr)
+{
+    if (dr->err != 0) {
+        on_delivery_failed(c, dr);
+        return false;
+    }
+    metrics_count(&c->met->acked, dr->topic, 1);
+    int64_t commit_time = tracker_commit_time(c->trk, dr->seq);
+    if (commit_time != 0)
+        latency_record(&c->commit_to_ack, dr->served_unix_us - PG_EPOCH_OFFSET_US - commit_time);
+    if (tracker_ack(c->trk, dr->seq) < 0)
+        log_error("internal: delivery report for transaction %llu with no pending "
+                  "event",
+                  (unsigned long long)dr->seq);
+    return true;
+}

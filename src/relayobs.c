@@ -1,0 +1,177 @@
+/*
+ * relayobs.c - the logical relay's metrics, readiness and monitor glue
+ * (see relayobs.h).
+ */
+#include "relayobs.h"
+
+#include <stdio.h>
+
+#include "clock.h"
+#include "log.h"
+#include "signals.h"
+
+/* ---- observability -------------------------------------------------------
+ * The loop beats on every turn and publishes a snapshot for the HTTP
+ * server's thread every HTTPD_PUBLISH_MS (see httpd.h). */
+
+/* Why the relay is not ready, or NULL when it is. */
+static const char *not_ready_reason(const struct relay *r)
+{
+    if (*r->stop) return "shutting down";
+    if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
+    if (r->pub_lost) return "the outbox table is no longer published: stopping";
+    if (!r->streaming) return "not streaming from the replication slot (connecting)";
+    if (r->backoff.failures > 0)
+        return "the replication stream keeps failing (not yet up for 5 s since the last "
+               "failure)";
+    int up = producer_brokers_up(r->prod);
+    if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
+    if (up == 0) return "no Kafka broker reachable";
+    return NULL;
+}
+
+/* Fills the gauges of r->met from the modules that own the values. */
+static void collect_gauges(struct relay *r)
+{
+    struct metrics *m = &r->met;
+    m->inflight_events = r->trk ? tracker_pending_events(r->trk) : 0;
+    m->inflight_txns = r->trk ? tracker_pending_txns(r->trk) : 0;
+    m->kafka_queue = producer_outq_len(r->prod);
+    m->kafka_brokers_up = producer_brokers_up(r->prod);
+    m->received_lsn = r->confirm.received_lsn;
+    m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->confirm.stored_lsn;
+    m->confirmed_lsn = r->confirm.sent_lsn;
+    m->streaming = r->streaming;
+    int64_t t = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
+    m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;
+}
+
+void relay_publish(struct relay *r, int64_t now)
+{
+    collect_gauges(r);
+    httpd_publish_metrics(r->http, &r->met, &r->text, clock_unix_us(), not_ready_reason(r));
+    r->next_publish_ms = now + HTTPD_PUBLISH_MS;
+}
+
+/* The outbox table left the publication (or it stopped publishing inserts):
+ * pgoutput skips its inserts from the change on, without a word. */
+static void publication_lost(struct relay *r, const struct monitor_report *rep)
+{
+    const struct config *c = r->cfg;
+    char a[LSN_STRLEN], b[LSN_STRLEN], fix[512];
+    r->pub_lost = true;
+    r->next_publish_ms = 0; /* not ready: say so at once */
+    metrics_count(&r->met.failed, "NOT_IN_PUBLICATION", 1);
+    if (rep->pub_member)
+        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert')",
+                 c->pg_publication);
+    else
+        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s", c->pg_publication,
+                 c->outbox_table);
+    lsn_format(r->confirm.proven_lsn, a);
+    lsn_format(rep->pub_lsn, b);
+    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", a}),
+           "the outbox table %s.%s is no longer published by publication \"%s\" (%s): "
+           "pgoutput skips its inserts, so events committed after %s (the last position "
+           "where membership was proven; found out at %s) may be missing from Kafka. The "
+           "slot is not confirmed past %s. Stopping. Fix: %s; pgoutput will not send the "
+           "events committed while the table was out of the publication even then (it "
+           "decodes each change with the catalog of its time): list them with outboxd "
+           "verify and insert them again",
+           r->map.schema, r->map.table, c->pg_publication,
+           rep->pub_member ? "it no longer publishes inserts"
+                           : "the table was removed from it",
+           a, b, a, fix);
+}
+
+/* A publication check answered: membership proven up to rep->pub_lsn, or
+ * lost. A missing publication proves nothing (the stream itself fails on
+ * it, see slotsetup.c). */
+static void on_publication_check(struct relay *r, const struct monitor_report *rep)
+{
+    r->proofs++;
+    if (!r->confirm.pub_capped || r->pub_lost) return;
+    if (!rep->pub_found) {
+        if (!r->pub_missing_warned)
+            log_warn("publication \"%s\" does not exist (publication check): nothing is "
+                     "confirmed until it does",
+                     r->cfg->pg_publication);
+        r->pub_missing_warned = true;
+        return;
+    }
+    r->pub_missing_warned = false;
+    if (!rep->pub_insert || !rep->pub_member) {
+        publication_lost(r, rep);
+        return;
+    }
+    confirmer_proven(&r->confirm, rep->pub_lsn);
+}
+
+/* Steps the monitoring connection and counts what it found. */
+static void monitor_tick(struct relay *r, int64_t now)
+{
+    struct monitor_report rep;
+    monitor_step(r->mon, now, clock_unix_us(), &rep);
+    struct metrics *m = &r->met;
+    if (rep.slot_answer) {
+        m->slot_seen = rep.slot_found && rep.lag_bytes >= 0;
+        m->slot_lag_bytes = rep.lag_bytes;
+        m->slot_wal_status = metrics_wal_status_parse(rep.wal_status);
+    }
+    if (rep.heartbeat_sent) m->heartbeats_sent++;
+    if (rep.failed) m->monitor_errors++;
+    if (rep.pub_answer) on_publication_check(r, &rep);
+    if (rep.server_stopping && r->confirm.pub_capped) r->server_stopping = true;
+}
+
+/* The start of every turn of the loop: signals, the monitor, the HTTP
+ * server's beat and snapshot. */
+void relay_tick(struct relay *r)
+{
+    signals_service(); /* SIGHUP, SIGUSR1/2: signals.h */
+    int64_t now = clock_mono_ms();
+    if (r->mon) monitor_tick(r, now);
+    if (httpd_tick(r->http, now, r->next_publish_ms)) relay_publish(r, now);
+}
+
+/* Every reason and cause this relay can count, at 0 from the start (see
+ * metrics_seed()): the row faults, the undecodable record, the poison
+ * errors (dead-lettered or failed), a lost publication, a delivery that
+ * timed out, and the causes of reconnects (connect_step() and
+ * enter_recover() in relaystate.c). Other librdkafka errors still appear
+ * when first counted. */
+void relay_seed_metrics(struct metrics *m, bool pub_capped)
+{
+    for (int f = OF_SCHEMA; f <= OF_BAD_TOPIC; f++) {
+        metrics_seed(&m->failed, outbox_fault_name((enum outbox_fault)f));
+        if (f != OF_SCHEMA)
+            metrics_seed(&m->dead_lettered, outbox_fault_name((enum outbox_fault)f));
+    }
+    metrics_seed(&m->failed, INVALID_RECORD);
+    metrics_seed(&m->dead_lettered, INVALID_RECORD);
+    for (size_t i = 0; producer_poison_name(i); i++) {
+        metrics_seed(&m->failed, producer_poison_name(i));
+        metrics_seed(&m->dead_lettered, producer_poison_name(i));
+    }
+    metrics_seed(&m->failed, producer_timed_out_name());
+    if (pub_capped) metrics_seed(&m->failed, "NOT_IN_PUBLICATION");
+    static const char *const causes[] = {"connect_failed", "connection_lost", "slot_in_use",
+                                         "stream_lost"};
+    for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
+        metrics_seed(&m->reconnects, causes[i]);
+}
+
+/* One line with the commit-to-ACK latency of every event ACKed since
+ * start (the benchmark reads it; so can an operator). */
+void relay_log_latency(const struct relay *r)
+{
+    const struct latency_hist *h = &r->chg.commit_to_ack;
+    if (h->count == 0) return;
+    log_info("commit-to-ACK latency over %llu events: p50 %lld us, p99 %lld us, max %lld us, "
+             "p90 %lld us, p99.9 %lld us, mean %llu us",
+             (unsigned long long)h->count, (long long)latency_quantile(h, 0.50),
+             (long long)latency_quantile(h, 0.99), (long long)h->max_us,
+             (long long)latency_quantile(h, 0.90), (long long)latency_quantile(h, 0.999),
+             (unsigned long long)(h->sum_us / h->count));
+}
+

@@ -1,0 +1,261 @@
+/*
+ * slotsetup.c - from the offset file to START_REPLICATION (see
+ * slotsetup.h). Each step logs its own failure once and says whether
+ * waiting can heal it (STEP_BROKEN) or not.
+ */
+#include "slotsetup.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "connerr.h"
+#include "decoder.h"
+#include "log.h"
+#include "resume.h"
+
+/* Logs a server error about loading the output plugin, adding the fix when
+ * the plugin's library is missing on the server (SQLSTATE 58P01,
+ * undefined_file: "could not access file "wal2json""). */
+static void log_plugin_error(const struct slot_setup *s, const char *err)
+{
+    if (strcmp(stream_sqlstate(s->st), "58P01") == 0)
+        log_error("%s: the output plugin %s is not installed on the server (Debian: "
+                  "apt-get install postgresql-15-%s)",
+                  err, s->cfg->pg_plugin, s->cfg->pg_plugin);
+    else
+        log_error("%s", err);
+}
+
+bool slot_says_publication_missing(const char *err, const char *publication)
+{
+    char what[300];
+    snprintf(what, sizeof(what), "publication \"%s\" does not exist", publication);
+    return strstr(err, what) != NULL;
+}
+
+/* The stream failed with "publication does not exist". pgoutput looks the
+ * publication up in the catalog as of the change it decodes (the historic
+ * snapshot), so a publication dropped after the slot's position fails
+ * every change between the drop and its re-creation, on every reconnect:
+ * waiting cannot heal it. exists_now: a normal query sees it today. */
+static void log_publication_gap(const struct slot_setup *s, bool exists_now)
+{
+    const struct config *c = s->cfg;
+    char a[LSN_STRLEN];
+    lsn_format(s->confirmed_lsn, a);
+    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", a}),
+           "the replication stream fails with: publication \"%s\" does not exist, %s: it "
+           "was dropped%s after the slot's position %s. pgoutput reads the publication as "
+           "of each change it decodes, so slot \"%s\" can never see it for the changes "
+           "in between, and every reconnect fails at the same change. Fix: %smove the slot "
+           "past them with SELECT pg_replication_slot_advance('%s', "
+           "pg_current_wal_lsn()) while outboxd is stopped (or drop and re-create the "
+           "slot), then start outboxd (outboxd accept-slot -c FILE accepts the slot's "
+           "position over the offset file). The events committed after %s are skipped "
+           "by that: list them with outboxd verify and insert them again",
+           c->pg_publication,
+           exists_now ? "while the database has it now" : "and the database has none now",
+           exists_now ? " and created again" : "", a, c->pg_slot,
+           exists_now ? "" : "create the publication (see sql/outbox.sql), ", c->pg_slot, a);
+}
+
+/* Connects. STEP_USAGE when waiting cannot heal the failure (connerr.h). */
+static enum step connect_server(struct slot_setup *s)
+{
+    char err[1024];
+    if (!(s->st = stream_connect(s->cfg->pg_conninfo, err, sizeof(err)))) {
+        const char *fix = connerr_fix(err);
+        if (fix) {
+            /* Waiting cannot heal it: an operator must (exit 2, not restarted). */
+            log_error("%s; not retrying: %s", err, fix);
+            return STEP_USAGE;
+        }
+        log_warn("%s", err);
+        s->retry_cause = "connect_failed";
+        return STEP_BROKEN;
+    }
+    s->retry_cause = "connection_lost"; /* unless said otherwise later */
+    return STEP_OK;
+}
+
+/* pgoutput: the publication exists (wal2json filters by table name); the
+ * plugin is one the server allows. */
+static enum step check_publication_and_plugin(struct slot_setup *s)
+{
+    const struct config *c = s->cfg;
+    char err[1024];
+    int rc = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT
+                 ? stream_publication_exists(s->st, c->pg_publication, err, sizeof(err))
+                 : 1;
+    if (rc < 0 && stream_broken(s->st)) {
+        log_warn("%s", err);
+        return STEP_BROKEN;
+    }
+    if (rc >= 0 && s->pub_missing_on_stream) {
+        log_publication_gap(s, rc == 1);
+        return STEP_FATAL;
+    }
+    if (rc <= 0) {
+        if (rc < 0)
+            log_error("%s", err);
+        else
+            log_error("publication \"%s\" does not exist in this database: create it "
+                      "with CREATE PUBLICATION %s FOR TABLE %s WITH (publish = "
+                      "'insert') (see sql/outbox.sql)",
+                      c->pg_publication, c->pg_publication, c->outbox_table);
+        return STEP_FATAL;
+    }
+    rc = stream_plugin_allowed(s->st, c->pg_plugin, err, sizeof(err));
+    if (rc > 0) return STEP_OK;
+    if (rc < 0 && stream_broken(s->st)) {
+        log_warn("%s", err);
+        return STEP_BROKEN;
+    }
+    log_error("%s", err);
+    return STEP_FATAL;
+}
+
+/* IDENTIFY_SYSTEM and the slot, into srv and si. */
+static enum step read_server(struct slot_setup *s, struct server_ident *id,
+                             struct slot_info *si, struct resume_server *srv)
+{
+    const struct config *c = s->cfg;
+    char err[1024];
+    if (stream_identify(s->st, id, err, sizeof(err)) != 0 ||
+        stream_slot_info(s->st, c->pg_slot, si, err, sizeof(err)) != 0) {
+        log_warn("%s", err);
+        return stream_broken(s->st) ? STEP_BROKEN : STEP_FATAL;
+    }
+    resume_server_init(srv, id->system, id->timeline, id->xlogpos, id->dbname, c->pg_slot,
+                       c->pg_plugin);
+    srv->slot_exists = si->exists;
+    srv->slot_confirmed = si->confirmed_flush;
+    if (si->exists && strcmp(si->plugin, c->pg_plugin) != 0) {
+        log_error("replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s: "
+                  "set plugin = %s or use another slot",
+                  c->pg_slot, si->plugin, c->pg_plugin, si->plugin);
+        return STEP_USAGE;
+    }
+    if (si->exists && si->active) {
+        log_warn("replication slot \"%s\" is in use by another process (pid %d)",
+                 c->pg_slot, si->active_pid);
+        s->retry_cause = "slot_in_use";
+        return STEP_BROKEN;
+    }
+    return STEP_OK;
+}
+
+/* The slot does not exist: creates it when allowed; *start = its position. */
+static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *start)
+{
+    const struct config *c = s->cfg;
+    char err[1024];
+    if (!c->pg_create_slot) {
+        log_error("replication slot \"%s\" does not exist and [postgres] create_slot "
+                  "is false: create it with SELECT pg_create_logical_replication_slot"
+                  "('%s', '%s')",
+                  c->pg_slot, c->pg_slot, c->pg_plugin);
+        return STEP_FATAL;
+    }
+    if (stream_create_slot(s->st, c->pg_slot, c->pg_plugin, err, sizeof(err)) != 0) {
+        log_plugin_error(s, err);
+        return STEP_FATAL;
+    }
+    log_info("created replication slot \"%s\" (plugin %s)", c->pg_slot, c->pg_plugin);
+    if (stream_slot_info(s->st, c->pg_slot, si, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        return STEP_FATAL;
+    }
+    *start = si->confirmed_flush;
+    return STEP_OK;
+}
+
+/* Connects, checks publication and slot, creates the slot if allowed.
+ * Fills s->start with where to stream from, and the offset file's state. */
+static enum step prepare_stream(struct slot_setup *s)
+{
+    const struct config *c = s->cfg;
+    char err[1024], a[LSN_STRLEN];
+    struct offset_state file;
+    int have_offset = offset_read(c->offsets_file, &file, err, sizeof(err));
+    if (have_offset < 0) {
+        log_error("%s", err); /* only an operator can repair it */
+        return STEP_USAGE;
+    }
+    struct server_ident id;
+    struct slot_info si;
+    struct resume_server srv;
+    enum step rc = connect_server(s);
+    if (rc == STEP_OK) rc = check_publication_and_plugin(s);
+    if (rc == STEP_OK) rc = read_server(s, &id, &si, &srv);
+    if (rc != STEP_OK) return rc;
+    if (!have_offset && s->streamed && !si.exists) {
+        /* Streaming, but nothing stored yet: what was streamed is the file. */
+        resume_identity(&srv, s->acked_lsn, &file);
+        have_offset = 1;
+    }
+    struct resume_decision d;
+    resume_decide(have_offset ? &file : NULL, &srv, c->offsets_file, c->path, &d);
+    if (d.refused) {
+        log_error("%s", d.message);
+        return STEP_USAGE;
+    }
+    if (d.note[0]) log_msg(d.note_is_warning ? LOG_WARN : LOG_INFO, "%s", d.note);
+    if (d.verdict == RESUME_NO_SLOT && (rc = create_slot(s, &si, &d.start)) != STEP_OK)
+        return rc;
+    resume_identity(&srv, d.start, &s->identity);
+    /* Absent, format 1 or from an older timeline: write it as this stream's
+     * at the first status. */
+    s->rewrite_offset = !have_offset || !file.has_identity || file.timeline != id.timeline;
+    s->have_offset = have_offset;
+    s->stored_lsn = have_offset ? file.lsn : 0;
+    s->start = d.start;
+    s->prepared = true;
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
+           "streaming slot \"%s\" from %s (offset file %s, slot confirmed %s, server at %s, "
+           "system %s, timeline %u)",
+           c->pg_slot, a, have_offset ? "present" : "absent",
+           lsn_format(si.confirmed_flush, (char[LSN_STRLEN]){0}),
+           lsn_format(id.xlogpos, (char[LSN_STRLEN]){0}), id.system, (unsigned)id.timeline);
+    return STEP_OK;
+}
+
+enum step slot_open_stream(struct slot_setup *s)
+{
+    char err[1024];
+    enum step rc = prepare_stream(s);
+    if (rc != STEP_OK) return rc;
+    const struct config *c = s->cfg;
+    struct stream_target t = {
+        .plugin = (enum plugin_kind)plugin_parse(c->pg_plugin),
+        .slot = c->pg_slot,
+        .publication = c->pg_publication,
+        .messages = c->pg_heartbeat_interval_ms > 0,
+        .schema = s->map->schema,
+        .table = s->map->table,
+        .direct_read = c->pg_direct_read,
+    };
+    /* After a reconnect, stream from what is ACKed: with pgoutput the
+     * confirmed position (start) may trail it for want of a publication
+     * proof, and the tracker has counted everything up to it already. */
+    lsn_t from = s->start;
+    if (s->streamed && s->acked_lsn > from) from = s->acked_lsn;
+    if (stream_start(s->st, &t, from, err, sizeof(err)) != 0) {
+        bool in_use = strcmp(stream_sqlstate(s->st), "55006") == 0;
+        if (in_use || stream_broken(s->st)) {
+            log_warn("%s", err);
+            if (in_use) s->retry_cause = "slot_in_use";
+            return STEP_BROKEN;
+        }
+        if (s->pub_capped && slot_says_publication_missing(err, c->pg_publication))
+            log_publication_gap(s, true); /* prepare_stream() just found it */
+        else
+            log_plugin_error(s, err);
+        return STEP_FATAL;
+    }
+    log_info("reading the replication stream %s",
+             stream_direct(s->st) ? "from the socket directly"
+             : c->pg_direct_read ? "through libpq (the connection is encrypted)"
+                                 : "through libpq ([postgres] direct_read = false)");
+    return STEP_OK;
+}

@@ -1,0 +1,331 @@
+/*
+ * test_changes.c - the relay's data path as a state machine, without a
+ * server (include/changes.h, include/deadletter.h): transaction boundaries
+ * in the tracker, backpressure (a full queue holds the event, which is
+ * produced once, in order, when room comes), nothing confirmed past an
+ * unACKed event, and the dead-letter outcomes under both [errors]
+ * policies. The producer is a fake sink (sink.h) whose queue is full on
+ * demand and which ACKs when the test says so.
+ */
+#include <check.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "changes.h"
+#include "config.h"
+#include "decode.h"
+#include "metrics.h"
+#include "outbox.h"
+#include "relcache.h"
+#include "tracker.h"
+
+#define MAXSENT 16
+
+/* The fake producer: takes `room` more events (-1: any number), then says
+ * the queue is full; fails every send to fail_topic with fail_err. */
+struct fake {
+    int room;
+    const char *fail_topic;
+    int fail_err;
+    int nsent, nfull;
+    char topic[MAXSENT][OUTBOX_TOPIC_MAX];
+    char key[MAXSENT][32];
+    uint64_t seq[MAXSENT];
+};
+
+static int fake_send(void *ctx, const struct outbox_event *ev, uint64_t seq, int *kafka_err,
+                     char *err, size_t errlen)
+{
+    struct fake *f = ctx;
+    if (f->fail_topic && strcmp(ev->topic, f->fail_topic) == 0) {
+        *kafka_err = f->fail_err;
+        snprintf(err, errlen, "refused by the fake");
+        return PRODUCER_ERROR;
+    }
+    if (f->room == 0) {
+        f->nfull++;
+        return PRODUCER_QUEUE_FULL;
+    }
+    if (f->room > 0) f->room--;
+    ck_assert_int_lt(f->nsent, MAXSENT);
+    snprintf(f->topic[f->nsent], sizeof(f->topic[0]), "%s", ev->topic);
+    snprintf(f->key[f->nsent], sizeof(f->key[0]), "%.*s", (int)ev->key.len,
+             ev->key.data ? ev->key.data : "");
+    f->seq[f->nsent++] = seq;
+    return PRODUCER_OK;
+}
+
+static const char *const columns[OC__COUNT] = {"event_id", "aggregate_type", "aggregate_id",
+                                               "aggregate_version", "event_type", "payload"};
+static const char *const table_cols[] = {"event_id",   "aggregate_type", "aggregate_id",
+                                         "aggregate_version", "event_type", "payload"};
+
+static struct config cfg;
+static struct outbox_map map;
+static struct metrics met;
+static struct tracker *trk;
+static struct changes chg;
+static struct fake fk;
+static struct relation *rel;
+
+static void setup_policy(const char *policy)
+{
+    char err[256];
+    ck_assert_int_eq(config_init(&cfg), 0);
+    ck_assert_int_eq(config_set(&cfg, "errors", "policy", policy, err, sizeof(err)), 0);
+    ck_assert_int_eq(outbox_map_init(&map, "public.outbox", columns, "events", err, sizeof(err)),
+                     0);
+    metrics_init(&met);
+    memset(&fk, 0, sizeof(fk));
+    fk.room = -1;
+    changes_init(&chg, &cfg, &map, &met, (struct sink){fake_send, &fk});
+    ck_assert_ptr_nonnull(trk = tracker_new(100));
+    changes_start(&chg, trk, NULL);
+    rel = relation_new(16384, "public", "outbox", 'd', 6);
+    ck_assert_ptr_nonnull(rel);
+    for (int i = 0; i < 6; i++) {
+        rel->cols[i].name = strdup(table_cols[i]);
+        rel->cols[i].typid = 25;
+        rel->cols[i].typmod = -1;
+    }
+}
+
+static void setup_dlq(void) { setup_policy("dlq"); }
+static void setup_halt(void) { setup_policy("halt"); }
+
+static void teardown(void)
+{
+    relation_free(rel);
+    changes_free(&chg);
+    tracker_free(trk);
+    metrics_free(&met);
+    outbox_map_free(&map);
+    config_free(&cfg);
+}
+
+static enum step begin(lsn_t final_lsn)
+{
+    struct repl_msg m = {.kind = RM_BEGIN};
+    m.u.begin.final_lsn = final_lsn;
+    return changes_on_message(&chg, &m);
+}
+
+static enum step commit(lsn_t commit_lsn, lsn_t end_lsn)
+{
+    struct repl_msg m = {.kind = RM_COMMIT};
+    m.u.commit.commit_lsn = commit_lsn;
+    m.u.commit.end_lsn = end_lsn;
+    return changes_on_message(&chg, &m);
+}
+
+/* An outbox row with aggregate_id agg (NULL: a poison row). */
+static enum step insert(const char *agg)
+{
+    struct col_value v[6] = {{CV_TEXT, 2, "e1"},
+                             {CV_TEXT, 5, "Order"},
+                             {CV_NULL, 0, NULL},
+                             {CV_TEXT, 1, "1"},
+                             {CV_TEXT, 7, "Created"},
+                             {CV_TEXT, 2, "{}"}};
+    if (agg) v[2] = (struct col_value){CV_TEXT, (uint32_t)strlen(agg), agg};
+    struct repl_msg m = {.kind = RM_INSERT};
+    m.u.tuple.rel = rel;
+    m.u.tuple.nvalues = 6;
+    m.u.tuple.values = v;
+    return changes_on_message(&chg, &m);
+}
+
+/* A committed transaction [final_lsn, end_lsn) with one event keyed key. */
+static void txn(lsn_t final_lsn, lsn_t end_lsn, const char *key)
+{
+    ck_assert_int_eq(begin(final_lsn), STEP_OK);
+    ck_assert_int_eq(insert(key), STEP_OK);
+    ck_assert_int_eq(commit(final_lsn, end_lsn), STEP_OK);
+}
+
+/* The broker's report on the i-th event the fake took. */
+static bool report(int i, int err)
+{
+    struct delivery_report dr = {.seq = fk.seq[i], .err = err, .topic = fk.topic[i]};
+    dr.reason = err ? "broker says no" : NULL;
+    dr.key = (struct slice){fk.key[i], strlen(fk.key[i])};
+    return changes_on_delivery(&chg, &dr);
+}
+
+START_TEST(test_transaction_boundaries)
+{
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(insert("o-1"), STEP_OK);
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 1);
+    ck_assert_str_eq(fk.key[0], "o-1");
+    ck_assert_uint_eq(tracker_pending_events(trk), 1);
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 100); /* not ACKed yet */
+    ck_assert(report(0, 0));
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210);
+    ck_assert_uint_eq(chg.events_produced, 1);
+}
+END_TEST
+
+START_TEST(test_begin_inside_transaction_is_fatal)
+{
+    ck_assert_int_eq(begin(200), STEP_OK);
+    uint64_t open = chg.cur_seq;
+    ck_assert_int_eq(begin(300), STEP_FATAL);
+    ck_assert_uint_eq(chg.cur_seq, open); /* the open one is left as it was */
+    ck_assert_uint_eq(chg.cur_commit_lsn, 200);
+}
+END_TEST
+
+START_TEST(test_commit_without_begin_is_fatal)
+{
+    ck_assert_int_eq(commit(200, 210), STEP_FATAL);
+    ck_assert_int_eq(insert("o-1"), STEP_FATAL); /* an INSERT outside one, too */
+    ck_assert_int_eq(fk.nsent, 0);
+}
+END_TEST
+
+START_TEST(test_backpressure_holds_then_produces_once_in_order)
+{
+    fk.room = 1;
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(insert("a"), STEP_OK);
+    ck_assert_int_eq(insert("b"), STEP_HELD); /* the queue is full: stop reading */
+    ck_assert(changes_held(&chg));
+    ck_assert_int_eq(changes_resume(&chg), STEP_HELD); /* still full */
+    ck_assert_int_eq(fk.nsent, 1);
+    fk.room = -1; /* reports made room */
+    ck_assert_int_eq(changes_resume(&chg), STEP_OK);
+    ck_assert(!changes_held(&chg));
+    ck_assert_int_eq(changes_resume(&chg), STEP_OK); /* nothing held: no resend */
+    ck_assert_int_eq(insert("c"), STEP_OK);
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 3);
+    ck_assert_str_eq(fk.key[0], "a");
+    ck_assert_str_eq(fk.key[1], "b");
+    ck_assert_str_eq(fk.key[2], "c");
+    ck_assert_uint_eq(tracker_pending_events(trk), 3);
+    for (int i = 0; i < 3; i++) report(i, 0);
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210);
+}
+END_TEST
+
+START_TEST(test_nothing_confirmed_past_unacked_event)
+{
+    txn(200, 210, "a");
+    txn(300, 310, "b");
+    report(1, 0); /* the later one first */
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 100);
+    report(0, 0);
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 310);
+}
+END_TEST
+
+START_TEST(test_held_event_dropped_when_stream_breaks)
+{
+    txn(200, 210, "a");
+    fk.room = 0;
+    ck_assert_int_eq(begin(300), STEP_OK);
+    ck_assert_int_eq(insert("b"), STEP_HELD);
+    changes_abort_open(&chg); /* the stream broke: the open one is sent again */
+    ck_assert(!changes_held(&chg));
+    fk.room = -1;
+    ck_assert_int_eq(changes_resume(&chg), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 1);
+    report(0, 0);
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210); /* never past the dropped one */
+    ck_assert_int_eq(begin(300), STEP_OK); /* a new session can open it again */
+}
+END_TEST
+
+START_TEST(test_poison_row_dead_lettered_pending_until_acked)
+{
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(insert(NULL), STEP_OK); /* NULL aggregate_id */
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 1);
+    ck_assert_str_eq(fk.topic[0], cfg.errors_dlq_topic);
+    ck_assert(!tracker_failed(trk));
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 100); /* in neither place yet */
+    report(0, 0);
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210);
+}
+END_TEST
+
+START_TEST(test_poison_row_halts_under_halt)
+{
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(insert(NULL), STEP_FATAL);
+    ck_assert(tracker_failed(trk));
+    ck_assert_int_eq(fk.nsent, 0);
+}
+END_TEST
+
+START_TEST(test_failed_dlq_write_is_fatal)
+{
+    fk.fail_topic = cfg.errors_dlq_topic;
+    fk.fail_err = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(insert(NULL), STEP_FATAL);
+    ck_assert(tracker_failed(trk));
+}
+END_TEST
+
+START_TEST(test_failed_delivery_dead_lettered_from_the_loop)
+{
+    txn(200, 210, "a");
+    ck_assert(!report(0, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)); /* queued, not sent */
+    ck_assert_int_eq(fk.nsent, 1);
+    fk.room = 0; /* the DLQ write meets a full queue: held */
+    ck_assert_int_eq(changes_flush_dead_letters(&chg), STEP_HELD);
+    ck_assert(changes_held(&chg));
+    fk.room = -1;
+    ck_assert_int_eq(changes_resume(&chg), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 2);
+    ck_assert_str_eq(fk.topic[1], cfg.errors_dlq_topic);
+    ck_assert_str_eq(fk.key[1], "a");
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 100);
+    report(1, 0);
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210);
+    ck_assert(!tracker_failed(trk));
+}
+END_TEST
+
+START_TEST(test_failed_delivery_halts_under_halt)
+{
+    txn(200, 210, "a");
+    report(0, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+    ck_assert(tracker_failed(trk));
+    ck_assert_int_eq(changes_flush_dead_letters(&chg), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 1); /* nothing dead-lettered */
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("changes");
+    TCase *dlq = tcase_create("policy dlq");
+    tcase_add_checked_fixture(dlq, setup_dlq, teardown);
+    tcase_add_test(dlq, test_transaction_boundaries);
+    tcase_add_test(dlq, test_begin_inside_transaction_is_fatal);
+    tcase_add_test(dlq, test_commit_without_begin_is_fatal);
+    tcase_add_test(dlq, test_backpressure_holds_then_produces_once_in_order);
+    tcase_add_test(dlq, test_nothing_confirmed_past_unacked_event);
+    tcase_add_test(dlq, test_held_event_dropped_when_stream_breaks);
+    tcase_add_test(dlq, test_poison_row_dead_lettered_pending_until_acked);
+    tcase_add_test(dlq, test_failed_dlq_write_is_fatal);
+    tcase_add_test(dlq, test_failed_delivery_dead_lettered_from_the_loop);
+    suite_add_tcase(s, dlq);
+    TCase *halt = tcase_create("policy halt");
+    tcase_add_checked_fixture(halt, setup_halt, teardown);
+    tcase_add_test(halt, test_poison_row_halts_under_halt);
+    tcase_add_test(halt, test_failed_delivery_halts_under_halt);
+    suite_add_tcase(s, halt);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
