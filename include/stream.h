@@ -106,6 +106,8 @@ bool stream_direct(const struct stream *s);
 bool stream_pending(const struct stream *s);
 /* Socket to wait on for readability. */
 int stream_fd(const struct stream *s);
+/* The server's major version (15 for 15.x), 0 when not connected. */
+int stream_server_major(const struct stream *s);
 
 /*
  * Returns the next CopyData payload without blocking: 1 with *buf and *len set

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "clock.h"
+#include "fixit.h"
 #include "log.h"
 #include "signals.h"
 
@@ -63,11 +64,9 @@ static void publication_lost(struct relay *r, const struct monitor_report *rep)
     r->next_publish_ms = 0; /* not ready: say so at once */
     metrics_count(&r->met.failed, "NOT_IN_PUBLICATION", 1);
     if (rep->pub_member)
-        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert')",
-                 c->pg_publication);
+        fixit_publish_inserts(fix, sizeof(fix), c->pg_publication);
     else
-        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s", c->pg_publication,
-                 c->outbox_table);
+        fixit_add_table(fix, sizeof(fix), c->pg_publication, c->outbox_table);
     lsn_format(r->confirm.proven_lsn, a);
     lsn_format(rep->pub_lsn, b);
     log_kv(LOG_ERROR, LOG_FIELDS({"lsn", a}),

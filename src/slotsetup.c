@@ -10,6 +10,7 @@
 
 #include "connerr.h"
 #include "decoder.h"
+#include "fixit.h"
 #include "log.h"
 #include "resume.h"
 
@@ -18,10 +19,12 @@
  * undefined_file: "could not access file "wal2json""). */
 static void log_plugin_error(const struct slot_setup *s, const char *err)
 {
+    char how[128];
     if (strcmp(stream_sqlstate(s->st), "58P01") == 0)
-        log_error("%s: the output plugin %s is not installed on the server (Debian: "
-                  "apt-get install postgresql-15-%s)",
-                  err, s->cfg->pg_plugin, s->cfg->pg_plugin);
+        log_error("%s: the output plugin %s is not installed on the server (%s)", err,
+                  s->cfg->pg_plugin,
+                  fixit_install_plugin(how, sizeof(how), s->cfg->pg_plugin,
+                                       stream_server_major(s->st)));
     else
         log_error("%s", err);
 }
@@ -83,7 +86,7 @@ static enum step connect_server(struct slot_setup *s)
 static enum step check_publication_and_plugin(struct slot_setup *s)
 {
     const struct config *c = s->cfg;
-    char err[1024];
+    char err[1024], fix[512];
     int rc = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT
                  ? stream_publication_exists(s->st, c->pg_publication, err, sizeof(err))
                  : 1;
@@ -99,10 +102,10 @@ static enum step check_publication_and_plugin(struct slot_setup *s)
         if (rc < 0)
             log_error("%s", err);
         else
-            log_error("publication \"%s\" does not exist in this database: create it "
-                      "with CREATE PUBLICATION %s FOR TABLE %s WITH (publish = "
-                      "'insert') (see sql/outbox.sql)",
-                      c->pg_publication, c->pg_publication, c->outbox_table);
+            log_error("publication \"%s\" does not exist in this database: %s",
+                      c->pg_publication,
+                      fixit_create_publication(fix, sizeof(fix), c->pg_publication,
+                                               c->outbox_table));
         return STEP_FATAL;
     }
     rc = stream_plugin_allowed(s->st, c->pg_plugin, err, sizeof(err));
@@ -151,10 +154,10 @@ static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *
     const struct config *c = s->cfg;
     char err[1024];
     if (!c->pg_create_slot) {
+        char fix[256];
         log_error("replication slot \"%s\" does not exist and [postgres] create_slot "
-                  "is false: create it with SELECT pg_create_logical_replication_slot"
-                  "('%s', '%s')",
-                  c->pg_slot, c->pg_slot, c->pg_plugin);
+                  "is false: %s",
+                  c->pg_slot, fixit_create_slot(fix, sizeof(fix), c->pg_slot, c->pg_plugin));
         return STEP_FATAL;
     }
     if (stream_create_slot(s->st, c->pg_slot, c->pg_plugin, err, sizeof(err)) != 0) {

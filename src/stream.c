@@ -32,6 +32,7 @@
 
 #include "clock.h"
 #include "connerr.h"
+#include "fixit.h"
 #include "log.h"
 #include "pgconn.h"
 #include "pgwire.h"
@@ -538,15 +539,18 @@ int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_
     int allowed = plugin_listed(list, plugin);
     if (!allowed)
         snprintf(err, errlen,
-                 "the server's output_plugin_libraries (\"%s\") does not list %s: run "
-                 "ALTER SYSTEM SET output_plugin_libraries = pgoutput, wal2json (an "
-                 "unquoted list), then reload the configuration",
-                 list, plugin);
+                 "the server's output_plugin_libraries (\"%s\") does not list %s: %s", list,
+                 plugin, fixit_allow_plugin());
     PQclear(r);
     return allowed;
 }
 
 int stream_fd(const struct stream *s) { return PQsocket(s->conn); }
+
+int stream_server_major(const struct stream *s)
+{
+    return PQserverVersion(s->conn) / 10000;
+}
 
 bool stream_direct(const struct stream *s) { return s->direct; }
 
