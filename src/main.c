@@ -17,6 +17,7 @@
 #include "inidiff.h"
 #include "log.h"
 #include "poll_relay.h"
+#include "requeue.h"
 #include "relay.h"
 #include "secrets.h"
 #include "signals.h"
