@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "outbox.h"
 
@@ -149,10 +150,11 @@ char *polling_backlog_line(const struct polling_backlog *b, char *out, size_t ou
 /* An array parameter in Postgres's text form ("{"a","b",NULL}"), built
  * element by element; zero-initialise it. Free with polling_array_free(). */
 struct polling_array {
-    char *s; /* owned */
-    size_t len, cap;
-    int n;    /* elements so far */
-    bool oom; /* an append failed: the text is incomplete */
+    FILE *f;     /* open_memstream() on s while elements are added */
+    char *s;     /* owned: the text */
+    size_t len;
+    int n;       /* elements so far */
+    bool oom;    /* out of memory: the text is incomplete */
 };
 
 /* Appends one element: NULL, or v double-quoted with '"' and '\' escaped. */

@@ -303,51 +303,43 @@ char *polling_backlog_line(const struct polling_backlog *b, char *out, size_t ou
 
 /* ---- array parameters ---------------------------------------------------- */
 
-/* Appends n bytes of s; on out of memory, marks a and keeps what it has. */
-static void array_put(struct polling_array *a, const char *s, size_t n)
+/* The stream the elements are written to, opened on first use. Returns
+ * false on out of memory (a->oom) or after the literal was closed. */
+static bool array_open(struct polling_array *a)
 {
-    if (a->oom) return;
-    if (a->len + n + 1 > a->cap) {
-        size_t cap = a->cap ? a->cap : 64;
-        while (cap < a->len + n + 1) cap *= 2;
-        char *p = realloc(a->s, cap);
-        if (!p) {
-            a->oom = true;
-            return;
-        }
-        a->s = p;
-        a->cap = cap;
-    }
-    memcpy(a->s + a->len, s, n);
-    a->len += n;
-    a->s[a->len] = '\0';
+    if (!a->f && !a->oom && !a->s && !(a->f = open_memstream(&a->s, &a->len))) a->oom = true;
+    return a->f != NULL;
 }
 
 void polling_array_add(struct polling_array *a, const char *v)
 {
-    array_put(a, a->n ? "," : "{", 1);
-    a->n++;
+    if (!array_open(a)) return;
+    bool ok = fputc(a->n++ ? ',' : '{', a->f) != EOF;
     if (!v) {
-        array_put(a, "NULL", 4);
+        a->oom |= !ok || fputs("NULL", a->f) == EOF;
         return;
     }
-    array_put(a, "\"", 1);
-    for (const char *p = v; *p; p++) {
-        if (*p == '"' || *p == '\\') array_put(a, "\\", 1);
-        array_put(a, p, 1);
+    ok = ok && fputc('"', a->f) != EOF;
+    for (const char *p = v; *p && ok; p++) {
+        if (*p == '"' || *p == '\\') ok = fputc('\\', a->f) != EOF;
+        ok = ok && fputc(*p, a->f) != EOF;
     }
-    array_put(a, "\"", 1);
+    a->oom |= !ok || fputc('"', a->f) == EOF;
 }
 
 const char *polling_array_text(struct polling_array *a)
 {
-    if (a->n == 0) array_put(a, "{", 1);
-    array_put(a, "}", 1);
+    if (!array_open(a)) return NULL;
+    bool ok = (a->n || fputc('{', a->f) != EOF) && fputc('}', a->f) != EOF;
+    ok = fclose(a->f) == 0 && ok;
+    a->f = NULL;
+    a->oom |= !ok || !a->s;
     return a->oom ? NULL : a->s;
 }
 
 void polling_array_free(struct polling_array *a)
 {
+    if (a->f) fclose(a->f);
     free(a->s);
     memset(a, 0, sizeof(*a));
 }
