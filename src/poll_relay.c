@@ -950,6 +950,7 @@ oom:
 
 static void pr_free(struct pr *r)
 {
+    claim_close(r); /* first: on a fatal stop it may add releases */
     for (size_t i = 0; i < r->st.inflight; i++) free(r->fl[i].event_id);
     for (size_t i = 0; i < r->st.outcomes; i++) {
         free(r->res[i].event_id);
@@ -957,7 +958,6 @@ static void pr_free(struct pr *r)
     }
     free(r->fl);
     free(r->res);
-    claim_close(r);
     httpd_stop(r->http);
     free(r->backlog_sql);
     metrics_free(&r->met);
