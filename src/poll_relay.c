@@ -44,6 +44,7 @@
 #include "pgconn.h"
 #include "polldb.h"
 #include "polling.h"
+#include "pollout.h"
 #include "pollstate.h"
 #include "producer.h"
 #include "signals.h"
@@ -59,24 +60,12 @@
 /* connect_timeout of the relay's connection, in seconds. */
 #define CONNECT_TIMEOUT_S 10
 
-/* Kinds of outcome written back to a row. */
-enum outcome { OUT_SENT, OUT_RETRY, OUT_QUARANTINE, OUT_RELEASE };
-
 /* One claimed row produced and not yet reported. */
 struct flight {
     uint64_t seq;   /* the producer opaque; increasing */
     char *event_id; /* owned, text form */
     int64_t gen;    /* lease_generation of our claim */
     int attempts;   /* failed attempts before this one */
-};
-
-/* One outcome waiting to be written to the table. */
-struct result {
-    enum outcome kind;
-    char *event_id; /* owned */
-    int64_t gen;
-    int64_t delay_ms; /* OUT_RETRY */
-    char *error;      /* owned, NULL: keep last_error */
 };
 
 /* A claimed batch being produced (rows_pending: the queue was full). */
@@ -107,18 +96,16 @@ struct pr {
     bool record_dialed; /* RECORD: this try's connect was started */
     bool checks_failed; /* the start-up checks gave up: no summary line */
     struct backoff backoff;
-    struct pollstate st; /* phase, deadlines; st.inflight and st.outcomes
-                          * count fl and res */
+    struct pollstate st; /* phase, deadlines; st.inflight counts fl,
+                          * st.outcomes mirrors out.n */
     struct producer *prod;
 
     struct flight *fl;
     size_t capfl;
     uint64_t next_seq;
-    struct result *res;
-    size_t capres;
+    struct pollout out;
     struct claimed cl;
-
-    uint64_t n_claimed, n_sent, n_retried, n_quarantined, n_released, n_stale;
+    uint64_t n_claimed;
 
     /* observability (httpd.h): the loop publishes, the server thread reads */
     struct httpd *http; /* NULL when [http] listen is empty */
@@ -144,20 +131,18 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* Adds an outcome; takes ownership of event_id and error (freed on OOM). */
-static void add_result(struct pr *r, enum outcome kind, char *event_id, int64_t gen,
+/* Queues an outcome; takes ownership of event_id and error (freed on
+ * OOM). */
+static void add_result(struct pr *r, enum pollout_kind kind, char *event_id, int64_t gen,
                        int64_t delay_ms, char *error)
 {
-    size_t n = r->st.outcomes;
-    if (grow((void **)&r->res, &r->capres, n + 1, sizeof(*r->res)) != 0) {
-        log_error("out of memory recording the outcome of event %s", event_id);
-        free(event_id);
-        free(error);
+    char id[128];
+    snprintf(id, sizeof(id), "%s", event_id);
+    if (pollout_add(&r->out, kind, event_id, gen, delay_ms, error) != 0) {
+        log_error("out of memory recording the outcome of event %s", id);
         r->st.fatal = true;
-        return;
     }
-    r->res[n] = (struct result){kind, event_id, gen, delay_ms, error};
-    r->st.outcomes = n + 1;
+    r->st.outcomes = r->out.n;
 }
 
 /* ---- delivery reports ---------------------------------------------------- */
@@ -253,8 +238,9 @@ static void pr_tick(struct pr *r, int64_t now)
     m->kafka_queue = producer_outq_len(r->prod);
     m->kafka_brokers_up = producer_brokers_up(r->prod);
     m->streaming = r->st.db == DB_UP;
-    uint64_t rows[PO__COUNT] = {r->n_claimed,  r->n_sent,     r->n_retried,
-                                r->n_quarantined, r->n_released, r->n_stale};
+    const uint64_t *rec = r->out.recorded;
+    uint64_t rows[PO__COUNT] = {r->n_claimed,        rec[OUT_SENT],    rec[OUT_RETRY],
+                                rec[OUT_QUARANTINE], rec[OUT_RELEASE], r->out.stale};
     memcpy(m->polling_rows, rows, sizeof(rows));
     httpd_publish_metrics(r->http, m, &r->text, clock_unix_us(), not_ready_reason(r));
     r->next_publish_ms = now + HTTPD_PUBLISH_MS;
@@ -380,96 +366,15 @@ static void connect_step(struct pr *r, const struct evloop *l, int64_t now)
 
 /* ---- writing outcomes back ----------------------------------------------- */
 
-static const char *outcome_name(enum outcome k)
+/* Logs the first STALE_NAMED stale outcomes of a statement by event_id:
+ * after a long broker outage many outcomes can be late at once. */
+static void log_stale(void *ctx, const struct pollout_entry *x, size_t nth)
 {
-    return k == OUT_SENT         ? "SENT"
-           : k == OUT_RETRY      ? "retry"
-           : k == OUT_QUARANTINE ? "QUARANTINED"
-                                 : "release";
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The parameters of one outcome statement (polling.h: sent, fail). */
-struct group_params {
-    struct polling_array ids, gens, sts, delays, errs, bumps;
-};
-
-/* Fills p with the outcomes of one group (sent, or everything else).
- * Returns how many; -1 on out of memory. */
-static int group_fill(const struct pr *r, bool sent, struct group_params *p)
-{
-    struct polling_array *all[] = {&p->ids, &p->gens, &p->sts, &p->delays, &p->errs, &p->bumps};
-    char num[32];
-    int n = 0;
-    for (size_t i = 0; i < r->st.outcomes; i++) {
-        const struct result *x = &r->res[i];
-        if ((x->kind == OUT_SENT) != sent) continue;
-        n++;
-        polling_array_add(&p->ids, x->event_id);
-        snprintf(num, sizeof(num), "%" PRId64, x->gen);
-        polling_array_add(&p->gens, num);
-        polling_array_add(&p->sts, x->kind == OUT_QUARANTINE ? "QUARANTINED" : "PENDING");
-        snprintf(num, sizeof(num), "%" PRId64, x->kind == OUT_RETRY ? x->delay_ms : 0);
-        polling_array_add(&p->delays, num);
-        polling_array_add(&p->errs, x->error);
-        polling_array_add(&p->bumps, x->kind == OUT_RELEASE ? "0" : "1");
-    }
-    for (int i = 0; i < 6; i++)
-        if (!polling_array_text(all[i])) return -1;
-    return n;
-}
-
-static void group_free(struct group_params *p)
-{
-    struct polling_array *all[] = {&p->ids, &p->gens, &p->sts, &p->delays, &p->errs, &p->bumps};
-    for (int i = 0; i < 6; i++) polling_array_free(all[i]);
-}
-
-/* Counts a recorded outcome, or logs a stale one (the first STALE_NAMED
- * of a statement by event_id: after a long broker outage many outcomes
- * can be late at once). */
-static void account(struct pr *r, const struct result *x, bool recorded, size_t *stale)
-{
-    if (!recorded) {
-        r->n_stale++;
-        if (++*stale <= STALE_NAMED)
-            log_warn("event %s: lease lost (no longer CLAIMED by %s at generation %" PRId64
-                     "): its %s outcome is not recorded; the row's current owner decides",
-                     x->event_id, r->owner, x->gen, outcome_name(x->kind));
-        return;
-    }
-    uint64_t *n = x->kind == OUT_SENT         ? &r->n_sent
-                  : x->kind == OUT_RETRY      ? &r->n_retried
-                  : x->kind == OUT_QUARANTINE ? &r->n_quarantined
-                                              : &r->n_released;
-    (*n)++;
-}
-
-/* Drops the group's outcomes, given the sorted event_ids the statement
- * changed: the others were no longer ours (stale, never overwritten). */
-static void group_done(struct pr *r, bool sent, const char **changed, size_t nchanged)
-{
-    size_t keep = 0, stale = 0;
-    for (size_t i = 0; i < r->st.outcomes; i++) {
-        struct result *x = &r->res[i];
-        if ((x->kind == OUT_SENT) != sent) {
-            r->res[keep++] = *x;
-            continue;
-        }
-        const char *key = x->event_id;
-        account(r, x, bsearch(&key, changed, nchanged, sizeof(*changed), cmp_str) != NULL,
-                &stale);
-        free(x->event_id);
-        free(x->error);
-    }
-    r->st.outcomes = keep;
-    if (stale > STALE_NAMED)
-        log_warn("... and %zu more late outcomes of expired leases (not recorded)",
-                 stale - STALE_NAMED);
+    const struct pr *r = ctx;
+    if (nth <= STALE_NAMED)
+        log_warn("event %s: lease lost (no longer CLAIMED by %s at generation %" PRId64
+                 "): its %s outcome is not recorded; the row's current owner decides",
+                 x->event_id, r->owner, x->gen, pollout_kind_name(x->kind));
 }
 
 /* Writes the outcomes of one group (sent, or everything else) with one
@@ -477,12 +382,12 @@ static void group_done(struct pr *r, bool sent, const char **changed, size_t nch
  * queued). */
 static int write_group(struct pr *r, bool sent)
 {
-    struct group_params p = {0};
-    int n = group_fill(r, sent, &p);
+    struct pollout_params p = {0};
+    int n = pollout_params(&r->out, sent, &p);
     if (n <= 0) {
         if (n < 0) log_error("out of memory writing outcomes");
         r->st.fatal = r->st.fatal || n < 0;
-        group_free(&p);
+        pollout_params_free(&p);
         return n;
     }
     const char *params[] = {p.ids.s, p.gens.s, r->owner, p.sts.s, p.delays.s, p.errs.s,
@@ -490,7 +395,7 @@ static int write_group(struct pr *r, bool sent)
     PGresult *res = exec(r, sent ? "marking events SENT" : "recording failed deliveries",
                          sent ? r->sql.sent : r->sql.fail, sent ? 3 : 7, params,
                          PGRES_TUPLES_OK);
-    group_free(&p);
+    pollout_params_free(&p);
     if (!res) return -1;
     int nchanged = PQntuples(res);
     const char **changed = calloc((size_t)nchanged + 1, sizeof(*changed));
@@ -501,8 +406,11 @@ static int write_group(struct pr *r, bool sent)
         return -1;
     }
     for (int i = 0; i < nchanged; i++) changed[i] = PQgetvalue(res, i, 0);
-    qsort(changed, (size_t)nchanged, sizeof(*changed), cmp_str);
-    group_done(r, sent, changed, (size_t)nchanged);
+    size_t stale = pollout_done(&r->out, sent, changed, (size_t)nchanged, log_stale, r);
+    r->st.outcomes = r->out.n;
+    if (stale > STALE_NAMED)
+        log_warn("... and %zu more late outcomes of expired leases (not recorded)",
+                 stale - STALE_NAMED);
     free(changed);
     PQclear(res);
     if (sent && nchanged > 0) r->st.claim_now = true; /* later events are claimable now */
@@ -512,8 +420,7 @@ static int write_group(struct pr *r, bool sent)
 static void write_results(struct pr *r, int64_t now)
 {
     if (!pollstate_results_due(&r->st, now)) return;
-    size_t retries = 0;
-    for (size_t i = 0; i < r->st.outcomes; i++) retries += r->res[i].kind == OUT_RETRY;
+    size_t retries = pollout_count(&r->out, OUT_RETRY);
     if (retries) log_info("%zu events back to PENDING with backoff", retries);
     if (write_group(r, true) != 0 || write_group(r, false) != 0)
         r->st.results_retry_ms = clock_mono_ms() + RESULT_RETRY_MS;
@@ -577,8 +484,7 @@ static int result_col(const PGresult *res, const char *name)
 /* Whether an outcome or a flight already holds event id. */
 static bool known_event(const struct pr *r, const char *id)
 {
-    for (size_t i = 0; i < r->st.outcomes; i++)
-        if (!strcmp(r->res[i].event_id, id)) return true;
+    if (pollout_has(&r->out, id)) return true;
     for (size_t i = 0; i < r->st.inflight; i++)
         if (!strcmp(r->fl[i].event_id, id)) return true;
     return false;
@@ -952,12 +858,8 @@ static void pr_free(struct pr *r)
 {
     claim_close(r); /* first: on a fatal stop it may add releases */
     for (size_t i = 0; i < r->st.inflight; i++) free(r->fl[i].event_id);
-    for (size_t i = 0; i < r->st.outcomes; i++) {
-        free(r->res[i].event_id);
-        free(r->res[i].error);
-    }
+    pollout_free(&r->out);
     free(r->fl);
-    free(r->res);
     httpd_stop(r->http);
     free(r->backlog_sql);
     metrics_free(&r->met);
@@ -1042,8 +944,8 @@ int poll_relay_run(const struct config *cfg, volatile sig_atomic_t *stop)
         log_info("polling relay stopped: claimed %" PRIu64 ", sent %" PRIu64
                  ", retried %" PRIu64 ", quarantined %" PRIu64 ", released %" PRIu64
                  ", stale outcomes %" PRIu64,
-                 r.n_claimed, r.n_sent, r.n_retried, r.n_quarantined, r.n_released,
-                 r.n_stale);
+                 r.n_claimed, r.out.recorded[OUT_SENT], r.out.recorded[OUT_RETRY],
+                 r.out.recorded[OUT_QUARANTINE], r.out.recorded[OUT_RELEASE], r.out.stale);
     pr_free(&r);
     return code;
 }
