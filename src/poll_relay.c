@@ -10,7 +10,9 @@
  * pipe, the Postgres socket and the earliest deadline; the phases and
  * deadlines of the loop are pollstate.h's (start-up checks, the
  * non-blocking connect, a batch waiting for room in the producer queue,
- * the drain of a graceful stop). No row lock is ever held while the broker
+ * the drain of a graceful stop). The queue of outcomes and its statements'
+ * parameters are pollout.h's, the statements themselves polldb.h's. No row
+ * lock is ever held while the broker
  * is talked to: the claim statement commits before the first message is
  * produced, and the outcome updates run after the reports. Per-aggregate
  * order comes from the claim statement itself: a row is claimable only
@@ -18,8 +20,10 @@
  * event per aggregate is in flight across all relays, and it was ACKed
  * before the next is claimed.
  *
- * Functions that can fail set r->st.fatal (and log) or schedule a retry;
- * they return nothing, except where a comment says otherwise.
+ * Errors: a step that fails logs once, then sets r->st.fatal or schedules
+ * its retry; the few that return a status return 0 or -1 (pr_setup(): an
+ * exit code, exitcode.h), and the producing steps say whether the row was
+ * taken (false: the producer queue was full).
  */
 #include "poll_relay.h"
 
@@ -742,7 +746,7 @@ static void run_due(struct pr *r, int64_t now)
 /* A CHECK turn: set-up mistakes (missing table or columns, privileges)
  * stop here; they fail every time, a server restarting under us does
  * not. */
-static void run_check(struct pr *r, int64_t now)
+static void run_check(struct pr *r)
 {
     bool passed = check_run(&r->kcfg, true, CHECK_SCOPE_STARTUP) == 0;
     if (pollstate_checked(&r->st, passed, clock_mono_ms(), r->cfg->pg_retry_max_ms)) {
@@ -752,7 +756,6 @@ static void run_check(struct pr *r, int64_t now)
     if (!passed)
         log_warn("start-up checks failed (attempt %d of %d); trying again in %d ms",
                  r->st.check_tries, POLLSTATE_CHECK_TRIES, r->cfg->pg_retry_max_ms);
-    (void)now;
 }
 
 /* A RECORD turn: one try is one connect (when there is no connection) and
@@ -800,7 +803,7 @@ static void turn(struct pr *r)
     enum poll_phase was = r->st.phase;
     enum poll_phase ph = pollstate_advance(&r->st, now, PRODUCER_SHUTDOWN_FLUSH_MS);
     if (ph != was) phase_entered(r, was, ph, now);
-    if (ph == PH_CHECK && pollstate_check_due(&r->st, now)) run_check(r, now);
+    if (ph == PH_CHECK && pollstate_check_due(&r->st, now)) run_check(r);
     if (ph == PH_RUN) run_due(r, now);
     if (ph == PH_DRAIN) producer_poll(r->prod, 0);
     if (ph == PH_RECORD) record_try(r, now);

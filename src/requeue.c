@@ -1,7 +1,9 @@
 /*
  * requeue.c - `outboxd requeue` (see requeue.h): one connection, the
  * requeue statement and the states statement of polling.h, a line per
- * event_id, a NOTIFY. Errors are final: nothing is retried.
+ * event_id, a NOTIFY. Errors are final: nothing is retried. Its steps log
+ * an error once and return -1; otherwise 0, or how many events were not
+ * requeued.
  */
 #include "requeue.h"
 
