@@ -356,8 +356,28 @@ static void connect_start(struct pr *r, int64_t now)
     if (!r->conn || PQstatus(r->conn) == CONNECTION_BAD) connect_failed(r, NULL, now);
 }
 
+/* libpq's text for a connect that timed out, as its blocking connect
+ * words it ("connection to server at "HOST", port PORT failed: timeout
+ * expired"), into out. */
+static void timeout_text(const PGconn *conn, char *out, size_t outlen)
+{
+    const char *host = PQhost(conn), *addr = PQhostaddr(conn), *port = PQport(conn);
+    host = host ? host : "";
+    port = port ? port : "";
+    if (host[0] == '/')
+        snprintf(out, outlen, "connection to server on socket \"%s/.s.PGSQL.%s\" failed: "
+                 "timeout expired", host, port);
+    else if (addr && addr[0] && strcmp(addr, host) != 0)
+        snprintf(out, outlen, "connection to server at \"%s\" (%s), port %s failed: timeout "
+                 "expired", host, addr, port);
+    else
+        snprintf(out, outlen, "connection to server at \"%s\", port %s failed: timeout expired",
+                 host, port);
+}
+
 /* Advances the connect when its socket was ready; fails it at the
- * deadline, as libpq's connect_timeout does a blocking one. */
+ * deadline, as libpq's connect_timeout does a blocking one (the whole
+ * connect: libpq's would try the next host of a list). */
 static void connect_step(struct pr *r, const struct evloop *l, int64_t now)
 {
     if (r->connect_fd < 0 || evloop_ready(l, r->connect_fd)) {
@@ -365,7 +385,10 @@ static void connect_step(struct pr *r, const struct evloop *l, int64_t now)
         if (r->connect_poll == PGRES_POLLING_OK) return connected(r);
         if (r->connect_poll == PGRES_POLLING_FAILED) return connect_failed(r, NULL, now);
     }
-    if (pollstate_connect_expired(&r->st, now)) connect_failed(r, "timeout expired", now);
+    if (!pollstate_connect_expired(&r->st, now)) return;
+    char why[600];
+    timeout_text(r->conn, why, sizeof(why));
+    connect_failed(r, why, now);
 }
 
 /* ---- writing outcomes back ----------------------------------------------- */
