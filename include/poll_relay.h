@@ -1,6 +1,6 @@
 /*
  * poll_relay.h - polling mode ([source] mode = polling): the relay for
- * databases without logical replication, and `outboxd requeue`.
+ * databases without logical replication (`outboxd requeue` is requeue.h).
  *
  * The relay claims due rows of the polling table (sql/outbox_polling.sql)
  * in one short transaction each (FOR UPDATE SKIP LOCKED, lease with owner
@@ -9,7 +9,8 @@
  * owner and the generation, so a relay whose lease moved on changes
  * nothing. It waits for new rows outside any transaction: LISTEN on
  * [polling] notify_channel (the insert trigger NOTIFYs), with
- * poll_interval_ms as the fallback. See polling.h for the statements.
+ * poll_interval_ms as the fallback. See polling.h for the statements and
+ * pollstate.h for the states of its loop.
  */
 #ifndef OUTBOXD_POLL_RELAY_H
 #define OUTBOXD_POLL_RELAY_H
@@ -19,17 +20,11 @@
 #include "config.h"
 
 /* Runs the polling relay until *stop becomes non-zero (graceful: waits up
- * to RELAY_SHUTDOWN_FLUSH_MS for outstanding deliveries, records their
+ * to PRODUCER_SHUTDOWN_FLUSH_MS for outstanding deliveries, records their
  * outcomes, and gives what is still unknown back as PENDING) or a fatal
- * error. cfg may be amended: when [kafka] message.timeout.ms is not set,
- * it becomes half the lease, so that a delivery's outcome is known before
- * the lease ends. Returns EXIT_OK, EXIT_FATAL or EXIT_USAGE. */
-int poll_relay_run(struct config *cfg, volatile sig_atomic_t *stop);
-
-/* `outboxd requeue EVENT_ID...`: QUARANTINED rows back to PENDING with
- * attempts reset (and a NOTIFY so relays pick them up at once). Prints one
- * line per event_id on stdout. Returns 0 when every one was requeued, 1
- * when one was missing or not QUARANTINED or on a database error. */
-int poll_requeue_run(const struct config *cfg, char *const *ids, int nids);
+ * error. cfg is not changed: when [kafka] message.timeout.ms is not set,
+ * the producer is given half the lease, so that a delivery's outcome is
+ * known before the lease ends. Returns EXIT_OK, EXIT_FATAL or EXIT_USAGE. */
+int poll_relay_run(const struct config *cfg, volatile sig_atomic_t *stop);
 
 #endif

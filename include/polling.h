@@ -7,7 +7,10 @@
  *  - what a delivery outcome does to the row (SENT, back to PENDING,
  *    QUARANTINED);
  *  - the SQL text of every statement the polling relay runs, built once
- *    from the configured table and column names (quoted here).
+ *    from the configured table and column names (quoted here), and the
+ *    array literals of their parameters;
+ *  - the backlog (metrics, `outboxd check`);
+ *  - the line `outboxd requeue` prints per event.
  *
  * The polling table is the outbox table of [outbox] table with the state
  * columns of sql/outbox_polling.sql, whose names are fixed: seq, status,
@@ -20,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "outbox.h"
 
@@ -142,6 +146,40 @@ int polling_backlog_row(struct polling_backlog *b, const char *const vals[5], ch
  * 10 pending, 1 claimed, 1 quarantined; oldest 3m 20s (pending); at most
  * 4 attempts; table 1.2 MiB". Returns out. */
 char *polling_backlog_line(const struct polling_backlog *b, char *out, size_t outlen);
+
+/* An array parameter in Postgres's text form ("{"a","b",NULL}"), built
+ * element by element; zero-initialise it. Free with polling_array_free(). */
+struct polling_array {
+    FILE *f;     /* open_memstream() on s while elements are added */
+    char *s;     /* owned: the text */
+    size_t len;
+    int n;       /* elements so far */
+    bool oom;    /* out of memory: the text is incomplete */
+};
+
+/* Appends one element: NULL, or v double-quoted with '"' and '\' escaped. */
+void polling_array_add(struct polling_array *a, const char *v);
+
+/* Closes the literal (call once, after the last element) and returns its
+ * text, owned by a; NULL when an append ran out of memory. */
+const char *polling_array_text(struct polling_array *a);
+void polling_array_free(struct polling_array *a);
+
+/* What the requeue and states statements answered (text values). */
+struct polling_requeue_answer {
+    const char *const *done; /* event_ids the requeue changed */
+    int ndone;
+    const char *const *state_ids, *const *states; /* event_id, status pairs */
+    int nstates;
+};
+
+/* The line `outboxd requeue` prints for the argument id (no newline):
+ * "requeued ID" (the server's text form of the id), "not requeued ID: it
+ * is STATUS, not QUARANTINED", or "not requeued ID: no such event in
+ * TABLE". The id matches the server's form case-insensitively (uuids).
+ * Returns whether id was requeued. */
+bool polling_requeue_verdict(const char *id, const struct polling_requeue_answer *ans,
+                             const char *table, char *out, size_t outlen);
 
 /* The state columns the polling table must have, NULL-terminated. */
 extern const char *const polling_state_columns[];

@@ -63,6 +63,9 @@ struct producer *producer_new(const struct config *c, producer_delivery_fn fn, v
  * (never confirmed, so they are re-delivered after restart). */
 void producer_free(struct producer *p);
 
+/* How long a graceful stop waits for outstanding deliveries. */
+#define PRODUCER_SHUTDOWN_FLUSH_MS 10000
+
 #define PRODUCER_OK 0
 #define PRODUCER_QUEUE_FULL 1
 #define PRODUCER_ERROR (-1)

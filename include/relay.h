@@ -9,9 +9,6 @@
 
 #include "config.h"
 
-/* How long a graceful stop waits for outstanding deliveries. */
-#define RELAY_SHUTDOWN_FLUSH_MS 10000
-
 /* Runs until *stop becomes non-zero (graceful) or a fatal error. Returns
  * an exit code (exitcode.h). */
 int relay_run(const struct config *cfg, volatile sig_atomic_t *stop);

@@ -47,7 +47,7 @@ enum relay_state {
     RS_STREAM,  /* read, produce, confirm; while changes_held(), not reading:
                  * backpressure */
     RS_RECOVER, /* the stream broke: wait for the outstanding deliveries */
-    RS_DRAIN,   /* stopping: wait for them, RELAY_SHUTDOWN_FLUSH_MS at most */
+    RS_DRAIN,   /* stopping: wait for them, PRODUCER_SHUTDOWN_FLUSH_MS at most */
     RS_PROVE,   /* stopping, pgoutput: a last publication check (FINAL_PROOF_MS) */
     RS_DONE,    /* exit with exit_code */
 };

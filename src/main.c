@@ -6,7 +6,7 @@
  *                                (poll_relay.h) when mode = polling
  *   outboxd check                check_run() (check.h)
  *   outboxd verify               verify_run() (verify.h)
- *   outboxd requeue EVENT_ID...  poll_requeue_run() (poll_relay.h)
+ *   outboxd requeue EVENT_ID...  poll_requeue_run() (requeue.h)
  *   outboxd accept-slot          accept_slot_run() (accept.h)
  *   outboxd config               prints the effective configuration
  *                                (confdoc.h); --example, --doc-table
@@ -39,6 +39,7 @@
 #include "log.h"
 #include "poll_relay.h"
 #include "relay.h"
+#include "requeue.h"
 #include "secrets.h"
 #include "signals.h"
 #include "verify.h"

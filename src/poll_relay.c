@@ -1,51 +1,59 @@
 /*
  * poll_relay.c - polling mode (see poll_relay.h): the lease-based relay for
- * databases without logical replication, and `outboxd requeue`.
+ * databases without logical replication.
  *
  *   NOTIFY / poll interval --> claim (one short transaction, committed)
  *        --> rows --> outbox map --> producer --> delivery reports
  *        --> outcomes --> conditional UPDATEs (SENT / PENDING / QUARANTINED)
  *
- * One thread. No row lock is ever held while the broker is talked to: the
- * claim statement commits before the first message is produced, and the
- * outcome updates run after the reports. Per-aggregate order comes from the
- * claim statement itself: a row is claimable only when no earlier row (by
- * seq) of its aggregate is unsent, so at most one event per aggregate is
- * in flight across all relays, and it was ACKed before the next is claimed.
+ * One thread, one wait per turn (evloop.h) over the producer's wake-up
+ * pipe, the Postgres socket and the earliest deadline; the phases and
+ * deadlines of the loop are pollstate.h's (start-up checks, the
+ * non-blocking connect, a batch waiting for room in the producer queue,
+ * the drain of a graceful stop). The queue of outcomes and its statements'
+ * parameters are pollout.h's, the statements themselves polldb.h's. No row
+ * lock is ever held while the broker
+ * is talked to: the claim statement commits before the first message is
+ * produced, and the outcome updates run after the reports. Per-aggregate
+ * order comes from the claim statement itself: a row is claimable only
+ * when no earlier row (by seq) of its aggregate is unsent, so at most one
+ * event per aggregate is in flight across all relays, and it was ACKed
+ * before the next is claimed.
+ *
+ * Errors: a step that fails logs once, then sets r->st.fatal or schedules
+ * its retry; the few that return a status return 0 or -1 (pr_setup(): an
+ * exit code, exitcode.h), and the producing steps say whether the row was
+ * taken (false: the producer queue was full).
  */
 #include "poll_relay.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
 
+#include "backoff.h"
 #include "check.h"
+#include "clock.h"
+#include "evloop.h"
+#include "exitcode.h"
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
-#include "str.h"
 #include "outbox.h"
+#include "pgconn.h"
+#include "polldb.h"
 #include "polling.h"
+#include "pollout.h"
+#include "pollstate.h"
 #include "producer.h"
-#include "redact.h"
 #include "signals.h"
-#include "exitcode.h"
-#include "relay.h" /* RELAY_SHUTDOWN_FLUSH_MS */
+#include "str.h"
 
-/* Longest single wait of the loop, so that timers are never missed by much. */
-#define MAX_WAIT_MS 1000
-/* Start-up checks tried before a failure is taken for a set-up mistake. */
-#define STARTUP_CHECK_TRIES 3
 /* Late outcomes (lease lost) logged by event_id per statement. */
 #define STALE_NAMED 5
 /* Pause before retrying outcome updates after a failed statement. */
@@ -53,9 +61,8 @@
 /* Between two backlog queries (the metrics; not per batch: the query reads
  * every undelivered row). */
 #define BACKLOG_INTERVAL_MS 15000
-
-/* Kinds of outcome written back to a row. */
-enum outcome { OUT_SENT, OUT_RETRY, OUT_QUARANTINE, OUT_RELEASE };
+/* connect_timeout of the relay's connection, in seconds. */
+#define CONNECT_TIMEOUT_S 10
 
 /* One claimed row produced and not yet reported. */
 struct flight {
@@ -65,43 +72,44 @@ struct flight {
     int attempts;   /* failed attempts before this one */
 };
 
-/* One outcome waiting to be written to the table. */
-struct result {
-    enum outcome kind;
-    char *event_id; /* owned */
-    int64_t gen;
-    int64_t delay_ms; /* OUT_RETRY */
-    char *error;      /* owned, NULL: keep last_error */
+/* A claimed batch being produced (rows_pending: the queue was full). */
+struct claimed {
+    PGresult *res; /* owned; NULL when no batch is open */
+    int row, nrows, ncols;
+    int c_id, c_gen, c_att;
+    struct relation rel;   /* rel.cols owned */
+    struct col_value *vals; /* owned */
 };
 
 struct pr {
-    struct config *cfg;
+    const struct config *cfg;
+    /* cfg as the producer and the checks see it: a shallow copy whose
+     * [kafka] pairs (kafka, owned array; its last pair's strings owned when
+     * derived_timeout) add message.timeout.ms when it is not set. */
+    struct config kcfg;
+    struct kv *kafka;
+    bool derived_timeout;
     volatile sig_atomic_t *stop;
     struct outbox_map map;
     struct polling_sql sql;
-    bool sql_ready;
     char owner[300];
     char channel_sql[200];
     PGconn *conn;
+    PostgresPollingStatusType connect_poll; /* what PQconnectPoll() waits for */
+    int connect_fd;                         /* the socket the last wait watched */
+    bool record_dialed; /* RECORD: this try's connect was started */
+    bool checks_failed; /* the start-up checks gave up: no summary line */
+    struct backoff backoff;
+    struct pollstate st; /* phase, deadlines; st.inflight counts fl,
+                          * st.outcomes mirrors out.n */
     struct producer *prod;
-    bool fatal;
-    bool oneshot; /* requeue: errors are final, nothing is retried */
 
     struct flight *fl;
-    size_t nfl, capfl;
+    size_t capfl;
     uint64_t next_seq;
-
-    struct result *res;
-    size_t nres, capres;
-
-    bool claim_now;
-    int64_t next_claim_ms;
-    int64_t next_retention_ms;
-    int64_t next_connect_ms;
-    int64_t results_retry_ms;
-    int connect_failures;
-
-    uint64_t n_claimed, n_sent, n_retried, n_quarantined, n_released, n_stale;
+    struct pollout out;
+    struct claimed cl;
+    uint64_t n_claimed;
 
     /* observability (httpd.h): the loop publishes, the server thread reads */
     struct httpd *http; /* NULL when [http] listen is empty */
@@ -109,19 +117,12 @@ struct pr {
     struct textbuf text;
     int64_t next_publish_ms;
     char *backlog_sql; /* owned; NULL without an HTTP server */
-    int64_t next_backlog_ms;
     bool backlog_warned; /* the last backlog query failed and said so */
 };
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- growing arrays ------------------------------------------------------ */
 
+/* Makes room for need elements. Returns 0, -1 on out of memory. */
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return 0;
@@ -134,25 +135,25 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* Adds an outcome; takes ownership of event_id and error (freed on OOM). */
-static void add_result(struct pr *r, enum outcome kind, char *event_id, int64_t gen,
+/* Queues an outcome; takes ownership of event_id and error (freed on
+ * OOM). */
+static void add_result(struct pr *r, enum pollout_kind kind, char *event_id, int64_t gen,
                        int64_t delay_ms, char *error)
 {
-    if (grow((void **)&r->res, &r->capres, r->nres + 1, sizeof(*r->res)) != 0) {
-        log_error("out of memory recording the outcome of event %s", event_id);
-        free(event_id);
-        free(error);
-        r->fatal = true;
-        return;
+    char id[128];
+    snprintf(id, sizeof(id), "%s", event_id);
+    if (pollout_add(&r->out, kind, event_id, gen, delay_ms, error) != 0) {
+        log_error("out of memory recording the outcome of event %s", id);
+        r->st.fatal = true;
     }
-    r->res[r->nres++] = (struct result){kind, event_id, gen, delay_ms, error};
+    r->st.outcomes = r->out.n;
 }
 
 /* ---- delivery reports ---------------------------------------------------- */
 
 static struct flight *find_flight(struct pr *r, uint64_t seq)
 {
-    size_t lo = 0, hi = r->nfl;
+    size_t lo = 0, hi = r->st.inflight;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (r->fl[mid].seq < seq)
@@ -160,14 +161,14 @@ static struct flight *find_flight(struct pr *r, uint64_t seq)
         else
             hi = mid;
     }
-    return lo < r->nfl && r->fl[lo].seq == seq ? &r->fl[lo] : NULL;
+    return lo < r->st.inflight && r->fl[lo].seq == seq ? &r->fl[lo] : NULL;
 }
 
 static void remove_flight(struct pr *r, struct flight *f)
 {
     size_t i = (size_t)(f - r->fl);
-    memmove(&r->fl[i], &r->fl[i + 1], (r->nfl - i - 1) * sizeof(*r->fl));
-    r->nfl--;
+    memmove(&r->fl[i], &r->fl[i + 1], (r->st.inflight - i - 1) * sizeof(*r->fl));
+    r->st.inflight--;
 }
 
 /* Turns a failed try of flight f (its id handed over) into an outcome. */
@@ -195,45 +196,6 @@ static void record_failure(struct pr *r, char *event_id, int64_t gen, int attemp
                                       reason));
 }
 
-/* ---- observability ------------------------------------------------------- */
-
-#define PUBLISH_MS 500
-
-/* Why the relay is not ready, or NULL when it is. */
-static const char *not_ready_reason(const struct pr *r)
-{
-    if (*r->stop) return "shutting down";
-    if (r->fatal) return "a fatal error: stopping";
-    if (!r->conn || !r->sql_ready) return "not connected to the database (polling)";
-    int up = producer_brokers_up(r->prod);
-    if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
-    if (up == 0) return "no Kafka broker reachable";
-    return NULL;
-}
-
-/* Beats on every turn; publishes a snapshot every PUBLISH_MS. */
-static void pr_tick(struct pr *r)
-{
-    signals_service(); /* SIGHUP, SIGUSR1/2: signals.h */
-    if (!r->http) return;
-    int64_t now = now_ms();
-    httpd_beat(r->http, now);
-    if (now < r->next_publish_ms) return;
-    struct metrics *m = &r->met;
-    m->inflight_events = r->nfl;
-    m->kafka_queue = producer_outq_len(r->prod);
-    m->kafka_brokers_up = producer_brokers_up(r->prod);
-    m->streaming = r->conn != NULL;
-    uint64_t rows[PO__COUNT] = {r->n_claimed,  r->n_sent,     r->n_retried,
-                                r->n_quarantined, r->n_released, r->n_stale};
-    memcpy(m->polling_rows, rows, sizeof(rows));
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    httpd_publish_metrics(r->http, m, &r->text, (int64_t)tv.tv_sec * 1000000 + tv.tv_usec,
-                          not_ready_reason(r));
-    r->next_publish_ms = now + PUBLISH_MS;
-}
-
 static void on_delivery(void *ctx, const struct delivery_report *dr)
 {
     struct pr *r = ctx;
@@ -256,6 +218,38 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
         record_failure(r, id, gen, attempts, dr->err, dr->reason ? dr->reason : "?");
 }
 
+/* ---- observability ------------------------------------------------------- */
+
+/* Why the relay is not ready, or NULL when it is. */
+static const char *not_ready_reason(const struct pr *r)
+{
+    if (*r->stop) return "shutting down";
+    if (r->st.fatal) return "a fatal error: stopping";
+    if (r->st.db != DB_UP || !r->st.sql_ready) return "not connected to the database (polling)";
+    int up = producer_brokers_up(r->prod);
+    if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
+    if (up == 0) return "no Kafka broker reachable";
+    return NULL;
+}
+
+/* Beats on every turn; publishes a snapshot every HTTPD_PUBLISH_MS. */
+static void pr_tick(struct pr *r, int64_t now)
+{
+    signals_service(); /* SIGHUP, SIGUSR1/2: signals.h */
+    if (!httpd_tick(r->http, now, r->next_publish_ms)) return;
+    struct metrics *m = &r->met;
+    m->inflight_events = r->st.inflight;
+    m->kafka_queue = producer_outq_len(r->prod);
+    m->kafka_brokers_up = producer_brokers_up(r->prod);
+    m->streaming = r->st.db == DB_UP;
+    const uint64_t *rec = r->out.recorded;
+    uint64_t rows[PO__COUNT] = {r->n_claimed,        rec[OUT_SENT],    rec[OUT_RETRY],
+                                rec[OUT_QUARANTINE], rec[OUT_RELEASE], r->out.stale};
+    memcpy(m->polling_rows, rows, sizeof(rows));
+    httpd_publish_metrics(r->http, m, &r->text, clock_unix_us(), not_ready_reason(r));
+    r->next_publish_ms = now + HTTPD_PUBLISH_MS;
+}
+
 /* ---- postgres ------------------------------------------------------------ */
 
 static void disconnect(struct pr *r, const char *why)
@@ -264,290 +258,199 @@ static void disconnect(struct pr *r, const char *why)
     log_warn("postgres: %s; reconnecting", why);
     PQfinish(r->conn);
     r->conn = NULL;
-    r->next_connect_ms = now_ms() + r->cfg->pg_retry_min_ms;
-}
-
-/* libpq's message without its trailing newline, into out. */
-static void pg_message(const PGconn *conn, const PGresult *res, char *out, size_t outlen)
-{
-    const char *m = res && *PQresultErrorMessage(res) ? PQresultErrorMessage(res)
-                    : conn                            ? PQerrorMessage(conn)
-                                                      : "out of memory";
-    snprintf(out, outlen, "%s", m);
-    size_t n = strlen(out);
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ')) out[--n] = '\0';
-    for (char *p = out; *p; p++)
-        if (*p == '\n' || *p == '\t') *p = ' '; /* libpq's messages span lines */
-    log_one_line(out);
+    r->st.db = DB_DOWN;
+    r->st.next_connect_ms = clock_mono_ms() + r->cfg->pg_retry_min_ms;
 }
 
 static void drain_notifies(struct pr *r)
 {
     PGnotify *n;
     while (r->conn && (n = PQnotifies(r->conn))) {
-        r->claim_now = true;
+        r->st.claim_now = true;
         PQfreemem(n);
     }
 }
 
-/*
- * Runs one statement (autocommit: its own transaction). Returns the result
- * when its status is expect; otherwise NULL after handling the error: a
- * lost connection is dropped (reconnect later), an error about the table
- * or the SQL itself (SQLSTATE class 42, e.g. a missing column or no
- * privilege) is fatal, anything else (lock or statement timeout,
- * deadlock, server shutting down) is logged and retried later.
- */
+/* Acts on a failed statement: a lost connection is dropped (reconnect
+ * later), a set-up mistake is fatal, anything else is retried later. */
+static void on_db_error(struct pr *r, const struct polldb_error *e)
+{
+    const char *st = e->sqlstate[0] ? e->sqlstate : "?";
+    if (e->kind == POLLDB_LOST) {
+        char why[1200];
+        snprintf(why, sizeof(why), "%s: %s", e->what ? e->what : "postgres", e->msg);
+        disconnect(r, why);
+    } else if (e->kind == POLLDB_SETUP) {
+        if (e->what)
+            log_error("postgres: %s: %s (SQLSTATE %s); stopping", e->what, e->msg, st);
+        else
+            log_error("%s", e->msg);
+        r->st.fatal = true;
+    } else {
+        log_warn("postgres: %s: %s (SQLSTATE %s); will retry", e->what, e->msg, st);
+    }
+}
+
+/* Runs one statement (polldb_exec()). Returns the result when its status
+ * is expect; otherwise NULL after on_db_error(). */
 static PGresult *exec(struct pr *r, const char *what, const char *sql, int nparams,
                       const char *const *params, ExecStatusType expect)
 {
-    if (!r->conn) return NULL;
-    PGresult *res = PQexecParams(r->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    if (r->st.db != DB_UP) return NULL;
+    struct polldb_error e;
+    PGresult *res =
+        polldb_exec(r->conn, r->cfg->pg_conninfo, what, sql, nparams, params, expect, &e);
     drain_notifies(r);
-    if (res && PQresultStatus(res) == expect) return res;
-    char msg[1024];
-    pg_message(r->conn, res, msg, sizeof(msg));
-    /* The SQLSTATE is copied: PQresultErrorField() points into res. */
-    char sqlstate[6] = "";
-    const char *field = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    if (field) snprintf(sqlstate, sizeof(sqlstate), "%s", field);
-    const char *st = sqlstate[0] ? sqlstate : NULL;
-    PQclear(res);
-    if (PQstatus(r->conn) == CONNECTION_BAD) {
-        char why[1200];
-        snprintf(why, sizeof(why), "%s: %s", what, msg);
-        disconnect(r, why);
-    } else if (r->oneshot) {
-        log_error("postgres: %s: %s (SQLSTATE %s)", what, msg, st ? st : "?");
-    } else if (st && strncmp(st, "42", 2) == 0) {
-        log_error("postgres: %s: %s (SQLSTATE %s); stopping", what, msg, st);
-        r->fatal = true;
-    } else {
-        log_warn("postgres: %s: %s (SQLSTATE %s); will retry", what, msg, st ? st : "?");
-    }
-    return NULL;
+    if (!res) on_db_error(r, &e);
+    return res;
 }
 
-/* The event_id column's type, for the array casts of the statements. */
-static int build_sql(struct pr *r)
+/* LISTENs and (the first time) prepares the statements on a new
+ * connection. */
+static void connected(struct pr *r)
 {
-    char err[512], *qs = polling_quote_ident(r->map.schema),
-                   *qt = polling_quote_ident(r->map.table);
-    char *qual = qs && qt ? str_printf("%s.%s", qs, qt) : NULL;
-    free(qs);
-    free(qt);
-    if (!qual) {
-        log_error("out of memory");
-        return -1;
-    }
-    const char *params[] = {qual, r->map.columns[OC_EVENT_ID]};
-    PGresult *res = exec(r, "looking up the event_id column",
-                         "SELECT format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute "
-                         "WHERE attrelid = $1::regclass AND attname = $2 AND attnum > 0 "
-                         "AND NOT attisdropped",
-                         2, params, PGRES_TUPLES_OK);
-    free(qual);
-    if (!res) return r->fatal ? -1 : 0;
-    if (PQntuples(res) != 1) {
-        log_error("%s.%s has no column \"%s\" ([outbox] column.event_id)", r->map.schema,
-                  r->map.table, r->map.columns[OC_EVENT_ID]);
-        PQclear(res);
-        r->fatal = true;
-        return -1;
-    }
-    int rc = polling_sql_build(&r->sql, &r->map, PQgetvalue(res, 0, 0), err, sizeof(err));
-    PQclear(res);
-    if (rc != 0) {
-        log_error("%s", err);
-        r->fatal = true;
-        return -1;
-    }
-    r->sql_ready = true;
-    return 0;
-}
-
-/* Connects, LISTENs and (the first time) prepares the statements. On a
- * failure, schedules the next try with backoff. */
-static void pr_connect(struct pr *r)
-{
-    const char *keys[] = {"connect_timeout", "dbname", "fallback_application_name", NULL};
-    const char *vals[] = {"10", r->cfg->pg_conninfo, "outboxd-polling", NULL};
-    r->conn = PQconnectdbParams(keys, vals, 1);
-    if (!r->conn || PQstatus(r->conn) != CONNECTION_OK) {
-        char raw[1024], safe[1024];
-        pg_message(r->conn, NULL, raw, sizeof(raw));
-        redact_conn_error(r->cfg->pg_conninfo, raw, safe, sizeof(safe));
-        PQfinish(r->conn);
-        r->conn = NULL;
-        int64_t ms = r->cfg->pg_retry_min_ms;
-        for (int i = 0; i < r->connect_failures && ms < r->cfg->pg_retry_max_ms; i++) ms *= 2;
-        if (ms > r->cfg->pg_retry_max_ms) ms = r->cfg->pg_retry_max_ms;
-        r->connect_failures++;
-        log_warn("cannot connect to postgres: %s; retrying in %" PRId64 " ms", safe, ms);
-        r->next_connect_ms = now_ms() + ms;
-        return;
-    }
-    r->connect_failures = 0;
+    r->st.db = DB_UP;
+    backoff_reset(&r->backoff);
     PGresult *res = exec(r, "LISTEN", r->channel_sql, 0, NULL, PGRES_COMMAND_OK);
     if (!res) return;
     PQclear(res);
-    if (!r->sql_ready && build_sql(r) != 0) return;
-    r->claim_now = true; /* whatever was committed while we were away */
+    struct polldb_error e;
+    if (!r->st.sql_ready) {
+        if (polldb_prepare(r->conn, r->cfg->pg_conninfo, &r->map, &r->sql, &e) != 0)
+            return on_db_error(r, &e);
+        r->st.sql_ready = true;
+    }
+    r->st.claim_now = true; /* whatever was committed while we were away */
     log_info("polling %s.%s as %s (LISTEN %s, batch %d, lease %" PRId64 " ms)", r->map.schema,
              r->map.table, r->owner, r->cfg->poll_notify_channel, r->cfg->poll_batch_size,
              r->cfg->poll_lease_ms);
 }
 
+/* A connect failed (why: libpq's text, or NULL to take it from the
+ * connection): the next one after the backoff. */
+static void connect_failed(struct pr *r, const char *why, int64_t now)
+{
+    char msg[1024];
+    if (why)
+        pgconn_clean(why, r->cfg->pg_conninfo, NULL, msg, sizeof(msg));
+    else
+        pgconn_message(r->conn, NULL, r->cfg->pg_conninfo, NULL, msg, sizeof(msg));
+    PQfinish(r->conn);
+    r->conn = NULL;
+    r->st.db = DB_DOWN;
+    int ms = backoff_next(&r->backoff, rand());
+    log_warn("cannot connect to postgres: %s; retrying in %d ms", msg, ms);
+    r->st.next_connect_ms = now + ms;
+}
+
+/* Starts a non-blocking connect; the loop drives it (connect_step()). */
+static void connect_start(struct pr *r, int64_t now)
+{
+    struct pgconn_opts o = {.conninfo = r->cfg->pg_conninfo,
+                            .app_name = "outboxd-polling",
+                            .timeout_s = CONNECT_TIMEOUT_S};
+    r->conn = pgconn_start(&o);
+    r->st.db = DB_CONNECTING;
+    r->st.connect_deadline_ms = now + CONNECT_TIMEOUT_S * 1000;
+    r->connect_poll = PGRES_POLLING_WRITING; /* libpq: how to begin */
+    if (!r->conn || PQstatus(r->conn) == CONNECTION_BAD) connect_failed(r, NULL, now);
+}
+
+/* libpq's text for a connect that timed out, as its blocking connect
+ * words it ("connection to server at "HOST", port PORT failed: timeout
+ * expired"), into out. */
+static void timeout_text(const PGconn *conn, char *out, size_t outlen)
+{
+    const char *host = PQhost(conn), *addr = PQhostaddr(conn), *port = PQport(conn);
+    host = host ? host : "";
+    port = port ? port : "";
+    if (host[0] == '/')
+        snprintf(out, outlen, "connection to server on socket \"%s/.s.PGSQL.%s\" failed: "
+                 "timeout expired", host, port);
+    else if (addr && addr[0] && strcmp(addr, host) != 0)
+        snprintf(out, outlen, "connection to server at \"%s\" (%s), port %s failed: timeout "
+                 "expired", host, addr, port);
+    else
+        snprintf(out, outlen, "connection to server at \"%s\", port %s failed: timeout expired",
+                 host, port);
+}
+
+/* Advances the connect when its socket was ready; fails it at the
+ * deadline, as libpq's connect_timeout does a blocking one (the whole
+ * connect: libpq's would try the next host of a list). */
+static void connect_step(struct pr *r, const struct evloop *l, int64_t now)
+{
+    if (r->connect_fd < 0 || evloop_ready(l, r->connect_fd)) {
+        r->connect_poll = PQconnectPoll(r->conn);
+        if (r->connect_poll == PGRES_POLLING_OK) return connected(r);
+        if (r->connect_poll == PGRES_POLLING_FAILED) return connect_failed(r, NULL, now);
+    }
+    if (!pollstate_connect_expired(&r->st, now)) return;
+    char why[600];
+    timeout_text(r->conn, why, sizeof(why));
+    connect_failed(r, why, now);
+}
+
 /* ---- writing outcomes back ----------------------------------------------- */
 
-/* A growing string for array literals. */
-struct buf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-};
-
-static void buf_put(struct buf *b, const char *s, size_t n)
+/* Logs the first STALE_NAMED stale outcomes of a statement by event_id:
+ * after a long broker outage many outcomes can be late at once. */
+static void log_stale(void *ctx, const struct pollout_entry *x, size_t nth)
 {
-    if (b->oom) return;
-    if (grow((void **)&b->s, &b->cap, b->len + n + 1, 1) != 0) {
-        b->oom = true;
-        return;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
+    const struct pr *r = ctx;
+    if (nth <= STALE_NAMED)
+        log_warn("event %s: lease lost (no longer CLAIMED by %s at generation %" PRId64
+                 "): its %s outcome is not recorded; the row's current owner decides",
+                 x->event_id, r->owner, x->gen, pollout_kind_name(x->kind));
 }
 
-/* Appends one element of an array literal ("{...}"): NULL, or the text
- * double-quoted with '"' and '\' escaped. */
-static void arr_elem(struct buf *b, const char *v)
-{
-    buf_put(b, b->len > 1 ? "," : "", b->len > 1 ? 1 : 0);
-    if (!v) return buf_put(b, "NULL", 4);
-    buf_put(b, "\"", 1);
-    for (const char *p = v; *p; p++) {
-        if (*p == '"' || *p == '\\') buf_put(b, "\\", 1);
-        buf_put(b, p, 1);
-    }
-    buf_put(b, "\"", 1);
-}
-
-static const char *outcome_name(enum outcome k)
-{
-    return k == OUT_SENT         ? "SENT"
-           : k == OUT_RETRY      ? "retry"
-           : k == OUT_QUARANTINE ? "QUARANTINED"
-                                 : "release";
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Writes the outcomes of one kind group (sent, or everything else) with one
- * statement. The rows it did not change were no longer ours: logged as
- * stale, never overwritten. Returns 0, -1 when the statement failed (the
- * outcomes stay queued). */
+/* Writes the outcomes of one group (sent, or everything else) with one
+ * statement. Returns 0, -1 when the statement failed (the outcomes stay
+ * queued). */
 static int write_group(struct pr *r, bool sent)
 {
-    struct buf ids = {0}, gens = {0}, sts = {0}, delays = {0}, errs = {0}, bumps = {0};
-    struct buf *all[] = {&ids, &gens, &sts, &delays, &errs, &bumps};
-    size_t n = 0;
-    char num[32];
-    for (int i = 0; i < 6; i++) buf_put(all[i], "{", 1);
-    for (size_t i = 0; i < r->nres; i++) {
-        const struct result *x = &r->res[i];
-        if ((x->kind == OUT_SENT) != sent) continue;
-        n++;
-        arr_elem(&ids, x->event_id);
-        snprintf(num, sizeof(num), "%" PRId64, x->gen);
-        arr_elem(&gens, num);
-        arr_elem(&sts, x->kind == OUT_QUARANTINE ? "QUARANTINED" : "PENDING");
-        snprintf(num, sizeof(num), "%" PRId64, x->kind == OUT_RETRY ? x->delay_ms : 0);
-        arr_elem(&delays, num);
-        arr_elem(&errs, x->error);
-        arr_elem(&bumps, x->kind == OUT_RELEASE ? "0" : "1");
+    struct pollout_params p = {0};
+    int n = pollout_params(&r->out, sent, &p);
+    if (n <= 0) {
+        if (n < 0) log_error("out of memory writing outcomes");
+        r->st.fatal = r->st.fatal || n < 0;
+        pollout_params_free(&p);
+        return n;
     }
-    int rc = 0;
-    for (int i = 0; i < 6; i++) buf_put(all[i], "}", 1);
-    if (n == 0) goto out;
-    for (int i = 0; i < 6; i++)
-        if (all[i]->oom) {
-            log_error("out of memory writing outcomes");
-            r->fatal = true;
-            rc = -1;
-            goto out;
-        }
-    const char *params[] = {ids.s, gens.s, r->owner, sts.s, delays.s, errs.s, bumps.s};
+    const char *params[] = {p.ids.s, p.gens.s, r->owner, p.sts.s, p.delays.s, p.errs.s,
+                            p.bumps.s};
     PGresult *res = exec(r, sent ? "marking events SENT" : "recording failed deliveries",
                          sent ? r->sql.sent : r->sql.fail, sent ? 3 : 7, params,
                          PGRES_TUPLES_OK);
-    if (!res) {
-        rc = -1;
-        goto out;
-    }
+    pollout_params_free(&p);
+    if (!res) return -1;
     int nchanged = PQntuples(res);
     const char **changed = calloc((size_t)nchanged + 1, sizeof(*changed));
     if (!changed) {
         PQclear(res);
         log_error("out of memory");
-        r->fatal = true;
-        rc = -1;
-        goto out;
+        r->st.fatal = true;
+        return -1;
     }
     for (int i = 0; i < nchanged; i++) changed[i] = PQgetvalue(res, i, 0);
-    qsort(changed, (size_t)nchanged, sizeof(*changed), cmp_str);
-    size_t keep = 0, stale = 0;
-    for (size_t i = 0; i < r->nres; i++) {
-        struct result *x = &r->res[i];
-        if ((x->kind == OUT_SENT) != sent) {
-            r->res[keep++] = *x;
-            continue;
-        }
-        const char *key = x->event_id;
-        if (!bsearch(&key, changed, (size_t)nchanged, sizeof(*changed), cmp_str)) {
-            r->n_stale++;
-            /* After a long broker outage many outcomes can be late at
-             * once: the first few are named, the rest counted. */
-            if (++stale <= STALE_NAMED)
-                log_warn("event %s: lease lost (no longer CLAIMED by %s at generation %" PRId64
-                         "): its %s outcome is not recorded; the row's current owner "
-                         "decides",
-                         x->event_id, r->owner, x->gen, outcome_name(x->kind));
-        } else if (x->kind == OUT_SENT) {
-            r->n_sent++;
-        } else if (x->kind == OUT_RETRY) {
-            r->n_retried++;
-        } else if (x->kind == OUT_QUARANTINE) {
-            r->n_quarantined++;
-        } else {
-            r->n_released++;
-        }
-        free(x->event_id);
-        free(x->error);
-    }
-    r->nres = keep;
+    size_t stale = pollout_done(&r->out, sent, changed, (size_t)nchanged, log_stale, r);
+    r->st.outcomes = r->out.n;
     if (stale > STALE_NAMED)
         log_warn("... and %zu more late outcomes of expired leases (not recorded)",
                  stale - STALE_NAMED);
     free(changed);
     PQclear(res);
-    if (sent && nchanged > 0) r->claim_now = true; /* later events are claimable now */
-out:
-    for (int i = 0; i < 6; i++) free(all[i]->s);
-    return rc;
+    if (sent && nchanged > 0) r->st.claim_now = true; /* later events are claimable now */
+    return 0;
 }
 
-static void write_results(struct pr *r)
+static void write_results(struct pr *r, int64_t now)
 {
-    if (!r->conn || !r->sql_ready || r->nres == 0 || now_ms() < r->results_retry_ms) return;
-    size_t retries = 0;
-    for (size_t i = 0; i < r->nres; i++) retries += r->res[i].kind == OUT_RETRY;
+    if (!pollstate_results_due(&r->st, now)) return;
+    size_t retries = pollout_count(&r->out, OUT_RETRY);
     if (retries) log_info("%zu events back to PENDING with backoff", retries);
     if (write_group(r, true) != 0 || write_group(r, false) != 0)
-        r->results_retry_ms = now_ms() + RESULT_RETRY_MS;
+        r->st.results_retry_ms = clock_mono_ms() + RESULT_RETRY_MS;
 }
 
 /* ---- claiming and producing ---------------------------------------------- */
@@ -565,36 +468,36 @@ static void drop_lsn_header(struct outbox_event *ev)
         }
 }
 
-/* Produces one claimed row. */
-static void produce_row(struct pr *r, const struct outbox_event *ev, char *event_id,
+/* Produces one claimed row (its id handed over). Returns false when the
+ * producer queue is full: the id is freed, the row is to be tried again. */
+static bool produce_row(struct pr *r, const struct outbox_event *ev, char *event_id,
                         int64_t gen, int attempts)
 {
     char err[512];
     int kafka_err = 0;
-    uint64_t seq = ++r->next_seq;
-    if (grow((void **)&r->fl, &r->capfl, r->nfl + 1, sizeof(*r->fl)) != 0) {
+    uint64_t seq = r->next_seq + 1;
+    if (grow((void **)&r->fl, &r->capfl, r->st.inflight + 1, sizeof(*r->fl)) != 0) {
         log_error("out of memory");
         free(event_id);
-        r->fatal = true;
-        return;
+        r->st.fatal = true;
+        return true;
     }
-    r->fl[r->nfl++] = (struct flight){seq, event_id, gen, attempts};
-    for (;;) {
-        int rc = producer_send(r->prod, ev, seq, &kafka_err, err, sizeof(err));
-        if (rc == PRODUCER_OK) {
-            metrics_count(&r->met.produced, ev->topic, 1);
-            r->met.produced_bytes +=
-                (ev->key_null ? 0 : ev->key.len) + (ev->value_null ? 0 : ev->value.len);
-            return;
-        }
-        if (rc == PRODUCER_ERROR) break;
-        producer_poll(r->prod, 100); /* queue full: serve reports, try again */
-        pr_tick(r);
+    int rc = producer_send(r->prod, ev, seq, &kafka_err, err, sizeof(err));
+    if (rc == PRODUCER_QUEUE_FULL) {
+        free(event_id);
+        return false;
+    }
+    r->next_seq = seq;
+    if (rc == PRODUCER_OK) {
+        r->fl[r->st.inflight++] = (struct flight){seq, event_id, gen, attempts};
+        metrics_count(&r->met.produced, ev->topic, 1);
+        r->met.produced_bytes +=
+            (ev->key_null ? 0 : ev->key.len) + (ev->value_null ? 0 : ev->value.len);
+        return true;
     }
     metrics_count(&r->met.failed, producer_err_name(kafka_err), 1);
-    struct flight *f = find_flight(r, seq);
-    remove_flight(r, f);
     record_failure(r, event_id, gen, attempts, kafka_err, err);
+    return true;
 }
 
 /* Column index by name in a result, -1 if absent. */
@@ -605,92 +508,146 @@ static int result_col(const PGresult *res, const char *name)
     return -1;
 }
 
-static void claim_and_produce(struct pr *r)
+/* Whether an outcome or a flight already holds event id. */
+static bool known_event(const struct pr *r, const char *id)
+{
+    if (pollout_has(&r->out, id)) return true;
+    for (size_t i = 0; i < r->st.inflight; i++)
+        if (!strcmp(r->fl[i].event_id, id)) return true;
+    return false;
+}
+
+/* Closes the claimed batch. Rows after a fatal stop were claimed but not
+ * produced: they are given back. */
+static void claim_close(struct pr *r)
+{
+    struct claimed *cl = &r->cl;
+    for (int row = 0; r->st.fatal && cl->res && row < cl->nrows; row++) {
+        const char *id = PQgetvalue(cl->res, row, cl->c_id);
+        char *copy = known_event(r, id) ? NULL : strdup(id);
+        if (copy)
+            add_result(r, OUT_RELEASE, copy,
+                       strtoll(PQgetvalue(cl->res, row, cl->c_gen), NULL, 10), 0, NULL);
+    }
+    free(cl->rel.cols);
+    free(cl->vals);
+    PQclear(cl->res);
+    memset(cl, 0, sizeof(*cl));
+    r->st.rows_pending = false;
+}
+
+/* One claimed row to an event, produced. Returns false when the queue is
+ * full (the row stays next). */
+static bool produce_claimed_row(struct pr *r, int row)
+{
+    struct claimed *cl = &r->cl;
+    char err[512];
+    for (int i = 0; i < cl->ncols; i++) {
+        bool null = PQgetisnull(cl->res, row, i);
+        cl->vals[i] = (struct col_value){null ? CV_NULL : CV_TEXT,
+                                         null ? 0 : (uint32_t)PQgetlength(cl->res, row, i),
+                                         null ? NULL : PQgetvalue(cl->res, row, i)};
+    }
+    const char *raw = PQgetisnull(cl->res, row, cl->c_id) ? "" : PQgetvalue(cl->res, row, cl->c_id);
+    char *id = strdup(raw);
+    int64_t gen = strtoll(PQgetvalue(cl->res, row, cl->c_gen), NULL, 10);
+    int attempts = atoi(PQgetvalue(cl->res, row, cl->c_att));
+    if (!id) {
+        log_error("out of memory");
+        r->st.fatal = true;
+        return true;
+    }
+    struct outbox_event ev;
+    if (outbox_event_build(&r->map, &cl->rel, cl->vals, cl->ncols, 0, &ev, err,
+                           sizeof(err)) == 0) {
+        drop_lsn_header(&ev);
+        return produce_row(r, &ev, id, gen, attempts);
+    }
+    if (ev.fault == OF_SCHEMA) {
+        /* Every row would fail: give this one back and stop. */
+        log_error("event %s: %s; stopping", id, err);
+        add_result(r, OUT_RELEASE, id, gen, 0, NULL);
+        r->st.fatal = true;
+    } else {
+        log_warn("event %s cannot be published: %s: %s; QUARANTINED until requeued", id,
+                 outbox_fault_name(ev.fault), err);
+        add_result(r, OUT_QUARANTINE, id, gen, 0,
+                   str_printf("%s: %s", outbox_fault_name(ev.fault), err));
+    }
+    return true;
+}
+
+/* Produces the claimed batch from its next row on. A full producer queue
+ * parks the rest (rows_pending) until POLLSTATE_QUEUE_RETRY_MS later. */
+static void produce_claimed(struct pr *r, int64_t now)
+{
+    while (r->cl.row < r->cl.nrows && !r->st.fatal) {
+        if (!produce_claimed_row(r, r->cl.row)) {
+            r->st.rows_pending = true;
+            r->st.next_produce_ms = now + POLLSTATE_QUEUE_RETRY_MS;
+            return;
+        }
+        r->cl.row++;
+    }
+    claim_close(r);
+}
+
+/* Opens the batch a claim returned: its columns and the arrays the rows are
+ * read into. Returns 0, -1 (fatal) after logging why. */
+static int claim_open(struct pr *r, PGresult *res)
+{
+    struct claimed *cl = &r->cl;
+    cl->res = res;
+    cl->nrows = PQntuples(res);
+    cl->ncols = PQnfields(res);
+    cl->c_id = result_col(res, r->map.columns[OC_EVENT_ID]);
+    cl->c_gen = result_col(res, "lease_generation");
+    cl->c_att = result_col(res, "attempts");
+    cl->rel = (struct relation){.nspname = r->map.schema, .relname = r->map.table,
+                                .ncols = cl->ncols};
+    cl->rel.cols = calloc((size_t)cl->ncols + 1, sizeof(*cl->rel.cols));
+    cl->vals = calloc((size_t)cl->ncols + 1, sizeof(*cl->vals));
+    if (!cl->rel.cols || !cl->vals || cl->c_id < 0 || cl->c_gen < 0 || cl->c_att < 0) {
+        log_error(!cl->rel.cols || !cl->vals ? "out of memory"
+                                             : "the claim returned no event_id, "
+                                               "lease_generation or attempts column");
+        r->st.fatal = true;
+        cl->nrows = 0;
+        return -1;
+    }
+    for (int i = 0; i < cl->ncols; i++) cl->rel.cols[i].name = PQfname(res, i);
+    return 0;
+}
+
+static void claim_and_produce(struct pr *r, int64_t now)
 {
     const struct config *c = r->cfg;
-    char lease[32], limit[32], err[512];
-    int want = c->poll_batch_size - (int)r->nfl;
-    r->claim_now = false;
-    r->next_claim_ms = now_ms() + c->poll_interval_ms;
+    char lease[32], limit[32];
+    int want = c->poll_batch_size - (int)r->st.inflight;
+    r->st.claim_now = false;
+    r->st.next_claim_ms = now + c->poll_interval_ms;
     if (want <= 0) return;
     snprintf(lease, sizeof(lease), "%" PRId64, c->poll_lease_ms);
     snprintf(limit, sizeof(limit), "%d", want);
     const char *params[] = {r->owner, lease, limit};
     PGresult *res = exec(r, "claiming due events", r->sql.claim, 3, params, PGRES_TUPLES_OK);
     if (!res) return;
-    int n = PQntuples(res), ncols = PQnfields(res);
-    int c_id = result_col(res, r->map.columns[OC_EVENT_ID]);
-    int c_gen = result_col(res, "lease_generation"), c_att = result_col(res, "attempts");
-    struct relation rel = {.nspname = r->map.schema, .relname = r->map.table, .ncols = ncols};
-    rel.cols = calloc((size_t)ncols + 1, sizeof(*rel.cols));
-    struct col_value *vals = calloc((size_t)ncols + 1, sizeof(*vals));
-    if (!rel.cols || !vals || c_id < 0 || c_gen < 0 || c_att < 0) {
-        log_error(!rel.cols || !vals ? "out of memory"
-                                     : "the claim returned no event_id, lease_generation or "
-                                       "attempts column");
-        r->fatal = true;
-        n = 0;
-    }
-    for (int i = 0; i < ncols && rel.cols; i++) rel.cols[i].name = PQfname(res, i);
-    if (n == want) r->claim_now = true; /* a full batch: there may be more */
-    r->n_claimed += (uint64_t)n;
-    if (n) log_debug("claimed %d events", n);
-    for (int row = 0; row < n && !r->fatal; row++) {
-        for (int i = 0; i < ncols; i++) {
-            bool null = PQgetisnull(res, row, i);
-            vals[i] = (struct col_value){null ? CV_NULL : CV_TEXT,
-                                         null ? 0 : (uint32_t)PQgetlength(res, row, i),
-                                         null ? NULL : PQgetvalue(res, row, i)};
-        }
-        char *id = strdup(PQgetisnull(res, row, c_id) ? "" : PQgetvalue(res, row, c_id));
-        int64_t gen = strtoll(PQgetvalue(res, row, c_gen), NULL, 10);
-        int attempts = atoi(PQgetvalue(res, row, c_att));
-        if (!id) {
-            log_error("out of memory");
-            r->fatal = true;
-            break;
-        }
-        struct outbox_event ev;
-        if (outbox_event_build(&r->map, &rel, vals, ncols, 0, &ev, err, sizeof(err)) == 0) {
-            drop_lsn_header(&ev);
-            produce_row(r, &ev, id, gen, attempts);
-        } else if (ev.fault == OF_SCHEMA) {
-            /* Every row would fail: give this one back and stop. */
-            log_error("event %s: %s; stopping", id, err);
-            add_result(r, OUT_RELEASE, id, gen, 0, NULL);
-            r->fatal = true;
-        } else {
-            log_warn("event %s cannot be published: %s: %s; QUARANTINED until requeued", id,
-                     outbox_fault_name(ev.fault), err);
-            add_result(r, OUT_QUARANTINE, id, gen, 0,
-                       str_printf("%s: %s", outbox_fault_name(ev.fault), err));
-        }
-    }
-    /* Rows after a fatal stop were claimed but not produced: give them back. */
-    for (int row = 0; r->fatal && row < n; row++) {
-        const char *id = PQgetvalue(res, row, c_id);
-        bool known = false;
-        for (size_t i = 0; i < r->nres && !known; i++) known = !strcmp(r->res[i].event_id, id);
-        for (size_t i = 0; i < r->nfl && !known; i++) known = !strcmp(r->fl[i].event_id, id);
-        char *copy = known ? NULL : strdup(id);
-        if (copy)
-            add_result(r, OUT_RELEASE, copy, strtoll(PQgetvalue(res, row, c_gen), NULL, 10),
-                       0, NULL);
-    }
-    free(rel.cols);
-    free(vals);
-    PQclear(res);
+    if (claim_open(r, res) != 0) return claim_close(r);
+    if (r->cl.nrows == want) r->st.claim_now = true; /* a full batch: there may be more */
+    r->n_claimed += (uint64_t)r->cl.nrows;
+    if (r->cl.nrows) log_debug("claimed %d events", r->cl.nrows);
+    produce_claimed(r, now);
 }
 
 /* ---- retention ----------------------------------------------------------- */
 
-static void run_retention(struct pr *r)
+static void run_retention(struct pr *r, int64_t now)
 {
     const struct config *c = r->cfg;
     char age[32], limit[32];
     long long total = 0;
     int batches = 0;
-    r->next_retention_ms = now_ms() + c->poll_retention_interval_ms;
+    r->st.next_retention_ms = now + c->poll_retention_interval_ms;
     snprintf(age, sizeof(age), "%" PRId64, c->poll_retention_ms);
     snprintf(limit, sizeof(limit), "%d", c->poll_retention_batch);
     const char *params[] = {age, limit};
@@ -712,27 +669,39 @@ static void run_retention(struct pr *r)
 
 /* ---- the backlog (metrics) ---------------------------------------------- */
 
+/* Reads the backlog query's answer into b. Returns 0, -1 with err. */
+static int backlog_read(const struct pr *r, const PGresult *res, struct polling_backlog *b,
+                        char *err, size_t errlen)
+{
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+        pgconn_message(r->conn, res, r->cfg->pg_conninfo, NULL, err, errlen);
+        return -1;
+    }
+    if (PQntuples(res) != PS__COUNT || PQnfields(res) != 5) {
+        snprintf(err, errlen, "backlog query: %d rows of %d columns", PQntuples(res),
+                 PQnfields(res));
+        return -1;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        const char *vals[5];
+        for (int c = 0; c < 5; c++) vals[c] = PQgetvalue(res, i, c);
+        if (polling_backlog_row(b, vals, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
 /* Runs the backlog query (polling.h) into the metrics. A failure is logged
  * once until it succeeds again and takes the gauges away (stale numbers
  * would mislead); it never stops the relay (a table without created_at
  * still relays). */
-static void query_backlog(struct pr *r)
+static void query_backlog(struct pr *r, int64_t now)
 {
-    r->next_backlog_ms = now_ms() + BACKLOG_INTERVAL_MS;
+    r->st.next_backlog_ms = now + BACKLOG_INTERVAL_MS;
     PGresult *res = PQexec(r->conn, r->backlog_sql);
     drain_notifies(r);
     char err[1024] = "";
     struct polling_backlog b = {.seen = true};
-    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
-        pg_message(r->conn, res, err, sizeof(err));
-    else if (PQntuples(res) != PS__COUNT || PQnfields(res) != 5)
-        snprintf(err, sizeof(err), "backlog query: %d rows of %d columns", PQntuples(res),
-                 PQnfields(res));
-    for (int i = 0; !err[0] && i < PQntuples(res); i++) {
-        const char *vals[5];
-        for (int c = 0; c < 5; c++) vals[c] = PQgetvalue(res, i, c);
-        polling_backlog_row(&b, vals, err, sizeof(err));
-    }
+    int rc = backlog_read(r, res, &b, err, sizeof(err));
     PQclear(res);
     if (PQstatus(r->conn) == CONNECTION_BAD) {
         char why[1100];
@@ -741,7 +710,7 @@ static void query_backlog(struct pr *r)
         r->met.backlog.seen = false;
         return;
     }
-    if (err[0]) {
+    if (rc != 0) {
         if (!r->backlog_warned)
             log_warn("postgres: the backlog metrics are unavailable: %s; trying again every "
                      "%d s",
@@ -756,85 +725,115 @@ static void query_backlog(struct pr *r)
 
 /* ---- the loop ------------------------------------------------------------ */
 
-static int wait_timeout(const struct pr *r)
+/* Waits for the producer, the Postgres socket (read, or what the connect
+ * needs) or the earliest deadline, then serves the socket. */
+static void wait_turn(struct pr *r, int64_t now)
 {
-    int64_t now = now_ms(), t = now + MAX_WAIT_MS;
-    bool can_claim = r->conn && r->sql_ready && (int)r->nfl < r->cfg->poll_batch_size;
-    if (!r->conn) t = r->next_connect_ms < t ? r->next_connect_ms : t;
-    if (can_claim && r->claim_now) return 0;
-    if (can_claim && r->next_claim_ms < t) t = r->next_claim_ms;
-    if (r->conn && r->cfg->poll_retention_ms > 0 && r->next_retention_ms < t)
-        t = r->next_retention_ms;
-    if (r->nres && r->conn && r->results_retry_ms < t) t = r->results_retry_ms;
-    return t <= now ? 0 : (int)(t - now);
+    struct evloop l;
+    evloop_begin(&l, pollstate_wake_ms(&r->st, now));
+    evloop_watch(&l, producer_wakeup_fd(r->prod), false);
+    int fd = r->conn ? PQsocket(r->conn) : -1;
+    r->connect_fd = fd;
+    evloop_watch(&l, fd, r->st.db == DB_CONNECTING && r->connect_poll == PGRES_POLLING_WRITING);
+    evloop_wait(&l, now);
+    now = clock_mono_ms();
+    if (r->st.db == DB_CONNECTING) return connect_step(r, &l, now);
+    if (r->st.db != DB_UP || !evloop_ready(&l, fd)) return;
+    if (!PQconsumeInput(r->conn)) {
+        char why[1100];
+        pgconn_message(r->conn, NULL, r->cfg->pg_conninfo, "connection lost", why, sizeof(why));
+        return disconnect(r, why);
+    }
+    drain_notifies(r);
 }
 
-/* Sleeps until the database or the broker has something, or timeout_ms. */
-static void wait_events(struct pr *r, int timeout_ms)
-{
-    struct pollfd fds[2];
-    int n = 0;
-    fds[n++] = (struct pollfd){.fd = producer_wakeup_fd(r->prod), .events = POLLIN};
-    if (r->conn) fds[n++] = (struct pollfd){.fd = PQsocket(r->conn), .events = POLLIN};
-    if (poll(fds, (nfds_t)n, timeout_ms) < 0 && errno != EINTR) {
-        log_error("poll: %s", strerror(errno));
-        r->fatal = true;
-        return;
-    }
-    if (n == 2 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
-        if (!PQconsumeInput(r->conn)) {
-            char msg[1024], why[1100];
-            pg_message(r->conn, NULL, msg, sizeof(msg));
-            snprintf(why, sizeof(why), "connection lost: %s", msg);
-            disconnect(r, why);
-            return;
-        }
-        drain_notifies(r);
-    }
-}
-
-static void step(struct pr *r)
+/* A RUN turn: whatever is due. */
+static void run_due(struct pr *r, int64_t now)
 {
     char err[512];
-    pr_tick(r);
-    if (!r->conn && now_ms() >= r->next_connect_ms) pr_connect(r);
+    if (pollstate_connect_due(&r->st, now)) connect_start(r, now);
     producer_poll(r->prod, 0);
-    write_results(r);
-    if (r->conn && r->sql_ready && !r->fatal && (int)r->nfl < r->cfg->poll_batch_size &&
-        (r->claim_now || now_ms() >= r->next_claim_ms))
-        claim_and_produce(r);
-    if (r->conn && r->sql_ready && !r->fatal && r->cfg->poll_retention_ms > 0 &&
-        now_ms() >= r->next_retention_ms)
-        run_retention(r);
-    if (r->conn && r->backlog_sql && r->sql_ready && now_ms() >= r->next_backlog_ms)
-        query_backlog(r);
+    write_results(r, now);
+    if (pollstate_produce_due(&r->st, now))
+        produce_claimed(r, now);
+    else if (pollstate_claim_due(&r->st, now))
+        claim_and_produce(r, now);
+    if (pollstate_retention_due(&r->st, now)) run_retention(r, now);
+    if (pollstate_backlog_due(&r->st, now)) query_backlog(r, now);
     if (producer_fatal(r->prod, err, sizeof(err))) {
         log_error("kafka: fatal producer error: %s", err);
-        r->fatal = true;
+        r->st.fatal = true;
     }
-    if (!r->fatal && !*r->stop) wait_events(r, wait_timeout(r));
 }
 
-/* Graceful stop: outcomes of what is in flight (bounded wait), then what is
- * still unknown back to PENDING so another relay takes it at once. */
-static void drain(struct pr *r)
+/* A CHECK turn: set-up mistakes (missing table or columns, privileges)
+ * stop here; they fail every time, a server restarting under us does
+ * not. */
+static void run_check(struct pr *r)
 {
-    int64_t deadline = now_ms() + RELAY_SHUTDOWN_FLUSH_MS;
-    if (r->nfl) log_info("stopping: waiting for %zu outstanding deliveries", r->nfl);
-    while (r->nfl && now_ms() < deadline) {
-        producer_poll(r->prod, 100);
-        pr_tick(r);
+    bool passed = check_run(&r->kcfg, true, CHECK_SCOPE_STARTUP) == 0;
+    if (pollstate_checked(&r->st, passed, clock_mono_ms(), r->cfg->pg_retry_max_ms)) {
+        r->checks_failed = true;
+        return;
     }
-    for (size_t i = 0; i < r->nfl; i++)
-        add_result(r, OUT_RELEASE, r->fl[i].event_id, r->fl[i].gen, 0, NULL);
-    r->nfl = 0;
-    for (int tries = 0; r->nres && tries < 3; tries++) {
-        if (!r->conn) pr_connect(r);
-        r->results_retry_ms = 0;
-        write_results(r);
-    }
-    if (r->nres) log_warn("%zu outcomes could not be recorded; their leases will expire", r->nres);
+    if (!passed)
+        log_warn("start-up checks failed (attempt %d of %d); trying again in %d ms",
+                 r->st.check_tries, POLLSTATE_CHECK_TRIES, r->cfg->pg_retry_max_ms);
 }
+
+/* A RECORD turn: one try is one connect (when there is no connection) and
+ * one write of the outcomes. */
+static void record_try(struct pr *r, int64_t now)
+{
+    if (r->st.db == DB_CONNECTING) return; /* the wait drives it */
+    if (r->st.db == DB_DOWN && !r->record_dialed) {
+        r->record_dialed = true;
+        connect_start(r, now);
+        if (r->st.db == DB_CONNECTING) return;
+    }
+    r->record_dialed = false;
+    r->st.results_retry_ms = 0;
+    write_results(r, now);
+    r->st.record_tries++;
+}
+
+/* What entering phase ph does. */
+static void phase_entered(struct pr *r, enum poll_phase was, enum poll_phase ph, int64_t now)
+{
+    if (ph == PH_DRAIN && r->st.inflight)
+        log_info("stopping: waiting for %zu outstanding deliveries", r->st.inflight);
+    if (ph == PH_RECORD) { /* what is still unknown back to PENDING at once */
+        for (size_t i = 0; i < r->st.inflight; i++)
+            add_result(r, OUT_RELEASE, r->fl[i].event_id, r->fl[i].gen, 0, NULL);
+        r->st.inflight = 0;
+    }
+    if (ph != PH_DONE) return;
+    if (was == PH_RECORD && r->st.outcomes)
+        log_warn("%zu outcomes could not be recorded; their leases will expire",
+                 r->st.outcomes);
+    if (was == PH_RUN) { /* fatal: releases, outcomes so far */
+        if (r->cl.res) claim_close(r);
+        write_results(r, now);
+    }
+}
+
+/* One turn of the loop. */
+static void turn(struct pr *r)
+{
+    int64_t now = clock_mono_ms();
+    pr_tick(r, now);
+    r->st.stop = *r->stop != 0;
+    enum poll_phase was = r->st.phase;
+    enum poll_phase ph = pollstate_advance(&r->st, now, PRODUCER_SHUTDOWN_FLUSH_MS);
+    if (ph != was) phase_entered(r, was, ph, now);
+    if (ph == PH_CHECK && pollstate_check_due(&r->st, now)) run_check(r);
+    if (ph == PH_RUN) run_due(r, now);
+    if (ph == PH_DRAIN) producer_poll(r->prod, 0);
+    if (ph == PH_RECORD) record_try(r, now);
+    if (ph != PH_DONE) wait_turn(r, clock_mono_ms());
+}
+
+/* ---- set-up -------------------------------------------------------------- */
 
 /* hostname:pid, unless [polling] owner_id is set. */
 static void owner_id(const struct config *c, char *out, size_t outlen)
@@ -849,11 +848,13 @@ static void owner_id(const struct config *c, char *out, size_t outlen)
     snprintf(out, outlen, "%s:%ld", host, (long)getpid());
 }
 
-/* message.timeout.ms defaults to half the lease in polling mode: the
- * outcome of a delivery is then known while the lease still holds. */
-static int set_message_timeout(struct config *c)
+/* r->kcfg: message.timeout.ms defaults to half the lease in polling mode:
+ * the outcome of a delivery is then known while the lease still holds.
+ * Returns 0, -1 on out of memory (logged). */
+static int derive_config(struct pr *r)
 {
-    char v[32], err[256];
+    const struct config *c = r->cfg;
+    r->kcfg = *c;
     const char *set = config_kafka_get(c, "message.timeout.ms");
     if (set) {
         long long ms = atoll(set);
@@ -864,23 +865,27 @@ static int set_message_timeout(struct config *c)
                      set, c->poll_lease_ms);
         return 0;
     }
-    snprintf(v, sizeof(v), "%" PRId64, c->poll_lease_ms / 2);
-    if (config_set(c, "kafka", "message.timeout.ms", v, err, sizeof(err)) != 0) {
-        log_error("%s", err);
-        return -1;
-    }
-    return 0;
+    r->kafka = calloc(c->nkafka + 1, sizeof(*r->kafka));
+    if (!r->kafka) goto oom;
+    if (c->nkafka) memcpy(r->kafka, c->kafka, c->nkafka * sizeof(*r->kafka));
+    r->derived_timeout = true;
+    struct kv *d = &r->kafka[c->nkafka];
+    *d = (struct kv){strdup("message.timeout.ms"), str_printf("%" PRId64, c->poll_lease_ms / 2),
+                     c->loading};
+    r->kcfg.kafka = r->kafka;
+    r->kcfg.nkafka = c->nkafka + 1;
+    if (d->key && d->value) return 0;
+oom:
+    log_error("out of memory");
+    return -1;
 }
 
 static void pr_free(struct pr *r)
 {
-    for (size_t i = 0; i < r->nfl; i++) free(r->fl[i].event_id);
-    for (size_t i = 0; i < r->nres; i++) {
-        free(r->res[i].event_id);
-        free(r->res[i].error);
-    }
+    claim_close(r); /* first: on a fatal stop it may add releases */
+    for (size_t i = 0; i < r->st.inflight; i++) free(r->fl[i].event_id);
+    pollout_free(&r->out);
     free(r->fl);
-    free(r->res);
     httpd_stop(r->http);
     free(r->backlog_sql);
     metrics_free(&r->met);
@@ -889,163 +894,84 @@ static void pr_free(struct pr *r)
     PQfinish(r->conn);
     polling_sql_free(&r->sql);
     outbox_map_free(&r->map);
+    if (r->derived_timeout) {
+        free(r->kafka[r->cfg->nkafka].key);
+        free(r->kafka[r->cfg->nkafka].value);
+    }
+    free(r->kafka);
 }
 
-int poll_relay_run(struct config *cfg, volatile sig_atomic_t *stop)
+/* The metrics' fixed part: mode, version, the delivery errors it can count
+ * at 0 from the start (metrics_seed(); row faults are quarantined, not
+ * counted as failed), the start time. */
+static void metrics_setup(struct pr *r)
+{
+    metrics_init(&r->met);
+    r->met.mode = METRICS_POLLING;
+    r->met.version = OUTBOXD_VERSION;
+    r->met.plugin = "polling";
+    r->met.slot = "";
+    for (size_t i = 0; producer_poison_name(i); i++)
+        metrics_seed(&r->met.failed, producer_poison_name(i));
+    metrics_seed(&r->met.failed, producer_err_name(-192 /* _MSG_TIMED_OUT */));
+    r->met.start_time_us = clock_unix_us();
+}
+
+/* Everything before the loop. Returns EXIT_OK or the exit code (logged). */
+static int pr_setup(struct pr *r)
+{
+    const struct config *cfg = r->cfg;
+    char err[1024];
+    metrics_setup(r);
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    owner_id(cfg, r->owner, sizeof(r->owner));
+    char *qch = polling_quote_ident(cfg->poll_notify_channel);
+    snprintf(r->channel_sql, sizeof(r->channel_sql), "LISTEN %s", qch ? qch : "outboxd");
+    free(qch);
+    backoff_init(&r->backoff, cfg->pg_retry_min_ms, cfg->pg_retry_max_ms);
+    r->st = (struct pollstate){.phase = PH_CHECK,
+                               .batch = cfg->poll_batch_size,
+                               .retention = cfg->poll_retention_ms > 0};
+    if (outbox_map_init(&r->map, cfg->outbox_table, (const char *const *)cfg->outbox_columns,
+                        cfg->outbox_topic, err, sizeof(err)) != 0) {
+        log_error("configuration: %s", err);
+        return EXIT_USAGE;
+    }
+    err[0] = '\0';
+    if (derive_config(r) != 0 ||
+        !(r->prod = producer_new(&r->kcfg, on_delivery, r, err, sizeof(err)))) {
+        if (err[0]) log_error("configuration: %s", err);
+        return EXIT_USAGE;
+    }
+    int code = httpd_from_config(cfg->http_listen, &r->http);
+    if (code != 0) return code;
+    if (r->http && !(r->backlog_sql = polling_backlog_sql(&r->map))) {
+        log_error("out of memory");
+        return EXIT_FATAL;
+    }
+    r->st.backlog = r->backlog_sql != NULL;
+    return EXIT_OK;
+}
+
+int poll_relay_run(const struct config *cfg, volatile sig_atomic_t *stop)
 {
     struct pr r;
-    char err[1024];
     memset(&r, 0, sizeof(r));
     r.cfg = cfg;
     r.stop = stop;
-    metrics_init(&r.met);
-    r.met.mode = METRICS_POLLING;
-    r.met.version = OUTBOXD_VERSION;
-    r.met.plugin = "polling";
-    r.met.slot = "";
-    /* The delivery errors it can count, at 0 from the start (metrics_seed();
-     * row faults are quarantined, not counted as failed). */
-    for (size_t i = 0; producer_poison_name(i); i++)
-        metrics_seed(&r.met.failed, producer_poison_name(i));
-    metrics_seed(&r.met.failed, producer_err_name(-192 /* _MSG_TIMED_OUT */));
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    r.met.start_time_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
-    owner_id(cfg, r.owner, sizeof(r.owner));
-    char *qch = polling_quote_ident(cfg->poll_notify_channel);
-    snprintf(r.channel_sql, sizeof(r.channel_sql), "LISTEN %s", qch ? qch : "outboxd");
-    free(qch);
-    if (outbox_map_init(&r.map, cfg->outbox_table, (const char *const *)cfg->outbox_columns,
-                        cfg->outbox_topic, err, sizeof(err)) != 0) {
-        log_error("configuration: %s", err);
-        return EXIT_USAGE;
-    }
-    if (set_message_timeout(cfg) != 0 ||
-        !(r.prod = producer_new(cfg, on_delivery, &r, err, sizeof(err)))) {
-        if (!r.prod && err[0]) log_error("configuration: %s", err);
-        pr_free(&r);
-        return EXIT_USAGE;
-    }
-    int code = httpd_from_config(cfg->http_listen, &r.http);
-    if (code != 0) {
+    int code = pr_setup(&r);
+    if (code != EXIT_OK) {
         pr_free(&r);
         return code;
     }
-    if (r.http && !(r.backlog_sql = polling_backlog_sql(&r.map))) {
-        log_error("out of memory");
-        pr_free(&r);
-        return EXIT_FATAL;
-    }
-    pr_tick(&r);
-    /* Set-up mistakes (missing table or columns, privileges) stop here;
-     * they fail every time, a server restarting under us does not. */
-    for (int attempt = 1; check_run(cfg, true, CHECK_SCOPE_STARTUP) != 0; attempt++) {
-        if (attempt == STARTUP_CHECK_TRIES || *stop) {
-            pr_free(&r);
-            return EXIT_FATAL;
-        }
-        log_warn("start-up checks failed (attempt %d of %d); trying again in %d ms", attempt,
-                 STARTUP_CHECK_TRIES, cfg->pg_retry_max_ms);
-        struct timespec ts = {cfg->pg_retry_max_ms / 1000,
-                              (cfg->pg_retry_max_ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL); /* SIGTERM cuts it short */
-    }
-    while (!*stop && !r.fatal) step(&r);
-    code = r.fatal ? EXIT_FATAL : EXIT_OK;
-    if (!r.fatal) drain(&r);
-    else if (r.conn && r.sql_ready) write_results(&r); /* releases, outcomes so far */
-    log_info("polling relay stopped: claimed %" PRIu64 ", sent %" PRIu64 ", retried %" PRIu64
-             ", quarantined %" PRIu64 ", released %" PRIu64 ", stale outcomes %" PRIu64,
-             r.n_claimed, r.n_sent, r.n_retried, r.n_quarantined, r.n_released, r.n_stale);
+    while (r.st.phase != PH_DONE) turn(&r);
+    code = r.st.fatal ? EXIT_FATAL : EXIT_OK;
+    if (!r.checks_failed)
+        log_info("polling relay stopped: claimed %" PRIu64 ", sent %" PRIu64
+                 ", retried %" PRIu64 ", quarantined %" PRIu64 ", released %" PRIu64
+                 ", stale outcomes %" PRIu64,
+                 r.n_claimed, r.out.recorded[OUT_SENT], r.out.recorded[OUT_RETRY],
+                 r.out.recorded[OUT_QUARANTINE], r.out.recorded[OUT_RELEASE], r.out.stale);
     pr_free(&r);
-    return code;
-}
-
-/* ---- requeue ------------------------------------------------------------- */
-
-int poll_requeue_run(const struct config *cfg, char *const *ids, int nids)
-{
-    struct pr r;
-    char err[1024];
-    int code = EXIT_FATAL;
-    memset(&r, 0, sizeof(r));
-    r.cfg = (struct config *)cfg; /* not amended here */
-    volatile sig_atomic_t never = 0;
-    r.stop = &never;
-    r.oneshot = true;
-    if (outbox_map_init(&r.map, cfg->outbox_table, (const char *const *)cfg->outbox_columns,
-                        cfg->outbox_topic, err, sizeof(err)) != 0) {
-        log_error("configuration: %s", err);
-        return EXIT_USAGE;
-    }
-    const char *keys[] = {"connect_timeout", "dbname", "fallback_application_name", NULL};
-    const char *vals[] = {"10", cfg->pg_conninfo, "outboxd-requeue", NULL};
-    r.conn = PQconnectdbParams(keys, vals, 1);
-    if (!r.conn || PQstatus(r.conn) != CONNECTION_OK) {
-        char raw[1024], safe[1024];
-        pg_message(r.conn, NULL, raw, sizeof(raw));
-        redact_conn_error(cfg->pg_conninfo, raw, safe, sizeof(safe));
-        log_error("cannot connect to postgres: %s", safe);
-        goto out;
-    }
-    if (build_sql(&r) != 0 || !r.sql_ready) goto out;
-    struct buf arr = {0};
-    buf_put(&arr, "{", 1);
-    for (int i = 0; i < nids; i++) arr_elem(&arr, ids[i]);
-    buf_put(&arr, "}", 1);
-    if (arr.oom) {
-        log_error("out of memory");
-        free(arr.s);
-        goto out;
-    }
-    const char *p1[] = {arr.s};
-    PGresult *done = exec(&r, "requeueing", r.sql.requeue, 1, p1, PGRES_TUPLES_OK);
-    PGresult *states = done ? exec(&r, "reading states", r.sql.states, 1, p1, PGRES_TUPLES_OK)
-                            : NULL;
-    free(arr.s);
-    if (!done || !states) {
-        PQclear(done);
-        PQclear(states);
-        goto out;
-    }
-    int failed = 0;
-    for (int i = 0; i < nids; i++) {
-        /* The server's text form may differ from the argument (uuid case). */
-        const char *state = NULL, *norm = NULL;
-        for (int s = 0; s < PQntuples(states) && !state; s++)
-            if (!strcasecmp(PQgetvalue(states, s, 0), ids[i])) {
-                state = PQgetvalue(states, s, 1);
-                norm = PQgetvalue(states, s, 0);
-            }
-        bool requeued = false;
-        for (int d = 0; d < PQntuples(done) && norm && !requeued; d++)
-            requeued = !strcmp(PQgetvalue(done, d, 0), norm);
-        if (requeued) {
-            printf("requeued %s\n", norm);
-        } else {
-            failed++;
-            if (state)
-                printf("not requeued %s: it is %s, not QUARANTINED\n", ids[i], state);
-            else
-                printf("not requeued %s: no such event in %s.%s\n", ids[i], r.map.schema,
-                       r.map.table);
-        }
-    }
-    fflush(stdout);
-    PQclear(done);
-    PQclear(states);
-    char *qch = polling_quote_ident(cfg->poll_notify_channel);
-    char *notify = qch ? str_printf("NOTIFY %s", qch) : NULL;
-    PGresult *nr = notify ? exec(&r, "NOTIFY", notify, 0, NULL, PGRES_COMMAND_OK) : NULL;
-    PQclear(nr);
-    free(qch);
-    free(notify);
-    code = failed ? EXIT_FATAL : EXIT_OK;
-out:
-    PQfinish(r.conn);
-    r.conn = NULL;
-    polling_sql_free(&r.sql);
-    outbox_map_free(&r.map);
     return code;
 }

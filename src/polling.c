@@ -1,18 +1,20 @@
 /*
  * polling.c - the pure part of polling mode (see polling.h): durations,
- * retry backoff with jitter, outcome classification and the SQL text of
- * the polling relay's statements.
+ * retry backoff with jitter, outcome classification, the SQL text of the
+ * polling relay's statements and their array parameters, the backlog, and
+ * the verdict `outboxd requeue` prints per event.
  */
 #include "polling.h"
 
 #include "duration.h"
+#include "str.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const char *const polling_state_columns[] = {
     "seq",         "status",           "attempts",    "next_attempt_at", "lease_owner",
@@ -70,23 +72,6 @@ char *polling_quote_ident(const char *name)
     return out;
 }
 
-/* printf into a new string (caller frees); NULL on out of memory. */
-static char *sql_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *sql_printf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return NULL;
-    char *s = malloc((size_t)n + 1);
-    if (!s) return NULL;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
 /* The lease/ownership condition of every outcome update, on alias t and
  * the unnest alias a (id, gen). */
 #define OWNED "t.%s = a.id AND t.lease_generation = a.gen AND t.status = 'CLAIMED' " \
@@ -100,10 +85,10 @@ int polling_sql_build(struct polling_sql *q, const struct outbox_map *map,
     char *table = polling_quote_ident(map->table);
     char *eid = polling_quote_ident(map->columns[OC_EVENT_ID]);
     char *agg = polling_quote_ident(map->columns[OC_AGGREGATE_ID]);
-    char *t = schema && table ? sql_printf("%s.%s", schema, table) : NULL;
+    char *t = schema && table ? str_printf("%s.%s", schema, table) : NULL;
     if (!t || !eid || !agg) goto oom;
 
-    q->claim = sql_printf(
+    q->claim = str_printf(
         "WITH c AS (SELECT o.ctid FROM %1$s o"
         " WHERE o.status IN ('PENDING', 'CLAIMED') AND o.next_attempt_at <= now()"
         " AND (o.status = 'PENDING' OR o.lease_until <= now())"
@@ -117,12 +102,12 @@ int polling_sql_build(struct polling_sql *q, const struct outbox_map *map,
         " FROM c WHERE t.ctid = c.ctid RETURNING t.*)"
         " SELECT * FROM u ORDER BY seq",
         t, agg);
-    q->sent = sql_printf(
+    q->sent = str_printf(
         "UPDATE %s t SET status = 'SENT', sent_at = now(), lease_owner = NULL,"
         " lease_until = NULL FROM unnest($1::%s[], $2::bigint[]) AS a(id, gen)"
         " WHERE " OWNED " RETURNING t.%s::text",
         t, etype, eid, eid);
-    q->fail = sql_printf(
+    q->fail = str_printf(
         "UPDATE %s t SET status = a.st, attempts = t.attempts + a.bump,"
         " next_attempt_at = CASE WHEN a.st = 'PENDING'"
         " THEN now() + a.delay * interval '1 millisecond' ELSE t.next_attempt_at END,"
@@ -131,17 +116,17 @@ int polling_sql_build(struct polling_sql *q, const struct outbox_map *map,
         " $7::int[]) AS a(id, gen, st, delay, err, bump)"
         " WHERE " OWNED " RETURNING t.%s::text",
         t, etype, eid, eid);
-    q->retention = sql_printf(
+    q->retention = str_printf(
         "DELETE FROM %1$s t WHERE t.ctid IN (SELECT s.ctid FROM %1$s s"
         " WHERE s.status = 'SENT' AND s.sent_at < now() - $1::bigint * interval '1 millisecond'"
         " ORDER BY s.sent_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
         t);
-    q->requeue = sql_printf(
+    q->requeue = str_printf(
         "UPDATE %1$s SET status = 'PENDING', attempts = 0, next_attempt_at = now(),"
         " lease_owner = NULL, lease_until = NULL"
         " WHERE %2$s = ANY($1::%3$s[]) AND status = 'QUARANTINED' RETURNING %2$s::text",
         t, eid, etype);
-    q->states = sql_printf("SELECT %2$s::text, status FROM %1$s WHERE %2$s = ANY($1::%3$s[])",
+    q->states = str_printf("SELECT %2$s::text, status FROM %1$s WHERE %2$s = ANY($1::%3$s[])",
                            t, eid, etype);
     if (!q->claim || !q->sent || !q->fail || !q->retention || !q->requeue || !q->states)
         goto oom;
@@ -202,9 +187,9 @@ char *polling_backlog_sql(const struct outbox_map *map)
 {
     char *schema = polling_quote_ident(map->schema);
     char *table = polling_quote_ident(map->table);
-    char *t = schema && table ? sql_printf("%s.%s", schema, table) : NULL;
+    char *t = schema && table ? str_printf("%s.%s", schema, table) : NULL;
     char *lit = t ? sql_literal(t) : NULL;
-    char *sql = lit ? sql_printf(
+    char *sql = lit ? str_printf(
         "WITH b AS (SELECT status, count(*) AS n, min(created_at) AS oldest,"
         " max(attempts) AS att FROM %1$s WHERE status <> 'SENT' GROUP BY status)"
         " SELECT s.status, coalesce(b.n, 0),"
@@ -314,4 +299,71 @@ char *polling_backlog_line(const struct polling_backlog *b, char *out, size_t ou
              total, total == 1 ? "" : "s", b->rows[PS_PENDING], b->rows[PS_CLAIMED],
              b->rows[PS_QUARANTINED], age, status, attempts, attempts == 1 ? "" : "s", size);
     return out;
+}
+
+/* ---- array parameters ---------------------------------------------------- */
+
+/* The stream the elements are written to, opened on first use. Returns
+ * false on out of memory (a->oom) or after the literal was closed. */
+static bool array_open(struct polling_array *a)
+{
+    if (!a->f && !a->oom && !a->s && !(a->f = open_memstream(&a->s, &a->len))) a->oom = true;
+    return a->f != NULL;
+}
+
+void polling_array_add(struct polling_array *a, const char *v)
+{
+    if (!array_open(a)) return;
+    bool ok = fputc(a->n++ ? ',' : '{', a->f) != EOF;
+    if (!v) {
+        a->oom |= !ok || fputs("NULL", a->f) == EOF;
+        return;
+    }
+    ok = ok && fputc('"', a->f) != EOF;
+    for (const char *p = v; *p && ok; p++) {
+        if (*p == '"' || *p == '\\') ok = fputc('\\', a->f) != EOF;
+        ok = ok && fputc(*p, a->f) != EOF;
+    }
+    a->oom |= !ok || fputc('"', a->f) == EOF;
+}
+
+const char *polling_array_text(struct polling_array *a)
+{
+    if (!array_open(a)) return NULL;
+    bool ok = (a->n || fputc('{', a->f) != EOF) && fputc('}', a->f) != EOF;
+    ok = fclose(a->f) == 0 && ok;
+    a->f = NULL;
+    a->oom |= !ok || !a->s;
+    return a->oom ? NULL : a->s;
+}
+
+void polling_array_free(struct polling_array *a)
+{
+    if (a->f) fclose(a->f);
+    free(a->s);
+    memset(a, 0, sizeof(*a));
+}
+
+/* ---- requeue ------------------------------------------------------------- */
+
+bool polling_requeue_verdict(const char *id, const struct polling_requeue_answer *ans,
+                             const char *table, char *out, size_t outlen)
+{
+    /* The server's text form may differ from the argument (uuid case). */
+    const char *state = NULL, *norm = NULL;
+    for (int s = 0; s < ans->nstates && !state; s++)
+        if (!strcasecmp(ans->state_ids[s], id)) {
+            state = ans->states[s];
+            norm = ans->state_ids[s];
+        }
+    bool requeued = false;
+    for (int d = 0; d < ans->ndone && norm && !requeued; d++)
+        requeued = !strcmp(ans->done[d], norm);
+    if (requeued)
+        snprintf(out, outlen, "requeued %s", norm);
+    else if (state)
+        snprintf(out, outlen, "not requeued %s: it is %s, not QUARANTINED", id, state);
+    else
+        snprintf(out, outlen, "not requeued %s: no such event in %s", id, table);
+    return requeued;
 }

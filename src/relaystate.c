@@ -157,7 +157,7 @@ static void enter_drain(struct relay *r)
     }
     log_info("stopping: draining outstanding deliveries");
     r->state = RS_DRAIN;
-    r->state_until_ms = clock_mono_ms() + RELAY_SHUTDOWN_FLUSH_MS;
+    r->state_until_ms = clock_mono_ms() + PRODUCER_SHUTDOWN_FLUSH_MS;
 }
 
 /* The slot setup's view of the relay, for slot_open_stream(). */
@@ -352,7 +352,7 @@ static bool drain_step(struct relay *r)
     if (left > 0)
         log_warn("%d events not ACKed within %d ms; they will be re-delivered after "
                  "restart",
-                 left, RELAY_SHUTDOWN_FLUSH_MS);
+                 left, PRODUCER_SHUTDOWN_FLUSH_MS);
     enter_prove(r);
     return false;
 }

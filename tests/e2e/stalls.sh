@@ -9,7 +9,7 @@
 #     topics, 4.4 GB at 10,000.)
 #  2. SIGTERM in the middle of another 4,000 new topics with the broker
 #     down is obeyed within the documented bound: 10 s of drain
-#     (RELAY_SHUTDOWN_FLUSH_MS) plus 2 s (10.1 s here, 13.5 s before),
+#     (PRODUCER_SHUTDOWN_FLUSH_MS) plus 2 s (10.1 s here, 13.5 s before),
 #     exit 0, and nothing un-ACKed is confirmed; a restart then delivers
 #     everything.
 #  3. A stalled event loop makes /readyz say 503 (the readiness verdict is

@@ -125,7 +125,7 @@ START_TEST(test_stop_drains_then_confirms_only_acked)
     ck_assert(relay_step(&r));           /* an event outstanding: wait */
     ck_assert_int_eq(r.state, RS_DRAIN);
     ck_assert_uint_eq(stored(), 0); /* nothing confirmed before the drain ends */
-    r.state_until_ms = clock_mono_ms() - 1; /* RELAY_SHUTDOWN_FLUSH_MS passed */
+    r.state_until_ms = clock_mono_ms() - 1; /* PRODUCER_SHUTDOWN_FLUSH_MS passed */
     relay_step(&r);
     ck_assert_int_eq(r.state, RS_DONE);
     ck_assert_int_eq(r.exit_code, 0);

@@ -1,0 +1,136 @@
+/*
+ * test_requeue.c - `outboxd requeue` without a server: the event_id array
+ * it sends (polling_array, include/polling.h), the line it prints per
+ * argument (polling_requeue_verdict), and the exit codes of
+ * poll_requeue_run() (include/requeue.h) for a bad configuration and an
+ * unreachable database.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "exitcode.h"
+#include "polling.h"
+#include "requeue.h"
+
+static char line[512];
+
+START_TEST(test_array_literal)
+{
+    struct polling_array a = {0};
+    ck_assert_str_eq(polling_array_text(&a), "{}");
+    polling_array_free(&a);
+    const char *ids[] = {"id-1", "a\"b", "c\\d", NULL, ""};
+    for (size_t i = 0; i < 5; i++) polling_array_add(&a, ids[i]);
+    ck_assert_int_eq(a.n, 5);
+    ck_assert_str_eq(polling_array_text(&a), "{\"id-1\",\"a\\\"b\",\"c\\\\d\",NULL,\"\"}");
+    polling_array_free(&a);
+    ck_assert_ptr_null(a.s);
+}
+END_TEST
+
+START_TEST(test_array_grows)
+{
+    struct polling_array a = {0};
+    char want[8000] = "{";
+    for (int i = 0; i < 500; i++) {
+        char v[16];
+        snprintf(v, sizeof(v), "e%d", i);
+        polling_array_add(&a, v);
+        snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s\"%s\"", i ? "," : "",
+                 v);
+    }
+    strcat(want, "}");
+    ck_assert_str_eq(polling_array_text(&a), want);
+    polling_array_free(&a);
+}
+END_TEST
+
+/* The answer of a requeue of three ids: one done, one SENT, one missing. */
+static const char *const done[] = {"0a0b0c0d-0000-0000-0000-000000000001"};
+static const char *const state_ids[] = {"0a0b0c0d-0000-0000-0000-000000000001",
+                                        "0a0b0c0d-0000-0000-0000-000000000002"};
+static const char *const states[] = {"PENDING", "SENT"};
+static const struct polling_requeue_answer ans = {done, 1, state_ids, states, 2};
+
+START_TEST(test_verdict_requeued_in_server_form)
+{
+    /* The argument in upper case: matched, printed as the server has it. */
+    ck_assert(polling_requeue_verdict("0A0B0C0D-0000-0000-0000-000000000001", &ans,
+                                      "public.outbox_events", line, sizeof(line)));
+    ck_assert_str_eq(line, "requeued 0a0b0c0d-0000-0000-0000-000000000001");
+}
+END_TEST
+
+START_TEST(test_verdict_not_quarantined)
+{
+    ck_assert(!polling_requeue_verdict("0a0b0c0d-0000-0000-0000-000000000002", &ans,
+                                       "public.outbox_events", line, sizeof(line)));
+    ck_assert_str_eq(line, "not requeued 0a0b0c0d-0000-0000-0000-000000000002: it is SENT, "
+                           "not QUARANTINED");
+}
+END_TEST
+
+START_TEST(test_verdict_missing)
+{
+    ck_assert(!polling_requeue_verdict("777", &ans, "public.outbox_events", line,
+                                       sizeof(line)));
+    ck_assert_str_eq(line, "not requeued 777: no such event in public.outbox_events");
+    /* A row that exists but was not changed is not reported as requeued. */
+    struct polling_requeue_answer none = {NULL, 0, state_ids, states, 2};
+    ck_assert(!polling_requeue_verdict(state_ids[0], &none, "t.x", line, sizeof(line)));
+    ck_assert_str_eq(line, "not requeued 0a0b0c0d-0000-0000-0000-000000000001: it is "
+                           "PENDING, not QUARANTINED");
+}
+END_TEST
+
+static struct config C;
+
+static void setup_config(const char *conninfo)
+{
+    char err[256];
+    ck_assert_int_eq(config_init(&C), 0);
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", conninfo, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "source", "mode", "polling", err, sizeof(err)), 0);
+}
+
+START_TEST(test_run_bad_table_is_usage)
+{
+    char err[256];
+    setup_config("host=/nonexistent-outboxd-test dbname=x connect_timeout=1");
+    ck_assert_int_eq(config_set(&C, "outbox", "topic", "orders.${aggregate_type", err, sizeof(err)), 0);
+    char x[] = "x", *ids[] = {x};
+    ck_assert_int_eq(poll_requeue_run(&C, ids, 1), EXIT_USAGE);
+    config_free(&C);
+}
+END_TEST
+
+START_TEST(test_run_unreachable_is_fatal)
+{
+    setup_config("host=/nonexistent-outboxd-test dbname=x connect_timeout=1");
+    char x[] = "x", *ids[] = {x};
+    ck_assert_int_eq(poll_requeue_run(&C, ids, 1), EXIT_FATAL);
+    config_free(&C);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("requeue");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_array_literal);
+    tcase_add_test(tc, test_array_grows);
+    tcase_add_test(tc, test_verdict_requeued_in_server_form);
+    tcase_add_test(tc, test_verdict_not_quarantined);
+    tcase_add_test(tc, test_verdict_missing);
+    tcase_add_test(tc, test_run_bad_table_is_usage);
+    tcase_add_test(tc, test_run_unreachable_is_fatal);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
