@@ -913,7 +913,7 @@ static void metrics_setup(struct pr *r)
     r->met.slot = "";
     for (size_t i = 0; producer_poison_name(i); i++)
         metrics_seed(&r->met.failed, producer_poison_name(i));
-    metrics_seed(&r->met.failed, producer_err_name(-192 /* _MSG_TIMED_OUT */));
+    metrics_seed(&r->met.failed, producer_timed_out_name());
     r->met.start_time_us = clock_unix_us();
 }
 
