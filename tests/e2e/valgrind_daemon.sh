@@ -33,8 +33,14 @@ for plugin in pgoutput wal2json; do
         done
         [[ "$HTTP_STATUS" == 200 ]] || fail "/$path answered $HTTP_STATUS under valgrind: $(cat "$T/http.body")"
     done
+    # The first heartbeat needs the monitor's connection, slow under
+    # valgrind: wait for it (the snapshot is published every 500 ms).
+    for _ in $(seq 1 100); do
+        grep -q '^outboxd_heartbeats_received_total [1-9]' <(http_get /metrics) && break
+        sleep 0.2
+    done
     grep -q '^outboxd_heartbeats_received_total [1-9]' <(http_get /metrics) ||
-        fail "no heartbeat came back under valgrind"
+        fail "no heartbeat came back under valgrind within 20 s"
     rc=0
     outboxd_stop 120 || rc=$?
     if [[ $rc -ne 0 ]]; then
