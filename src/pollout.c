@@ -90,7 +90,8 @@ static int cmp_str(const void *a, const void *b)
 size_t pollout_done(struct pollout *o, bool sent, const char **changed, size_t nchanged,
                     pollout_stale_fn stale, void *ctx)
 {
-    qsort(changed, nchanged, sizeof(*changed), cmp_str);
+    /* changed may be NULL when nchanged is 0: qsort and bsearch must not get it */
+    if (nchanged > 1) qsort(changed, nchanged, sizeof(*changed), cmp_str);
     size_t keep = 0, nstale = 0;
     for (size_t i = 0; i < o->n; i++) {
         struct pollout_entry *x = &o->e[i];
@@ -99,7 +100,7 @@ size_t pollout_done(struct pollout *o, bool sent, const char **changed, size_t n
             continue;
         }
         const char *key = x->event_id;
-        if (bsearch(&key, changed, nchanged, sizeof(*changed), cmp_str)) {
+        if (nchanged && bsearch(&key, changed, nchanged, sizeof(*changed), cmp_str)) {
             o->recorded[x->kind]++;
         } else {
             o->stale++;
