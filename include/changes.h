@@ -32,9 +32,6 @@
 #include "step.h"
 #include "tracker.h"
 
-/* Microseconds between 2000-01-01 00:00 UTC (Postgres' epoch) and 1970's. */
-#define PG_EPOCH_OFFSET_US 946684800000000LL
-
 struct changes {
     const struct config *cfg;
     struct outbox_map *map; /* borrowed */

@@ -20,6 +20,10 @@
 
 #include "lsn.h"
 
+/* Microseconds between 1970-01-01 00:00 UTC and 2000-01-01 00:00 UTC, the
+ * epoch of the protocol's timestamps (commit times, send times). */
+#define PG_EPOCH_OFFSET_US INT64_C(946684800000000)
+
 #define REPL_STATUS_LEN 34
 
 enum repl_frame_kind { RF_XLOGDATA = 'w', RF_KEEPALIVE = 'k' };

@@ -19,9 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define LOG_LINE_MAX 4096
 #define LOG_CONTEXT_MAX 4
@@ -287,10 +288,7 @@ static void emit(enum log_level level, const struct log_field *fields, const cha
 {
     char msg[LOG_LINE_MAX], line[LOG_LINE_MAX + 512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    size_t n = log_format_line(line, sizeof(line), out_format,
-                               (int64_t)tv.tv_sec * 1000000 + tv.tv_usec, (int)getpid(),
+    size_t n = log_format_line(line, sizeof(line), out_format, clock_unix_us(), (int)getpid(),
                                level, msg, context, fields);
     /* One write() per line so concurrent lines do not interleave. */
     (void)!write(STDERR_FILENO, line, n);

@@ -177,8 +177,9 @@ static void wait_turn(struct relay *r)
     bool reading = r->state == RS_STREAM && !changes_held(&r->chg);
     if (reading) nap_before_reading(r);
     struct evloop l;
-    wait_for(r, &l, clock_mono_ms());
-    evloop_wait(&l, clock_mono_ms());
+    int64_t now = clock_mono_ms();
+    wait_for(r, &l, now);
+    evloop_wait(&l, now);
     if (reading) r->last_wake_us = clock_mono_us();
 }
 

@@ -23,7 +23,6 @@
 #define KEEPALIVE_LEN (1 + 8 + 8 + 1)
 
 /* Microseconds between 1970-01-01 and 2000-01-01 UTC (the Postgres epoch). */
-#define PG_EPOCH_OFFSET_USEC INT64_C(946684800000000)
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -126,7 +125,7 @@ void repl_build_status(char out[REPL_STATUS_LEN], lsn_t written, lsn_t flushed,
 
 int64_t repl_now(void)
 {
-    return clock_unix_us() - PG_EPOCH_OFFSET_USEC;
+    return clock_unix_us() - PG_EPOCH_OFFSET_US;
 }
 
 uint64_t repl_get_u64(const unsigned char *p)

@@ -125,12 +125,6 @@ static int remaining_ms(const struct verify *v)
     return r <= 0 ? 0 : r > KAFKA_STEP_MS ? KAFKA_STEP_MS : (int)r;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static const char hexdigits[] = "0123456789abcdef";
 
 static int hexval(char c)
@@ -522,7 +516,7 @@ static int kafka_metadata(struct verify *v, const char **want, size_t nwant,
                      e ? rd_kafka_err2str(e) : "leader not available", v->opt->timeout_ms);
             return EXIT_FATAL;
         }
-        sleep_ms(200);
+        clock_sleep_ms(200);
     }
 }
 
@@ -624,7 +618,7 @@ static int kafka_watermarks(struct verify *v, struct part *pt, char *err, size_t
                      pt->partition, rd_kafka_err2str(e));
             return EXIT_FATAL;
         }
-        sleep_ms(200);
+        clock_sleep_ms(200);
     }
     if (pt->lo > 0 && !v->opt->since)
         log_warn("%s [%" PRId32 "] starts at offset %" PRId64
