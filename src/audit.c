@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 #define ARENA_BLOCK (64 * 1024)
 
 struct arena_block {
@@ -170,13 +172,7 @@ void audit_free(struct audit *a)
 /* Makes room for one more element of size sz in *arr. Returns -1 on OOM. */
 static int reserve(void **arr, size_t n, size_t *cap, size_t sz)
 {
-    if (n < *cap) return 0;
-    size_t ncap = *cap ? *cap * 2 : 256;
-    void *p = realloc(*arr, ncap * sz);
-    if (!p) return -1;
-    *arr = p;
-    *cap = ncap;
-    return 0;
+    return grow_array(arr, cap, n + 1, sz, 256);
 }
 
 int audit_add_row(struct audit *a, const struct audit_row *row)

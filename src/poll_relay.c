@@ -41,6 +41,7 @@
 #include "clock.h"
 #include "evloop.h"
 #include "exitcode.h"
+#include "grow.h"
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
@@ -119,21 +120,6 @@ struct pr {
     char *backlog_sql; /* owned; NULL without an HTTP server */
     bool backlog_warned; /* the last backlog query failed and said so */
 };
-
-/* ---- growing arrays ------------------------------------------------------ */
-
-/* Makes room for need elements. Returns 0, -1 on out of memory. */
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need) n *= 2;
-    void *p = realloc(*arr, n * elem);
-    if (!p) return -1;
-    *arr = p;
-    *cap = n;
-    return 0;
-}
 
 /* Queues an outcome; takes ownership of event_id and error (freed on
  * OOM). */
@@ -476,7 +462,7 @@ static bool produce_row(struct pr *r, const struct outbox_event *ev, char *event
     char err[512];
     int kafka_err = 0;
     uint64_t seq = r->next_seq + 1;
-    if (grow((void **)&r->fl, &r->capfl, r->st.inflight + 1, sizeof(*r->fl)) != 0) {
+    if (grow_array((void **)&r->fl, &r->capfl, r->st.inflight + 1, sizeof(*r->fl), 64) != 0) {
         log_error("out of memory");
         free(event_id);
         r->st.fatal = true;

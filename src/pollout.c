@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 const char *pollout_kind_name(enum pollout_kind k)
 {
     static const char *const names[OUT__COUNT] = {"SENT", "retry", "QUARANTINED", "release"};
@@ -18,16 +20,10 @@ const char *pollout_kind_name(enum pollout_kind k)
 int pollout_add(struct pollout *o, enum pollout_kind kind, char *event_id, int64_t gen,
                 int64_t delay_ms, char *error)
 {
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 64;
-        struct pollout_entry *e = realloc(o->e, cap * sizeof(*e));
-        if (!e) {
-            free(event_id);
-            free(error);
-            return -1;
-        }
-        o->e = e;
-        o->cap = cap;
+    if (grow_array((void **)&o->e, &o->cap, o->n + 1, sizeof(*o->e), 64) != 0) {
+        free(event_id);
+        free(error);
+        return -1;
     }
     o->e[o->n++] = (struct pollout_entry){kind, event_id, gen, delay_ms, error};
     return 0;
