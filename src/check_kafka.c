@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "kafkaconf.h"
 
 /* The Kafka side of one run. */
@@ -122,13 +123,8 @@ static int topics_add(struct topic_list *l, const char *t)
 {
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->names[i], t) == 0) return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **n = realloc(l->names, cap * sizeof(*n));
-        if (!n) return -1;
-        l->names = n;
-        l->cap = cap;
-    }
+    if (grow_array((void **)&l->names, &l->cap, l->n + 1, sizeof(*l->names), 16) != 0)
+        return -1;
     return (l->names[l->n] = strdup(t)) ? (int)++l->n : -1;
 }
 

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 void metrics_init(struct metrics *m)
 {
     memset(m, 0, sizeof(*m));
@@ -57,13 +59,8 @@ int metrics_count(struct labeled_counter *c, const char *label, uint64_t n)
         i = find(c, label);
     }
     if (i == c->n) {
-        if (c->n == c->cap) {
-            size_t ncap = c->cap ? c->cap * 2 : 8;
-            struct labeled_value *items = realloc(c->items, ncap * sizeof(*items));
-            if (!items) return -1;
-            c->items = items;
-            c->cap = ncap;
-        }
+        if (grow_array((void **)&c->items, &c->cap, c->n + 1, sizeof(*c->items), 8) != 0)
+            return -1;
         char *copy = strdup(label);
         if (!copy) return -1;
         c->items[c->n++] = (struct labeled_value){copy, 0};
