@@ -4,7 +4,8 @@
 # The limit on a machine is how fast the walsender decodes a slot:
 # pg_recvlogical writing the same stream to /dev/null does nothing beyond
 # that. This script measures outboxd against it in one run, on a
-# throw-away PostgreSQL 15 and the mock Kafka cluster (tests/e2e/lib.sh):
+# throw-away PostgreSQL 15 (track_commit_timestamp on) and the mock Kafka
+# cluster (tests/e2e/lib.sh):
 #
 #  1. drain: per pair, two slots (one for pg_recvlogical, one for outboxd)
 #     are created, THEN N outbox events are loaded (uuid event_id, 1,000
@@ -18,6 +19,15 @@
 #     fixed time while outboxd streams them; outboxd logs the commit-to-ACK
 #     latency of every event at stop (p50/p99/max, src/latency.c) and its
 #     CPU time (user+sys from /proc, all threads) is taken per 1,000 events.
+#     Measured from outside as well: a consumer (tests/kwatch.c, assigned
+#     at the end of every partition before pgbench starts, fetch.wait.max.ms
+#     1) writes each message's event_id header and receive time; the lines
+#     are COPYed into PostgreSQL and commit-to-consumer is, per event, the
+#     first receive time minus pg_xact_commit_timestamp(xmin) of its row
+#     (p50/p99 with percentile_disc, max). The run fails unless the
+#     consumer saw every committed event; duplicates are counted. outboxd's
+#     per-stage and per-broker lines (log_figures.sh) go into the JSON too,
+#     when this outboxd prints them.
 #  3. memory: outboxd's peak RSS (VmHWM) in the drain, in steady state and
 #     while relaying one transaction of BIG_TXN events.
 #  4. every figure goes to a JSON file; a short table is printed.
@@ -25,13 +35,23 @@
 # Usage: tests/bench/run.sh [--events N] [--pairs K] [--rate EV_PER_S]
 #            [--seconds S] [--big-txn N] [--plugin pgoutput|wal2json]
 #            [--out FILE] [--smoke] [--kafka mock|real] [--brokers N]
+#   --brokers N: the cluster's size (1). On the mock, outbox.event.Order
+#            is created with 4 partitions whose leaders are put on the
+#            brokers in turn (partition p on broker p % N + 1; checked with
+#            kcat -L): N brokers means N leaders, N connections and N
+#            produce streams. The mock's replication factor, min(N, 3), is
+#            only what its metadata says: it keeps one copy, on the
+#            leader, and answers acks=all as soon as the leader appended
+#            the batch, so on the mock RF and acks cost nothing.
 #   --kafka real: against a real Apache Kafka 3.9.1 (tests/kafka/kafka.sh,
 #            E2E_KAFKA=real in lib.sh) instead of the mock cluster: one
 #            broker (RF 1), or with --brokers 3 a controller and three
 #            brokers (RF 3, min.insync.replicas 2; outboxd produces with
-#            acks=all). The topic is created before the first measurement
-#            (4 partitions) by one marker message kcat sends to it. Run it
-#            under `flock /tmp/outboxd-heavy.lock` on a shared machine.
+#            acks=all, so every ACK waits for the in-sync replicas). The
+#            topic is created before the first measurement (4 partitions)
+#            by one marker message kcat sends to it.
+#   Run anything with --brokers 3 or --kafka real under
+#   `flock /tmp/outboxd-heavy.lock` on a shared machine.
 #   --smoke: 20,000 events, 1 pair, 5 s at 1,000 events/s, a 20,000-event
 #            transaction: proves the benchmark works (CI), measures nothing.
 # Defaults: 500,000 events, 3 pairs, 5,000 events/s for 30 s, a
@@ -43,8 +63,9 @@
 # describe the tool, not outboxd); BENCH_LOG_LEVEL (info).
 #
 # The script fails (exit 1) when outboxd does not deliver every event it
-# should (its produced/ACKed counts against the rows loaded), so a fast
-# number can never come from dropped events.
+# should (its produced/ACKed counts against the rows loaded), or when the
+# consumer did not see every event of the steady state, so a fast number
+# can never come from dropped events.
 
 set -Eeuo pipefail
 
@@ -62,7 +83,7 @@ while [[ $# -gt 0 ]]; do
     --kafka) KAFKA=$2; shift 2 ;;
     --brokers) BROKERS=$2; shift 2 ;;
     --smoke) SMOKE=1 EVENTS=20000 PAIRS=1 RATE=1000 SECONDS_STEADY=5 BIG_TXN=20000; shift ;;
-    -h | --help) sed -n '2,45p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^$/p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -74,8 +95,7 @@ done
 
 [[ $KAFKA == mock || $KAFKA == real ]] ||
     { echo "run.sh: --kafka must be mock or real" >&2; exit 2; }
-[[ $KAFKA == real || $BROKERS == 1 ]] ||
-    { echo "run.sh: --brokers needs --kafka real (the mock runs one broker here)" >&2; exit 2; }
+((BROKERS >= 1)) || { echo "run.sh: --brokers must be at least 1" >&2; exit 2; }
 if [[ $KAFKA == real ]]; then
     export E2E_KAFKA=real E2E_KAFKA_BROKERS=$BROKERS KAFKA_PARTITIONS=4
 fi
@@ -85,6 +105,8 @@ export OUTBOXD_TEST_PLUGIN=$PLUGIN
 export E2E_TIMEOUT=${E2E_TIMEOUT:-5400}
 # shellcheck source=../e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+# shellcheck source=log_figures.sh
+source "$(dirname "${BASH_SOURCE[0]}")/log_figures.sh"
 : "${OUT:=$OUTBOXD_BUILD_DIR/bench-$PLUGIN.json}"
 
 e2e_init bench
@@ -108,7 +130,11 @@ peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 
 pg_start
 psql_q "ALTER SYSTEM SET max_wal_size = '8GB'" >/dev/null
-psql_q "SELECT pg_reload_conf()" >/dev/null
+# Commit timestamps of the rows, for the commit-to-consumer latency.
+psql_q "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
+pg_restart
+[[ $(psql_q "SHOW track_commit_timestamp") == on ]] ||
+    fail "track_commit_timestamp is not on after the restart"
 psql_q <<'SQL'
 -- A realistic payload: about 300 bytes of jsonb.
 CREATE FUNCTION bench_payload(n bigint) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
@@ -156,7 +182,8 @@ $$;
 SQL
 PAYLOAD_BYTES=$(psql_q "SELECT octet_length(bench_payload(123456)::text)")
 info "payload: $PAYLOAD_BYTES bytes of jsonb text"
-broker_start
+broker_start --brokers "$BROKERS"
+if ((BROKERS == 1)); then CLUSTER="kafka $KAFKA (1 broker)"; else CLUSTER="kafka $KAFKA ($BROKERS brokers)"; fi
 # The topic exists before the first event, as in production (auto-creating
 # it would put the creation's delay into the first events' latency).
 if [[ $KAFKA == real ]]; then
@@ -169,7 +196,17 @@ if [[ $KAFKA == real ]]; then
     info "real Kafka: $BROKERS broker(s), outbox.event.Order with 4 partitions"
 else
     broker_cmd "create outbox.event.Order 4"
+    for p in 0 1 2 3; do broker_cmd "leader outbox.event.Order $p $((p % BROKERS + 1))"; done
 fi
+# The partitions' leaders, from the cluster's metadata: on as many brokers
+# as there are (up to the 4 partitions), or the figures would describe a
+# smaller cluster.
+LEADERS=$(kcat -L -b "$KAFKA_BOOTSTRAP" -t outbox.event.Order 2>"$T/kcat.err" |
+    sed -nE 's/^ *partition ([0-9]+), leader (-?[0-9]+),.*/\1:\2/p' | sort -n | tr '\n' ' ')
+WANT=$((BROKERS < 4 ? BROKERS : 4))
+[[ $(tr ' ' '\n' <<<"$LEADERS" | sed -n 's/.*://p' | sort -u | grep -c '^[0-9]') == "$WANT" ]] ||
+    fail "outbox.event.Order's leaders (partition:broker) '$LEADERS' are not on $WANT brokers: $(cat "$T/kcat.err")"
+info "$CLUSTER: partition leaders (partition:broker) $LEADERS"
 
 # ---------------------------------------------------------------- helpers
 
@@ -260,7 +297,8 @@ start_relay() {
 }
 
 # stop_relay SLOT: SIGTERM, expects exit 0; checks that it produced and had
-# ACKed exactly EXPECT events; sets LAT_* from its latency line (if any).
+# ACKed exactly EXPECT events; sets LAT_* from its latency line (if any),
+# STAGES and BROKERS_JSON from its stage and broker lines (log_figures.sh).
 stop_relay() {
     local slot=$1 rc=0 line
     kill -TERM "$RELAY_PID"
@@ -276,6 +314,72 @@ stop_relay() {
         read -r LAT_N LAT_P50 LAT_P99 LAT_MAX < <(echo "$line" |
             sed -E 's/latency over ([0-9]+) events: p50 ([0-9]+) us, p99 ([0-9]+) us, max ([0-9]+) us/\1 \2 \3 \4/')
     fi
+    STAGES=$(stages_json "$T/outboxd.$slot.log")
+    BROKERS_JSON=$(brokers_json "$T/outboxd.$slot.log")
+}
+
+# start_kwatch TOPIC: starts the consumer (tests/kwatch.c) at the end of
+# every partition of TOPIC, its lines in $T/kwatch.lines; returns once it
+# is ready (everything produced from then on is seen); sets KWATCH_PID.
+start_kwatch() {
+    local i
+    rm -f "$T/kwatch.ready"
+    "$OUTBOXD_BUILD_DIR/tests/outboxd-kwatch" -b "$KAFKA_BOOTSTRAP" -t "$1" \
+        --ready-file "$T/kwatch.ready" >"$T/kwatch.lines" 2>"$T/kwatch.err" </dev/null &
+    KWATCH_PID=$!
+    E2E_BG_PIDS+=("$KWATCH_PID")
+    for ((i = 0; i < 600; i++)); do
+        [[ -s "$T/kwatch.ready" ]] && return 0
+        kill -0 "$KWATCH_PID" 2>/dev/null || fail "outboxd-kwatch exited: $(cat "$T/kwatch.err")"
+        sleep 0.05
+    done
+    fail "outboxd-kwatch was not ready within 30 s: $(cat "$T/kwatch.err")"
+}
+
+# stop_kwatch N: waits (up to 60 s) until the consumer has written N lines,
+# then SIGTERM; expects exit 0.
+stop_kwatch() {
+    local i rc=0
+    for ((i = 0; i < 600; i++)); do
+        (($(wc -l <"$T/kwatch.lines") >= $1)) && break
+        kill -0 "$KWATCH_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -TERM "$KWATCH_PID" 2>/dev/null || true
+    wait "$KWATCH_PID" || rc=$?
+    [[ $rc -eq 0 ]] || fail "outboxd-kwatch exited with $rc: $(tail -5 "$T/kwatch.err")"
+    info "consumer: $(wc -l <"$T/kwatch.lines") lines for $1 committed events"
+}
+
+# consumer_latency: COPYs the consumer's lines into PostgreSQL and sets
+# CONS_LINES, CONS_DUPS (lines beyond the first of an event), CONS_MISSING
+# (committed events it never saw), CONS_UNKNOWN (ids not in the outbox),
+# CONS_N (events with a latency) and CONS_P50/P99/MAX (us): per event, its
+# first receive time minus its row's commit timestamp.
+consumer_latency() {
+    psql -XAtq -v ON_ERROR_STOP=1 -F ' ' >"$T/kwatch.sql.out" 2>&1 <<SQL ||
+CREATE TEMP TABLE kwatch_lines (event_id text NOT NULL, receive_us bigint NOT NULL);
+\copy kwatch_lines FROM '$T/kwatch.lines' WITH (FORMAT text, DELIMITER ' ')
+CREATE TEMP TABLE kwatch_first AS
+    SELECT event_id, min(receive_us) AS receive_us FROM kwatch_lines GROUP BY event_id;
+WITH lat AS (
+    SELECT f.receive_us - (extract(epoch FROM pg_xact_commit_timestamp(o.xmin)) * 1000000)::bigint AS us
+      FROM public.outbox_events o JOIN kwatch_first f ON f.event_id = o.event_id::text)
+SELECT (SELECT count(*) FROM kwatch_lines),
+       (SELECT count(*) FROM kwatch_lines) - (SELECT count(*) FROM kwatch_first),
+       (SELECT count(*) FROM public.outbox_events o
+         WHERE NOT EXISTS (SELECT 1 FROM kwatch_first f WHERE f.event_id = o.event_id::text)),
+       (SELECT count(*) FROM kwatch_first f
+         WHERE NOT EXISTS (SELECT 1 FROM public.outbox_events o WHERE o.event_id::text = f.event_id)),
+       count(us),
+       coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY us), -1),
+       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY us), -1),
+       coalesce(max(us), -1)
+  FROM lat;
+SQL
+        fail "loading the consumer's lines failed: $(cat "$T/kwatch.sql.out")"
+    read -r CONS_LINES CONS_DUPS CONS_MISSING CONS_UNKNOWN CONS_N CONS_P50 CONS_P99 CONS_MAX \
+        <"$T/kwatch.sql.out"
 }
 
 # run_outboxd SLOT END_LSN: times outboxd from start until its slot has
@@ -367,6 +471,7 @@ for ((i = 0; i < 100; i++)); do
     [[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = 'bench_steady'")" == t ]] && break
     sleep 0.1
 done
+start_kwatch outbox.event.Order
 sleep 1
 CPU0=$(cpu_ticks "$RELAY_PID")
 "$PG_BINDIR/pgbench" -n -c 4 -j 2 -R "$TPS" -T "$SECONDS_STEADY" \
@@ -377,17 +482,31 @@ wait_slot_at bench_steady "$(psql_q "SELECT pg_current_wal_lsn()")" >/dev/null
 CPU1=$(cpu_ticks "$RELAY_PID")
 STEADY_RSS=$(peak_rss_kb "$RELAY_PID")
 EXPECT=$STEADY_EVENTS
+stop_kwatch "$STEADY_EVENTS"
 stop_relay bench_steady
 drop_slot bench_steady
 [[ "$LAT_N" == "$STEADY_EVENTS" ]] ||
     fail "latency line covers '$LAT_N' events, expected $STEADY_EVENTS"
+consumer_latency
+# A latency from a partial set would say nothing: every committed event
+# must have reached the consumer, and nothing else may have.
+((CONS_MISSING == 0)) ||
+    fail "the consumer saw $((STEADY_EVENTS - CONS_MISSING)) of the $STEADY_EVENTS committed events ($CONS_MISSING never arrived; $T/kwatch.lines)"
+((CONS_UNKNOWN == 0)) || fail "the consumer saw $CONS_UNKNOWN event ids that are not in the outbox"
+[[ $CONS_N == "$STEADY_EVENTS" ]] ||
+    fail "only $CONS_N of $STEADY_EVENTS events have a commit timestamp (track_commit_timestamp?)"
+((CONS_DUPS == 0)) || info "consumer: $CONS_DUPS duplicate deliveries (latency from each event's first)"
 STEADY_CPU_S=$(echo "($CPU1 - $CPU0) / $CLK_TCK" | bc -l)
 ACHIEVED=$(echo "$STEADY_EVENTS / $SECONDS_STEADY" | bc -l)
 LATE=$(grep -oE 'number of transactions above the [^:]*: [0-9]+' "$T/pgbench.log" || true)
-info "steady: $STEADY_EVENTS events (${ACHIEVED%.*}/s), p50 ${LAT_P50}us p99 ${LAT_P99}us" \
-    "max ${LAT_MAX}us, cpu ${STEADY_CPU_S}s, peak RSS ${STEADY_RSS} kB"
+info "steady: $STEADY_EVENTS events (${ACHIEVED%.*}/s), commit-to-ACK p50 ${LAT_P50}us" \
+    "p99 ${LAT_P99}us max ${LAT_MAX}us; commit-to-consumer p50 ${CONS_P50}us p99 ${CONS_P99}us" \
+    "max ${CONS_MAX}us; cpu ${STEADY_CPU_S}s, peak RSS ${STEADY_RSS} kB"
 record kind='"steady"' target_rate="$RATE" seconds="$SECONDS_STEADY" events="$STEADY_EVENTS" \
     achieved_rate="$ACHIEVED" p50_us="$LAT_P50" p99_us="$LAT_P99" max_us="$LAT_MAX" \
+    consumer_events="$CONS_N" consumer_duplicates="$CONS_DUPS" consumer_p50_us="$CONS_P50" \
+    consumer_p99_us="$CONS_P99" consumer_max_us="$CONS_MAX" \
+    stages="$STAGES" brokers="$BROKERS_JSON" \
     outboxd_cpu_s="$STEADY_CPU_S" outboxd_peak_rss_kb="$STEADY_RSS"
 
 # ---------------------------------------------------------------- 3. one big txn
@@ -408,7 +527,7 @@ fi
 # ---------------------------------------------------------------- report
 
 jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
-    --arg kafka "$KAFKA" --argjson brokers "$BROKERS" \
+    --arg kafka "$KAFKA" --argjson brokers "$BROKERS" --arg cluster "$CLUSTER" \
     --arg host "$(uname -n)" --argjson cores "$(nproc)" --arg smoke "$SMOKE" '
   def median: sort | if length == 0 then null
                      elif length % 2 == 1 then .[length / 2 | floor]
@@ -421,7 +540,7 @@ jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
       recvlogical_cpu_us_per_event: (.recvlogical_cpu_s * 1e6 / .events),
       cpu_vs_recvlogical: (.outboxd_cpu_s / .recvlogical_cpu_s)})) as $drain
   | {plugin: $plugin, smoke: ($smoke == "1"), cores: $cores, host: $host,
-     kafka: $kafka, brokers: $brokers,
+     kafka: $kafka, brokers: $brokers, cluster: $cluster,
      payload_bytes: $payload,
      drain: {pairs: $drain,
              median_ratio: ($drain | map(.ratio) | median),
@@ -435,19 +554,25 @@ jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
      big_txn: (map(select(.kind == "big_txn"))[0])}' "$RESULTS" >"$OUT"
 
 jq -r '
-  "kafka \(.kafka) (\(.brokers) broker(s))  plugin \(.plugin)  payload \(.payload_bytes) B  cores \(.cores)\(if .smoke then "  (SMOKE: sizes too small to mean anything)" else "" end)",
+  def ms: if . == null then "n/a" else "\(. / 1000) ms" end;
+  def us: if . == null then "n/a" else "\(.) us" end;
+  "\(.cluster)  plugin \(.plugin)  payload \(.payload_bytes) B  cores \(.cores)\(if .smoke then "  (SMOKE: sizes too small to mean anything)" else "" end)",
   "drain pair  events   pg_recvlogical ev/s   outboxd ev/s   ratio   outboxd cpu us/ev   (pg_recvlogical cpu)   peak RSS kB",
   (.drain.pairs[] | "  \(.pair) (\(.first) first)  \(.events)   \(.recvlogical_events_per_s | floor)   \(.outboxd_events_per_s | floor)   \(.ratio * 1000 | round / 1000)   \(.outboxd_cpu_us_per_event * 100 | round / 100)   (\(.recvlogical_cpu_us_per_event * 100 | round / 100))   \(.outboxd_peak_rss_kb)"),
   (if .drain.median_ratio then "  median ratio \(.drain.median_ratio * 1000 | round / 1000), median cpu \(.drain.median_outboxd_cpu_us_per_event * 100 | round / 100) us/event, \(.drain.median_cpu_vs_recvlogical * 100 | round / 100) x pg_recvlogical cpu" else empty end),
-  "steady \(.steady.achieved_rate | floor) ev/s for \(.steady.seconds)s: commit-to-ACK p50 \(.steady.p50_us / 1000) ms, p99 \(.steady.p99_us / 1000) ms, max \(.steady.max_us / 1000) ms; cpu \(.steady.outboxd_cpu_ms_per_1000_events * 100 | round / 100) ms per 1000 events; peak RSS \(.steady.outboxd_peak_rss_kb) kB",
+  "steady \(.steady.achieved_rate | floor) ev/s for \(.steady.seconds)s: commit-to-ACK p50 \(.steady.p50_us / 1000) ms, p99 \(.steady.p99_us / 1000) ms, max \(.steady.max_us / 1000) ms; commit-to-consumer p50 \(.steady.consumer_p50_us / 1000) ms, p99 \(.steady.consumer_p99_us / 1000) ms, max \(.steady.consumer_max_us / 1000) ms (\(.steady.consumer_events) events, \(.steady.consumer_duplicates) duplicates); cpu \(.steady.outboxd_cpu_ms_per_1000_events * 100 | round / 100) ms per 1000 events; peak RSS \(.steady.outboxd_peak_rss_kb) kB",
+  (.steady.stages | to_entries[] | "  stage \(.key) over \(.value.n) \(if .key == "ack-to-confirm" then "transactions" else "events" end): p50 \(.value.p50_us | ms), p99 \(.value.p99_us | ms), max \(.value.max_us | ms)"),
+  (.steady.brokers[] | "  broker \(.name) over \(.windows) windows: rtt avg \(.rtt_avg_us | us) p99 \(.rtt_p99_us | us); int_latency avg \(.int_latency_avg_us | us) p99 \(.int_latency_p99_us | us); outbuf_latency avg \(.outbuf_latency_avg_us | us) p99 \(.outbuf_latency_p99_us | us); produce requests \(.produce_requests // "n/a"), bytes per request \(.bytes_per_request // "n/a")"),
   (if .big_txn then "one transaction of \(.big_txn.events) events: \(.big_txn.outboxd_s * 100 | round / 100)s, peak RSS \(.big_txn.outboxd_peak_rss_kb) kB" else empty end)
 ' "$OUT"
 # Every figure the issue asks for is present and a number.
 jq -e '(.drain.pairs | length) == '"$PAIRS"' and
        ([.drain.pairs[] | .recvlogical_events_per_s, .outboxd_events_per_s, .ratio,
          .outboxd_cpu_us_per_event, .outboxd_peak_rss_kb] | all(type == "number" and . > 0)) and
-       ([.steady | .p50_us, .p99_us, .max_us, .outboxd_cpu_ms_per_1000_events,
+       ([.steady | .p50_us, .p99_us, .max_us, .consumer_p50_us, .consumer_p99_us,
+         .consumer_max_us, .consumer_events, .outboxd_cpu_ms_per_1000_events,
          .outboxd_peak_rss_kb] | all(type == "number")) and
+       (.steady.stages | type == "object") and (.steady.brokers | type == "array") and
        (if '"$BIG_TXN"' > 0 then (.big_txn.outboxd_peak_rss_kb | type == "number") else true end)' \
     "$OUT" >/dev/null || fail "$OUT lacks a figure: $(cat "$OUT")"
 info "figures written to $OUT"
