@@ -144,7 +144,11 @@ static int parse_args(int argc, char **argv, struct opts *o) {
     }
     return 0;
 bad:
-    fprintf(stderr, "kwatch: bad value '%s' for -%c\n", optarg, opt);
+    for (v = 0; longopts[v].name && longopts[v].val != opt; v++) continue;
+    if (longopts[v].name)
+        fprintf(stderr, "kwatch: bad value '%s' for --%s\n", optarg, longopts[v].name);
+    else
+        fprintf(stderr, "kwatch: bad value '%s' for -%c\n", optarg, opt);
     usage(stderr);
     return 2;
 }
