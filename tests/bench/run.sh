@@ -201,11 +201,15 @@ fi
 # The partitions' leaders, from the cluster's metadata: on as many brokers
 # as there are (up to the 4 partitions), or the figures would describe a
 # smaller cluster.
-LEADERS=$(kcat -L -b "$KAFKA_BOOTSTRAP" -t outbox.event.Order 2>"$T/kcat.err" |
-    sed -nE 's/^ *partition ([0-9]+), leader (-?[0-9]+),.*/\1:\2/p' | sort -n | tr '\n' ' ')
+kcat -L -b "$KAFKA_BOOTSTRAP" -t outbox.event.Order >"$T/kcat.meta" 2>"$T/kcat.err" ||
+    fail "kcat -L failed: $(cat "$T/kcat.err")"
+LEADERS=$(sed -nE 's/^ *partition ([0-9]+), leader (-?[0-9]+),.*/\1:\2/p' "$T/kcat.meta" |
+    sort -n | tr '\n' ' ')
+N_LEADERS=$(awk -v RS=' ' -F: 'NF == 2 && $2 >= 0 && !($2 in s) { s[$2]; n++ } END { print n + 0 }' \
+    <<<"$LEADERS")
 WANT=$((BROKERS < 4 ? BROKERS : 4))
-[[ $(tr ' ' '\n' <<<"$LEADERS" | sed -n 's/.*://p' | sort -u | grep -c '^[0-9]') == "$WANT" ]] ||
-    fail "outbox.event.Order's leaders (partition:broker) '$LEADERS' are not on $WANT brokers: $(cat "$T/kcat.err")"
+((N_LEADERS == WANT)) ||
+    fail "outbox.event.Order's leaders (partition:broker) '$LEADERS' are on $N_LEADERS brokers, not $WANT: $(cat "$T/kcat.meta")"
 info "$CLUSTER: partition leaders (partition:broker) $LEADERS"
 
 # ---------------------------------------------------------------- helpers
