@@ -19,7 +19,9 @@
  *   (a request's round trip: one per response).
  *
  * Only real brokers count (source learned or configured), keyed by name.
- * A window with cnt 0 does not count for that figure. The cumulative
+ * A window with cnt 0 does not count for that figure, nor one with a
+ * negative sample: int_latency is meaningless under message.timeout.ms = 0
+ * (outboxd's default, see kstats.c), and is then n/a. The cumulative
  * counters are per librdkafka client: kstats_new_client() says a new one
  * started (producer.c's renew()), so its counters add from 0.
  */

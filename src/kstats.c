@@ -40,11 +40,15 @@ static int64_t int_of(const json_t *o, const char *key)
 }
 
 /* One window of a rolling latency object ("rtt", ...); none without
- * samples. */
+ * samples, and none with a negative sample: librdkafka computes a
+ * message's int_latency as (now + message.timeout.ms) - its timeout
+ * deadline, which for message.timeout.ms = 0 (outboxd's default: never
+ * time out) is INT64_MAX, so every sample is about -2^63 and the window
+ * says nothing. */
 static void add_latency(struct kstats_lat *l, const json_t *w)
 {
     int64_t cnt = int_of(w, "cnt");
-    if (cnt <= 0) return;
+    if (cnt <= 0 || int_of(w, "min") < 0 || int_of(w, "avg") < 0) return;
     l->cnt += (uint64_t)cnt;
     l->avg_sum += (double)int_of(w, "avg") * (double)cnt;
     int64_t p99 = int_of(w, "p99");

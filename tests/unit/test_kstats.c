@@ -159,6 +159,27 @@ START_TEST(test_nothing_to_derive)
 }
 END_TEST
 
+/* int_latency under message.timeout.ms = 0 (outboxd's default): recorded
+ * from a librdkafka 2.0.2 producer so configured against the mock (the
+ * second window, trimmed to the fields read): the samples are now -
+ * INT64_MAX, the avg an overflowed sum. Not counted: n/a. */
+START_TEST(test_int_latency_without_message_timeout)
+{
+    feed_text("{\"127.0.0.1:41311/1\": {\"name\": \"127.0.0.1:41311/1\", \"source\": "
+              "\"configured\", \"txbytes\": 149769, \"req\": {\"Produce\": 1058},"
+              " \"int_latency\": {\"min\": -9223371998553508084, \"max\": 0, \"avg\": "
+              "38301325847, \"sum\": 7124046607622, \"p99\": 0, \"outofrange\": 1600, "
+              "\"cnt\": 186},"
+              " \"rtt\": {\"min\": 7, \"avg\": 49, \"p99\": 145, \"cnt\": 122}}}");
+    const struct kstats_broker *b = broker("127.0.0.1:41311/1");
+    ck_assert_uint_eq(b->int_latency.cnt, 0);
+    /* 149769 / 1058 = 141.6 */
+    ck_line(b, "kafka broker 127.0.0.1:41311/1 over 1 windows: rtt avg 49 us p99 145 us; "
+               "int_latency avg n/a us p99 n/a us; outbuf_latency avg n/a us p99 n/a us; "
+               "produce requests 1058, bytes per request 142");
+}
+END_TEST
+
 /* At most KSTATS_MAX_BROKERS are tracked; past them a window says so. */
 START_TEST(test_bounded)
 {
@@ -186,6 +207,7 @@ int main(void)
     tcase_add_test(tc, test_recorded_windows);
     tcase_add_test(tc, test_new_client_and_empty_windows);
     tcase_add_test(tc, test_nothing_to_derive);
+    tcase_add_test(tc, test_int_latency_without_message_timeout);
     tcase_add_test(tc, test_bounded);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
