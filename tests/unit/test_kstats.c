@@ -116,8 +116,10 @@ START_TEST(test_new_client_and_empty_windows)
     feed_file("window1.json");
     feed_file("window2.json");
     kstats_new_client(&ks);
-    feed_text("{\"" B2 "\": {\"name\": \"" B2 "\", \"source\": \"learned\", \"txbytes\": 1000,"
-              " \"req\": {\"Produce\": 10},"
+    /* the new client's first window: more than the old one's last values,
+     * which only kstats_new_client() tells apart from growth */
+    feed_text("{\"" B2 "\": {\"name\": \"" B2 "\", \"source\": \"learned\", \"txbytes\": 300000,"
+              " \"req\": {\"Produce\": 2000},"
               " \"rtt\": {\"avg\": 0, \"p99\": 0, \"cnt\": 0},"
               " \"int_latency\": {\"avg\": 1000, \"p99\": 200000, \"cnt\": 10}},"
               " \"rdkafka#producer-1:0/internal\": {\"name\": \"internal\", \"source\": "
@@ -128,15 +130,23 @@ START_TEST(test_new_client_and_empty_windows)
     ck_assert_uint_eq(ks.n, 2);
     const struct kstats_broker *b = broker(B2);
     ck_assert_uint_eq(b->windows, 3);
-    ck_assert_uint_eq(b->produce_reqs, 1265);
-    ck_assert_uint_eq(b->txbytes, 201444);
+    ck_assert_uint_eq(b->produce_reqs, 1255 + 2000);
+    ck_assert_uint_eq(b->txbytes, 200444 + 300000);
     ck_assert_uint_eq(b->rtt.cnt, 1256); /* the empty window does not count */
     ck_assert_int_eq(kstats_avg(&b->rtt), 377);
     /* (296585 * 1890 + 962 * 980 + 1000 * 10) / 2880 = 194964.7 */
     ck_assert_int_eq(kstats_avg(&b->int_latency), 194965);
     ck_assert_int_eq(b->int_latency.p99_max, 200000);
-    /* Without kstats_new_client(), a counter below the last value means it
-     * started again: 575 then 5 is 580 over the run. */
+    ck_assert_uint_eq(broker(B1)->windows, 2); /* not in the third window */
+}
+END_TEST
+
+/* Without kstats_new_client(), a counter below the last value means it
+ * started again: 575 then 5 is 580 over the run. */
+START_TEST(test_counter_started_again)
+{
+    feed_file("window1.json");
+    feed_file("window2.json");
     feed_text("{\"" B1 "\": {\"name\": \"" B1 "\", \"source\": \"configured\", \"txbytes\": 700,"
               " \"req\": {\"Produce\": 5}}}");
     ck_assert_uint_eq(broker(B1)->produce_reqs, 580);
@@ -206,6 +216,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_recorded_windows);
     tcase_add_test(tc, test_new_client_and_empty_windows);
+    tcase_add_test(tc, test_counter_started_again);
     tcase_add_test(tc, test_nothing_to_derive);
     tcase_add_test(tc, test_int_latency_without_message_timeout);
     tcase_add_test(tc, test_bounded);
