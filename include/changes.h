@@ -16,8 +16,8 @@
  * The stages of an event (enum metrics_stage), wall clock, from times the
  * relay reads once per loop turn, never per event:
  *   - commit-to-receive: the transaction's commit time (Begin) to the turn
- *     that read the event's frame (changes_received_at(), before the turn's
- *     first read; every frame of the turn counts as read then);
+ *     that read the event's frame (changes_received_at(), when the turn's
+ *     first frame is read; every frame of the turn counts as read then);
  *   - receive-to-produce: from there to changes_produced_at() after the
  *     turn's reading (or, for an event held by backpressure, after the turn
  *     that finally sent it): an upper bound of when producer_send() took

@@ -79,9 +79,6 @@ static struct confirm_view confirm_view(const struct relay *r)
                                  .now_ms = clock_mono_ms()};
 }
 
-/* Writes the offset file when due, then confirms it to the server
- * (confirmer_status()). force: store the position now (stop, reconnect,
- * fatal error). Returns a STEP_* code. */
 /* A status went out confirming r->confirm.sent_lsn: the ack-to-confirm
  * stage of the transactions it confirmed (one clock read, only then). */
 static void note_confirmed(struct relay *r)
@@ -91,6 +88,9 @@ static void note_confirmed(struct relay *r)
         tracker_confirmed(r->trk, lsn, clock_unix_us(), &r->chg.stages[STAGE_ACK_TO_CONFIRM]);
 }
 
+/* Writes the offset file when due, then confirms it to the server
+ * (confirmer_status()). force: store the position now (stop, reconnect,
+ * fatal error). Returns a STEP_* code. */
 int send_status_ex(struct relay *r, bool reply, bool force)
 {
     struct confirm_view v = confirm_view(r);
