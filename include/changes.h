@@ -12,6 +12,25 @@
  * decoder's state that the held event borrows stay valid - serves delivery
  * reports, and calls changes_resume() on a later turn until it returns
  * STEP_OK: every event is produced once, in stream order.
+ *
+ * The stages of an event (enum metrics_stage), wall clock, from times the
+ * relay reads once per loop turn, never per event:
+ *   - commit-to-receive: the transaction's commit time (Begin) to the turn
+ *     that read the event's frame (changes_received_at(), when the turn's
+ *     first frame is read; every frame of the turn counts as read then);
+ *   - receive-to-produce: from there to changes_produced_at() after the
+ *     turn's reading (or, for an event held by backpressure, after the turn
+ *     that finally sent it): an upper bound of when producer_send() took
+ *     it, by at most the rest of that turn's reading;
+ *   - produce-to-ack: from that time to its delivery report's
+ *     served_unix_us; the time is kept per transaction (the latest turn
+ *     that produced its events), so for a transaction read over several
+ *     turns it understates its earlier events';
+ *   - ack-to-confirm (relay.c, tracker_confirmed()): per transaction.
+ * The first three add up to commit-to-ACK per event (for a transaction
+ * read in one turn). Per event they cost two counter increments and one
+ * histogram record (produce-to-ack); the rest is per transaction and per
+ * turn.
  */
 #ifndef OUTBOXD_CHANGES_H
 #define OUTBOXD_CHANGES_H
@@ -47,6 +66,14 @@ struct changes {
     uint64_t events_produced;
     struct latency_hist commit_to_ack; /* per ACKed event, microseconds */
     struct latency_hist heartbeat_rtt; /* heartbeat written to seen, us */
+    struct latency_hist stages[STAGE__COUNT]; /* enum metrics_stage, us */
+    /* the stages' bookkeeping (see above) */
+    int64_t recv_us;         /* when this turn's frames were read; 0: not yet */
+    int64_t cur_commit_time; /* the open transaction's (PG epoch us), 0 if unknown */
+    uint64_t recv_events;    /* its events read at recv_us, not yet recorded */
+    uint64_t batch_events;   /* events produced since changes_produced_at(), all read
+                              * at recv_us ... */
+    uint64_t batch_first_seq, batch_last_seq; /* ... in these transactions */
 };
 
 /* Sets c up; met's latency pointers are set to c's histograms. Free with
@@ -58,6 +85,21 @@ void changes_free(struct changes *c);
 /* A stream starts: the tracker (the same one across reconnects) and the
  * decoder of this stream, both borrowed. */
 void changes_start(struct changes *c, struct tracker *trk, struct decoder *dec);
+
+/* The frames handled from now on were read at now_unix_us (Unix epoch
+ * microseconds): one clock read per loop turn that reads the stream. Ends
+ * the batch of produced events first (changes_produced_at()). */
+void changes_received_at(struct changes *c, int64_t now_unix_us);
+
+/* Whether events were produced since the last changes_produced_at(): the
+ * caller reads the clock only then. */
+bool changes_produced_pending(const struct changes *c);
+
+/* The events produced since the last call were handed to the producer by
+ * now_unix_us: records their receive-to-produce and stores the time in
+ * their transactions (produce-to-ack). Call it before serving delivery
+ * reports. */
+void changes_produced_at(struct changes *c, int64_t now_unix_us);
 
 /* Handles the payload of one XLogData frame. STEP_OK, STEP_HELD or
  * STEP_FATAL (logged). */

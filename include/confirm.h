@@ -105,6 +105,9 @@ struct confirmer {
     /* the status */
     int64_t next_status_ms;  /* monotonic deadline of the next status */
     int64_t last_status_ms;  /* when the last one went out */
+    uint64_t statuses_sent;  /* statuses that went out: each confirmed sent_lsn to the
+                              * server (the relay's ack-to-confirm stage is measured
+                              * at each) */
 };
 
 /* ---- pure ---- */

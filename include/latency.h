@@ -1,5 +1,6 @@
 /*
- * latency.h - a histogram of latencies in microseconds (commit-to-ACK).
+ * latency.h - a histogram of latencies in microseconds (commit-to-ACK, the
+ * stages of an event's way through the relay).
  *
  * Log-linear buckets in the style of HdrHistogram: values below 64 us
  * have a bucket each; above, every power of two is split into 64 equal
@@ -28,6 +29,11 @@ struct latency_hist {
 /* Records one value; negative values (clock skew) count as 0, values past
  * the range count in the last bucket (max stays exact). */
 void latency_record(struct latency_hist *h, int64_t us);
+
+/* Records n samples of the same value at once (as n latency_record()
+ * calls would): events that share a latency, such as those of one
+ * transaction read in one turn, cost one call. n = 0 records nothing. */
+void latency_record_n(struct latency_hist *h, int64_t us, uint64_t n);
 
 /* The value at quantile q (0 < q <= 1): the highest value of the bucket
  * holding the ceil(q * count)-th smallest sample, capped at max; it is

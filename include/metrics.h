@@ -60,6 +60,21 @@ enum polling_outcome {
     PO__COUNT,
 };
 
+/* The stages of an event's way through the logical relay (changes.h says
+ * what each measures): the series of outboxd_stage_latency_seconds{stage}
+ * and the "stage ..." lines logged at stop. */
+enum metrics_stage {
+    STAGE_COMMIT_TO_RECEIVE,  /* per event */
+    STAGE_RECEIVE_TO_PRODUCE, /* per event */
+    STAGE_PRODUCE_TO_ACK,     /* per event */
+    STAGE_ACK_TO_CONFIRM,     /* per transaction */
+    STAGE__COUNT,
+};
+
+/* "commit-to-receive", "receive-to-produce", "produce-to-ack",
+ * "ack-to-confirm". */
+const char *metrics_stage_name(enum metrics_stage s);
+
 struct metrics {
     /* set once */
     enum metrics_mode mode;
@@ -103,6 +118,7 @@ struct metrics {
     /* histograms, borrowed from their owner; NULL: not rendered */
     const struct latency_hist *commit_to_ack; /* per ACKed event */
     const struct latency_hist *heartbeat_rtt; /* emit to seen on the stream */
+    const struct latency_hist *stages[STAGE__COUNT]; /* enum metrics_stage */
 };
 
 /* The "le" bounds of outboxd_commit_to_ack_seconds, in microseconds

@@ -143,6 +143,13 @@ int producer_outq_len(const struct producer *p);
  * (every statistics.interval.ms, 1 s by default); -1 before the first. */
 int producer_brokers_up(const struct producer *p);
 
+struct kstats;
+
+/* librdkafka's per-broker statistics accumulated over every statistics
+ * window so far, across the replacements of the client (kstats.h); owned
+ * by p. */
+const struct kstats *producer_kstats(const struct producer *p);
+
 /* Returns 1 and a reason in err when librdkafka hit a fatal error (e.g. the
  * idempotent producer lost its state); the producer is then unusable. */
 int producer_fatal(struct producer *p, char *err, size_t errlen);

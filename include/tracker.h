@@ -12,6 +12,14 @@
  *
  * A delivery failure marks its transaction failed: the flush position never
  * moves past it (tracker_failed() tells the relay to stop).
+ *
+ * Each transaction also carries the times of its way through the relay,
+ * for the stage latencies (relayobs.c logs them, metrics.c exports them):
+ * the server's commit time, when its events were handed to the producer
+ * and when its last ACK came. Once a transaction with events is flushed
+ * (confirmable), the time it became so waits, with its end LSN, until a
+ * standby status confirms that LSN (tracker_confirmed(): ack-to-confirm).
+ * All of them are values the caller passes in: the tracker reads no clock.
  */
 #ifndef OUTBOXD_TRACKER_H
 #define OUTBOXD_TRACKER_H
@@ -20,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "latency.h"
 #include "lsn.h"
 
 struct tracker;
@@ -50,8 +59,16 @@ void tracker_abort_open(struct tracker *t);
 
 /* One event of transaction seq was ACKed by the broker. Returns 0, 1 if
  * seq is unknown or already complete (ignored), -1 if seq had no pending
- * event (a double ack: a bug). */
+ * event (a double ack: a bug). The same as tracker_ack_at(t, seq, 0). */
 int tracker_ack(struct tracker *t, uint64_t seq);
+
+/* tracker_ack() when the delivery report was served at ack_us (Unix epoch
+ * microseconds; 0: unknown). Every transaction with events that this ACK
+ * makes confirmable (seq, and committed complete ones behind it) became so
+ * at ack_us; one made confirmable by its Commit instead (all its events
+ * ACKed before) counts from its last ACK. They wait for
+ * tracker_confirmed(). */
+int tracker_ack_at(struct tracker *t, uint64_t seq, int64_t ack_us);
 
 /* One event of transaction seq failed permanently. */
 void tracker_fail(struct tracker *t, uint64_t seq);
@@ -71,6 +88,44 @@ void tracker_set_commit_time(struct tracker *t, uint64_t seq, int64_t commit_tim
 /* Commit timestamp of transaction seq; 0 if unknown, aborted or already
  * flushed. Read it before tracker_ack(), which may pop the transaction. */
 int64_t tracker_commit_time(const struct tracker *t, uint64_t seq);
+
+/* Records when (Unix epoch microseconds) events of transaction seq were
+ * last handed to the producer. Ignored when seq is not in the tracker. */
+void tracker_set_produce_time(struct tracker *t, uint64_t seq, int64_t unix_us);
+
+/* The times of a transaction in the tracker (0: not known). */
+struct tracker_times {
+    int64_t commit_time; /* tracker_set_commit_time() */
+    int64_t produce_us;  /* tracker_set_produce_time() */
+};
+
+/* Fills *out for transaction seq and returns true; false (and zeros) when
+ * seq is unknown, aborted or already flushed. One lookup: the delivery
+ * report's path calls it once per event. */
+bool tracker_times(const struct tracker *t, uint64_t seq, struct tracker_times *out);
+
+/* Transactions that became confirmable and wait for a status, grouped in
+ * runs of the same time: at most TRACKER_MAX_RUNS runs are kept (about
+ * 100 kB); past that, a newly confirmable transaction joins the newest run
+ * and takes its (earlier) time, so its wait is over- rather than
+ * under-stated. A status interval of 1 s at the 64 reports per clock read
+ * of producer.h stays well below it. */
+#define TRACKER_MAX_RUNS 4096
+
+/* Whether tracker_confirmed(t, lsn, ...) would record anything: the oldest
+ * waiting transaction ends at or before lsn (lets the caller read the
+ * clock only then). */
+bool tracker_confirm_due(const struct tracker *t, lsn_t lsn);
+
+/* A standby status at now_us (Unix epoch microseconds) confirmed lsn:
+ * records into h, per waiting transaction ending at or before lsn, now_us
+ * minus when it became confirmable, and forgets them. A run is recorded
+ * once lsn covers its newest transaction (a status confirming only part of
+ * a run, e.g. capped at a publication proof, leaves it for the next). */
+void tracker_confirmed(struct tracker *t, lsn_t lsn, int64_t now_us, struct latency_hist *h);
+
+/* Transactions waiting for a status to confirm them. */
+uint64_t tracker_unconfirmed_txns(const struct tracker *t);
 
 /* Commit timestamp of the newest transaction confirmed by flush (0 before
  * the first): "now" minus it is the replication lag. */

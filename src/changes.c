@@ -22,6 +22,7 @@ void changes_init(struct changes *c, const struct config *cfg, struct outbox_map
     c->out = out;
     deadletter_init(&c->dlq, cfg, met, out);
     met->commit_to_ack = &c->commit_to_ack;
+    for (int i = 0; i < STAGE__COUNT; i++) met->stages[i] = &c->stages[i];
     if (cfg->pg_heartbeat_interval_ms > 0) met->heartbeat_rtt = &c->heartbeat_rtt;
 }
 
@@ -32,6 +33,45 @@ void changes_start(struct changes *c, struct tracker *trk, struct decoder *dec)
     c->trk = trk;
     c->dlq.trk = trk;
     c->dec = dec;
+}
+
+/* Records commit-to-receive for the open transaction's events read at
+ * recv_us (all of them share the value). */
+static void record_received(struct changes *c)
+{
+    if (c->recv_events && c->recv_us && c->cur_commit_time)
+        latency_record_n(&c->stages[STAGE_COMMIT_TO_RECEIVE],
+                         c->recv_us - PG_EPOCH_OFFSET_US - c->cur_commit_time, c->recv_events);
+    c->recv_events = 0;
+}
+
+void changes_received_at(struct changes *c, int64_t now_unix_us)
+{
+    changes_produced_at(c, now_unix_us);
+    record_received(c);
+    c->recv_us = now_unix_us;
+}
+
+bool changes_produced_pending(const struct changes *c) { return c->batch_events > 0; }
+
+void changes_produced_at(struct changes *c, int64_t now_unix_us)
+{
+    if (c->batch_events == 0) return;
+    if (c->recv_us)
+        latency_record_n(&c->stages[STAGE_RECEIVE_TO_PRODUCE], now_unix_us - c->recv_us,
+                         c->batch_events);
+    /* Sequence numbers are dense: the batch's transactions are a range
+     * (those already flushed are not in the tracker any more). */
+    for (uint64_t s = c->batch_first_seq; s <= c->batch_last_seq; s++)
+        tracker_set_produce_time(c->trk, s, now_unix_us);
+    c->batch_events = 0;
+}
+
+/* An event of the open transaction went to the producer. */
+static void note_produced(struct changes *c)
+{
+    if (c->batch_events++ == 0) c->batch_first_seq = c->cur_seq;
+    c->batch_last_seq = c->cur_seq;
 }
 
 enum step changes_on_data(struct changes *c, const struct repl_frame *f)
@@ -55,6 +95,8 @@ static enum step on_begin(struct changes *c, const struct repl_msg *m)
         return STEP_FATAL;
     }
     c->cur_commit_lsn = m->u.begin.final_lsn;
+    c->cur_commit_time = m->u.begin.commit_time;
+    c->recv_events = 0;
     tracker_set_commit_time(c->trk, c->cur_seq, m->u.begin.commit_time);
     return STEP_OK;
 }
@@ -74,6 +116,7 @@ static enum step on_commit(struct changes *c, const struct repl_msg *m)
                   lsn_format(m->u.commit.end_lsn, a));
         return STEP_FATAL;
     }
+    record_received(c);
     c->cur_seq = 0;
     return STEP_OK;
 }
@@ -89,6 +132,7 @@ static enum step send_event(struct changes *c)
     c->ev_held = rc == PRODUCER_QUEUE_FULL;
     if (c->ev_held) return STEP_HELD;
     if (rc == PRODUCER_OK) {
+        note_produced(c);
         c->events_produced++;
         metrics_count(&c->met->produced, ev->topic, 1);
         c->met->produced_bytes +=
@@ -117,6 +161,7 @@ static enum step on_insert(struct changes *c, const struct repl_msg *m)
         log_error("internal: event outside a transaction");
         return STEP_FATAL;
     }
+    c->recv_events++;
     if (built == 0) return send_event(c);
     return deadletter_reject(&c->dlq, c->cur_seq, &c->ev, outbox_fault_name(c->ev.fault), err,
                              c->ev.fault != OF_SCHEMA, false);
@@ -168,6 +213,7 @@ enum step changes_flush_dead_letters(struct changes *c) { return deadletter_flus
 void changes_abort_open(struct changes *c)
 {
     tracker_abort_open(c->trk);
+    record_received(c); /* they were received, if not produced */
     c->cur_seq = 0;
     c->ev_held = false;
     deadletter_abort_open(&c->dlq);
@@ -213,10 +259,15 @@ bool changes_on_delivery(struct changes *c, const struct delivery_report *dr)
         return false;
     }
     metrics_count(&c->met->acked, dr->topic, 1);
-    int64_t commit_time = tracker_commit_time(c->trk, dr->seq);
-    if (commit_time != 0)
-        latency_record(&c->commit_to_ack, dr->served_unix_us - PG_EPOCH_OFFSET_US - commit_time);
-    if (tracker_ack(c->trk, dr->seq) < 0)
+    struct tracker_times tt;
+    if (tracker_times(c->trk, dr->seq, &tt)) {
+        if (tt.commit_time != 0)
+            latency_record(&c->commit_to_ack,
+                           dr->served_unix_us - PG_EPOCH_OFFSET_US - tt.commit_time);
+        if (tt.produce_us != 0)
+            latency_record(&c->stages[STAGE_PRODUCE_TO_ACK], dr->served_unix_us - tt.produce_us);
+    }
+    if (tracker_ack_at(c->trk, dr->seq, dr->served_unix_us) < 0)
         log_error("internal: delivery report for transaction %llu with no pending "
                   "event",
                   (unsigned long long)dr->seq);

@@ -115,6 +115,7 @@ int confirmer_status(struct confirmer *c, const struct confirm_view *v, bool rep
                "confirmed %s (pending: %llu events in %zu transactions)", a,
                (unsigned long long)v->pending_events, v->pending_txns);
     c->sent_lsn = confirm;
+    c->statuses_sent++;
     c->last_status_ms = v->now_ms;
     c->next_status_ms = v->now_ms + c->interval_ms;
     return CONFIRM_OK;

@@ -311,10 +311,10 @@ const int64_t metrics_latency_bounds_us[METRICS_LATENCY_BOUNDS] = {
     500000,  1000000, 2500000, 5000000, 10000000, 30000000, 60000000, 300000000,
 };
 
-/* One series of a histogram: cumulative buckets from latency_count_le(),
- * +Inf, _sum and _count (exact). */
-static void histogram_series(struct textbuf *b, const char *name, const char *source,
-                             const struct latency_hist *h)
+/* One series of a histogram, labelled key="value": cumulative buckets from
+ * latency_count_le(), +Inf, _sum and _count (exact). */
+static void histogram_series(struct textbuf *b, const char *name, const char *key,
+                             const char *value, const struct latency_hist *h)
 {
     for (int i = 0; i < METRICS_LATENCY_BOUNDS; i++) {
         /* "0.0025", "1", "300": the shortest form of the bound */
@@ -322,14 +322,21 @@ static void histogram_series(struct textbuf *b, const char *name, const char *so
         int n = snprintf(le, sizeof(le), "%.6f", (double)metrics_latency_bounds_us[i] / 1e6);
         while (n > 1 && le[n - 1] == '0') le[--n] = '\0';
         if (n > 1 && le[n - 1] == '.') le[--n] = '\0';
-        tb_printf(b, "%s_bucket{source=\"%s\",le=\"%s\"} %" PRIu64 "\n", name, source, le,
+        tb_printf(b, "%s_bucket{%s=\"%s\",le=\"%s\"} %" PRIu64 "\n", name, key, value, le,
                   latency_count_le(h, metrics_latency_bounds_us[i]));
     }
-    tb_printf(b, "%s_bucket{source=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, source,
+    tb_printf(b, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, key, value,
               h->count);
-    tb_printf(b, "%s_sum{source=\"%s\"} ", name, source);
+    tb_printf(b, "%s_sum{%s=\"%s\"} ", name, key, value);
     seconds(b, (int64_t)h->sum_us);
-    tb_printf(b, "\n%s_count{source=\"%s\"} %" PRIu64 "\n", name, source, h->count);
+    tb_printf(b, "\n%s_count{%s=\"%s\"} %" PRIu64 "\n", name, key, value, h->count);
+}
+
+const char *metrics_stage_name(enum metrics_stage s)
+{
+    static const char *const names[STAGE__COUNT] = {"commit-to-receive", "receive-to-produce",
+                                                    "produce-to-ack", "ack-to-confirm"};
+    return s >= 0 && s < STAGE__COUNT ? names[s] : "?";
 }
 
 static void render_latency(const struct metrics *m, struct textbuf *b)
@@ -339,8 +346,25 @@ static void render_latency(const struct metrics *m, struct textbuf *b)
            "source=\"event\": from a transaction's commit (server clock) to the broker's "
            "ACK of each of its events; source=\"heartbeat\": from writing a heartbeat "
            "to seeing it on the replication stream.");
-    if (m->commit_to_ack) histogram_series(b, name, "event", m->commit_to_ack);
-    if (m->heartbeat_rtt) histogram_series(b, name, "heartbeat", m->heartbeat_rtt);
+    if (m->commit_to_ack) histogram_series(b, name, "source", "event", m->commit_to_ack);
+    if (m->heartbeat_rtt) histogram_series(b, name, "source", "heartbeat", m->heartbeat_rtt);
+}
+
+static void render_stages(const struct metrics *m, struct textbuf *b)
+{
+    static const char name[] = "outboxd_stage_latency_seconds";
+    family(b, name, "histogram",
+           "The stages of commit-to-ACK and after, wall clock: commit-to-receive, from a "
+           "transaction's commit (server clock) to the loop turn that read each of its "
+           "events from the stream; receive-to-produce, from there to the end of the "
+           "turn's reading that handed the event to librdkafka (held events wait in it); "
+           "produce-to-ack, from there to the broker's ACK (per event, the times of its "
+           "transaction's latest hand-over); ack-to-confirm, per transaction, from the ACK "
+           "that made it confirmable to the standby status that confirmed it.");
+    for (int i = 0; i < STAGE__COUNT; i++)
+        if (m->stages[i])
+            histogram_series(b, name, "stage", metrics_stage_name((enum metrics_stage)i),
+                             m->stages[i]);
 }
 
 static void render_state(const struct metrics *m, struct textbuf *b)
@@ -423,6 +447,7 @@ int metrics_render(const struct metrics *m, int64_t now_us, struct textbuf *out)
     render_positions(m, out);
     render_lag(m, now_us, out);
     render_latency(m, out);
+    render_stages(m, out);
     render_state(m, out);
     return out->oom ? -1 : 0;
 }

@@ -22,6 +22,7 @@
 
 #include "clock.h"
 #include "kafkaconf.h"
+#include "kstats.h"
 #include "log.h"
 
 /* A topic handle per topic name: producing by handle saves librdkafka a
@@ -62,6 +63,7 @@ struct producer {
     int64_t dr_clock_us; /* delivery_report.served_unix_us */
     int dr_since_clock;  /* reports served with it; >= EVERY: read again */
     bool dr_clock_exact; /* read it for every report (producer_flush waits) */
+    struct kstats kstats; /* per broker over the run, across renew() */
 };
 
 /* Where the top-level "brokers" object of a statistics JSON starts, or
@@ -86,7 +88,7 @@ static const char *stats_brokers(const char *json, size_t len)
 
 /* librdkafka's statistics (JSON), served by rd_kafka_poll() on our thread:
  * counts the real brokers (configured or learned, not internal) in state
- * UP. */
+ * UP, and adds the window to the run's per-broker figures (kstats.h). */
 static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
 {
     (void)rk;
@@ -107,6 +109,7 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
                 up++;
         }
         p->brokers_up = up;
+        kstats_window(&p->kstats, brokers); /* out of memory: a window less */
     }
     json_decref(brokers);
     return 0; /* librdkafka frees json */
@@ -265,6 +268,7 @@ void producer_free(struct producer *p)
 {
     if (!p) return;
     close_rk(p);
+    kstats_free(&p->kstats);
     free(p->topics);
     for (int i = 0; i < 2; i++)
         if (p->pipefd[i] >= 0) close(p->pipefd[i]);
@@ -282,6 +286,7 @@ static int renew(struct producer *p, char *err, size_t errlen)
     int64_t t0 = clock_unix_us();
     close_rk(p);
     if (open_rk(p, err, errlen) != 0) return -1;
+    kstats_new_client(&p->kstats);
     p->renewals++;
     log_info("kafka: producer replaced after %zu distinct topics (bound %zu), in %lld ms "
              "(replacement %llu)",
@@ -468,6 +473,8 @@ int producer_brokers_up(const struct producer *p)
 {
     return p->brokers_up;
 }
+
+const struct kstats *producer_kstats(const struct producer *p) { return &p->kstats; }
 
 int producer_fatal(struct producer *p, char *err, size_t errlen)
 {

@@ -79,13 +79,24 @@ static struct confirm_view confirm_view(const struct relay *r)
                                  .now_ms = clock_mono_ms()};
 }
 
+/* A status went out confirming r->confirm.sent_lsn: the ack-to-confirm
+ * stage of the transactions it confirmed (one clock read, only then). */
+static void note_confirmed(struct relay *r)
+{
+    lsn_t lsn = r->confirm.sent_lsn;
+    if (r->trk && tracker_confirm_due(r->trk, lsn))
+        tracker_confirmed(r->trk, lsn, clock_unix_us(), &r->chg.stages[STAGE_ACK_TO_CONFIRM]);
+}
+
 /* Writes the offset file when due, then confirms it to the server
  * (confirmer_status()). force: store the position now (stop, reconnect,
  * fatal error). Returns a STEP_* code. */
 int send_status_ex(struct relay *r, bool reply, bool force)
 {
     struct confirm_view v = confirm_view(r);
+    uint64_t sent = r->confirm.statuses_sent;
     int rc = confirmer_status(&r->confirm, &v, reply, force);
+    if (r->confirm.statuses_sent != sent) note_confirmed(r);
     r->met.offset_writes = r->confirm.offset_writes;
     return rc == CONFIRM_OK ? STEP_OK : rc == CONFIRM_BROKEN ? STEP_BROKEN : STEP_FATAL;
 }

@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "fixit.h"
+#include "kstats.h"
 #include "log.h"
 #include "signals.h"
 
@@ -162,9 +163,8 @@ void relay_seed_metrics(struct metrics *m, bool pub_capped)
 
 /* One line with the commit-to-ACK latency of every event ACKed since
  * start (the benchmark reads it; so can an operator). */
-void relay_log_latency(const struct relay *r)
+static void log_commit_to_ack(const struct latency_hist *h)
 {
-    const struct latency_hist *h = &r->chg.commit_to_ack;
     if (h->count == 0) return;
     log_info("commit-to-ACK latency over %llu events: p50 %lld us, p99 %lld us, max %lld us, "
              "p90 %lld us, p99.9 %lld us, mean %llu us",
@@ -174,3 +174,32 @@ void relay_log_latency(const struct relay *r)
              (unsigned long long)(h->sum_us / h->count));
 }
 
+/* One line per stage with samples (changes.h says what each measures;
+ * tests/bench parses them). */
+static void log_stage(enum metrics_stage s, const struct latency_hist *h)
+{
+    if (h->count == 0) return;
+    log_info("stage %s over %llu %s: p50 %lld us, p99 %lld us, max %lld us",
+             metrics_stage_name(s), (unsigned long long)h->count,
+             s == STAGE_ACK_TO_CONFIRM ? "transactions" : "events",
+             (long long)latency_quantile(h, 0.50), (long long)latency_quantile(h, 0.99),
+             (long long)h->max_us);
+}
+
+/* One line per Kafka broker: librdkafka's statistics over the run. */
+static void log_brokers(const struct kstats *ks)
+{
+    char line[1024];
+    for (size_t i = 0; i < ks->n; i++) {
+        kstats_format(&ks->b[i], line, sizeof(line));
+        log_info("%s", line);
+    }
+}
+
+void relay_log_latency(const struct relay *r)
+{
+    log_commit_to_ack(&r->chg.commit_to_ack);
+    for (int s = 0; s < STAGE__COUNT; s++)
+        log_stage((enum metrics_stage)s, &r->chg.stages[s]);
+    if (r->prod) log_brokers(producer_kstats(r->prod));
+}

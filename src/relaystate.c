@@ -41,7 +41,9 @@ static enum step on_frame(struct relay *r, const char *buf, int len)
 
 /* Reads and handles up to READ_BATCH frames; stops at the first that is
  * not STEP_OK (and at STEP_HELD: the held event borrows the stream's
- * buffer, which the next read would reuse). */
+ * buffer, which the next read would reuse). The wall clock is read once,
+ * at the turn's first frame: every frame of the turn counts as received
+ * then (changes.h, the stages). */
 static enum step read_frames(struct relay *r)
 {
     char err[512];
@@ -55,6 +57,7 @@ static enum step read_frames(struct relay *r)
             snprintf(r->stream_err, sizeof(r->stream_err), "%s", err);
             return STEP_BROKEN;
         }
+        if (i == 0) changes_received_at(&r->chg, clock_unix_us());
         r->wake_bytes += (size_t)len;
         enum step st = on_frame(r, buf, len);
         if (st != STEP_OK) return st;
@@ -109,6 +112,9 @@ static enum step stream_turn(struct relay *r)
         rc = changes_resume(&r->chg);
     }
     if (rc == STEP_OK) rc = read_frames(r);
+    /* what this turn produced was handed over by now: before any of its
+     * delivery reports is served (one clock read, only if anything was) */
+    if (changes_produced_pending(&r->chg)) changes_produced_at(&r->chg, clock_unix_us());
     producer_poll(r->prod, 0);
     if (rc == STEP_OK) rc = changes_flush_dead_letters(&r->chg);
     if (rc != STEP_OK && rc != STEP_HELD) return rc;

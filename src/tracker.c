@@ -8,19 +8,37 @@
  * from the front; the flush position is the end LSN of the last one popped.
  * The ring grows on demand; its size is bounded by the transactions whose
  * events are in flight, which the producer's queue limit bounds in turn.
+ *
+ * A popped transaction with events leaves (end LSN, when it became
+ * confirmable) in a second, linear queue until a status confirms it
+ * (runs[run_head, run_head + nruns)); consecutive ones of the same time
+ * share an entry, and the queue is bounded (TRACKER_MAX_RUNS).
  */
 #include "tracker.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 struct txn {
     lsn_t end_lsn;
     int64_t commit_time; /* server's commit timestamp, 0 if unknown */
+    int64_t produce_us;  /* events last handed to the producer, 0 if unknown */
+    int64_t ack_us;      /* its latest ACK, 0 if unknown */
     uint64_t pending;
     bool committed;
     bool failed;
     bool aborted; /* dropped mid-stream; its late reports are ignored */
+    bool has_events;
+};
+
+/* Confirmable transactions ending at or before end_lsn that became so at
+ * at_us, waiting for a status. */
+struct confirm_run {
+    lsn_t end_lsn;
+    int64_t at_us;
+    uint64_t txns;
 };
 
 struct tracker {
@@ -37,6 +55,9 @@ struct tracker {
     lsn_t keepalive_lsn; /* newest keepalive walEnd, applied when idle */
     int64_t flushed_commit_time; /* of the newest transaction popped */
     bool failed;
+    struct confirm_run *runs; /* waiting for a status, oldest first */
+    size_t runs_cap, run_head, nruns;
+    uint64_t unconfirmed;     /* transactions in them */
 };
 
 struct tracker *tracker_new(lsn_t start_lsn)
@@ -59,6 +80,7 @@ void tracker_free(struct tracker *t)
 {
     if (!t) return;
     free(t->ring);
+    free(t->runs);
     free(t);
 }
 
@@ -90,8 +112,48 @@ static void apply_keepalive(struct tracker *t)
         t->flush_lsn = t->keepalive_lsn;
 }
 
-/* Pops every completed transaction from the front and advances flush_lsn. */
-static void advance(struct tracker *t)
+/* The newest run, or NULL. */
+static struct confirm_run *last_run(struct tracker *t)
+{
+    return t->nruns ? &t->runs[t->run_head + t->nruns - 1] : NULL;
+}
+
+/* Room for one more run at the end: the confirmed ones at the front are
+ * reclaimed first, then the array grows up to TRACKER_MAX_RUNS. */
+static bool run_room(struct tracker *t)
+{
+    if (t->run_head + t->nruns < t->runs_cap) return true;
+    if (t->run_head > 0) {
+        memmove(t->runs, t->runs + t->run_head, t->nruns * sizeof(*t->runs));
+        t->run_head = 0;
+        return true;
+    }
+    if (t->nruns >= TRACKER_MAX_RUNS) return false;
+    void *arr = t->runs;
+    if (grow_array(&arr, &t->runs_cap, t->nruns + 1, sizeof(*t->runs), 16) != 0) return false;
+    t->runs = arr;
+    return true;
+}
+
+/* A transaction ending at end_lsn became confirmable at at_us (0: unknown,
+ * not recorded). Out of room (or memory), it joins the newest run. */
+static void note_confirmable(struct tracker *t, lsn_t end_lsn, int64_t at_us)
+{
+    if (at_us == 0) return;
+    struct confirm_run *last = last_run(t);
+    if (!(last && last->at_us == at_us) && run_room(t)) {
+        t->runs[t->run_head + t->nruns++] = (struct confirm_run){end_lsn, at_us, 0};
+        last = last_run(t);
+    }
+    if (!last) return; /* no run at all and no memory for one */
+    last->end_lsn = end_lsn;
+    last->txns++;
+    t->unconfirmed++;
+}
+
+/* Pops every completed transaction from the front and advances flush_lsn.
+ * ack_us: the ACK that completed them (0: a Commit, a keepalive...). */
+static void advance(struct tracker *t, int64_t ack_us)
 {
     /* A failed transaction stops the walk: what precedes it is still
      * confirmed, nothing after it ever is. */
@@ -101,6 +163,8 @@ static void advance(struct tracker *t)
         if (x->aborted) t->aborted--;
         if (x->end_lsn > t->flush_lsn) t->flush_lsn = x->end_lsn;
         if (!x->aborted && x->commit_time != 0) t->flushed_commit_time = x->commit_time;
+        if (!x->aborted && x->has_events)
+            note_confirmable(t, x->end_lsn, ack_us ? ack_us : x->ack_us);
         t->head = (t->head + 1) % t->cap;
         t->count--;
         t->head_seq++;
@@ -124,7 +188,9 @@ uint64_t tracker_begin(struct tracker *t, lsn_t final_lsn)
 int tracker_event_sent(struct tracker *t, uint64_t seq)
 {
     if (seq == 0 || seq != t->open_seq) return -1;
-    slot_of(t, seq)->pending++;
+    struct txn *x = slot_of(t, seq);
+    x->pending++;
+    x->has_events = true;
     t->pending_events++;
     return 0;
 }
@@ -138,7 +204,7 @@ int tracker_commit(struct tracker *t, uint64_t seq, lsn_t end_lsn)
     x->committed = true;
     t->last_end_lsn = end_lsn;
     t->open_seq = 0;
-    advance(t);
+    advance(t, 0);
     return 0;
 }
 
@@ -160,17 +226,20 @@ void tracker_abort_open(struct tracker *t)
      * its commit: it must never be confirmed now. */
     t->keepalive_lsn = 0;
     t->open_seq = 0;
-    advance(t);
+    advance(t, 0);
 }
 
-int tracker_ack(struct tracker *t, uint64_t seq)
+int tracker_ack(struct tracker *t, uint64_t seq) { return tracker_ack_at(t, seq, 0); }
+
+int tracker_ack_at(struct tracker *t, uint64_t seq, int64_t ack_us)
 {
     struct txn *x = slot_of(t, seq);
     if (!x || x->aborted) return 1;
     if (x->pending == 0) return -1;
     x->pending--;
+    x->ack_us = ack_us;
     t->pending_events--;
-    if (x->pending == 0 && seq == t->head_seq) advance(t);
+    if (x->pending == 0 && seq == t->head_seq) advance(t, ack_us);
     return 0;
 }
 
@@ -186,6 +255,25 @@ void tracker_fail(struct tracker *t, uint64_t seq)
     }
     t->failed = true;
 }
+
+bool tracker_confirm_due(const struct tracker *t, lsn_t lsn)
+{
+    return t->nruns > 0 && t->runs[t->run_head].end_lsn <= lsn;
+}
+
+void tracker_confirmed(struct tracker *t, lsn_t lsn, int64_t now_us, struct latency_hist *h)
+{
+    while (tracker_confirm_due(t, lsn)) {
+        const struct confirm_run *r = &t->runs[t->run_head];
+        latency_record_n(h, now_us - r->at_us, r->txns);
+        t->unconfirmed -= r->txns;
+        t->run_head++;
+        t->nruns--;
+    }
+    if (t->nruns == 0) t->run_head = 0;
+}
+
+uint64_t tracker_unconfirmed_txns(const struct tracker *t) { return t->unconfirmed; }
 
 void tracker_keepalive(struct tracker *t, lsn_t wal_end)
 {
@@ -205,6 +293,23 @@ int64_t tracker_commit_time(const struct tracker *t, uint64_t seq)
 {
     const struct txn *x = slot_of(t, seq);
     return x && !x->aborted ? x->commit_time : 0;
+}
+
+void tracker_set_produce_time(struct tracker *t, uint64_t seq, int64_t unix_us)
+{
+    struct txn *x = slot_of(t, seq);
+    if (x) x->produce_us = unix_us;
+}
+
+bool tracker_times(const struct tracker *t, uint64_t seq, struct tracker_times *out)
+{
+    const struct txn *x = slot_of(t, seq);
+    if (!x || x->aborted) {
+        *out = (struct tracker_times){0, 0};
+        return false;
+    }
+    *out = (struct tracker_times){x->commit_time, x->produce_us};
+    return true;
 }
 
 int64_t tracker_flushed_commit_time(const struct tracker *t) { return t->flushed_commit_time; }

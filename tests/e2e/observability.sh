@@ -104,6 +104,16 @@ lag=$(m outboxd_replication_lag_seconds)
 [[ -n "$lag" ]] || fail "no outboxd_replication_lag_seconds after events were ACKed"
 awk -v l="$lag" 'BEGIN { exit !(l >= 0 && l < 60) }' || fail "replication lag $lag s"
 info "ok: replication lag ${lag}s; commit-to-ACK histogram with 30 samples"
+# The stages: one sample per event for the three up to the ACK, one per
+# transaction (11) once a status has confirmed it.
+sh=outboxd_stage_latency_seconds
+for stage in commit-to-receive receive-to-produce produce-to-ack; do
+    assert_eq 30 "$(m "${sh}_count{stage=\"$stage\"}")" "$stage samples (one per event)"
+done
+wait_metric "ack-to-confirm: the 11 transactions confirmed" 10 \
+    '[[ "$(m "${sh}_count{stage=\"ack-to-confirm\"}")" == 11 ]]'
+awk -v h="${sh}_bucket{stage=\"ack-to-confirm\"" 'index($1, h) == 1 { if ($2 < prev) bad = 1; prev = $2; n++ }
+    END { exit !(n == 17 && !bad) }' "$T/metrics.txt" || fail "ack-to-confirm buckets missing or decreasing"
 wait_metric "slot lag 0 bytes and wal_status reserved once idle" 20 \
     '[[ "$(m outboxd_slot_lag_bytes)" == 0 && "$(m "outboxd_slot_wal_status{status=\"reserved\"}")" == 1 ]]'
 # rules_have_samples GLOB: every metric deploy/prometheus/outboxd-alerts.yml
@@ -179,6 +189,17 @@ start_line=$(jq -c 'select(.msg | startswith("streaming slot"))' "$T/log.jsonl" 
 jq -r 'select(.msg | startswith("reconnecting from")) | .lsn | test("^[0-9A-F]+/[0-9A-F]+$")' "$T/log.jsonl" | grep -qx true ||
     fail "no 'reconnecting from' line with an lsn field"
 info "ok: lsn fields on the streaming and reconnecting lines"
+# At stop: a line per stage and per Kafka broker (tests/bench reads them).
+for stage in commit-to-receive receive-to-produce produce-to-ack; do
+    jq -r .msg "$T/log.jsonl" | grep -Eq "^stage $stage over [0-9]+ events: p50 [0-9]+ us, p99 [0-9]+ us, max [0-9]+ us$" ||
+        fail "no 'stage $stage over N events' line at stop"
+done
+jq -r .msg "$T/log.jsonl" | grep -Eq '^stage ack-to-confirm over [0-9]+ transactions: p50 [0-9]+ us, p99 [0-9]+ us, max [0-9]+ us$' ||
+    fail "no 'stage ack-to-confirm over N transactions' line at stop"
+us='(([0-9]+)|n/a) us'
+jq -r .msg "$T/log.jsonl" | grep -Eq "^kafka broker [^ ]+ over [1-9][0-9]* windows: rtt avg $us p99 $us; int_latency avg $us p99 $us; outbuf_latency avg $us p99 $us; produce requests [1-9][0-9]*, bytes per request [0-9]+$" ||
+    fail "no 'kafka broker NAME over W windows' line with produce requests at stop"
+info "ok: the stage and kafka broker lines at stop"
 if grep -q 'sekret-pw-4711' "$T/outboxd.log" "$T/metrics.txt"; then
     fail "the password appears in the log or the metrics"
 fi

@@ -303,6 +303,119 @@ START_TEST(test_failed_delivery_halts_under_halt)
 }
 END_TEST
 
+/* ---- the stages (changes.h) ---- */
+
+#define COMMIT_T INT64_C(800000000000000) /* PG epoch us */
+#define COMMIT_UNIX (COMMIT_T + PG_EPOCH_OFFSET_US)
+
+static enum step begin_at(lsn_t final_lsn, int64_t commit_time)
+{
+    struct repl_msg m = {.kind = RM_BEGIN};
+    m.u.begin.final_lsn = final_lsn;
+    m.u.begin.commit_time = commit_time;
+    return changes_on_message(&chg, &m);
+}
+
+static const struct latency_hist *stage(enum metrics_stage s) { return &chg.stages[s]; }
+
+/* The i-th event the fake took was ACKed, the report served at us. */
+static void ack_at(int i, int64_t us)
+{
+    struct delivery_report dr = {.seq = fk.seq[i], .topic = fk.topic[i], .served_unix_us = us};
+    ck_assert(changes_on_delivery(&chg, &dr));
+}
+
+/* Commit 1 ms before the turn reads two events, handed over 300 us into
+ * the turn, ACKed 2 ms later: each stage gets its share, per event, and
+ * they add up to commit-to-ACK. */
+START_TEST(test_stages_of_a_transaction)
+{
+    int64_t recv = COMMIT_UNIX + 1000;
+    changes_received_at(&chg, recv);
+    ck_assert_int_eq(begin_at(200, COMMIT_T), STEP_OK);
+    ck_assert_int_eq(insert("a"), STEP_OK);
+    ck_assert_int_eq(insert("b"), STEP_OK);
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    ck_assert(changes_produced_pending(&chg));
+    changes_produced_at(&chg, recv + 300);
+    ck_assert(!changes_produced_pending(&chg));
+    changes_produced_at(&chg, recv + 999999); /* nothing more to stamp */
+    struct tracker_times tt;
+    ck_assert(tracker_times(trk, fk.seq[0], &tt));
+    ck_assert_int_eq(tt.produce_us, recv + 300);
+    ck_assert_uint_eq(stage(STAGE_COMMIT_TO_RECEIVE)->count, 2);
+    ck_assert_uint_eq(stage(STAGE_COMMIT_TO_RECEIVE)->sum_us, 2000);
+    ck_assert_uint_eq(stage(STAGE_RECEIVE_TO_PRODUCE)->count, 2);
+    ck_assert_uint_eq(stage(STAGE_RECEIVE_TO_PRODUCE)->sum_us, 600);
+    ack_at(0, recv + 2300);
+    ack_at(1, recv + 2500);
+    ck_assert_uint_eq(stage(STAGE_PRODUCE_TO_ACK)->count, 2);
+    ck_assert_uint_eq(stage(STAGE_PRODUCE_TO_ACK)->sum_us, 2000 + 2200);
+    ck_assert_uint_eq(chg.commit_to_ack.sum_us, 3300 + 3500);
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210);
+    /* the last ACK made it confirmable; a status 700 us later confirms it */
+    ck_assert_uint_eq(tracker_unconfirmed_txns(trk), 1);
+    tracker_confirmed(trk, 210, recv + 3200, &chg.stages[STAGE_ACK_TO_CONFIRM]);
+    ck_assert_uint_eq(stage(STAGE_ACK_TO_CONFIRM)->count, 1);
+    ck_assert_uint_eq(stage(STAGE_ACK_TO_CONFIRM)->sum_us, 700);
+    /* the metrics render what changes records */
+    ck_assert_ptr_eq(met.stages[STAGE_PRODUCE_TO_ACK], stage(STAGE_PRODUCE_TO_ACK));
+}
+END_TEST
+
+/* A transaction read over two turns: each event counts from its own turn;
+ * an event held by backpressure counts from its receive to its eventual
+ * send. */
+START_TEST(test_stages_across_turns_and_backpressure)
+{
+    int64_t t1 = COMMIT_UNIX + 1000, t2 = COMMIT_UNIX + 4000;
+    changes_received_at(&chg, t1);
+    ck_assert_int_eq(begin_at(200, COMMIT_T), STEP_OK);
+    ck_assert_int_eq(insert("a"), STEP_OK);
+    changes_produced_at(&chg, t1 + 100);
+    changes_received_at(&chg, t2); /* the next turn */
+    fk.room = 0;
+    ck_assert_int_eq(insert("b"), STEP_HELD);
+    ck_assert(!changes_produced_pending(&chg)); /* held: not handed over */
+    changes_produced_at(&chg, t2 + 50);
+    ck_assert_uint_eq(stage(STAGE_RECEIVE_TO_PRODUCE)->count, 1);
+    fk.room = -1; /* a later turn: room */
+    ck_assert_int_eq(changes_resume(&chg), STEP_OK);
+    ck_assert(changes_produced_pending(&chg));
+    changes_received_at(&chg, t2 + 9000); /* that turn reads on: b was handed over by now */
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    /* commit-to-receive: 1000 (a), 4000 (b) */
+    ck_assert_uint_eq(stage(STAGE_COMMIT_TO_RECEIVE)->count, 2);
+    ck_assert_uint_eq(stage(STAGE_COMMIT_TO_RECEIVE)->sum_us, 5000);
+    ck_assert_int_eq(stage(STAGE_COMMIT_TO_RECEIVE)->max_us, 4000);
+    /* receive-to-produce: 100 (a), 9000 (b, held) */
+    ck_assert_uint_eq(stage(STAGE_RECEIVE_TO_PRODUCE)->count, 2);
+    ck_assert_uint_eq(stage(STAGE_RECEIVE_TO_PRODUCE)->sum_us, 9100);
+    /* the transaction's produce time is its latest turn's */
+    struct tracker_times tt;
+    ck_assert(tracker_times(trk, fk.seq[0], &tt));
+    ck_assert_int_eq(tt.produce_us, t2 + 9000);
+}
+END_TEST
+
+/* Before the relay says when it read (no changes_received_at()), and for
+ * a transaction without a commit time, nothing is recorded but
+ * produce-to-ack. */
+START_TEST(test_stages_without_times)
+{
+    ck_assert_int_eq(begin_at(200, 0), STEP_OK);
+    ck_assert_int_eq(insert("a"), STEP_OK);
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    changes_produced_at(&chg, 5000);
+    ck_assert_uint_eq(stage(STAGE_COMMIT_TO_RECEIVE)->count, 0);
+    ck_assert_uint_eq(stage(STAGE_RECEIVE_TO_PRODUCE)->count, 0);
+    ack_at(0, 5100);
+    ck_assert_uint_eq(stage(STAGE_PRODUCE_TO_ACK)->count, 1);
+    ck_assert_uint_eq(stage(STAGE_PRODUCE_TO_ACK)->sum_us, 100);
+    ck_assert_uint_eq(chg.commit_to_ack.count, 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("changes");
@@ -317,6 +430,9 @@ int main(void)
     tcase_add_test(dlq, test_poison_row_dead_lettered_pending_until_acked);
     tcase_add_test(dlq, test_failed_dlq_write_is_fatal);
     tcase_add_test(dlq, test_failed_delivery_dead_lettered_from_the_loop);
+    tcase_add_test(dlq, test_stages_of_a_transaction);
+    tcase_add_test(dlq, test_stages_across_turns_and_backpressure);
+    tcase_add_test(dlq, test_stages_without_times);
     suite_add_tcase(s, dlq);
     TCase *halt = tcase_create("policy halt");
     tcase_add_checked_fixture(halt, setup_halt, teardown);

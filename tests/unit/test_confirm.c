@@ -342,6 +342,29 @@ START_TEST(test_between_connections_file_only)
     ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
     expect_io(1, 0, 2000);
     ck_assert_uint_eq(c.sent_lsn, 1000); /* nothing was confirmed to the server */
+    ck_assert_uint_eq(c.statuses_sent, 0);
+}
+END_TEST
+
+/* statuses_sent counts the statuses that reached the server, and only
+ * those: sent_lsn is then what the server was told. */
+START_TEST(test_statuses_sent_counted)
+{
+    setup(1000);
+    ck_assert_uint_eq(c.statuses_sent, 0);
+    ack_events(2000, 1);
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
+    ck_assert_uint_eq(c.statuses_sent, 1);
+    ck_assert_uint_eq(c.sent_lsn, fk.flushed);
+    ck_assert_int_eq(confirmer_status(&c, &v, true, false), CONFIRM_OK); /* no move */
+    ck_assert_uint_eq(c.statuses_sent, 2);
+    fk.fail_send = 1;
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_BROKEN);
+    ck_assert_uint_eq(c.statuses_sent, 2);
+    fk.fail_write = 1;
+    ack_events(3000, 1);
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_FAILED);
+    ck_assert_uint_eq(c.statuses_sent, 2);
 }
 END_TEST
 
@@ -488,6 +511,7 @@ int main(void)
     tcase_add_test(tc, test_force_writes);
     tcase_add_test(tc, test_rewrite_even_without_advance);
     tcase_add_test(tc, test_between_connections_file_only);
+    tcase_add_test(tc, test_statuses_sent_counted);
     tcase_add_test(tc, test_failed_write_never_retried);
     tcase_add_test(tc, test_failed_send_is_broken);
     suite_add_tcase(s, tc);

@@ -111,6 +111,43 @@ START_TEST(test_huge_value_keeps_exact_max)
 }
 END_TEST
 
+/* n samples at once are n samples: the same histogram as n calls. */
+START_TEST(test_record_n_equals_n_records)
+{
+    static struct latency_hist one;
+    memset(&one, 0, sizeof(one));
+    static const int64_t values[] = {0, 5, 63, 64, 100, 1234, 98765, -3, 4000000};
+    static const uint64_t counts[] = {1, 3, 2, 7, 1, 64, 5, 2, 9};
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+        latency_record_n(&H, values[i], counts[i]);
+        for (uint64_t k = 0; k < counts[i]; k++) latency_record(&one, values[i]);
+    }
+    latency_record_n(&H, 777777777, 0); /* nothing: not even the max */
+    ck_assert_uint_eq(H.count, one.count);
+    ck_assert_uint_eq(H.sum_us, one.sum_us);
+    ck_assert_int_eq(H.max_us, 4000000);
+    ck_assert_int_eq(memcmp(H.buckets, one.buckets, sizeof(H.buckets)), 0);
+    ck_assert_int_eq(latency_quantile(&H, 0.5), latency_quantile(&one, 0.5));
+}
+END_TEST
+
+/* Every power of two and its neighbours land where the bucket formula of
+ * latency.c puts them (floor_log2 is a builtin there). */
+START_TEST(test_bucket_edges_each_power_of_two)
+{
+    for (int e = 6; e < 41; e++) {
+        memset(&H, 0, sizeof(H));
+        int64_t v = (int64_t)1 << e;
+        latency_record(&H, v - 1);
+        latency_record(&H, v);
+        /* v - 1 is the top of the bucket below v: exactly one sample <= v - 1 */
+        ck_assert_uint_eq(latency_count_le(&H, v - 1), 1);
+        ck_assert_int_eq(latency_quantile(&H, 0.5), v - 1);
+        ck_assert_int_eq(latency_quantile(&H, 1.0), v);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("latency");
@@ -122,6 +159,8 @@ int main(void)
     tcase_add_test(tc, test_quantiles_within_one_bucket);
     tcase_add_test(tc, test_count_le_edges);
     tcase_add_test(tc, test_huge_value_keeps_exact_max);
+    tcase_add_test(tc, test_record_n_equals_n_records);
+    tcase_add_test(tc, test_bucket_edges_each_power_of_two);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -120,6 +120,7 @@ START_TEST(test_every_family_announced)
         {"outboxd_monitor_errors_total", "counter"},
         {"outboxd_replication_lag_seconds", "gauge"},
         {"outboxd_commit_to_ack_seconds", "histogram"},
+        {"outboxd_stage_latency_seconds", "histogram"},
         {"outboxd_reconnects_total", "counter"},
         {"outboxd_heartbeats_sent_total", "counter"},
         {"outboxd_heartbeats_received_total", "counter"},
@@ -277,6 +278,34 @@ START_TEST(test_histogram)
 }
 END_TEST
 
+/* The stages: one family, a series per stage given, labelled stage. */
+START_TEST(test_stage_histograms)
+{
+    static struct latency_hist recv, confirm;
+    memset(&recv, 0, sizeof(recv));
+    memset(&confirm, 0, sizeof(confirm));
+    latency_record(&recv, 800);
+    latency_record(&recv, 4000);
+    latency_record(&confirm, 30000);
+    const char *t = render(0);
+    ck_line(t, "# TYPE outboxd_stage_latency_seconds histogram");
+    ck_assert_ptr_null(strstr(t, "outboxd_stage_latency_seconds_bucket"));
+    m.stages[STAGE_COMMIT_TO_RECEIVE] = &recv;
+    m.stages[STAGE_ACK_TO_CONFIRM] = &confirm;
+    t = render(0);
+    ck_line(t, "outboxd_stage_latency_seconds_bucket{stage=\"commit-to-receive\",le=\"0.001\"} 1");
+    ck_line(t, "outboxd_stage_latency_seconds_bucket{stage=\"commit-to-receive\",le=\"0.005\"} 2");
+    ck_line(t, "outboxd_stage_latency_seconds_sum{stage=\"commit-to-receive\"} 0.004800");
+    ck_line(t, "outboxd_stage_latency_seconds_count{stage=\"commit-to-receive\"} 2");
+    ck_line(t, "outboxd_stage_latency_seconds_bucket{stage=\"ack-to-confirm\",le=\"0.025\"} 0");
+    ck_line(t, "outboxd_stage_latency_seconds_bucket{stage=\"ack-to-confirm\",le=\"0.05\"} 1");
+    ck_line(t, "outboxd_stage_latency_seconds_count{stage=\"ack-to-confirm\"} 1");
+    ck_assert_ptr_null(strstr(t, "stage=\"produce-to-ack\""));
+    ck_assert_str_eq(metrics_stage_name(STAGE_RECEIVE_TO_PRODUCE), "receive-to-produce");
+    ck_assert_str_eq(metrics_stage_name(STAGE_PRODUCE_TO_ACK), "produce-to-ack");
+}
+END_TEST
+
 /* A seeded label is a sample at 0 before anything is counted, and
  * counting adds to it (one series, not two). */
 START_TEST(test_seed_at_zero)
@@ -338,6 +367,7 @@ int main(void)
     tcase_add_test(tc, test_wal_status_parse);
     tcase_add_test(tc, test_render_appends_and_grows);
     tcase_add_test(tc, test_histogram);
+    tcase_add_test(tc, test_stage_histograms);
     tcase_add_test(tc, test_seed_at_zero);
     tcase_add_test(tc, test_polling_backlog);
     suite_add_tcase(s, tc);

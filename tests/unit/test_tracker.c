@@ -815,6 +815,136 @@ START_TEST(test_commit_times)
 }
 END_TEST
 
+START_TEST(test_stage_times)
+{
+    struct tracker_times tt;
+    uint64_t a = tracker_begin(T, 0x2000);
+    tracker_set_commit_time(T, a, 111);
+    ck_assert_int_eq(tracker_event_sent(T, a), 0);
+    ck_assert_int_eq(tracker_event_sent(T, a), 0);
+    tracker_set_produce_time(T, a, 5000);
+    ck_assert(tracker_times(T, a, &tt));
+    ck_assert_int_eq(tt.commit_time, 111);
+    ck_assert_int_eq(tt.produce_us, 5000);
+    tracker_set_produce_time(T, a, 6000); /* the latest handing wins */
+    ck_assert_int_eq(tracker_commit(T, a, 0x2010), 0);
+    ck_assert(tracker_times(T, a, &tt));
+    ck_assert_int_eq(tt.produce_us, 6000);
+    tracker_set_produce_time(T, a + 5, 1); /* unknown: ignored */
+    ck_assert(!tracker_times(T, a + 5, &tt));
+    ck_assert_int_eq(tt.commit_time, 0);
+    ck_assert_int_eq(tt.produce_us, 0);
+    ck_assert_int_eq(tracker_ack_at(T, a, 7000), 0);
+    ck_assert(tracker_times(T, a, &tt)); /* one event still pending */
+    ck_assert_int_eq(tracker_ack_at(T, a, 7100), 0);
+    ck_assert(!tracker_times(T, a, &tt)); /* flushed */
+    /* aborted: no times */
+    uint64_t b = tracker_begin(T, 0x3000);
+    tracker_set_produce_time(T, b, 8000);
+    ck_assert_int_eq(tracker_event_sent(T, b), 0);
+    tracker_abort_open(T);
+    ck_assert(!tracker_times(T, b, &tt));
+}
+END_TEST
+
+/* A transaction with events becomes confirmable when the ACK that
+ * completes the prefix up to it is served; a status confirming its end LSN
+ * records the wait, once. */
+START_TEST(test_ack_to_confirm)
+{
+    static struct latency_hist h;
+    memset(&h, 0, sizeof(h));
+    uint64_t a = txn(0x2000, 0x2010, 1);
+    uint64_t b = txn(0x3000, 0x3010, 1);
+    uint64_t c = txn(0x4000, 0x4010, 2);
+    txn(0x5000, 0x5010, 0); /* no events: never counted */
+    ck_assert(!tracker_confirm_due(T, 0x9000));
+    ck_assert_int_eq(tracker_ack_at(T, b, 1000), 0); /* a blocks b */
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), 0);
+    ck_assert_int_eq(tracker_ack_at(T, a, 1500), 0); /* a and b at 1500 */
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), 2);
+    ck_assert_int_eq(tracker_ack_at(T, c, 2000), 0);
+    ck_assert_int_eq(tracker_ack_at(T, c, 2500), 0); /* c (and the empty one) at 2500 */
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), 3);
+    FLUSH_EQ(0x5010);
+    /* A status behind b's end confirms neither a nor b: they share a run. */
+    ck_assert(!tracker_confirm_due(T, 0x200F));
+    tracker_confirmed(T, 0x200F, 9999, &h);
+    ck_assert_uint_eq(h.count, 0);
+    tracker_confirmed(T, 0x3010, 4000, &h); /* a and b: 2500 us each */
+    ck_assert_uint_eq(h.count, 2);
+    ck_assert_uint_eq(h.sum_us, 5000);
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), 1);
+    ck_assert(tracker_confirm_due(T, 0x4010));
+    tracker_confirmed(T, 0x6000, 4600, &h); /* c: 2100 us */
+    ck_assert_uint_eq(h.count, 3);
+    ck_assert_uint_eq(h.sum_us, 7100);
+    ck_assert_int_eq(h.max_us, 2500);
+    tracker_confirmed(T, 0x6000, 9000, &h); /* nothing left */
+    ck_assert_uint_eq(h.count, 3);
+    ck_assert(!tracker_confirm_due(T, UINT64_MAX));
+}
+END_TEST
+
+/* A transaction whose events were all ACKed before its Commit counts from
+ * its last ACK; an unknown ACK time (tracker_ack) and an aborted
+ * transaction record nothing. */
+START_TEST(test_ack_to_confirm_commit_and_unknown)
+{
+    static struct latency_hist h;
+    memset(&h, 0, sizeof(h));
+    uint64_t a = tracker_begin(T, 0x2000);
+    ck_assert_int_eq(tracker_event_sent(T, a), 0);
+    ck_assert_int_eq(tracker_ack_at(T, a, 300), 0);
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), 0); /* not committed */
+    ck_assert_int_eq(tracker_commit(T, a, 0x2010), 0);
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), 1);
+    uint64_t b = txn(0x3000, 0x3010, 1);
+    ck_assert_int_eq(tracker_ack(T, b), 0); /* no time: not counted */
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), 1);
+    uint64_t c = tracker_begin(T, 0x4000);
+    ck_assert_int_eq(tracker_event_sent(T, c), 0);
+    tracker_abort_open(T);
+    ck_assert_int_eq(tracker_ack_at(T, c, 900), 1);
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), 1);
+    tracker_confirmed(T, tracker_flush_lsn(T), 1000, &h);
+    ck_assert_uint_eq(h.count, 1);
+    ck_assert_uint_eq(h.sum_us, 700);
+}
+END_TEST
+
+/* Past TRACKER_MAX_RUNS distinct times, later transactions join the newest
+ * run: every transaction is still counted once, none with a shorter wait
+ * than its own. */
+START_TEST(test_ack_to_confirm_bounded)
+{
+    static struct latency_hist h;
+    memset(&h, 0, sizeof(h));
+    int n = TRACKER_MAX_RUNS + 100;
+    for (int i = 0; i < n; i++) {
+        uint64_t s = txn(0x10000 + 0x100 * (lsn_t)i, 0x10010 + 0x100 * (lsn_t)i, 1);
+        ck_assert_int_eq(tracker_ack_at(T, s, 1000 + i), 0);
+    }
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), (uint64_t)n);
+    int64_t now = 1000 + n;
+    tracker_confirmed(T, tracker_flush_lsn(T), now, &h);
+    ck_assert_uint_eq(h.count, (uint64_t)n);
+    ck_assert_uint_eq(tracker_unconfirmed_txns(T), 0);
+    /* exact: sum of (now - (1000 + i)) = sum of (n - i) for i < n */
+    uint64_t exact = (uint64_t)n * (uint64_t)(n + 1) / 2;
+    ck_assert_uint_ge(h.sum_us, exact);
+    /* the last 101 took the time of run TRACKER_MAX_RUNS - 1 */
+    uint64_t over = 0;
+    for (int i = TRACKER_MAX_RUNS; i < n; i++) over += (uint64_t)(i - (TRACKER_MAX_RUNS - 1));
+    ck_assert_uint_eq(h.sum_us, exact + over);
+    /* the queue is reused after it emptied */
+    uint64_t s = txn(0x900000, 0x900010, 1);
+    ck_assert_int_eq(tracker_ack_at(T, s, 50), 0);
+    tracker_confirmed(T, 0x900010, 80, &h);
+    ck_assert_uint_eq(h.count, (uint64_t)n + 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracker");
@@ -856,6 +986,10 @@ int main(void)
     tcase_add_test(tc, test_pending_counters);
     tcase_add_test(tc, test_many_events_one_txn);
     tcase_add_test(tc, test_commit_times);
+    tcase_add_test(tc, test_stage_times);
+    tcase_add_test(tc, test_ack_to_confirm);
+    tcase_add_test(tc, test_ack_to_confirm_commit_and_unknown);
+    tcase_add_test(tc, test_ack_to_confirm_bounded);
     tcase_add_loop_test(tc, test_random_against_model, 0, 4);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
