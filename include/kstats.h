@@ -9,9 +9,13 @@
  * rd_kafka_stats_emit_all), in microseconds where a time:
  *
  *   "name": "host:port/1", "source": "learned" | "configured" | "internal"
- *   | "logical", "tx": requests sent, "txbytes": bytes sent (both
- *   cumulative over the client's life), "req": {"Produce": requests, ...}
- *   (cumulative), and three rolling windows reset at every emit, each
+ *   | "logical", "tx": requests sent, "txbytes": bytes sent, "req":
+ *   {"Produce": requests, ...}, "wakeups": times librdkafka's thread for
+ *   the broker woke up (all four cumulative over the client's life; far
+ *   more wake-ups than produce requests means the thread spins:
+ *   librdkafka 2.0.2 busy-polls while a partition's next batch is due and
+ *   5 or more of its messages are in flight, see src/config.c at
+ *   linger.ms), and three rolling windows reset at every emit, each
  *   {"min", "max", "avg", "sum", "p50", ..., "p99", "cnt", ...}:
  *   "int_latency" (a message's wait in librdkafka's queues until written
  *   into a request: one sample per message), "outbuf_latency" (a
@@ -48,7 +52,8 @@ struct kstats_broker {
     struct kstats_lat rtt, int_latency, outbuf_latency;
     uint64_t produce_reqs; /* Produce requests sent over the run */
     uint64_t txbytes;      /* bytes sent over the run (every request) */
-    int64_t last_produce, last_txbytes; /* the current client's last values */
+    uint64_t wakeups;      /* times the broker's thread woke up over the run */
+    int64_t last_produce, last_txbytes, last_wakeups; /* the current client's last values */
 };
 
 struct kstats {
@@ -74,7 +79,7 @@ int64_t kstats_avg(const struct kstats_lat *l);
  * len):
  *   kafka broker NAME over W windows: rtt avg A us p99 B us; int_latency
  *   avg C us p99 D us; outbuf_latency avg E us p99 F us; produce requests
- *   R, bytes per request S
+ *   R, bytes per request S; thread wake-ups U
  * (one line) with n/a for a figure without samples (S: without a Produce
  * request). */
 void kstats_format(const struct kstats_broker *b, char *buf, size_t len);

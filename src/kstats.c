@@ -91,13 +91,14 @@ int kstats_window(struct kstats *ks, const json_t *brokers)
         k->produce_reqs +=
             counter_delta(&k->last_produce, int_of(json_object_get(b, "req"), "Produce"));
         k->txbytes += counter_delta(&k->last_txbytes, int_of(b, "txbytes"));
+        k->wakeups += counter_delta(&k->last_wakeups, int_of(b, "wakeups"));
     }
     return rc;
 }
 
 void kstats_new_client(struct kstats *ks)
 {
-    for (size_t i = 0; i < ks->n; i++) ks->b[i].last_produce = ks->b[i].last_txbytes = 0;
+    for (size_t i = 0; i < ks->n; i++) ks->b[i].last_produce = ks->b[i].last_txbytes = ks->b[i].last_wakeups = 0;
 }
 
 int64_t kstats_avg(const struct kstats_lat *l)
@@ -132,9 +133,9 @@ void kstats_format(const struct kstats_broker *b, char *buf, size_t len)
         snprintf(per, sizeof(per), "n/a");
     snprintf(buf, len,
              "kafka broker %s over %llu windows: rtt %s; int_latency %s; outbuf_latency %s; "
-             "produce requests %llu, bytes per request %s",
+             "produce requests %llu, bytes per request %s; thread wake-ups %llu",
              b->name, (unsigned long long)b->windows, lat_text(&b->rtt, rtt, sizeof(rtt)),
              lat_text(&b->int_latency, il, sizeof(il)),
              lat_text(&b->outbuf_latency, ol, sizeof(ol)), (unsigned long long)b->produce_reqs,
-             per);
+             per, (unsigned long long)b->wakeups);
 }

@@ -13,12 +13,12 @@
 #       (STAGE: commit-to-receive, receive-to-produce, produce-to-ack)
 #   kafka broker NAME over W windows: rtt avg X us p99 X us; int_latency avg
 #       X us p99 X us; outbuf_latency avg X us p99 X us; produce requests X,
-#       bytes per request X                                  (on one line)
+#       bytes per request X; thread wake-ups X               (on one line)
 
 # A figure: a number or n/a, its unit optional.
 _LF_NUM='([0-9]+(\.[0-9]+)?|n/a)( us)?'
 _LF_STAGE="stage [a-z-]+ over [0-9]+ (events|transactions): p50 $_LF_NUM, p99 $_LF_NUM, max $_LF_NUM"
-_LF_BROKER="kafka broker [^ ]+ over [0-9]+ windows: rtt avg $_LF_NUM p99 $_LF_NUM; int_latency avg $_LF_NUM p99 $_LF_NUM; outbuf_latency avg $_LF_NUM p99 $_LF_NUM; produce requests $_LF_NUM, bytes per request $_LF_NUM"
+_LF_BROKER="kafka broker [^ ]+ over [0-9]+ windows: rtt avg $_LF_NUM p99 $_LF_NUM; int_latency avg $_LF_NUM p99 $_LF_NUM; outbuf_latency avg $_LF_NUM p99 $_LF_NUM; produce requests $_LF_NUM, bytes per request $_LF_NUM; thread wake-ups $_LF_NUM"
 
 # _lf_lines LOG PREFIX_RE FULL_RE: the parts of LOG's lines that match
 # FULL_RE; a line that starts like one (PREFIX_RE) but does not match it
@@ -46,7 +46,8 @@ stages_json() {
 
 # brokers_json LOG: [{"name":NAME,"windows":W,"rtt_avg_us":X,"rtt_p99_us":X,
 # "int_latency_avg_us":X,"int_latency_p99_us":X,"outbuf_latency_avg_us":X,
-# "outbuf_latency_p99_us":X,"produce_requests":X,"bytes_per_request":X},
+# "outbuf_latency_p99_us":X,"produce_requests":X,"bytes_per_request":X,
+# "thread_wakeups":X},
 # ...] from LOG's broker lines, in their order ([] when there are none).
 brokers_json() {
     _lf_lines "$1" 'kafka broker [^ ]+ over [0-9]+ windows' "$_LF_BROKER" | jq -Rn '
@@ -59,7 +60,8 @@ brokers_json() {
                           + "; outbuf_latency avg " + f("outbuf_latency_avg_us")
                           + " p99 " + f("outbuf_latency_p99_us")
                           + "; produce requests " + f("produce_requests")
-                          + ", bytes per request " + f("bytes_per_request"))
+                          + ", bytes per request " + f("bytes_per_request")
+                          + "; thread wake-ups " + f("thread_wakeups"))
          | {name, windows: (.windows | tonumber)}
            + (to_entries | map(select(.key != "name" and .key != "windows"))
               | map(.value |= num) | from_entries)]'

@@ -197,7 +197,7 @@ done
 jq -r .msg "$T/log.jsonl" | grep -Eq '^stage ack-to-confirm over [0-9]+ transactions: p50 [0-9]+ us, p99 [0-9]+ us, max [0-9]+ us$' ||
     fail "no 'stage ack-to-confirm over N transactions' line at stop"
 us='(([0-9]+)|n/a) us'
-jq -r .msg "$T/log.jsonl" | grep -Eq "^kafka broker [^ ]+ over [1-9][0-9]* windows: rtt avg $us p99 $us; int_latency avg $us p99 $us; outbuf_latency avg $us p99 $us; produce requests [1-9][0-9]*, bytes per request [0-9]+$" ||
+jq -r .msg "$T/log.jsonl" | grep -Eq "^kafka broker [^ ]+ over [1-9][0-9]* windows: rtt avg $us p99 $us; int_latency avg $us p99 $us; outbuf_latency avg $us p99 $us; produce requests [1-9][0-9]*, bytes per request [0-9]+; thread wake-ups [1-9][0-9]*$" ||
     fail "no 'kafka broker NAME over W windows' line with produce requests at stop"
 info "ok: the stage and kafka broker lines at stop"
 if grep -q 'sekret-pw-4711' "$T/outboxd.log" "$T/metrics.txt"; then

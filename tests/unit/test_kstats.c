@@ -95,16 +95,19 @@ START_TEST(test_recorded_windows)
     /* cumulative: the last window's values (552, then 1255) */
     ck_assert_uint_eq(b->produce_reqs, 1255);
     ck_assert_uint_eq(b->txbytes, 200444);
+    /* wake-ups, cumulative too: 1861, then 4294 */
+    ck_assert_uint_eq(b->wakeups, 4294);
     /* 200444 / 1255 = 159.7 */
     ck_line(b, "kafka broker " B2 " over 2 windows: rtt avg 377 us p99 2991 us; int_latency "
                "avg 195641 us p99 124415 us; outbuf_latency avg 45 us p99 190 us; produce "
-               "requests 1255, bytes per request 160");
+               "requests 1255, bytes per request 160; thread wake-ups 4294");
     /* rtt (100 * 249 + 85 * 327) / 576 = 91.5; int_latency (296541 * 647 +
      * 1233 * 336) / 983 = 195601.5; outbuf (37 * 249 + 35 * 327) / 576 =
      * 35.9; 84583 / 575 = 147.1 */
     ck_line(broker(B1), "kafka broker " B1 " over 2 windows: rtt avg 91 us p99 687 us; "
                         "int_latency avg 195602 us p99 122367 us; outbuf_latency avg 36 us p99 "
-                        "143 us; produce requests 575, bytes per request 147");
+                        "143 us; produce requests 575, bytes per request 147; "
+                        "thread wake-ups 2226");
 }
 END_TEST
 
@@ -165,7 +168,7 @@ START_TEST(test_nothing_to_derive)
     ck_line(broker("localhost:9092/bootstrap"),
             "kafka broker localhost:9092/bootstrap over 1 windows: rtt avg n/a us p99 n/a us; "
             "int_latency avg n/a us p99 n/a us; outbuf_latency avg n/a us p99 n/a us; "
-            "produce requests 0, bytes per request n/a");
+            "produce requests 0, bytes per request n/a; thread wake-ups 0");
 }
 END_TEST
 
@@ -186,7 +189,7 @@ START_TEST(test_int_latency_without_message_timeout)
     /* 149769 / 1058 = 141.6 */
     ck_line(b, "kafka broker 127.0.0.1:41311/1 over 1 windows: rtt avg 49 us p99 145 us; "
                "int_latency avg n/a us p99 n/a us; outbuf_latency avg n/a us p99 n/a us; "
-               "produce requests 1058, bytes per request 142");
+               "produce requests 1058, bytes per request 142; thread wake-ups 0");
 }
 END_TEST
 
