@@ -56,10 +56,8 @@
  * freed but still resident (dirty) per broker after 4 s (the default decay
  * is 10 s), pages no other thread's arena can reuse. One arena lets every
  * thread reuse them and a 1 s decay returns the rest sooner: peak RSS of
- * the drain 23.7-25.2 -> 19.1 MB, of the transaction 24.9-26.2 -> 22.2 MB
- * (each outboxd on the same WAL and cluster, 3 runs of the defaults, 1 of
- * this), for about 0.02 more page faults per event. The queue (~6 MB) and
- * the libraries' pages (~11 MB of the RSS) are left as they were. */
+ * the drain 23.7-25.2 -> 19.1-21.5 MB, of the transaction 24.9-26.2 ->
+ * 21.8-22.2 MB, for about 0.02 more page faults per event. */
 __attribute__((used)) const char *malloc_conf = "narenas:1,dirty_decay_ms:1000";
 #endif
 
