@@ -46,19 +46,6 @@
 
 #ifdef OUTBOXD_JEMALLOC
 #include <jemalloc/jemalloc.h>
-
-/* jemalloc reads this at its first allocation; MALLOC_CONF in the
- * environment still overrides it. Measured on the benchmark (pgoutput,
- * 100,000-event drain and transaction, real Kafka 3.9.1 with three
- * brokers, RF 3): jemalloc's statistics at the peak showed the main
- * thread's arena holding the producer's queue (~6 MB active) and each
- * broker thread its own arena with its request buffers, 1.3-2.2 MB of them
- * freed but still resident (dirty) per broker after 4 s (the default decay
- * is 10 s), pages no other thread's arena can reuse. One arena lets every
- * thread reuse them and a 1 s decay returns the rest sooner: peak RSS of
- * the drain 23.7-25.2 -> 19.1-21.5 MB, of the transaction 24.9-26.2 ->
- * 21.8-22.2 MB, for about 0.02 more page faults per event. */
-__attribute__((used)) const char *malloc_conf = "narenas:1,dirty_decay_ms:1000";
 #endif
 
 extern char **environ;
