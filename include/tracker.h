@@ -85,10 +85,6 @@ void tracker_keepalive(struct tracker *t, lsn_t wal_end);
  * Begin). Ignored when seq is not in the tracker. */
 void tracker_set_commit_time(struct tracker *t, uint64_t seq, int64_t commit_time);
 
-/* Commit timestamp of transaction seq; 0 if unknown, aborted or already
- * flushed. Read it before tracker_ack(), which may pop the transaction. */
-int64_t tracker_commit_time(const struct tracker *t, uint64_t seq);
-
 /* Records when (Unix epoch microseconds) events of transaction seq were
  * last handed to the producer. Ignored when seq is not in the tracker. */
 void tracker_set_produce_time(struct tracker *t, uint64_t seq, int64_t unix_us);

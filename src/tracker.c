@@ -289,12 +289,6 @@ void tracker_set_commit_time(struct tracker *t, uint64_t seq, int64_t commit_tim
     if (x) x->commit_time = commit_time;
 }
 
-int64_t tracker_commit_time(const struct tracker *t, uint64_t seq)
-{
-    const struct txn *x = slot_of(t, seq);
-    return x && !x->aborted ? x->commit_time : 0;
-}
-
 void tracker_set_produce_time(struct tracker *t, uint64_t seq, int64_t unix_us)
 {
     struct txn *x = slot_of(t, seq);

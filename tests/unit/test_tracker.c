@@ -19,6 +19,15 @@
 
 static struct tracker *T;
 
+/* Commit timestamp of transaction seq as tracker_times() gives it; 0 if
+ * unknown, aborted or already flushed. */
+static int64_t tracker_commit_time(const struct tracker *t, uint64_t seq)
+{
+    struct tracker_times tt;
+    tracker_times(t, seq, &tt);
+    return tt.commit_time;
+}
+
 static void setup(void)
 {
     T = tracker_new(START);
