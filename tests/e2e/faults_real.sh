@@ -111,14 +111,23 @@ wait_full_isr() {
 }
 
 # busiest_partition: "TOPIC PARTITION LEADER END_OFFSET" of the partition
-# with the highest end offset (kcat -Q, timestamp -1 = the end).
+# with the highest end offset (kcat -Q, timestamp -1 = the end). The offset
+# query is retried: just after the cluster settles, a ListOffsets can still
+# fail on one partition (kcat then exits 1), which once failed CI's run.
 busiest_partition() {
-    local meta args=() t p l n
+    local meta args=() t p l n offsets= try
     meta=$(partitions)
     while read -r t p l n; do args+=(-t "$t:$p:-1"); done <<<"$meta"
     ((${#args[@]})) || fail "no partition of the load's topics in the metadata"
-    timeout 20 kcat -Q -b "$KAFKA_BOOTSTRAP" "${args[@]}" 2>/dev/null |
-        awk '{ gsub(/[][]/, "", $2); print $1, $2, $4 }' | sort -k3,3nr | head -n 1 |
+    for try in 1 2 3 4 5; do
+        offsets=$(timeout 20 kcat -Q -b "$KAFKA_BOOTSTRAP" "${args[@]}" 2>"$T/kcat-offsets.err") &&
+            [[ -n "$offsets" ]] && break
+        offsets=
+        sleep 1
+    done
+    [[ -n "$offsets" ]] ||
+        fail "kcat -Q could not read the end offsets in 5 tries: $(tail -n 2 "$T/kcat-offsets.err")"
+    awk '{ gsub(/[][]/, "", $2); print $1, $2, $4 }' <<<"$offsets" | sort -k3,3nr | head -n 1 |
         while read -r t p n; do
             echo "$t $p $(awk -v t="$t" -v p="$p" '$1 == t && $2 == p { print $3 }' <<<"$meta") $n"
         done
