@@ -81,21 +81,28 @@ pg_restart_mode() { # fast|immediate
     wait_reconnected "$old" "pg_ctl restart -m $1"
 }
 
+# active_walsender: the pid of the walsender that holds the slot, waiting
+# up to 30 s for outboxd (which must keep running) to take the slot.
+active_walsender() {
+    local pid i
+    for ((i = 0; i < 300; i++)); do
+        pid=$(slot_active_pid)
+        [[ -n "$pid" ]] && { echo "$pid"; return 0; }
+        outboxd_assert_running
+        sleep 0.1
+    done
+    fail "slot $SLOT not active: no walsender to terminate"
+}
+
 # walsender_kill: terminates the walsender that holds the slot. The slot's
 # active_pid can name a walsender that is already on its way out (CI once
 # read one that a server still finishing a fast shutdown ended 0.3 s
 # later: pg_terminate_backend then answers f, "not a PostgreSQL backend
 # process"); the slot's next walsender is taken then, up to 20 times.
 walsender_kill() {
-    local pid i tries got
+    local pid tries got
     for ((tries = 0; tries < 20; tries++)); do
-        for ((i = 0; i < 300; i++)); do
-            pid=$(slot_active_pid)
-            [[ -n "$pid" ]] && break
-            outboxd_assert_running
-            sleep 0.1
-        done
-        [[ -n "$pid" ]] || fail "slot $SLOT not active: no walsender to terminate"
+        pid=$(active_walsender)
         ((tries > 0)) || fault_mark walsender_kill
         got=$(psql_q "SELECT pg_terminate_backend($pid)" 2>/dev/null || true)
         [[ "$got" == t ]] && break
