@@ -28,6 +28,12 @@
 #     consumer saw every committed event; duplicates are counted. outboxd's
 #     per-stage and per-broker lines (log_figures.sh) go into the JSON too,
 #     when this outboxd prints them.
+#     Before it, the floor: outboxd-kprobe (tests/kprobe.c), a bare
+#     librdkafka producer with outboxd's producer settings, produces the
+#     same rate to the same topic for the same time, once on the idle host
+#     and once beside pgbench committing the same load into a table no slot
+#     reads; its produce-to-ACK latency is what the cluster and the host
+#     give any producer on this librdkafka.
 #  3. memory: outboxd's peak RSS (VmHWM) in the drain, in steady state and
 #     while relaying one transaction of BIG_TXN events.
 #  4. every figure goes to a JSON file; a short table is printed.
@@ -452,9 +458,7 @@ done
 
 # ---------------------------------------------------------------- 2. steady
 
-step "steady state: $RATE events/s for ${SECONDS_STEADY}s"
 psql_q "TRUNCATE public.outbox_events" >/dev/null
-create_slot bench_steady
 cat >"$T/one.sql" <<'EOF'
 \set n random(1, 1000000000)
 INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
@@ -470,6 +474,42 @@ EOF
 # Weights 10:1 put half the events in each script: 20 events per 11
 # transactions, so RATE events/s is RATE * 11 / 20 transactions/s.
 TPS=$(((RATE * 11 + 19) / 20))
+# The same writer into a table no slot reads (the floor's host load).
+sed 's/public\.outbox_events/public.bench_sink/' "$T/one.sql" >"$T/sink_one.sql"
+sed 's/public\.outbox_events/public.bench_sink/' "$T/ten.sql" >"$T/sink_ten.sql"
+
+# The floor under the latency, on the same cluster and the same topic:
+# outboxd-kprobe (tests/kprobe.c) producing RATE messages/s, keyed over
+# 1,000 keys, with outboxd's producer settings. Once on the idle host, once
+# beside pgbench committing the steady state's load into bench_sink (no
+# slot exists then: PostgreSQL writes and commits, nothing decodes). What
+# the probe cannot reach, no producer on this librdkafka can.
+run_probe() { # NAME: one probe run, its figures recorded as kind "probe"
+    local line
+    line=$("$OUTBOXD_BUILD_DIR/tests/outboxd-kprobe" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Order \
+        --rate "$RATE" --seconds "$SECONDS_STEADY" --bytes "$PAYLOAD_BYTES" 2>"$T/kprobe.err") ||
+        fail "outboxd-kprobe failed: $(tail -3 "$T/kprobe.err") $line"
+    info "floor ($1): $line"
+    set -- "$1" $line
+    # "kprobe sent N acked N failed F seconds S rate R p50_us A p99_us B
+    # max_us C cpu_us_per_msg D" (tests/kprobe.c): the values are the
+    # even words after the name.
+    record kind='"probe"' name="\"$1\"" sent="$4" acked="$6" rate="${12}" p50_us="${14}" \
+        p99_us="${16}" max_us="${18}" cpu_us_per_msg="${20}"
+}
+step "floor: outboxd-kprobe at $RATE messages/s for ${SECONDS_STEADY}s, idle, then beside the writer"
+run_probe idle
+psql_q "CREATE TABLE public.bench_sink (LIKE public.outbox_events INCLUDING DEFAULTS)" >/dev/null
+"$PG_BINDIR/pgbench" -n -c 4 -j 2 -R "$TPS" -T "$SECONDS_STEADY" \
+    -f "$T/sink_one.sql@10" -f "$T/sink_ten.sql@1" >"$T/pgbench_sink.log" 2>&1 &
+SINK_PID=$!
+E2E_BG_PIDS+=("$SINK_PID")
+run_probe beside_writer
+wait "$SINK_PID" || fail "pgbench (bench_sink) failed: $(tail -5 "$T/pgbench_sink.log")"
+psql_q "DROP TABLE public.bench_sink" >/dev/null
+
+step "steady state: $RATE events/s for ${SECONDS_STEADY}s"
+create_slot bench_steady
 start_relay bench_steady
 for ((i = 0; i < 100; i++)); do
     [[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = 'bench_steady'")" == t ]] && break
@@ -555,6 +595,8 @@ jq -s --arg plugin "$PLUGIN" --argjson payload "$PAYLOAD_BYTES" \
              peak_rss_kb: ($drain | map(.outboxd_peak_rss_kb) | max)},
      steady: (map(select(.kind == "steady"))[0] | . + {
              outboxd_cpu_ms_per_1000_events: (.outboxd_cpu_s * 1e6 / .events)}),
+     floor: (map(select(.kind == "probe")) | map({key: .name, value: del(.kind, .name)})
+             | from_entries),
      big_txn: (map(select(.kind == "big_txn"))[0])}' "$RESULTS" >"$OUT"
 
 jq -r '
@@ -565,6 +607,7 @@ jq -r '
   (.drain.pairs[] | "  \(.pair) (\(.first) first)  \(.events)   \(.recvlogical_events_per_s | floor)   \(.outboxd_events_per_s | floor)   \(.ratio * 1000 | round / 1000)   \(.outboxd_cpu_us_per_event * 100 | round / 100)   (\(.recvlogical_cpu_us_per_event * 100 | round / 100))   \(.outboxd_peak_rss_kb)"),
   (if .drain.median_ratio then "  median ratio \(.drain.median_ratio * 1000 | round / 1000), median cpu \(.drain.median_outboxd_cpu_us_per_event * 100 | round / 100) us/event, \(.drain.median_cpu_vs_recvlogical * 100 | round / 100) x pg_recvlogical cpu" else empty end),
   "steady \(.steady.achieved_rate | floor) ev/s for \(.steady.seconds)s: commit-to-ACK p50 \(.steady.p50_us / 1000) ms, p99 \(.steady.p99_us / 1000) ms, max \(.steady.max_us / 1000) ms; commit-to-consumer p50 \(.steady.consumer_p50_us / 1000) ms, p99 \(.steady.consumer_p99_us / 1000) ms, max \(.steady.consumer_max_us / 1000) ms (\(.steady.consumer_events) events, \(.steady.consumer_duplicates) duplicates); cpu \(.steady.outboxd_cpu_ms_per_1000_events * 100 | round / 100) ms per 1000 events; peak RSS \(.steady.outboxd_peak_rss_kb) kB",
+  (.floor | to_entries[] | "  floor (outboxd-kprobe, \(.key)): \(.value.rate | floor) msg/s, produce-to-ACK p50 \(.value.p50_us | ms), p99 \(.value.p99_us | ms), max \(.value.max_us | ms); cpu \(.value.cpu_us_per_msg) us per message"),
   (.steady.stages | to_entries[] | "  stage \(.key) over \(.value.n) \(if .key == "ack-to-confirm" then "transactions" else "events" end): p50 \(.value.p50_us | ms), p99 \(.value.p99_us | ms), max \(.value.max_us | ms)"),
   (.steady.brokers[] | "  broker \(.name) over \(.windows) windows: rtt avg \(.rtt_avg_us | us) p99 \(.rtt_p99_us | us); int_latency avg \(.int_latency_avg_us | us) p99 \(.int_latency_p99_us | us); outbuf_latency avg \(.outbuf_latency_avg_us | us) p99 \(.outbuf_latency_p99_us | us); produce requests \(.produce_requests // "n/a"), bytes per request \(.bytes_per_request // "n/a"); thread wake-ups \(.thread_wakeups // "n/a")"),
   (if .big_txn then "one transaction of \(.big_txn.events) events: \(.big_txn.outboxd_s * 100 | round / 100)s, peak RSS \(.big_txn.outboxd_peak_rss_kb) kB" else empty end)
@@ -576,6 +619,8 @@ jq -e '(.drain.pairs | length) == '"$PAIRS"' and
        ([.steady | .p50_us, .p99_us, .max_us, .consumer_p50_us, .consumer_p99_us,
          .consumer_max_us, .consumer_events, .outboxd_cpu_ms_per_1000_events,
          .outboxd_peak_rss_kb] | all(type == "number")) and
+       ([.floor.idle, .floor.beside_writer | .p50_us, .p99_us, .max_us, .cpu_us_per_msg]
+         | all(type == "number")) and
        (.steady.stages | type == "object") and (.steady.brokers | type == "array") and
        (if '"$BIG_TXN"' > 0 then (.big_txn.outboxd_peak_rss_kb | type == "number") else true end)' \
     "$OUT" >/dev/null || fail "$OUT lacks a figure: $(cat "$OUT")"
