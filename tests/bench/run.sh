@@ -485,17 +485,16 @@ sed 's/public\.outbox_events/public.bench_sink/' "$T/ten.sql" >"$T/sink_ten.sql"
 # slot exists then: PostgreSQL writes and commits, nothing decodes). What
 # the probe cannot reach, no producer on this librdkafka can.
 run_probe() { # NAME: one probe run, its figures recorded as kind "probe"
-    local line
+    local line sent acked rate p50 p99 max cpu
     line=$("$OUTBOXD_BUILD_DIR/tests/outboxd-kprobe" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Order \
         --rate "$RATE" --seconds "$SECONDS_STEADY" --bytes "$PAYLOAD_BYTES" 2>"$T/kprobe.err") ||
         fail "outboxd-kprobe failed: $(tail -3 "$T/kprobe.err") $line"
     info "floor ($1): $line"
-    set -- "$1" $line
     # "kprobe sent N acked N failed F seconds S rate R p50_us A p99_us B
-    # max_us C cpu_us_per_msg D" (tests/kprobe.c): the values are the
-    # even words after the name.
-    record kind='"probe"' name="\"$1\"" sent="$4" acked="$6" rate="${12}" p50_us="${14}" \
-        p99_us="${16}" max_us="${18}" cpu_us_per_msg="${20}"
+    # max_us C cpu_us_per_msg D" (tests/kprobe.c)
+    read -r _ _ sent _ acked _ _ _ _ _ rate _ p50 _ p99 _ max _ cpu <<<"$line"
+    record kind='"probe"' name="\"$1\"" sent="$sent" acked="$acked" rate="$rate" \
+        p50_us="$p50" p99_us="$p99" max_us="$max" cpu_us_per_msg="$cpu"
 }
 step "floor: outboxd-kprobe at $RATE messages/s for ${SECONDS_STEADY}s, idle, then beside the writer"
 run_probe idle

@@ -81,13 +81,15 @@ pg_restart_mode() { # fast|immediate
     wait_reconnected "$old" "pg_ctl restart -m $1"
 }
 
-# active_walsender: the pid of the walsender that holds the slot, waiting
-# up to 30 s for outboxd (which must keep running) to take the slot.
+# active_walsender: sets WALSENDER_PID to the walsender that holds the
+# slot, waiting up to 30 s for outboxd (which must keep running) to take
+# the slot. Called in the test's own shell, not in $(...): its fail and
+# outboxd_assert_running must end the test, not a subshell.
 active_walsender() {
-    local pid i
+    local i
     for ((i = 0; i < 300; i++)); do
-        pid=$(slot_active_pid)
-        [[ -n "$pid" ]] && { echo "$pid"; return 0; }
+        WALSENDER_PID=$(slot_active_pid)
+        [[ -n "$WALSENDER_PID" ]] && return 0
         outboxd_assert_running
         sleep 0.1
     done
@@ -102,7 +104,8 @@ active_walsender() {
 walsender_kill() {
     local pid tries got
     for ((tries = 0; tries < 20; tries++)); do
-        pid=$(active_walsender)
+        active_walsender
+        pid=$WALSENDER_PID
         ((tries > 0)) || fault_mark walsender_kill
         got=$(psql_q "SELECT pg_terminate_backend($pid)" 2>/dev/null || true)
         [[ "$got" == t ]] && break
