@@ -6,6 +6,14 @@
  * and the broker's delivery report counts it off (or dead-letters it,
  * deadletter.h).
  *
+ * Resuming inside a transaction: the offset file may say that the first N
+ * events of the transaction committed at LSN X were ACKed before a stop
+ * (tracker.h, offset.h). changes_skip_first() arms that; when X streams,
+ * its first N outbox events are counted off as ACKed instead of produced
+ * (again after a reconnect, if the stream breaks inside X), and once X
+ * commits nothing more is skipped. If a transaction committed after X
+ * streams first, X will not come and nothing is skipped (logged).
+ *
  * Backpressure: when the sink says the queue is full, the event that did
  * not fit is held here and the call returns STEP_HELD. The caller then
  * reads nothing more from the stream - so the stream's buffer and the
@@ -60,10 +68,16 @@ struct changes {
     struct sink out;
     struct deadletter dlq;
     uint64_t cur_seq;     /* open transaction, 0 if none */
+    uint64_t cur_tag;     /* delivery tag of ev (tracker.h) */
     lsn_t cur_commit_lsn; /* its commit record LSN (Begin final_lsn) */
     struct outbox_event ev; /* the event being produced; kept while held */
     bool ev_held;           /* ev met a full queue: changes_resume() */
     uint64_t events_produced;
+    /* resuming inside a transaction (changes_skip_first()) */
+    struct tracker_progress skip; /* skip.acked == 0: nothing to skip */
+    bool skipping;                /* the open transaction is skip.txn_lsn */
+    uint64_t skip_seen;           /* its events skipped so far */
+    uint64_t events_skipped;      /* in all: outboxd_events_skipped_total */
     struct latency_hist commit_to_ack; /* per ACKed event, microseconds */
     struct latency_hist heartbeat_rtt; /* heartbeat written to seen, us */
     struct latency_hist stages[STAGE__COUNT]; /* enum metrics_stage, us */
@@ -100,6 +114,19 @@ bool changes_produced_pending(const struct changes *c);
  * their transactions (produce-to-ack). Call it before serving delivery
  * reports. */
 void changes_produced_at(struct changes *c, int64_t now_unix_us);
+
+/* The first p.acked outbox events of the transaction committed at
+ * p.txn_lsn were ACKed before a restart: skip them when it streams. */
+void changes_skip_first(struct changes *c, struct tracker_progress p);
+
+/* The skip still to come, when armed and not yet over (the offset file
+ * keeps it meanwhile): fills *out and returns true. */
+bool changes_skip_pending(const struct changes *c, struct tracker_progress *out);
+
+/* The progress inside a transaction the offset file may store now: the
+ * tracker's (tracker_progress()), or the skip still to come when the
+ * tracker has none or less of that transaction. Returns false for none. */
+bool changes_progress(const struct changes *c, struct tracker_progress *out);
 
 /* Handles the payload of one XLogData frame. STEP_OK, STEP_HELD or
  * STEP_FATAL (logged). */

@@ -13,6 +13,10 @@
  *   - ACKed events are written at once, a keepalive-only advance at most once
  *     per status_interval_ms, a forced status (stop, reconnect, fatal
  *     error) always (confirmer_write_due());
+ *   - progress inside a transaction (tracker_progress()) is written with
+ *     the position when it moved and events were ACKed since the last
+ *     write; a stored one is kept while its transaction is still ahead of
+ *     the position written (confirmer_progress_to_store());
  *   - a failed write is never retried and nothing is confirmed after it;
  *   - a status every status_interval_ms, and sooner once caught up
  *     (confirmer_deadline(), STATUS_CAUGHT_UP_GAP_MS).
@@ -41,6 +45,7 @@
 
 #include "lsn.h"
 #include "offset.h"
+#include "tracker.h"
 
 struct stream;
 
@@ -74,6 +79,9 @@ struct confirm_io confirm_io_stream(struct stream **st);
 struct confirm_view {
     lsn_t acked;             /* tracker_flush_lsn(): every event up to it ACKed */
     bool idle;               /* tracker_idle(): nothing open, nothing pending */
+    bool has_progress;       /* progress is set: */
+    struct tracker_progress progress; /* tracker_progress(), or a skip to come
+                                       * (changes_skip_pending()) */
     uint64_t events_acked;   /* events ACKed since start */
     uint64_t pending_events; /* tracker_pending_events(), for the debug line */
     size_t pending_txns;     /* tracker_pending_txns(), for the debug line */
@@ -90,6 +98,8 @@ struct confirmer {
     /* positions */
     lsn_t received_lsn;      /* newest wal_end seen on the stream */
     lsn_t stored_lsn;        /* last LSN in the offset file */
+    bool stored_has_progress; /* ... and the progress it holds, if any */
+    struct tracker_progress stored_progress;
     lsn_t start_lsn;         /* validated start of this connection (resume.h) */
     lsn_t sent_lsn;          /* last flush LSN sent to the server */
     lsn_t proven_lsn;        /* outbox published for commits before it */
@@ -147,6 +157,12 @@ lsn_t confirmer_confirmable(const struct confirmer *c, const struct confirm_view
  * format 1, new timeline) is written even if the position did not move. */
 bool confirmer_write_due(const struct confirmer *c, const struct confirm_view *v,
                          bool force);
+
+/* The progress the next write stores with position lsn (into *out; false:
+ * none): v's, or else the stored one while its transaction commits after
+ * lsn (it stays true: those events are ACKed). */
+bool confirmer_progress_to_store(const struct confirmer *c, const struct confirm_view *v,
+                                 lsn_t lsn, struct tracker_progress *out);
 
 /* The LSNs the next status carries: flushed, what the file holds but never
  * past what the server sent (resume_clamp_flush()); written, what was

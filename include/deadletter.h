@@ -35,7 +35,7 @@
 /* What to dead-letter; slices borrowed (from the stream's buffer, or the
  * bytes a pending report owns) as long as it is being sent or held. */
 struct dead_letter {
-    uint64_t seq;
+    uint64_t tag; /* the event's delivery tag (tracker.h): its ACK counts it off */
     struct slice key, value, event_id;
     bool key_null, value_null;
     char topic[OUTBOX_TOPIC_MAX]; /* original topic, "" if none */
@@ -94,14 +94,14 @@ void deadletter_abort_open(struct deadletter *dl);
 /* Whether a dead letter is held or queued. */
 bool deadletter_busy(const struct deadletter *dl);
 
-/* Halts on a bad event of transaction seq: logs it, freezes the tracker
+/* Halts on a bad event of delivery tag tag: logs it, freezes the tracker
  * before it. Returns STEP_FATAL. */
-enum step deadletter_halt(struct deadletter *dl, uint64_t seq, const struct slice *event_id,
+enum step deadletter_halt(struct deadletter *dl, uint64_t tag, const struct slice *event_id,
                           const char *commit_lsn, const char *code, const char *reason);
 
-/* Dead-letters (policy dlq and poison) or halts on ev of transaction seq,
- * which failed with code. STEP_OK, STEP_HELD or STEP_FATAL. */
-enum step deadletter_reject(struct deadletter *dl, uint64_t seq, const struct outbox_event *ev,
+/* Dead-letters (policy dlq and poison) or halts on ev of delivery tag
+ * tag, which failed with code. STEP_OK, STEP_HELD or STEP_FATAL. */
+enum step deadletter_reject(struct deadletter *dl, uint64_t tag, const struct outbox_event *ev,
                             const char *code, const char *reason, bool poison, bool too_large);
 
 /* The frame f whose payload dec refused with why; seq is the open

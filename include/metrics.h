@@ -94,6 +94,7 @@ struct metrics {
     uint64_t heartbeats_seen; /* came back in the stream */
     uint64_t monitor_errors;
     uint64_t offset_writes; /* offset file written (each: write, fsync, rename) */
+    uint64_t events_skipped; /* not produced again: ACKed before a restart */
 
     /* gauges, filled by the relay before each render */
     uint64_t inflight_events;

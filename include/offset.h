@@ -5,8 +5,8 @@
  * confirmed to Postgres, so a crash leaves either the old or the new value,
  * never a torn one.
  *
- * File format 2 (what outboxd writes): key=value lines, '#' comments and
- * blank lines ignored, every key exactly once, no spaces around '=':
+ * File format 2: key=value lines, '#' comments and blank lines ignored,
+ * every key exactly once, no spaces around '=':
  *
  *   # outboxd offset file: ...
  *   format=2
@@ -17,6 +17,16 @@
  *   slot=outboxd             the replication slot
  *   plugin=pgoutput          the slot's output plugin
  *
+ * Format 3 (written while a transaction is partly ACKed) adds two keys,
+ * both or neither:
+ *
+ *   txn=16/B3750000          commit LSN (Begin final_lsn) of the oldest
+ *                            transaction not yet all ACKed; above lsn
+ *   txn_acked=30000          its first 30000 outbox events (in stream
+ *                            order) are ACKed: a restart skips them
+ *
+ * Without progress outboxd writes format 2, so an older outboxd can still
+ * read the file after a downgrade.
  * A value runs to the end of its line; backslash, CR and LF in it are
  * written as \\, \r and \n (a database name may hold anything).
  * Format 1 (earlier versions): one line, the bare LSN ("16/B374D848\n"); still
@@ -32,14 +42,14 @@
 
 #include "lsn.h"
 
-#define OFFSET_FORMAT 2
+#define OFFSET_FORMAT 3 /* the newest format read and written */
 #define OFFSET_NAME_MAX 64 /* NAMEDATALEN, with the NUL */
 /* Largest file read: format 2 with the longest names fits well within. */
 #define OFFSET_FILE_MAX 2048
 
 /* What the offset file says. */
 struct offset_state {
-    int format;        /* 1 (bare LSN) or 2 */
+    int format;        /* 1 (bare LSN), 2, or 3 (with progress) */
     lsn_t lsn;
     bool has_identity; /* format 2: the fields below are set */
     char system[24];   /* decimal system identifier */
@@ -47,6 +57,9 @@ struct offset_state {
     char database[OFFSET_NAME_MAX];
     char slot[OFFSET_NAME_MAX];
     char plugin[OFFSET_NAME_MAX];
+    bool has_progress; /* format 3: a transaction is partly ACKed */
+    lsn_t txn_lsn;     /* its commit LSN (> lsn) */
+    uint64_t txn_acked; /* its first txn_acked events are ACKed (>= 1) */
 };
 
 /* ---- pure (tests/unit/test_offset.c) ---- */
@@ -56,7 +69,8 @@ struct offset_state {
 int offset_parse(const char *text, size_t len, struct offset_state *out, char *err,
                  size_t errlen);
 
-/* Formats st (its identity must be set) as format 2 into buf. Returns the
+/* Formats st (its identity must be set) as format 3 when it has progress,
+ * as format 2 otherwise, into buf. Returns the
  * length, or 0 when buf is too small or a name is too long. */
 size_t offset_format(const struct offset_state *st, char *buf, size_t buflen);
 
@@ -72,7 +86,7 @@ char *offset_describe(const struct offset_state *st, char *out, size_t outlen);
  * it cannot be read, is corrupt or of an unknown format. */
 int offset_read(const char *path, struct offset_state *out, char *err, size_t errlen);
 
-/* Writes st as format 2 atomically. Returns 0, or -1 with a reason in err. */
+/* Writes st (offset_format()) atomically. Returns 0, or -1 with a reason in err. */
 int offset_write(const char *path, const struct offset_state *st, char *err, size_t errlen);
 
 /* Proves that the directory of path takes real bytes: writes, fsyncs and

@@ -1,12 +1,12 @@
 /*
  * producer.h - the Kafka side: one librdkafka producer, delivery reports
- * handed back as (transaction seq, error) to a callback.
+ * handed back as (tag, error) to a callback.
  *
  * Ownership: outboxd passes key, value and headers by copy
  * (RD_KAFKA_MSG_F_COPY), so the caller's buffers may be released as soon as
- * producer_send() returns. The per-message opaque is the transaction's
- * sequence number, not a pointer, so a late report can never touch freed
- * memory.
+ * producer_send() returns. The per-message opaque is the caller's 64-bit
+ * tag (the relay's delivery tag, tracker.h; the polling relay's row seq),
+ * not a pointer, so a late report can never touch freed memory.
  */
 #ifndef OUTBOXD_PRODUCER_H
 #define OUTBOXD_PRODUCER_H
@@ -22,7 +22,7 @@ struct producer;
 
 /* One delivery report. Strings are borrowed for the callback's duration. */
 struct delivery_report {
-    uint64_t seq; /* the opaque given to producer_send() */
+    uint64_t tag; /* the opaque given to producer_send() */
     int err;      /* 0 (RD_KAFKA_RESP_ERR_NO_ERROR): the broker ACKed it */
     const char *reason; /* NULL when err == 0 */
     const char *topic;
@@ -79,14 +79,14 @@ void producer_free(struct producer *p);
  * unless more than 1,000 topics are in use at the same time. */
 #define PRODUCER_MAX_TOPICS 1000
 
-/* Enqueues ev with opaque seq. Never waits for the broker. Returns
+/* Enqueues ev with opaque tag. Never waits for the broker. Returns
  * PRODUCER_OK, PRODUCER_QUEUE_FULL (serve reports with producer_poll() and
  * try again: the queue is full, or a new topic waits for the client's
  * replacement, see PRODUCER_MAX_TOPICS), or PRODUCER_ERROR with
  * librdkafka's code in *kafka_err and a reason in err (permanent: e.g.
  * message larger than message.max.bytes, or a value that can never fit the
  * queue: MSG_SIZE_TOO_LARGE). */
-int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
+int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t tag,
                   int *kafka_err, char *err, size_t errlen);
 
 /* 1 when the brokers refused the connection in a way waiting cannot heal

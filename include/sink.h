@@ -17,7 +17,7 @@ struct sink {
     /* producer_send()'s contract: PRODUCER_OK, PRODUCER_QUEUE_FULL (nothing
      * was taken: try the same event again later) or PRODUCER_ERROR with
      * librdkafka's code in *kafka_err and the reason in err. */
-    int (*send)(void *ctx, const struct outbox_event *ev, uint64_t seq, int *kafka_err,
+    int (*send)(void *ctx, const struct outbox_event *ev, uint64_t tag, int *kafka_err,
                 char *err, size_t errlen);
     void *ctx;
 };

@@ -15,6 +15,7 @@
 #include "outbox.h"
 #include "step.h"
 #include "stream.h"
+#include "tracker.h"
 
 struct slot_setup {
     /* In: */
@@ -36,6 +37,9 @@ struct slot_setup {
     bool rewrite_offset;     /* write the file at the first status */
     bool have_offset;        /* the file held stored_lsn */
     lsn_t stored_lsn;
+    bool resume_inside;      /* first stream, from the file's position, and the
+                              * file says a transaction was partly ACKed: */
+    struct tracker_progress resume_progress; /* skip its first events */
 };
 
 /* Connects, checks publication and slot, creates the slot if allowed, and

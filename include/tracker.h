@@ -13,6 +13,15 @@
  * A delivery failure marks its transaction failed: the flush position never
  * moves past it (tracker_failed() tells the relay to stop).
  *
+ * Progress inside a transaction: each event gets its ordinal in its
+ * transaction (0, 1, ...: its place in the stream, not its LSN, which
+ * several rows of one multi-row INSERT or COPY share). The producer's
+ * opaque is a delivery tag naming both (tracker_event_sent()), and the
+ * tracker keeps each transaction's unbroken ACKed prefix (ackset.h). The
+ * oldest unflushed transaction's Begin LSN and prefix are the progress
+ * (tracker_progress()) the offset file stores, so a restart skips the
+ * events the broker already has (tracker_event_skipped()).
+ *
  * Each transaction also carries the times of its way through the relay,
  * for the stage latencies (relayobs.c logs them, metrics.c exports them):
  * the server's commit time, when its events were handed to the producer
@@ -44,9 +53,40 @@ void tracker_free(struct tracker *t);
  * another is open is an error (returns 0). */
 uint64_t tracker_begin(struct tracker *t, lsn_t final_lsn);
 
-/* Counts one more event of the open transaction seq as pending. Returns 0,
+/* A delivery tag: the low 32 bits of the transaction's seq, then its
+ * ordinal + 1 (TRACKER_ORDINAL_UNKNOWN: an event past 2^32 - 2 in one
+ * transaction, or a tag naming only the transaction). Never 0. Sequence
+ * numbers are dense and the ring holds far fewer than 2^32 transactions,
+ * so the low bits find the transaction. */
+#define TRACKER_ORDINAL_UNKNOWN 0xffffffffu
+
+/* The tag naming transaction seq without an event (for tracker_fail()). */
+uint64_t tracker_txn_tag(uint64_t seq);
+
+/* The low 32 bits of the transaction seq in tag (for messages). */
+uint32_t tracker_tag_txn(uint64_t tag);
+
+/* Counts one more event of the open transaction seq as pending; *tag is
+ * its delivery tag, the opaque its delivery report must carry. Returns 0,
  * or -1 if seq is not the open transaction. */
-int tracker_event_sent(struct tracker *t, uint64_t seq);
+int tracker_event_sent(struct tracker *t, uint64_t seq, uint64_t *tag);
+
+/* One more event of the open transaction seq was ACKed before a restart
+ * and is not produced again: it takes its ordinal and counts as ACKed at
+ * once. Returns 0, or -1 if seq is not the open transaction. */
+int tracker_event_skipped(struct tracker *t, uint64_t seq);
+
+/* Where the oldest transaction not yet flushed stands, when some of its
+ * events are ACKed as an unbroken prefix: what a restart from the flush
+ * position may skip. */
+struct tracker_progress {
+    lsn_t txn_lsn;  /* its Begin's final_lsn (the commit record's LSN) */
+    uint64_t acked; /* its first acked events (in stream order) are ACKed */
+};
+
+/* Fills *out and returns true when that transaction exists and has an
+ * ACKed prefix; false otherwise. */
+bool tracker_progress(const struct tracker *t, struct tracker_progress *out);
 
 /* Closes the open transaction seq with its commit end LSN. Returns 0 or -1
  * (seq not open, or end_lsn going backwards). */
@@ -57,21 +97,23 @@ int tracker_commit(struct tracker *t, uint64_t seq, lsn_t end_lsn);
  * later acks are ignored. */
 void tracker_abort_open(struct tracker *t);
 
-/* One event of transaction seq was ACKed by the broker. Returns 0, 1 if
- * seq is unknown or already complete (ignored), -1 if seq had no pending
- * event (a double ack: a bug). The same as tracker_ack_at(t, seq, 0). */
-int tracker_ack(struct tracker *t, uint64_t seq);
+/* The event of delivery tag tag was ACKed by the broker. Returns 0, 1 if
+ * its transaction is unknown or already complete (ignored), -1 if it had
+ * no pending event or this ordinal was ACKed already (a double ack: a
+ * bug). The same as tracker_ack_at(t, tag, 0). */
+int tracker_ack(struct tracker *t, uint64_t tag);
 
 /* tracker_ack() when the delivery report was served at ack_us (Unix epoch
  * microseconds; 0: unknown). Every transaction with events that this ACK
- * makes confirmable (seq, and committed complete ones behind it) became so
+ * makes confirmable (tag's, and committed complete ones behind it) became so
  * at ack_us; one made confirmable by its Commit instead (all its events
  * ACKed before) counts from its last ACK. They wait for
  * tracker_confirmed(). */
-int tracker_ack_at(struct tracker *t, uint64_t seq, int64_t ack_us);
+int tracker_ack_at(struct tracker *t, uint64_t tag, int64_t ack_us);
 
-/* One event of transaction seq failed permanently. */
-void tracker_fail(struct tracker *t, uint64_t seq);
+/* The event of tag (or its transaction, tracker_txn_tag()) failed
+ * permanently. */
+void tracker_fail(struct tracker *t, uint64_t tag);
 
 /* A keepalive reported the server's walEnd: everything before it has been
  * sent to us. Advances the flush position to it when nothing is in flight;
@@ -95,10 +137,10 @@ struct tracker_times {
     int64_t produce_us;  /* tracker_set_produce_time() */
 };
 
-/* Fills *out for transaction seq and returns true; false (and zeros) when
- * seq is unknown, aborted or already flushed. One lookup: the delivery
- * report's path calls it once per event. */
-bool tracker_times(const struct tracker *t, uint64_t seq, struct tracker_times *out);
+/* Fills *out for the transaction of tag and returns true; false (and
+ * zeros) when it is unknown, aborted or already flushed. One lookup: the
+ * delivery report's path calls it once per event. */
+bool tracker_times(const struct tracker *t, uint64_t tag, struct tracker_times *out);
 
 /* Transactions that became confirmable and wait for a status, grouped in
  * runs of the same time: at most TRACKER_MAX_RUNS runs are kept (about

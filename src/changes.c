@@ -83,6 +83,78 @@ enum step changes_on_data(struct changes *c, const struct repl_frame *f)
     return changes_on_message(c, &m);
 }
 
+void changes_skip_first(struct changes *c, struct tracker_progress p)
+{
+    c->skip = p;
+    c->skipping = false;
+}
+
+bool changes_skip_pending(const struct changes *c, struct tracker_progress *out)
+{
+    if (c->skip.acked == 0) return false;
+    *out = c->skip;
+    return true;
+}
+
+bool changes_progress(const struct changes *c, struct tracker_progress *out)
+{
+    struct tracker_progress skip;
+    bool have = c->trk && tracker_progress(c->trk, out);
+    if (changes_skip_pending(c, &skip) &&
+        (!have || (out->txn_lsn == skip.txn_lsn && out->acked < skip.acked))) {
+        *out = skip;
+        return true;
+    }
+    return have;
+}
+
+/* A transaction committed at final_lsn begins: is it the one to skip in? */
+static void begin_skip(struct changes *c, lsn_t final_lsn)
+{
+    char a[LSN_STRLEN], b[LSN_STRLEN];
+    if (c->skip.acked == 0 || final_lsn < c->skip.txn_lsn) return;
+    if (final_lsn == c->skip.txn_lsn) {
+        c->skipping = true;
+        c->skip_seen = 0;
+        return;
+    }
+    log_warn("the offset file says the first %llu events of transaction %s were ACKed, but "
+             "transaction %s, committed after it, streams first: nothing is skipped",
+             (unsigned long long)c->skip.acked, lsn_format(c->skip.txn_lsn, a),
+             lsn_format(final_lsn, b));
+    c->skip.acked = 0;
+}
+
+/* The transaction being skipped in commits: the skip is over. */
+static void end_skip(struct changes *c)
+{
+    char a[LSN_STRLEN];
+    if (!c->skipping) return;
+    if (c->skip_seen < c->skip.acked)
+        log_warn("transaction %s has %llu outbox events, fewer than the %llu the offset file "
+                 "says were ACKed; all of them were skipped",
+                 lsn_format(c->skip.txn_lsn, a), (unsigned long long)c->skip_seen,
+                 (unsigned long long)c->skip.acked);
+    else
+        log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(c->skip.txn_lsn, a)}),
+               "skipped the first %llu events of transaction %s: the broker ACKed them "
+               "before the restart",
+               (unsigned long long)c->skip_seen, a);
+    c->skipping = false;
+    c->skip.acked = 0;
+}
+
+/* Whether the next outbox event of the open transaction is one ACKed
+ * before the restart; if so it is counted off in the tracker. */
+static bool skip_event(struct changes *c)
+{
+    if (!c->skipping || c->skip_seen >= c->skip.acked) return false;
+    if (tracker_event_skipped(c->trk, c->cur_seq) != 0) return false;
+    c->skip_seen++;
+    c->events_skipped++;
+    return true;
+}
+
 static enum step on_begin(struct changes *c, const struct repl_msg *m)
 {
     if (c->cur_seq != 0) {
@@ -96,6 +168,7 @@ static enum step on_begin(struct changes *c, const struct repl_msg *m)
     }
     c->cur_commit_lsn = m->u.begin.final_lsn;
     c->cur_commit_time = m->u.begin.commit_time;
+    begin_skip(c, m->u.begin.final_lsn);
     c->recv_events = 0;
     tracker_set_commit_time(c->trk, c->cur_seq, m->u.begin.commit_time);
     return STEP_OK;
@@ -117,6 +190,7 @@ static enum step on_commit(struct changes *c, const struct repl_msg *m)
         return STEP_FATAL;
     }
     record_received(c);
+    end_skip(c);
     c->cur_seq = 0;
     return STEP_OK;
 }
@@ -128,7 +202,7 @@ static enum step send_event(struct changes *c)
     char err[512];
     int kafka_err = -1;
     const struct outbox_event *ev = &c->ev;
-    int rc = c->out.send(c->out.ctx, ev, c->cur_seq, &kafka_err, err, sizeof(err));
+    int rc = c->out.send(c->out.ctx, ev, c->cur_tag, &kafka_err, err, sizeof(err));
     c->ev_held = rc == PRODUCER_QUEUE_FULL;
     if (c->ev_held) return STEP_HELD;
     if (rc == PRODUCER_OK) {
@@ -140,7 +214,7 @@ static enum step send_event(struct changes *c)
         return STEP_OK;
     }
     return deadletter_reject(
-        &c->dlq, c->cur_seq, ev, producer_err_name(kafka_err), err,
+        &c->dlq, c->cur_tag, ev, producer_err_name(kafka_err), err,
         producer_err_is_poison(kafka_err) && !producer_err_is_missing_topic(kafka_err),
         producer_err_is_too_large(kafka_err));
 }
@@ -155,15 +229,16 @@ static enum step on_insert(struct changes *c, const struct repl_msg *m)
                   rel->relname);
         return STEP_FATAL;
     }
+    if (skip_event(c)) return STEP_OK;
     int built = outbox_event_build(c->map, rel, m->u.tuple.values, m->u.tuple.nvalues,
                                    c->cur_commit_lsn, &c->ev, err, sizeof(err));
-    if (tracker_event_sent(c->trk, c->cur_seq) != 0) {
+    if (tracker_event_sent(c->trk, c->cur_seq, &c->cur_tag) != 0) {
         log_error("internal: event outside a transaction");
         return STEP_FATAL;
     }
     c->recv_events++;
     if (built == 0) return send_event(c);
-    return deadletter_reject(&c->dlq, c->cur_seq, &c->ev, outbox_fault_name(c->ev.fault), err,
+    return deadletter_reject(&c->dlq, c->cur_tag, &c->ev, outbox_fault_name(c->ev.fault), err,
                              c->ev.fault != OF_SCHEMA, false);
 }
 
@@ -215,6 +290,7 @@ void changes_abort_open(struct changes *c)
     tracker_abort_open(c->trk);
     record_received(c); /* they were received, if not produced */
     c->cur_seq = 0;
+    c->skipping = false; /* armed still: skipped again when it streams again */
     c->ev_held = false;
     deadletter_abort_open(&c->dlq);
 }
@@ -232,7 +308,7 @@ static void on_delivery_failed(struct changes *c, const struct delivery_report *
         deadletter_queue(&c->dlq, dr); /* still pending until the DLQ write is ACKed */
         return;
     }
-    tracker_fail(c->trk, dr->seq);
+    tracker_fail(c->trk, dr->tag);
     if (!to_dlq) metrics_count(&c->met->failed, producer_err_name(dr->err), 1);
     char id[128], lsn[LSN_STRLEN + 8];
     log_kv(LOG_ERROR,
@@ -260,16 +336,16 @@ bool changes_on_delivery(struct changes *c, const struct delivery_report *dr)
     }
     metrics_count(&c->met->acked, dr->topic, 1);
     struct tracker_times tt;
-    if (tracker_times(c->trk, dr->seq, &tt)) {
+    if (tracker_times(c->trk, dr->tag, &tt)) {
         if (tt.commit_time != 0)
             latency_record(&c->commit_to_ack,
                            dr->served_unix_us - PG_EPOCH_OFFSET_US - tt.commit_time);
         if (tt.produce_us != 0)
             latency_record(&c->stages[STAGE_PRODUCE_TO_ACK], dr->served_unix_us - tt.produce_us);
     }
-    if (tracker_ack_at(c->trk, dr->seq, dr->served_unix_us) < 0)
-        log_error("internal: delivery report for transaction %llu with no pending "
-                  "event",
-                  (unsigned long long)dr->seq);
+    if (tracker_ack_at(c->trk, dr->tag, dr->served_unix_us) < 0)
+        log_error("internal: delivery report (tag %#llx) for transaction %lu with no "
+                  "pending event, or a second one for the same event",
+                  (unsigned long long)dr->tag, (unsigned long)tracker_tag_txn(dr->tag));
     return true;
 }

@@ -48,11 +48,36 @@ lsn_t confirmer_confirmable(const struct confirmer *c, const struct confirm_view
     return confirm_position(v->acked, c->pub_capped, c->proven_lsn, c->sent_lsn);
 }
 
+/* Whether v's progress differs from the stored one. */
+static bool progress_moved(const struct confirmer *c, const struct confirm_view *v)
+{
+    if (!v->has_progress) return false; /* the stored one stays true */
+    return !c->stored_has_progress || v->progress.txn_lsn != c->stored_progress.txn_lsn ||
+           v->progress.acked != c->stored_progress.acked;
+}
+
+bool confirmer_progress_to_store(const struct confirmer *c, const struct confirm_view *v,
+                                 lsn_t lsn, struct tracker_progress *out)
+{
+    if (v->has_progress && v->progress.txn_lsn > lsn) {
+        *out = v->progress;
+        return true;
+    }
+    if (c->stored_has_progress && c->stored_progress.txn_lsn > lsn) {
+        *out = c->stored_progress;
+        return true;
+    }
+    return false;
+}
+
 bool confirmer_write_due(const struct confirmer *c, const struct confirm_view *v,
                          bool force)
 {
     lsn_t flush = confirmer_confirmable(c, v);
     if (c->rewrite_offset && flush >= c->stored_lsn) return true;
+    if (progress_moved(c, v) && v->progress.txn_lsn > c->stored_lsn &&
+        (force || v->events_acked != c->acked_at_write))
+        return true;
     return resume_write_due(flush, c->stored_lsn, v->events_acked != c->acked_at_write,
                             force, v->now_ms, c->last_write_ms, c->interval_ms);
 }
@@ -79,7 +104,13 @@ static int store_offset(struct confirmer *c, const struct confirm_view *v, lsn_t
 {
     char err[512];
     struct offset_state st = c->identity;
+    struct tracker_progress p;
     st.lsn = lsn;
+    st.has_progress = confirmer_progress_to_store(c, v, lsn, &p);
+    if (st.has_progress) {
+        st.txn_lsn = p.txn_lsn;
+        st.txn_acked = p.acked;
+    }
     if (c->io.write_offset(c->io.ctx, c->offsets_file, &st, err, sizeof(err)) != 0) {
         log_error("%s; stopping without confirming past %s", err,
                   lsn_format(c->stored_lsn, (char[LSN_STRLEN]){0}));
@@ -87,6 +118,8 @@ static int store_offset(struct confirmer *c, const struct confirm_view *v, lsn_t
         return -1;
     }
     c->stored_lsn = lsn;
+    c->stored_has_progress = st.has_progress;
+    if (st.has_progress) c->stored_progress = p;
     c->rewrite_offset = false;
     c->last_write_ms = v->now_ms;
     c->acked_at_write = v->events_acked;

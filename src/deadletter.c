@@ -116,7 +116,7 @@ static enum step dead_letter_send(struct deadletter *dl, const struct dead_lette
     int kafka_err = -1;
     struct outbox_event ev;
     dead_letter_event(dl, d, &ev, len_text);
-    int rc = dl->out.send(dl->out.ctx, &ev, d->seq, &kafka_err, err, sizeof(err));
+    int rc = dl->out.send(dl->out.ctx, &ev, d->tag, &kafka_err, err, sizeof(err));
     if (rc == PRODUCER_QUEUE_FULL) {
         dl->held = d;
         return STEP_HELD;
@@ -128,7 +128,7 @@ static enum step dead_letter_send(struct deadletter *dl, const struct dead_lette
         {"lsn", d->commit_lsn});
     dead_letter_label(d, label, sizeof(label));
     if (rc != PRODUCER_OK) {
-        tracker_fail(dl->trk, d->seq);
+        tracker_fail(dl->trk, d->tag);
         log_kv(LOG_ERROR, fields,
                "%s (commit_lsn %s): the dead-letter write failed too (%s); "
                "stopping without confirming past it",
@@ -144,10 +144,10 @@ static enum step dead_letter_send(struct deadletter *dl, const struct dead_lette
     return STEP_OK;
 }
 
-enum step deadletter_halt(struct deadletter *dl, uint64_t seq, const struct slice *event_id,
+enum step deadletter_halt(struct deadletter *dl, uint64_t tag, const struct slice *event_id,
                           const char *commit_lsn, const char *code, const char *reason)
 {
-    tracker_fail(dl->trk, seq);
+    tracker_fail(dl->trk, tag);
     char id[128], label[160];
     log_kv(LOG_ERROR,
            LOG_FIELDS(
@@ -160,14 +160,14 @@ enum step deadletter_halt(struct deadletter *dl, uint64_t seq, const struct slic
     return STEP_FATAL;
 }
 
-enum step deadletter_reject(struct deadletter *dl, uint64_t seq, const struct outbox_event *ev,
+enum step deadletter_reject(struct deadletter *dl, uint64_t tag, const struct outbox_event *ev,
                             const char *code, const char *reason, bool poison, bool too_large)
 {
     metrics_count(&dl->met->failed, code, 1);
     if (dl->cfg->errors_policy != ERRORS_DLQ || !poison)
-        return deadletter_halt(dl, seq, &ev->event_id, ev->commit_lsn, code, reason);
+        return deadletter_halt(dl, tag, &ev->event_id, ev->commit_lsn, code, reason);
     struct dead_letter *d = &dl->scratch;
-    *d = (struct dead_letter){.seq = seq,
+    *d = (struct dead_letter){.tag = tag,
                               .key = ev->key,
                               .value = ev->value,
                               .event_id = ev->event_id,
@@ -204,7 +204,7 @@ static enum step halt_on_stream_record(struct deadletter *dl, uint64_t seq, lsn_
     const struct config *c = dl->cfg;
     char commit[LSN_STRLEN], what[224];
     bool wal2json = plugin_parse(c->pg_plugin) == PLUGIN_WAL2JSON;
-    if (seq) tracker_fail(dl->trk, seq);
+    if (seq) tracker_fail(dl->trk, tracker_txn_tag(seq));
     if (!wal2json)
         snprintf(what, sizeof(what), "a protocol error");
     else if (seq)
@@ -226,10 +226,10 @@ static enum step halt_on_stream_record(struct deadletter *dl, uint64_t seq, lsn_
 }
 
 /* The dead letter of the undecodable record f at at, into d. */
-static void bad_record_letter(struct dead_letter *d, uint64_t seq, lsn_t commit_lsn,
+static void bad_record_letter(struct dead_letter *d, uint64_t tag, lsn_t commit_lsn,
                               const struct repl_frame *f, const char *at, const char *why)
 {
-    *d = (struct dead_letter){.seq = seq,
+    *d = (struct dead_letter){.tag = tag,
                               .key_null = true,
                               .value = {f->data, f->len},
                               .too_large = true /* truncated when it is */};
@@ -252,11 +252,12 @@ enum step deadletter_bad_record(struct deadletter *dl, const struct decoder *dec
     if (seq == 0 || decoder_failure(dec, f->data, f->len) != DF_CHANGE)
         return halt_on_stream_record(dl, seq, commit_lsn, at, why);
     metrics_count(&dl->met->failed, INVALID_RECORD, 1);
-    if (tracker_event_sent(dl->trk, seq) != 0) return STEP_FATAL;
+    uint64_t tag;
+    if (tracker_event_sent(dl->trk, seq, &tag) != 0) return STEP_FATAL;
     struct dead_letter *d = &dl->scratch;
-    bad_record_letter(d, seq, commit_lsn, f, at, why);
+    bad_record_letter(d, tag, commit_lsn, f, at, why);
     if (c->errors_policy == ERRORS_DLQ) return dead_letter_send(dl, d);
-    tracker_fail(dl->trk, seq);
+    tracker_fail(dl->trk, tag);
     log_kv(LOG_ERROR, LOG_FIELDS({"lsn", at}),
            "%s record at LSN %s (commit_lsn %s) cannot be decoded: %s: %s; stopping "
            "without confirming past it ([errors] policy = halt). To get past it: set "
@@ -310,12 +311,12 @@ void deadletter_queue(struct deadletter *dl, const struct delivery_report *dr)
     struct pending_dlq *p = calloc(1, sizeof(*p));
     if (!p || copy_report_bytes(p, dr, nh) != 0) {
         free(p);
-        tracker_fail(dl->trk, dr->seq);
+        tracker_fail(dl->trk, dr->tag);
         log_error("out of memory while dead-lettering; stopping");
         return;
     }
     struct dead_letter *d = &p->d;
-    d->seq = dr->seq;
+    d->tag = dr->tag;
     d->key_null = dr->key_null;
     d->value_null = dr->value_null;
     d->too_large = producer_err_is_too_large(dr->err);

@@ -277,6 +277,11 @@ static void render_positions(const struct metrics *m, struct textbuf *b)
               "Writes of the offset file (each a write, fsync, rename and directory "
               "fsync on the event loop).",
               m->offset_writes);
+    counter_u(b, "outboxd_events_skipped_total",
+              "Outbox events not produced again after a restart because the offset file "
+              "says the broker ACKed them (the first events of a transaction that was "
+              "partly ACKed at the stop).",
+              m->events_skipped);
     family(b, "outboxd_slot_lag_bytes", "gauge",
            "pg_current_wal_lsn() - confirmed_flush_lsn of the slot, as the server sees "
            "it (periodic query on a normal connection).");

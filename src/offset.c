@@ -50,10 +50,15 @@ static int escape_into(const char *s, char *buf, size_t buflen, size_t *pos)
     return 0;
 }
 
-/* The keys of format 2, in the order written. */
-enum { K_FORMAT, K_LSN, K_SYSTEM, K_TIMELINE, K_DATABASE, K_SLOT, K_PLUGIN, K_COUNT };
-static const char *const key_names[K_COUNT] = {"format",   "lsn",  "system", "timeline",
-                                               "database", "slot", "plugin"};
+/* The keys of formats 2 and 3, in the order written; the last two are
+ * format 3's progress. */
+enum {
+    K_FORMAT, K_LSN, K_SYSTEM, K_TIMELINE, K_DATABASE, K_SLOT, K_PLUGIN, K_TXN, K_TXN_ACKED,
+    K_COUNT
+};
+#define K_IDENTITY_COUNT K_TXN
+static const char *const key_names[K_COUNT] = {
+    "format", "lsn", "system", "timeline", "database", "slot", "plugin", "txn", "txn_acked"};
 
 static bool all_digits(const char *s, size_t maxlen)
 {
@@ -82,6 +87,13 @@ static int set_field(struct offset_state *out, int k, const char *v, size_t n, c
     case K_LSN:
         if (!lsn_parse(tmp, &out->lsn)) break;
         return 0;
+    case K_TXN:
+        if (!lsn_parse(tmp, &out->txn_lsn)) break;
+        return 0;
+    case K_TXN_ACKED:
+        if (!all_digits(tmp, 19) || strtoull(tmp, NULL, 10) == 0) break;
+        out->txn_acked = strtoull(tmp, NULL, 10);
+        return 0;
     case K_SYSTEM:
         if (!all_digits(tmp, 20)) break;
         memcpy(out->system, tmp, strlen(tmp) + 1);
@@ -100,7 +112,7 @@ static int set_field(struct offset_state *out, int k, const char *v, size_t n, c
     }
     }
     snprintf(err, errlen, "%s=%.*s is not a valid %s", key_names[k], (int)(n > 40 ? 40 : n), v,
-             k == K_LSN ? "LSN (like 16/B374D848)" : "value");
+             k == K_LSN || k == K_TXN ? "LSN (like 16/B374D848)" : "value");
     return -1;
 }
 
@@ -117,6 +129,33 @@ static bool parse_bare_lsn(const char *text, size_t len, struct offset_state *ou
     return true;
 }
 
+/* Format 3's progress: txn and txn_acked both (format 3) or neither, and
+ * the transaction after lsn. Returns 0 or -1 with err. */
+static int parse_progress(struct offset_state *out, bool txn, bool acked, char *err,
+                          size_t errlen)
+{
+    if (out->format == 2 && (txn || acked)) {
+        snprintf(err, errlen, "line %s= belongs to format 3, and the file says format 2",
+                 txn ? "txn" : "txn_acked");
+        return -1;
+    }
+    if (txn != acked) {
+        snprintf(err, errlen, "the %s line is missing (txn and txn_acked go together)",
+                 txn ? "txn_acked" : "txn");
+        return -1;
+    }
+    if (txn && out->txn_lsn <= out->lsn) {
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+        snprintf(err, errlen,
+                 "txn=%s is not after lsn=%s: a transaction partly ACKed commits after "
+                 "everything fully ACKed",
+                 lsn_format(out->txn_lsn, a), lsn_format(out->lsn, b));
+        return -1;
+    }
+    out->has_progress = txn;
+    return 0;
+}
+
 int offset_parse(const char *text, size_t len, struct offset_state *out, char *err,
                  size_t errlen)
 {
@@ -124,7 +163,7 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
     if (memchr(text, '=', len) == NULL) {
         if (parse_bare_lsn(text, len, out)) return 0;
         snprintf(err, errlen, "it holds neither an LSN (format 1, like 16/B374D848) nor "
-                              "key=value lines (format 2)");
+                              "key=value lines (formats 2 and 3)");
         return -1;
     }
     bool seen[K_COUNT] = {false};
@@ -167,9 +206,9 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
         snprintf(err, errlen, "the format line (format=%d) is missing", OFFSET_FORMAT);
         return -1;
     }
-    if (out->format != OFFSET_FORMAT) {
+    if (out->format != 2 && out->format != OFFSET_FORMAT) {
         snprintf(err, errlen,
-                 "it has format %d, and this outboxd reads formats 1 and %d only (%s)",
+                 "it has format %d, and this outboxd reads formats 1 to %d only (%s)",
                  out->format, OFFSET_FORMAT,
                  out->format > OFFSET_FORMAT ? "a newer outboxd wrote it: run that version"
                                              : "not a format outboxd ever wrote");
@@ -179,13 +218,13 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
         snprintf(err, errlen, "%s", unknown);
         return -1;
     }
-    for (int k = 0; k < K_COUNT; k++)
+    for (int k = 0; k < K_IDENTITY_COUNT; k++)
         if (!seen[k]) {
             snprintf(err, errlen, "the %s line is missing", key_names[k]);
             return -1;
         }
     out->has_identity = true;
-    return 0;
+    return parse_progress(out, seen[K_TXN], seen[K_TXN_ACKED], err, errlen);
 }
 
 size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
@@ -195,7 +234,7 @@ size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
                      "# outboxd offset file: the last position whose events were all ACKed\n"
                      "# by Kafka, and the stream it belongs to (see README). Do not edit.\n"
                      "format=%d\nlsn=%s\nsystem=%s\ntimeline=%u\n",
-                     OFFSET_FORMAT, lsn_format(st->lsn, lsn), st->system,
+                     st->has_progress ? 3 : 2, lsn_format(st->lsn, lsn), st->system,
                      (unsigned)st->timeline);
     if (n < 0 || (size_t)n >= buflen) return 0;
     size_t pos = (size_t)n;
@@ -209,6 +248,12 @@ size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
         if (escape_into(vals[i], buf, buflen, &pos) != 0 || pos + 1 >= buflen) return 0;
         buf[pos++] = '\n';
     }
+    if (st->has_progress) {
+        n = snprintf(buf + pos, buflen - pos, "txn=%s\ntxn_acked=%llu\n",
+                     lsn_format(st->txn_lsn, lsn), (unsigned long long)st->txn_acked);
+        if (n < 0 || (size_t)n >= buflen - pos) return 0;
+        pos += (size_t)n;
+    }
     buf[pos] = '\0';
     return pos;
 }
@@ -216,9 +261,13 @@ size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
 char *offset_describe(const struct offset_state *st, char *out, size_t outlen)
 {
     char a[LSN_STRLEN];
+    char b[LSN_STRLEN], progress[96] = "";
+    if (st->has_progress)
+        snprintf(progress, sizeof(progress), ", and the first %llu events of transaction %s",
+                 (unsigned long long)st->txn_acked, lsn_format(st->txn_lsn, b));
     if (st->has_identity)
-        snprintf(out, outlen, "%s on system %s/database %s/slot %s (timeline %u, plugin %s)",
-                 lsn_format(st->lsn, a), st->system, st->database, st->slot,
+        snprintf(out, outlen, "%s%s on system %s/database %s/slot %s (timeline %u, plugin %s)",
+                 lsn_format(st->lsn, a), progress, st->system, st->database, st->slot,
                  (unsigned)st->timeline, st->plugin);
     else
         snprintf(out, outlen, "%s (format 1: no system, database or slot recorded)",

@@ -189,9 +189,9 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
         metrics_count(&r->met.acked, dr->topic, 1);
     else
         metrics_count(&r->met.failed, producer_err_name(dr->err), 1);
-    struct flight *f = find_flight(r, dr->seq);
+    struct flight *f = find_flight(r, dr->tag);
     if (!f) {
-        log_error("internal: delivery report for unknown message %" PRIu64, dr->seq);
+        log_error("internal: delivery report for unknown message %" PRIu64, dr->tag);
         return;
     }
     char *id = f->event_id;

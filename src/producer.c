@@ -141,7 +141,7 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     p->dr_since_clock++;
     struct delivery_report dr = {
         .served_unix_us = p->dr_clock_us,
-        .seq = (uint64_t)(uintptr_t)m->_private,
+        .tag = (uint64_t)(uintptr_t)m->_private,
         .err = (int)m->err,
         .reason = m->err ? rd_kafka_err2str(m->err) : NULL,
         .topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "?",
@@ -395,7 +395,7 @@ static int topic_handle(struct producer *p, const char *name, rd_kafka_topic_t *
     return PRODUCER_OK;
 }
 
-int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t seq,
+int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t tag,
                   int *kafka_err, char *err, size_t errlen)
 {
     size_t value_len = ev->value_null ? 0 : ev->value.len;
@@ -417,7 +417,7 @@ int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t se
         p->rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_KEY(ev->key_null ? NULL : ev->key.data, ev->key_null ? 0 : ev->key.len),
         RD_KAFKA_V_VALUE(ev->value_null ? NULL : (void *)ev->value.data, value_len),
-        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)(uintptr_t)seq), RD_KAFKA_V_END);
+        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)(uintptr_t)tag), RD_KAFKA_V_END);
     if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) return PRODUCER_OK; /* h now owned by rk */
     rd_kafka_headers_destroy(h);
     if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL && rd_kafka_outq_len(p->rk) > 0)

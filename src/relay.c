@@ -57,10 +57,10 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
 }
 
 /* The data path's sink: the producer. */
-static int send_to_producer(void *ctx, const struct outbox_event *ev, uint64_t seq,
+static int send_to_producer(void *ctx, const struct outbox_event *ev, uint64_t tag,
                             int *kafka_err, char *err, size_t errlen)
 {
-    return producer_send(ctx, ev, seq, kafka_err, err, errlen);
+    return producer_send(ctx, ev, tag, kafka_err, err, errlen);
 }
 
 /* ---- status --------------------------------------------------------------
@@ -70,8 +70,12 @@ static int send_to_producer(void *ctx, const struct outbox_event *ev, uint64_t s
  * the clock. */
 static struct confirm_view confirm_view(const struct relay *r)
 {
+    struct tracker_progress p = {0, 0};
+    bool has_progress = changes_progress(&r->chg, &p);
     return (struct confirm_view){.acked = tracker_flush_lsn(r->trk),
                                  .idle = tracker_idle(r->trk),
+                                 .has_progress = has_progress,
+                                 .progress = p,
                                  .events_acked = r->events_acked,
                                  .pending_events = tracker_pending_events(r->trk),
                                  .pending_txns = tracker_pending_txns(r->trk),
@@ -98,6 +102,7 @@ int send_status_ex(struct relay *r, bool reply, bool force)
     int rc = confirmer_status(&r->confirm, &v, reply, force);
     if (r->confirm.statuses_sent != sent) note_confirmed(r);
     r->met.offset_writes = r->confirm.offset_writes;
+    r->met.events_skipped = r->chg.events_skipped;
     return rc == CONFIRM_OK ? STEP_OK : rc == CONFIRM_BROKEN ? STEP_BROKEN : STEP_FATAL;
 }
 

@@ -210,6 +210,11 @@ static bool connect_step(struct relay *r)
         r->confirm.identity = s.identity;
         r->confirm.rewrite_offset = s.rewrite_offset;
         if (s.have_offset) r->confirm.stored_lsn = s.stored_lsn;
+        if (s.resume_inside) {
+            r->confirm.stored_has_progress = true;
+            r->confirm.stored_progress = s.resume_progress;
+            changes_skip_first(&r->chg, s.resume_progress);
+        }
     }
     if (rc == STEP_BROKEN) {
         metrics_count(&r->met.reconnects, r->retry_cause ? r->retry_cause : "connect_failed",
@@ -326,10 +331,20 @@ static bool stream_step(struct relay *r)
 static void confirm_and_finish(struct relay *r)
 {
     char a[LSN_STRLEN];
+    char skipped[96] = "", kept[128] = "", b[LSN_STRLEN];
     if (send_status_ex(r, false, true) == STEP_OK && r->st) stream_finish(r->st);
+    if (r->chg.events_skipped)
+        snprintf(skipped, sizeof(skipped), ", %llu skipped as ACKed before the restart",
+                 (unsigned long long)r->chg.events_skipped);
+    if (r->confirm.stored_has_progress)
+        snprintf(kept, sizeof(kept),
+                 "; the offset file keeps the first %llu events of transaction %s as ACKed",
+                 (unsigned long long)r->confirm.stored_progress.acked,
+                 lsn_format(r->confirm.stored_progress.txn_lsn, b));
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(r->confirm.stored_lsn, a)}),
-           "confirmed %s; produced %llu events, %llu ACKed", a,
-           (unsigned long long)r->chg.events_produced, (unsigned long long)r->events_acked);
+           "confirmed %s; produced %llu events, %llu ACKed%s%s", a,
+           (unsigned long long)r->chg.events_produced, (unsigned long long)r->events_acked,
+           skipped, kept);
     finish(r, EXIT_OK);
 }
 

@@ -24,7 +24,7 @@ char *resume_bytes(uint64_t n, char *out, size_t outlen)
 void resume_identity(const struct resume_server *srv, lsn_t lsn, struct offset_state *out)
 {
     memset(out, 0, sizeof(*out));
-    out->format = OFFSET_FORMAT;
+    out->format = 2; /* 3 once progress is set (offset_format()) */
     out->lsn = lsn;
     out->has_identity = true;
     snprintf(out->system, sizeof(out->system), "%s", srv->system);
@@ -106,8 +106,8 @@ static bool refuse_other_stream(const struct sides *w, struct resume_decision *o
     if (!file->has_identity) {
         snprintf(out->note, sizeof(out->note),
                  "offset file %s has format 1 (a bare LSN: no system, database or slot "
-                 "recorded); it is rewritten in format %d at the next confirm",
-                 w->offsets_path, OFFSET_FORMAT);
+                 "recorded); it is rewritten with them at the next confirm",
+                 w->offsets_path);
         return false;
     }
     const char *diff = identity_mismatch(file, srv);

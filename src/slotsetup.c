@@ -214,6 +214,17 @@ static enum step prepare_stream(struct slot_setup *s)
     s->stored_lsn = have_offset ? file.lsn : 0;
     s->start = d.start;
     s->prepared = true;
+    /* The progress is the transaction's identity (its commit LSN) and a
+     * count: it holds whatever precedes it, but only the first stream
+     * takes it from the file (later ones have the tracker). */
+    s->resume_inside = !s->streamed && d.verdict == RESUME_FROM_FILE && file.has_progress;
+    if (s->resume_inside) {
+        s->resume_progress = (struct tracker_progress){file.txn_lsn, file.txn_acked};
+        log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(file.txn_lsn, a)}),
+               "resuming inside transaction %s: the offset file says its first %llu events "
+               "were ACKed, so they are skipped, not produced again",
+               a, (unsigned long long)file.txn_acked);
+    }
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
            "streaming slot \"%s\" from %s (offset file %s, slot confirmed %s, server at %s, "
            "system %s, timeline %u)",

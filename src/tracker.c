@@ -19,14 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ackset.h"
 #include "grow.h"
 
 struct txn {
+    lsn_t final_lsn; /* Begin's: the commit record's LSN, its identity */
     lsn_t end_lsn;
     int64_t commit_time; /* server's commit timestamp, 0 if unknown */
     int64_t produce_us;  /* events last handed to the producer, 0 if unknown */
     int64_t ack_us;      /* its latest ACK, 0 if unknown */
     uint64_t pending;
+    uint64_t events;     /* ordinals handed out (sent or skipped) */
+    struct ackset acks;  /* which of them are ACKed (or skipped) */
     bool committed;
     bool failed;
     bool aborted; /* dropped mid-stream; its late reports are ignored */
@@ -79,6 +83,7 @@ struct tracker *tracker_new(lsn_t start_lsn)
 void tracker_free(struct tracker *t)
 {
     if (!t) return;
+    for (size_t i = 0; i < t->count; i++) ackset_clear(&t->ring[(t->head + i) % t->cap].acks);
     free(t->ring);
     free(t->runs);
     free(t);
@@ -89,6 +94,30 @@ static struct txn *slot_of(const struct tracker *t, uint64_t seq)
 {
     if (seq < t->head_seq || seq - t->head_seq >= t->count) return NULL;
     return &t->ring[(t->head + (size_t)(seq - t->head_seq)) % t->cap];
+}
+
+/* The slot of the transaction tag names, or NULL. Its low 32 bits of seq
+ * are counted from head_seq's, modulo 2^32: a popped one lands far past
+ * count. */
+static struct txn *slot_of_tag(const struct tracker *t, uint64_t tag)
+{
+    uint32_t off = tracker_tag_txn(tag) - (uint32_t)t->head_seq;
+    if (off >= t->count) return NULL;
+    return &t->ring[(t->head + off) % t->cap];
+}
+
+uint64_t tracker_txn_tag(uint64_t seq)
+{
+    return (uint64_t)(uint32_t)seq << 32 | TRACKER_ORDINAL_UNKNOWN;
+}
+
+uint32_t tracker_tag_txn(uint64_t tag) { return (uint32_t)(tag >> 32); }
+
+/* The ordinal in tag, or -1 when it is unknown. */
+static int64_t tag_ordinal(uint64_t tag)
+{
+    uint32_t low = (uint32_t)tag;
+    return low == TRACKER_ORDINAL_UNKNOWN ? -1 : (int64_t)low - 1;
 }
 
 static int grow(struct tracker *t)
@@ -165,6 +194,7 @@ static void advance(struct tracker *t, int64_t ack_us)
         if (!x->aborted && x->commit_time != 0) t->flushed_commit_time = x->commit_time;
         if (!x->aborted && x->has_events)
             note_confirmable(t, x->end_lsn, ack_us ? ack_us : x->ack_us);
+        ackset_clear(&x->acks);
         t->head = (t->head + 1) % t->cap;
         t->count--;
         t->head_seq++;
@@ -174,25 +204,53 @@ static void advance(struct tracker *t, int64_t ack_us)
 
 uint64_t tracker_begin(struct tracker *t, lsn_t final_lsn)
 {
-    (void)final_lsn;
     if (t->open_seq != 0) return 0;
     if (t->count == t->cap && grow(t) != 0) return 0;
     uint64_t seq = t->head_seq + t->count;
     struct txn *x = &t->ring[(t->head + t->count) % t->cap];
     memset(x, 0, sizeof(*x));
+    x->final_lsn = final_lsn;
     t->count++;
     t->open_seq = seq;
     return seq;
 }
 
-int tracker_event_sent(struct tracker *t, uint64_t seq)
+/* The tag of the next ordinal of x, the transaction seq. */
+static uint64_t next_tag(struct txn *x, uint64_t seq)
+{
+    uint64_t ord = x->events++;
+    uint32_t low = ord < TRACKER_ORDINAL_UNKNOWN - 1 ? (uint32_t)(ord + 1) : TRACKER_ORDINAL_UNKNOWN;
+    return (uint64_t)(uint32_t)seq << 32 | low;
+}
+
+int tracker_event_sent(struct tracker *t, uint64_t seq, uint64_t *tag)
 {
     if (seq == 0 || seq != t->open_seq) return -1;
     struct txn *x = slot_of(t, seq);
+    *tag = next_tag(x, seq);
     x->pending++;
     x->has_events = true;
     t->pending_events++;
     return 0;
+}
+
+int tracker_event_skipped(struct tracker *t, uint64_t seq)
+{
+    if (seq == 0 || seq != t->open_seq) return -1;
+    struct txn *x = slot_of(t, seq);
+    int64_t ord = tag_ordinal(next_tag(x, seq));
+    /* Out of memory only leaves the prefix short: a later restart skips
+     * fewer events, never more. */
+    if (ord >= 0) (void)ackset_add(&x->acks, (uint64_t)ord);
+    return 0;
+}
+
+bool tracker_progress(const struct tracker *t, struct tracker_progress *out)
+{
+    const struct txn *x = t->count ? &t->ring[t->head] : NULL;
+    if (!x || x->aborted || x->acks.prefix == 0) return false;
+    *out = (struct tracker_progress){x->final_lsn, x->acks.prefix};
+    return true;
 }
 
 int tracker_commit(struct tracker *t, uint64_t seq, lsn_t end_lsn)
@@ -218,6 +276,7 @@ void tracker_abort_open(struct tracker *t)
     struct txn *x = slot_of(t, t->open_seq);
     t->pending_events -= x->pending;
     x->pending = 0;
+    ackset_clear(&x->acks);
     x->aborted = true;
     x->committed = true;
     x->end_lsn = 0;
@@ -229,23 +288,26 @@ void tracker_abort_open(struct tracker *t)
     advance(t, 0);
 }
 
-int tracker_ack(struct tracker *t, uint64_t seq) { return tracker_ack_at(t, seq, 0); }
+int tracker_ack(struct tracker *t, uint64_t tag) { return tracker_ack_at(t, tag, 0); }
 
-int tracker_ack_at(struct tracker *t, uint64_t seq, int64_t ack_us)
+int tracker_ack_at(struct tracker *t, uint64_t tag, int64_t ack_us)
 {
-    struct txn *x = slot_of(t, seq);
+    struct txn *x = slot_of_tag(t, tag);
     if (!x || x->aborted) return 1;
     if (x->pending == 0) return -1;
+    int64_t ord = tag_ordinal(tag);
+    /* Out of memory (-1) only leaves the prefix short, as above. */
+    if (ord >= 0 && ackset_add(&x->acks, (uint64_t)ord) == 1) return -1;
     x->pending--;
     x->ack_us = ack_us;
     t->pending_events--;
-    if (x->pending == 0 && seq == t->head_seq) advance(t, ack_us);
+    if (x->pending == 0 && x == &t->ring[t->head]) advance(t, ack_us);
     return 0;
 }
 
-void tracker_fail(struct tracker *t, uint64_t seq)
+void tracker_fail(struct tracker *t, uint64_t tag)
 {
-    struct txn *x = slot_of(t, seq);
+    struct txn *x = slot_of_tag(t, tag);
     if (x && !x->aborted) {
         x->failed = true;
         if (x->pending > 0) {
@@ -295,9 +357,9 @@ void tracker_set_produce_time(struct tracker *t, uint64_t seq, int64_t unix_us)
     if (x) x->produce_us = unix_us;
 }
 
-bool tracker_times(const struct tracker *t, uint64_t seq, struct tracker_times *out)
+bool tracker_times(const struct tracker *t, uint64_t tag, struct tracker_times *out)
 {
-    const struct txn *x = slot_of(t, seq);
+    const struct txn *x = slot_of_tag(t, tag);
     if (!x || x->aborted) {
         *out = (struct tracker_times){0, 0};
         return false;

@@ -2,6 +2,9 @@
 # One transaction of 50,000 events (decoded with spilling to disk) arrives
 # exactly once, per-key in order, all with the same commit_lsn; the slot is
 # confirmed past it only after that.
+# Then a second one is stopped by SIGTERM half-way: the offset file keeps
+# how many of its events were ACKed (format 3), and the restart skips
+# exactly those: still exactly once, 0 duplicates.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init large_txn
 pg_start
@@ -31,5 +34,48 @@ psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id
         SELECT gen_random_uuid(), 'Bulk', 'bulk-' || i, $N + 1, 'After', '{}' FROM generate_series(0, 9) AS i"
 wait_caught_up 60
 check_delivery --exactly-once
+
+step "SIGTERM in the middle of a second transaction of $N events"
+# The mock answers slowly, so the stop lands inside the transaction.
+if [[ "${E2E_KAFKA:-mock}" != real ]]; then broker_cmd "rtt 1 100"; fi
+before=$(metric_value 'outboxd_events_acked_total{topic="outbox.event.Bulk"}')
+psql_q <<SQL
+INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+SELECT gen_random_uuid(), 'Bulk', 'bulk-' || (i % 200), $N + 1 + i, 'Second', jsonb_build_object('i', i)
+FROM generate_series(1, $N) AS i;
+SQL
+for ((i = 0; i < 1200; i++)); do
+    acked=$(metric_value 'outboxd_events_acked_total{topic="outbox.event.Bulk"}')
+    ((${acked:-0} > before)) && break
+    sleep 0.05
+done
+info "stopping with $((acked - before)) of its $N events ACKed"
+outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
+grep -qx 'format=3' "$T/outboxd.offset" ||
+    fail "the stop did not store progress inside the transaction (did it complete first?): $(cat "$T/outboxd.offset")"
+kept=$(sed -n 's/^txn_acked=//p' "$T/outboxd.offset")
+txn=$(sed -n 's/^txn=//p' "$T/outboxd.offset")
+((kept > 0 && kept < N)) || fail "txn_acked=$kept: expected part of the $N events"
+grep -q "the offset file keeps the first $kept events of transaction $txn as ACKed" "$T/outboxd.log" ||
+    fail "the stop line does not say what the offset file keeps"
+info "the offset file keeps $kept events of transaction $txn as ACKed"
+
+step "restart: the $kept ACKed events are skipped, the rest produced"
+if [[ "${E2E_KAFKA:-mock}" != real ]]; then broker_cmd "rtt 1 0"; fi
+outboxd_start
+wait_caught_up 180
+grep -q "resuming inside transaction $txn: the offset file says its first $kept events were ACKed" "$T/outboxd.log" ||
+    fail "no resume line for transaction $txn"
+grep -q "skipped the first $kept events of transaction $txn" "$T/outboxd.log" ||
+    fail "no line saying the $kept events were skipped"
+for ((i = 0; i < 100; i++)); do
+    skipped=$(metric_value outboxd_events_skipped_total)
+    [[ "$skipped" == "$kept" ]] && break
+    sleep 0.1
+done
+assert_eq "$kept" "$skipped" "outboxd_events_skipped_total"
+check_delivery --exactly-once
+assert_eq $((2 * N + 10)) "$(dump_count "$T/check.dump.jsonl")" "messages (0 duplicates)"
+grep -q '^txn' "$T/outboxd.offset" && fail "progress left in the offset file after the transaction completed"
 outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
 e2e_pass

@@ -32,10 +32,10 @@ struct fake {
     int nsent, nfull;
     char topic[MAXSENT][OUTBOX_TOPIC_MAX];
     char key[MAXSENT][32];
-    uint64_t seq[MAXSENT];
+    uint64_t tag[MAXSENT];
 };
 
-static int fake_send(void *ctx, const struct outbox_event *ev, uint64_t seq, int *kafka_err,
+static int fake_send(void *ctx, const struct outbox_event *ev, uint64_t tag, int *kafka_err,
                      char *err, size_t errlen)
 {
     struct fake *f = ctx;
@@ -53,7 +53,7 @@ static int fake_send(void *ctx, const struct outbox_event *ev, uint64_t seq, int
     snprintf(f->topic[f->nsent], sizeof(f->topic[0]), "%s", ev->topic);
     snprintf(f->key[f->nsent], sizeof(f->key[0]), "%.*s", (int)ev->key.len,
              ev->key.data ? ev->key.data : "");
-    f->seq[f->nsent++] = seq;
+    f->tag[f->nsent++] = tag;
     return PRODUCER_OK;
 }
 
@@ -148,7 +148,7 @@ static void txn(lsn_t final_lsn, lsn_t end_lsn, const char *key)
 /* The broker's report on the i-th event the fake took. */
 static bool report(int i, int err)
 {
-    struct delivery_report dr = {.seq = fk.seq[i], .err = err, .topic = fk.topic[i]};
+    struct delivery_report dr = {.tag = fk.tag[i], .err = err, .topic = fk.topic[i]};
     dr.reason = err ? "broker says no" : NULL;
     dr.key = (struct slice){fk.key[i], strlen(fk.key[i])};
     return changes_on_delivery(&chg, &dr);
@@ -321,7 +321,7 @@ static const struct latency_hist *stage(enum metrics_stage s) { return &chg.stag
 /* The i-th event the fake took was ACKed, the report served at us. */
 static void ack_at(int i, int64_t us)
 {
-    struct delivery_report dr = {.seq = fk.seq[i], .topic = fk.topic[i], .served_unix_us = us};
+    struct delivery_report dr = {.tag = fk.tag[i], .topic = fk.topic[i], .served_unix_us = us};
     ck_assert(changes_on_delivery(&chg, &dr));
 }
 
@@ -341,7 +341,7 @@ START_TEST(test_stages_of_a_transaction)
     ck_assert(!changes_produced_pending(&chg));
     changes_produced_at(&chg, recv + 999999); /* nothing more to stamp */
     struct tracker_times tt;
-    ck_assert(tracker_times(trk, fk.seq[0], &tt));
+    ck_assert(tracker_times(trk, fk.tag[0], &tt));
     ck_assert_int_eq(tt.produce_us, recv + 300);
     ck_assert_uint_eq(stage(STAGE_COMMIT_TO_RECEIVE)->count, 2);
     ck_assert_uint_eq(stage(STAGE_COMMIT_TO_RECEIVE)->sum_us, 2000);
@@ -393,7 +393,7 @@ START_TEST(test_stages_across_turns_and_backpressure)
     ck_assert_uint_eq(stage(STAGE_RECEIVE_TO_PRODUCE)->sum_us, 9100);
     /* the transaction's produce time is its latest turn's */
     struct tracker_times tt;
-    ck_assert(tracker_times(trk, fk.seq[0], &tt));
+    ck_assert(tracker_times(trk, fk.tag[0], &tt));
     ck_assert_int_eq(tt.produce_us, t2 + 9000);
 }
 END_TEST
@@ -416,6 +416,79 @@ START_TEST(test_stages_without_times)
 }
 END_TEST
 
+/* ---- resuming inside a transaction ---- */
+
+START_TEST(test_skip_first_events_of_that_transaction)
+{
+    char k[8];
+    changes_skip_first(&chg, (struct tracker_progress){200, 3});
+    struct tracker_progress p;
+    ck_assert(changes_progress(&chg, &p)); /* kept until it streams */
+    ck_assert_uint_eq(p.txn_lsn, 200);
+    ck_assert_uint_eq(p.acked, 3);
+    ck_assert_int_eq(begin(200), STEP_OK);
+    for (int i = 0; i < 5; i++) {
+        snprintf(k, sizeof(k), "k%d", i);
+        ck_assert_int_eq(insert(k), STEP_OK);
+    }
+    ck_assert_int_eq(fk.nsent, 2); /* the first three were skipped */
+    ck_assert_str_eq(fk.key[0], "k3");
+    ck_assert_str_eq(fk.key[1], "k4");
+    ck_assert_uint_eq(chg.events_skipped, 3);
+    ck_assert(changes_progress(&chg, &p));
+    ck_assert_uint_eq(p.acked, 3);
+    ck_assert(report(0, 0));
+    ck_assert(changes_progress(&chg, &p));
+    ck_assert_uint_eq(p.acked, 4); /* the tracker's now: skipped + ACKed */
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    ck_assert(report(1, 0));
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210);
+    ck_assert(!changes_progress(&chg, &p));
+    /* Over once it committed: a later transaction is produced whole. */
+    ck_assert_int_eq(begin(300), STEP_OK);
+    ck_assert_int_eq(insert("x"), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 3);
+    ck_assert_uint_eq(chg.events_skipped, 3);
+}
+END_TEST
+
+START_TEST(test_skip_only_that_transaction)
+{
+    /* An earlier transaction (the file's position was capped before it) is
+     * produced whole; a later one first means the skip is dropped. */
+    changes_skip_first(&chg, (struct tracker_progress){300, 2});
+    txn(200, 210, "a");
+    ck_assert_int_eq(fk.nsent, 1);
+    ck_assert_int_eq(begin(400), STEP_OK);
+    ck_assert_int_eq(insert("b"), STEP_OK);
+    ck_assert_int_eq(insert("c"), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 3);
+    ck_assert_uint_eq(chg.events_skipped, 0);
+    struct tracker_progress p;
+    ck_assert(report(0, 0));
+    ck_assert(!changes_progress(&chg, &p) || p.txn_lsn != 300);
+}
+END_TEST
+
+START_TEST(test_skip_again_after_a_broken_stream)
+{
+    /* The stream breaks inside the transaction while skipping: when it
+     * streams again, its first events are skipped again, from the start. */
+    changes_skip_first(&chg, (struct tracker_progress){200, 2});
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(insert("a"), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 0);
+    changes_abort_open(&chg);
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(insert("a"), STEP_OK);
+    ck_assert_int_eq(insert("b"), STEP_OK);
+    ck_assert_int_eq(insert("c"), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 1);
+    ck_assert_str_eq(fk.key[0], "c");
+    ck_assert_uint_eq(chg.events_skipped, 3); /* 1 before the break, 2 after */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("changes");
@@ -433,6 +506,9 @@ int main(void)
     tcase_add_test(dlq, test_stages_of_a_transaction);
     tcase_add_test(dlq, test_stages_across_turns_and_backpressure);
     tcase_add_test(dlq, test_stages_without_times);
+    tcase_add_test(dlq, test_skip_first_events_of_that_transaction);
+    tcase_add_test(dlq, test_skip_only_that_transaction);
+    tcase_add_test(dlq, test_skip_again_after_a_broken_stream);
     suite_add_tcase(s, dlq);
     TCase *halt = tcase_create("policy halt");
     tcase_add_checked_fixture(halt, setup_halt, teardown);

@@ -25,6 +25,8 @@ struct fake {
     int fail_send;        /* the next send fails */
     lsn_t written, flushed;
     lsn_t file_at_send;   /* file_lsn when the last status went out */
+    bool file_progress;   /* the file holds progress: */
+    struct tracker_progress progress;
     bool reply;
 };
 
@@ -42,6 +44,9 @@ static int fake_write(void *ctx, const char *path, const struct offset_state *st
         return -1;
     }
     f->file_lsn = st->lsn;
+    f->file_progress = st->has_progress;
+    f->progress = (struct tracker_progress){st->txn_lsn, st->txn_acked};
+    if (st->has_progress) ck_assert_uint_gt(st->txn_lsn, st->lsn);
     return 0;
 }
 
@@ -488,6 +493,87 @@ START_TEST(test_caught_up_capped_at_proof)
 }
 END_TEST
 
+/* ---- progress inside a transaction ---- */
+
+/* The tracker's progress: the first acked events of transaction txn. */
+static void progress(lsn_t txn, uint64_t acked, int newly_acked)
+{
+    v.has_progress = true;
+    v.progress = (struct tracker_progress){txn, acked};
+    v.events_acked += (uint64_t)newly_acked;
+    v.idle = false;
+}
+
+START_TEST(test_progress_written_without_a_move)
+{
+    setup(1000);
+    progress(2000, 10, 10);
+    v.now_ms = T0 + 1;
+    ck_assert(confirmer_write_due(&c, &v, false));
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
+    expect_io(1, 1, 1000);
+    ck_assert(fk.file_progress);
+    ck_assert_uint_eq(fk.progress.txn_lsn, 2000);
+    ck_assert_uint_eq(fk.progress.acked, 10);
+    ck_assert_uint_eq(fk.flushed, 1000); /* the slot is not moved by it */
+    /* Unchanged: not written again; more ACKed: written. */
+    ck_assert(!confirmer_write_due(&c, &v, false));
+    progress(2000, 25, 15);
+    ck_assert(confirmer_write_due(&c, &v, false));
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
+    ck_assert_uint_eq(fk.progress.acked, 25);
+    /* The transaction completes: the position moves, the progress goes. */
+    v.has_progress = false;
+    ack_events(2100, 5);
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
+    expect_io(3, 3, 2100);
+    ck_assert(!fk.file_progress);
+    ck_assert(!c.stored_has_progress);
+}
+END_TEST
+
+START_TEST(test_progress_moved_needs_acks_or_force)
+{
+    setup(1000);
+    /* After a restart the skip to come is the view's progress, and the file
+     * holds it already: nothing new to write. */
+    c.stored_has_progress = true;
+    c.stored_progress = (struct tracker_progress){2000, 7};
+    progress(2000, 7, 0);
+    ck_assert(!confirmer_write_due(&c, &v, false));
+    ck_assert(!confirmer_write_due(&c, &v, true));
+    /* A different progress without a new ACK waits for force. */
+    progress(2000, 8, 0);
+    ck_assert(!confirmer_write_due(&c, &v, false));
+    ck_assert(confirmer_write_due(&c, &v, true));
+    ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
+    ck_assert_uint_eq(fk.progress.acked, 8);
+}
+END_TEST
+
+START_TEST(test_stored_progress_kept_while_ahead)
+{
+    setup(1000);
+    c.stored_has_progress = true;
+    c.stored_progress = (struct tracker_progress){5000, 7};
+    /* Keepalives (the transaction has not streamed yet) move the position,
+     * still before it: the file keeps the progress. */
+    keepalive(3000);
+    v.now_ms = T0 + INTERVAL;
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
+    expect_io(1, 1, 3000);
+    ck_assert(fk.file_progress);
+    ck_assert_uint_eq(fk.progress.txn_lsn, 5000);
+    ck_assert_uint_eq(fk.progress.acked, 7);
+    /* Past its commit, it says nothing any more: dropped. */
+    keepalive(6000);
+    v.now_ms = T0 + 2 * INTERVAL;
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
+    expect_io(2, 2, 6000);
+    ck_assert(!fk.file_progress);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("confirm");
@@ -523,6 +609,9 @@ int main(void)
     tcase_add_test(tc, test_caught_up_needs_a_move);
     tcase_add_test(tc, test_caught_up_never_later_than_interval);
     tcase_add_test(tc, test_caught_up_capped_at_proof);
+    tcase_add_test(tc, test_progress_written_without_a_move);
+    tcase_add_test(tc, test_progress_moved_needs_acks_or_force);
+    tcase_add_test(tc, test_stored_progress_kept_while_ahead);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,6 +1,7 @@
 /*
  * test_offset.c - the offset file (include/offset.h): format 2 key=value
- * lines (format 1, a bare LSN, still read), written atomically (temp file +
+ * lines, format 3 with progress inside a transaction (format 1, a bare LSN,
+ * still read), written atomically (temp file +
  * rename), read back as 1 / 0 / -1; the pure parser and formatter.
  */
 #include <check.h>
@@ -382,17 +383,87 @@ END_TEST
 START_TEST(test_future_format_refused)
 {
     /* Refused for the format, not for a missing or unknown key. */
-    const char *t = "format=3\nlsn=1/1\nshard=9\n";
+    const char *t = "format=4\nlsn=1/1\nshard=9\n";
     struct offset_state st;
     char err[256] = "";
     lsn_t v;
     ck_assert_int_eq(offset_parse(t, strlen(t), &st, err, sizeof(err)), -1);
-    ck_assert_msg(strstr(err, "format 3") && strstr(err, "newer outboxd"), "%s", err);
+    ck_assert_msg(strstr(err, "format 4") && strstr(err, "newer outboxd"), "%s", err);
     spit(path, t, strlen(t));
     ck_assert_int_eq(rd(path, &v, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, path) && strstr(err, "newer outboxd") &&
                       strstr(err, "move it away"),
                   "%s", err);
+}
+END_TEST
+
+/* ---- format 3: progress inside a transaction ---- */
+
+START_TEST(test_progress_round_trip)
+{
+    char err[256] = "", buf[1024];
+    struct offset_state st = state_at(0x16B374D848ULL), back;
+    st.has_progress = true;
+    st.txn_lsn = 0x16B3750000ULL;
+    st.txn_acked = 30000;
+    ck_assert_int_eq(offset_write(path, &st, err, sizeof(err)), 0);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_str_eq(buf, HEADER "format=3\nlsn=16/B374D848\nsystem=7312345678901234567\n"
+                          "timeline=1\ndatabase=outbox\nslot=outboxd\nplugin=pgoutput\n"
+                          "txn=16/B3750000\ntxn_acked=30000\n");
+    ck_assert_int_eq(offset_read(path, &back, err, sizeof(err)), 1);
+    ck_assert_int_eq(back.format, 3);
+    ck_assert(back.has_progress);
+    ck_assert_uint_eq(back.lsn, 0x16B374D848ULL);
+    ck_assert_uint_eq(back.txn_lsn, 0x16B3750000ULL);
+    ck_assert_uint_eq(back.txn_acked, 30000);
+    /* Without progress the same state is written as format 2 again. */
+    back.has_progress = false;
+    ck_assert_int_eq(offset_write(path, &back, err, sizeof(err)), 0);
+    ck_assert_int_eq(offset_read(path, &st, err, sizeof(err)), 1);
+    ck_assert_int_eq(st.format, 2);
+    ck_assert(!st.has_progress);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_ptr_null(strstr(buf, "txn"));
+}
+END_TEST
+
+#define V3_IDENTITY "system=1\ntimeline=1\ndatabase=d\nslot=s\nplugin=p\n"
+static const char *const bad_progress[] = {
+    "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/20\n",              /* txn_acked missing */
+    "format=3\nlsn=1/10\n" V3_IDENTITY "txn_acked=5\n",           /* txn missing */
+    "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/10\ntxn_acked=5\n",  /* not after lsn */
+    "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/8\ntxn_acked=5\n",   /* before lsn */
+    "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=0\n",  /* nothing ACKed */
+    "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=-1\n",
+    "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/2x\ntxn_acked=5\n",
+    "format=2\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=5\n",  /* keys of format 3 */
+};
+
+START_TEST(test_bad_progress_refused)
+{
+    struct offset_state st;
+    char err[256] = "";
+    const char *t = bad_progress[_i];
+    ck_assert_msg(offset_parse(t, strlen(t), &st, err, sizeof(err)) == -1, "accepted %s", t);
+    ck_assert(err[0] != '\0');
+}
+END_TEST
+
+START_TEST(test_progress_parses_without_it)
+{
+    /* Format 3 may also come without progress (it is optional there). */
+    const char *t = "format=3\nlsn=1/10\n" V3_IDENTITY;
+    struct offset_state st;
+    char err[256] = "", d[256];
+    ck_assert_int_eq(offset_parse(t, strlen(t), &st, err, sizeof(err)), 0);
+    ck_assert(!st.has_progress);
+    const char *u = "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=7\n";
+    ck_assert_int_eq(offset_parse(u, strlen(u), &st, err, sizeof(err)), 0);
+    ck_assert(st.has_progress);
+    ck_assert_uint_eq(st.txn_acked, 7);
+    offset_describe(&st, d, sizeof(d));
+    ck_assert_msg(strstr(d, "first 7 events of transaction 1/20"), "%s", d);
 }
 END_TEST
 
@@ -488,6 +559,10 @@ int main(void)
                         (int)(sizeof(garbage_v2) / sizeof(garbage_v2[0])));
     tcase_add_test(tc, test_future_format_refused);
     tcase_add_test(tc, test_escaped_names_round_trip);
+    tcase_add_test(tc, test_progress_round_trip);
+    tcase_add_loop_test(tc, test_bad_progress_refused, 0,
+                        (int)(sizeof(bad_progress) / sizeof(bad_progress[0])));
+    tcase_add_test(tc, test_progress_parses_without_it);
     tcase_add_test(tc, test_write_read_identity);
     tcase_add_test(tc, test_describe);
     tcase_add_test(tc, test_probe_dir);

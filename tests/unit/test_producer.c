@@ -39,7 +39,7 @@
 /* One delivery report, copied out of the callback (its strings are
  * borrowed for the callback's duration only). */
 struct report {
-    uint64_t seq;
+    uint64_t tag;
     int err;
     char topic[64];
     char key[64], value[64], event_id[64], commit_lsn[64];
@@ -69,7 +69,7 @@ static void on_delivery(void *ctx, const struct delivery_report *dr)
     ck_assert_int_lt(nreports, MAX_REPORTS);
     r = &reports[nreports++];
     memset(r, 0, sizeof(*r));
-    r->seq = dr->seq;
+    r->tag = dr->tag;
     r->err = dr->err;
     ck_assert(dr->err == 0 ? dr->reason == NULL : dr->reason != NULL);
     snprintf(r->topic, sizeof(r->topic), "%s", dr->topic);
@@ -191,7 +191,7 @@ static int reports_of(uint64_t n)
     int count = 0;
 
     for (int i = 0; i < nreports; i++)
-        count += reports[i].seq == n;
+        count += reports[i].tag == n;
     return count;
 }
 
@@ -205,7 +205,7 @@ START_TEST(test_delivery_reports_seq_and_topic)
         ck_assert_int_eq(reports[i].err, 0);
         ck_assert_str_eq(reports[i].topic, TOPIC);
         /* One partition: reported in the order produced. */
-        ck_assert_uint_eq(reports[i].seq, 100 + (uint64_t)i);
+        ck_assert_uint_eq(reports[i].tag, 100 + (uint64_t)i);
     }
     ck_assert_int_eq(producer_outq_len(prod), 0);
     ck_assert_int_eq(producer_poll(prod, 0), 0); /* nothing reported twice */
@@ -224,7 +224,7 @@ START_TEST(test_failed_report_carries_the_event)
                                       RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
     send_ok(7);
     wait_reports(2);
-    ck_assert_uint_eq(reports[1].seq, 7);
+    ck_assert_uint_eq(reports[1].tag, 7);
     ck_assert_int_eq(reports[1].err, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
     ck_assert(producer_err_is_poison(reports[1].err));
     ck_assert_str_eq(producer_err_name(reports[1].err), "MSG_SIZE_TOO_LARGE");
@@ -243,7 +243,7 @@ START_TEST(test_failed_report_carries_the_event)
     /* The producer goes on: the next event is delivered. */
     send_ok(8);
     wait_reports(3);
-    ck_assert_uint_eq(reports[2].seq, 8);
+    ck_assert_uint_eq(reports[2].tag, 8);
     ck_assert_int_eq(reports[2].err, 0);
 }
 END_TEST

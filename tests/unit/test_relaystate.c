@@ -94,7 +94,7 @@ static void txn(lsn_t final_lsn, lsn_t end_lsn, int nevents)
         struct outbox_event ev = {.topic = "events", .key = {"k", 1}, .value = {"{}", 2}};
         int kerr;
         char err[256];
-        ck_assert_int_eq(tracker_event_sent(r.trk, r.chg.cur_seq), 0);
+        ck_assert_int_eq(tracker_event_sent(r.trk, r.chg.cur_seq, &(uint64_t){0}), 0);
         ck_assert_int_eq(producer_send(r.prod, &ev, r.chg.cur_seq, &kerr, err, sizeof(err)),
                          PRODUCER_OK);
     }
@@ -149,7 +149,7 @@ END_TEST
 START_TEST(test_failed_event_ends_recovery_with_exit_1)
 {
     txn(140, 150, 0);
-    tracker_fail(r.trk, 1); /* a transaction failed (here: an earlier one) */
+    tracker_fail(r.trk, tracker_txn_tag(1)); /* a transaction failed (here: an earlier one) */
     r.state = RS_RECOVER;
     relay_step(&r);
     ck_assert_int_eq(r.state, RS_DONE);

@@ -24,7 +24,7 @@ static struct tracker *T;
 static int64_t tracker_commit_time(const struct tracker *t, uint64_t seq)
 {
     struct tracker_times tt;
-    tracker_times(t, seq, &tt);
+    tracker_times(t, tracker_txn_tag(seq), &tt);
     return tt.commit_time;
 }
 
@@ -47,7 +47,7 @@ static uint64_t txn(lsn_t final_lsn, lsn_t end_lsn, int n)
 {
     uint64_t s = tracker_begin(T, final_lsn);
     ck_assert_uint_ne(s, 0);
-    for (int i = 0; i < n; i++) ck_assert_int_eq(tracker_event_sent(T, s), 0);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
     ck_assert_int_eq(tracker_commit(T, s, end_lsn), 0);
     return s;
 }
@@ -94,9 +94,9 @@ START_TEST(test_single_txn_needs_commit_and_all_acks)
     ck_assert_uint_ne(s, 0);
     ck_assert(!tracker_idle(T));
     ck_assert_uint_eq(tracker_pending_txns(T), 1);
-    ck_assert_int_eq(tracker_event_sent(T, s), 0);
-    ck_assert_int_eq(tracker_event_sent(T, s), 0);
-    ck_assert_int_eq(tracker_event_sent(T, s), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 3);
     FLUSH_EQ(START);
 
@@ -105,13 +105,13 @@ START_TEST(test_single_txn_needs_commit_and_all_acks)
     ck_assert(!tracker_idle(T));
     ck_assert_uint_eq(tracker_pending_txns(T), 1);
 
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 2);
     FLUSH_EQ(START);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 1);
     FLUSH_EQ(START);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 0);
     FLUSH_EQ(0x2010);
     ck_assert_uint_eq(tracker_pending_txns(T), 0);
@@ -123,10 +123,10 @@ END_TEST
 START_TEST(test_acks_before_commit)
 {
     uint64_t s = tracker_begin(T, 0x2000);
-    ck_assert_int_eq(tracker_event_sent(T, s), 0);
-    ck_assert_int_eq(tracker_event_sent(T, s), 0);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 0);
     /* All acked but not committed: never flushable, not idle. */
     FLUSH_EQ(START);
@@ -146,12 +146,12 @@ START_TEST(test_out_of_order_acks)
     ck_assert_uint_eq(tracker_pending_events(T), 3);
     ck_assert_uint_eq(tracker_pending_txns(T), 2);
 
-    ck_assert_int_eq(tracker_ack(T, s2), 0); /* txn 2 complete first */
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 0); /* txn 2 complete first */
     FLUSH_EQ(START);
     ck_assert_uint_eq(tracker_pending_txns(T), 2);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     FLUSH_EQ(START);
-    ck_assert_int_eq(tracker_ack(T, s1), 0); /* txn 1 completes: jump */
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0); /* txn 1 completes: jump */
     FLUSH_EQ(0x3010);
     ck_assert_uint_eq(tracker_pending_txns(T), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 0);
@@ -164,12 +164,12 @@ START_TEST(test_partial_prefix)
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = txn(0x3000, 0x3010, 1);
     uint64_t s3 = txn(0x4000, 0x4010, 1);
-    ck_assert_int_eq(tracker_ack(T, s3), 0);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s3)), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     FLUSH_EQ(0x2010); /* only txn 1: txn 2 still pending */
     ck_assert_uint_eq(tracker_pending_txns(T), 2);
     ck_assert_uint_eq(tracker_pending_events(T), 1);
-    ck_assert_int_eq(tracker_ack(T, s2), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 0);
     FLUSH_EQ(0x4010);
     ck_assert_uint_eq(tracker_pending_txns(T), 0);
 }
@@ -181,9 +181,9 @@ START_TEST(test_open_txn_blocks_later)
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = tracker_begin(T, 0x3000);
     ck_assert_uint_ne(s2, 0);
-    ck_assert_int_eq(tracker_event_sent(T, s2), 0);
-    ck_assert_int_eq(tracker_ack(T, s2), 0);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s2, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     FLUSH_EQ(0x2010);
     ck_assert_uint_eq(tracker_pending_txns(T), 1);
     ck_assert_int_eq(tracker_commit(T, s2, 0x3010), 0);
@@ -217,7 +217,7 @@ START_TEST(test_empty_txn_behind_incomplete)
     FLUSH_EQ(START);
     ck_assert_uint_eq(tracker_pending_txns(T), 3);
     ck_assert(!tracker_idle(T));
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     FLUSH_EQ(0x3110);
     ck_assert_uint_eq(tracker_pending_txns(T), 0);
 }
@@ -236,7 +236,7 @@ START_TEST(test_keepalive_idle)
     ck_assert(tracker_idle(T));
     /* After a completed transaction. */
     uint64_t s = txn(0x7000, 0x7010, 1);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     FLUSH_EQ(0x7010);
     tracker_keepalive(T, 0x7008);
     FLUSH_EQ(0x7010);
@@ -262,11 +262,11 @@ START_TEST(test_keepalive_open_txn)
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(START);
     /* With events. */
-    ck_assert_int_eq(tracker_event_sent(T, s), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(START);
     /* All events acked, still open. */
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(START);
     /* Once nothing is in flight, the remembered walEnd is confirmed without
@@ -281,10 +281,10 @@ START_TEST(test_keepalive_pending_events)
     uint64_t s = txn(0x2000, 0x2010, 2);
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(START);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(START);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     FLUSH_EQ(0x9000);
     ck_assert(tracker_idle(T));
 }
@@ -295,7 +295,7 @@ START_TEST(test_keepalive_forgotten_on_abort)
     /* A keepalive seen while a transaction streamed, then the stream broke:
      * the walEnd must not be confirmed past the dropped transaction. */
     uint64_t s = tracker_begin(T, 0x2000);
-    ck_assert_int_eq(tracker_event_sent(T, s), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
     tracker_keepalive(T, 0x2010);
     tracker_abort_open(T);
     ck_assert(tracker_idle(T));
@@ -309,7 +309,7 @@ END_TEST
 START_TEST(test_keepalive_not_after_failure)
 {
     uint64_t s = txn(0x2000, 0x2010, 1);
-    tracker_fail(T, s);
+    tracker_fail(T, tracker_txn_tag(s));
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(START);
 }
@@ -320,12 +320,12 @@ START_TEST(test_keepalive_pending_in_later_txn)
     /* txn 1 flushed, txn 2 committed but pending: not idle. */
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = txn(0x3000, 0x3010, 1);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     FLUSH_EQ(0x2010);
     ck_assert(!tracker_idle(T));
     tracker_keepalive(T, 0x9000);
     FLUSH_EQ(0x2010);
-    ck_assert_int_eq(tracker_ack(T, s2), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 0);
     FLUSH_EQ(0x9000);
 }
 END_TEST
@@ -335,13 +335,13 @@ START_TEST(test_failure_freezes)
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = txn(0x3000, 0x3010, 2);
     uint64_t s3 = txn(0x4000, 0x4010, 1);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     FLUSH_EQ(0x2010);
     ck_assert(!tracker_failed(T));
-    tracker_fail(T, s2);
+    tracker_fail(T, tracker_txn_tag(s2));
     ck_assert(tracker_failed(T));
-    (void)tracker_ack(T, s2); /* the other event of the failed txn */
-    ck_assert_int_eq(tracker_ack(T, s3), 0);
+    (void)tracker_ack(T, tracker_txn_tag(s2)); /* the other event of the failed txn */
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s3)), 0);
     FLUSH_EQ(0x2010);
     /* A later empty transaction (if the tracker still accepts one). */
     uint64_t s4 = tracker_begin(T, 0x5000);
@@ -357,8 +357,8 @@ START_TEST(test_failure_of_first_txn)
 {
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = txn(0x3000, 0x3010, 1);
-    ck_assert_int_eq(tracker_ack(T, s2), 0);
-    tracker_fail(T, s1);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 0);
+    tracker_fail(T, tracker_txn_tag(s1));
     ck_assert(tracker_failed(T));
     FLUSH_EQ(START);
     tracker_keepalive(T, 0x9000);
@@ -370,13 +370,13 @@ START_TEST(test_failure_of_open_txn)
 {
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = tracker_begin(T, 0x3000);
-    ck_assert_int_eq(tracker_event_sent(T, s2), 0);
-    ck_assert_int_eq(tracker_event_sent(T, s2), 0);
-    tracker_fail(T, s2);
+    ck_assert_int_eq(tracker_event_sent(T, s2, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s2, &(uint64_t){0}), 0);
+    tracker_fail(T, tracker_txn_tag(s2));
     ck_assert(tracker_failed(T));
-    (void)tracker_ack(T, s2);
+    (void)tracker_ack(T, tracker_txn_tag(s2));
     (void)tracker_commit(T, s2, 0x3010);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     /* Earlier transaction may still complete, never past the failed one. */
     ck_assert_uint_le(tracker_flush_lsn(T), 0x2010);
     ck_assert_uint_ge(tracker_flush_lsn(T), START);
@@ -394,9 +394,9 @@ START_TEST(test_failure_later_earlier_completes)
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = txn(0x3000, 0x3010, 1);
     uint64_t s3 = txn(0x4000, 0x4010, 1);
-    tracker_fail(T, s2);
-    ck_assert_int_eq(tracker_ack(T, s3), 0);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    tracker_fail(T, tracker_txn_tag(s2));
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s3)), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     lsn_t f = tracker_flush_lsn(T);
     ck_assert_msg(f == START || f == 0x2010, "flush %" PRIx64, f);
     tracker_keepalive(T, 0x9000);
@@ -409,8 +409,8 @@ START_TEST(test_abort_open)
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = tracker_begin(T, 0x3000);
     ck_assert_uint_ne(s2, 0);
-    ck_assert_int_eq(tracker_event_sent(T, s2), 0);
-    ck_assert_int_eq(tracker_event_sent(T, s2), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s2, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s2, &(uint64_t){0}), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 3);
     ck_assert_uint_eq(tracker_pending_txns(T), 2);
 
@@ -418,15 +418,15 @@ START_TEST(test_abort_open)
     /* The dropped transaction's events no longer count. */
     ck_assert_uint_eq(tracker_pending_events(T), 1);
     /* Its late acks are ignored. */
-    ck_assert_int_eq(tracker_ack(T, s2), 1);
-    ck_assert_int_eq(tracker_ack(T, s2), 1);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 1);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 1);
     ck_assert_uint_eq(tracker_pending_events(T), 1);
     /* It cannot be committed nor receive events any more. */
-    ck_assert_int_eq(tracker_event_sent(T, s2), -1);
+    ck_assert_int_eq(tracker_event_sent(T, s2, &(uint64_t){0}), -1);
     ck_assert_int_eq(tracker_commit(T, s2, 0x3010), -1);
     FLUSH_EQ(START);
 
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     FLUSH_EQ(0x2010);
     ck_assert(tracker_idle(T));
     ck_assert_uint_eq(tracker_pending_txns(T), 0);
@@ -436,11 +436,11 @@ START_TEST(test_abort_open)
     uint64_t s3 = tracker_begin(T, 0x3000);
     ck_assert_uint_ne(s3, 0);
     ck_assert_uint_ne(s3, s2);
-    ck_assert_int_eq(tracker_event_sent(T, s3), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s3, &(uint64_t){0}), 0);
     ck_assert_int_eq(tracker_commit(T, s3, 0x3010), 0);
-    ck_assert_int_eq(tracker_ack(T, s2), 1); /* still ignored */
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 1); /* still ignored */
     FLUSH_EQ(0x2010);
-    ck_assert_int_eq(tracker_ack(T, s3), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s3)), 0);
     FLUSH_EQ(0x3010);
 }
 END_TEST
@@ -451,11 +451,11 @@ START_TEST(test_abort_open_pending_txns)
      * a dropped transaction is neither open nor committed. */
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = tracker_begin(T, 0x3000);
-    ck_assert_int_eq(tracker_event_sent(T, s2), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s2, &(uint64_t){0}), 0);
     ck_assert_uint_eq(tracker_pending_txns(T), 2);
     tracker_abort_open(T);
     ck_assert_uint_eq(tracker_pending_txns(T), 1);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     ck_assert_uint_eq(tracker_pending_txns(T), 0);
 }
 END_TEST
@@ -463,7 +463,7 @@ END_TEST
 START_TEST(test_abort_open_then_idle_keepalive)
 {
     uint64_t s = tracker_begin(T, 0x3000);
-    ck_assert_int_eq(tracker_event_sent(T, s), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
     tracker_abort_open(T);
     ck_assert(tracker_idle(T));
     ck_assert_uint_eq(tracker_pending_events(T), 0);
@@ -480,7 +480,7 @@ START_TEST(test_abort_nothing_open)
     tracker_abort_open(T); /* no open transaction: nothing happens */
     ck_assert_uint_eq(tracker_pending_events(T), 1);
     ck_assert_uint_eq(tracker_pending_txns(T), 1);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     FLUSH_EQ(0x2010);
     tracker_abort_open(T);
     FLUSH_EQ(0x2010);
@@ -492,15 +492,15 @@ START_TEST(test_double_ack)
 {
     /* Open transaction: one event sent, acked twice. */
     uint64_t s = tracker_begin(T, 0x2000);
-    ck_assert_int_eq(tracker_event_sent(T, s), 0);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
-    ck_assert_int_eq(tracker_ack(T, s), -1);
+    ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), -1);
     ck_assert_uint_eq(tracker_pending_events(T), 0); /* no underflow */
     /* An ack with no event sent at all. */
     uint64_t s2;
     ck_assert_int_eq(tracker_commit(T, s, 0x2010), 0);
     s2 = tracker_begin(T, 0x3000);
-    ck_assert_int_eq(tracker_ack(T, s2), -1);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), -1);
     ck_assert_uint_eq(tracker_pending_events(T), 0);
 }
 END_TEST
@@ -511,26 +511,26 @@ START_TEST(test_double_ack_committed_pending)
      * flushed; ack 1 of 2 then fine. Counter never underflows. */
     uint64_t s1 = txn(0x2000, 0x2010, 1);
     uint64_t s2 = txn(0x3000, 0x3010, 2);
-    ck_assert_int_eq(tracker_ack(T, s2), 0);
-    ck_assert_int_eq(tracker_ack(T, s2), 0);
-    int rc = tracker_ack(T, s2); /* third ack of a 2-event txn */
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 0);
+    int rc = tracker_ack(T, tracker_txn_tag(s2)); /* third ack of a 2-event txn */
     ck_assert_int_ne(rc, 0);
     ck_assert_uint_eq(tracker_pending_events(T), 1);
     FLUSH_EQ(START);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     FLUSH_EQ(0x3010);
 }
 END_TEST
 
 START_TEST(test_ack_unknown_or_complete)
 {
-    ck_assert_int_eq(tracker_ack(T, 12345), 1); /* never begun */
-    ck_assert_int_eq(tracker_ack(T, 0), 1);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(12345)), 1); /* never begun */
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(0)), 1);
     uint64_t s = txn(0x2000, 0x2010, 1);
-    ck_assert_int_eq(tracker_ack(T, s + 1000), 1);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s + 1000)), 1);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     FLUSH_EQ(0x2010);
-    ck_assert_int_eq(tracker_ack(T, s), 1); /* already complete */
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 1); /* already complete */
     FLUSH_EQ(0x2010);
     ck_assert_uint_eq(tracker_pending_events(T), 0);
     ck_assert(tracker_idle(T));
@@ -543,24 +543,24 @@ START_TEST(test_begin_while_open)
     ck_assert_uint_ne(s1, 0);
     ck_assert_uint_eq(tracker_begin(T, 0x3000), 0);
     /* The first one is still the open transaction. */
-    ck_assert_int_eq(tracker_event_sent(T, s1), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s1, &(uint64_t){0}), 0);
     ck_assert_uint_eq(tracker_pending_txns(T), 1);
     ck_assert_int_eq(tracker_commit(T, s1, 0x2010), 0);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     FLUSH_EQ(0x2010);
 }
 END_TEST
 
 START_TEST(test_event_sent_wrong_seq)
 {
-    ck_assert_int_eq(tracker_event_sent(T, 1), -1); /* nothing open */
+    ck_assert_int_eq(tracker_event_sent(T, 1, &(uint64_t){0}), -1); /* nothing open */
     uint64_t s1 = txn(0x2000, 0x2010, 1);
-    ck_assert_int_eq(tracker_event_sent(T, s1), -1); /* committed */
+    ck_assert_int_eq(tracker_event_sent(T, s1, &(uint64_t){0}), -1); /* committed */
     uint64_t s2 = tracker_begin(T, 0x3000);
-    ck_assert_int_eq(tracker_event_sent(T, s2 + 1), -1);
-    ck_assert_int_eq(tracker_event_sent(T, s1), -1);
+    ck_assert_int_eq(tracker_event_sent(T, s2 + 1, &(uint64_t){0}), -1);
+    ck_assert_int_eq(tracker_event_sent(T, s1, &(uint64_t){0}), -1);
     ck_assert_uint_eq(tracker_pending_events(T), 1);
-    ck_assert_int_eq(tracker_event_sent(T, s2), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s2, &(uint64_t){0}), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 2);
 }
 END_TEST
@@ -584,7 +584,7 @@ START_TEST(test_commit_backwards)
     ck_assert_int_eq(tracker_commit(T, s2, 0x2010), -1);
     /* Whatever happened to s2, the flush never passes below or to a
      * backwards LSN once txn 1 completes. */
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     ck_assert_uint_ge(tracker_flush_lsn(T), 0x3010);
 }
 END_TEST
@@ -606,20 +606,20 @@ START_TEST(test_pending_counters)
     uint64_t s1 = txn(0x2000, 0x2010, 3);
     uint64_t s2 = txn(0x3000, 0x3010, 2);
     uint64_t s3 = tracker_begin(T, 0x4000);
-    ck_assert_int_eq(tracker_event_sent(T, s3), 0);
+    ck_assert_int_eq(tracker_event_sent(T, s3, &(uint64_t){0}), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 6);
     ck_assert_uint_eq(tracker_pending_txns(T), 3);
-    ck_assert_int_eq(tracker_ack(T, s2), 0);
-    ck_assert_int_eq(tracker_ack(T, s2), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s2)), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 4);
     ck_assert_uint_eq(tracker_pending_txns(T), 3); /* s2 done but not flushable */
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
-    ck_assert_int_eq(tracker_ack(T, s1), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s1)), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 1);
     ck_assert_uint_eq(tracker_pending_txns(T), 1); /* only the open one */
     FLUSH_EQ(0x3010);
-    ck_assert_int_eq(tracker_ack(T, s3), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s3)), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 0);
     ck_assert_uint_eq(tracker_pending_txns(T), 1);
     ck_assert(!tracker_idle(T));
@@ -633,12 +633,12 @@ END_TEST
 START_TEST(test_many_events_one_txn)
 {
     uint64_t s = tracker_begin(T, 0x2000);
-    for (int i = 0; i < 100000; i++) ck_assert_int_eq(tracker_event_sent(T, s), 0);
+    for (int i = 0; i < 100000; i++) ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
     ck_assert_int_eq(tracker_commit(T, s, 0x2010), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 100000);
-    for (int i = 0; i < 99999; i++) ck_assert_int_eq(tracker_ack(T, s), 0);
+    for (int i = 0; i < 99999; i++) ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     FLUSH_EQ(START);
-    ck_assert_int_eq(tracker_ack(T, s), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     FLUSH_EQ(0x2010);
 }
 END_TEST
@@ -699,14 +699,14 @@ static void random_run(uint64_t seed, int ntx, int max_events, int ack_lag,
             size_t k = rnd_below((uint32_t)nout);
             int i = out[k];
             out[k] = out[--nout];
-            ck_assert_int_eq(tracker_ack(t, tx[i].seq), 0);
+            ck_assert_int_eq(tracker_ack(t, tracker_txn_tag(tx[i].seq)), 0);
             tx[i].pending--;
             model_pending--;
             did_ack = true;
         } else if (open >= 0) {
             struct mtxn *m = &tx[open];
             if (m->sent < m->nevents && rnd_below(4) != 0) {
-                ck_assert_int_eq(tracker_event_sent(t, m->seq), 0);
+                ck_assert_int_eq(tracker_event_sent(t, m->seq, &(uint64_t){0}), 0);
                 m->sent++;
                 m->pending++;
                 model_pending++;
@@ -797,25 +797,25 @@ START_TEST(test_commit_times)
     ck_assert_int_eq(tracker_flushed_commit_time(T), 0);
     uint64_t a = tracker_begin(T, 0x2000);
     tracker_set_commit_time(T, a, 111);
-    ck_assert_int_eq(tracker_event_sent(T, a), 0);
+    ck_assert_int_eq(tracker_event_sent(T, a, &(uint64_t){0}), 0);
     ck_assert_int_eq(tracker_commit(T, a, 0x2010), 0);
     uint64_t b = tracker_begin(T, 0x3000);
     tracker_set_commit_time(T, b, 222);
-    ck_assert_int_eq(tracker_event_sent(T, b), 0);
+    ck_assert_int_eq(tracker_event_sent(T, b, &(uint64_t){0}), 0);
     ck_assert_int_eq(tracker_commit(T, b, 0x3010), 0);
     ck_assert_int_eq(tracker_commit_time(T, a), 111);
     ck_assert_int_eq(tracker_commit_time(T, b), 222);
     ck_assert_int_eq(tracker_commit_time(T, b + 1), 0); /* unknown */
     /* b completes first: nothing flushed yet, a still blocks. */
-    ck_assert_int_eq(tracker_ack(T, b), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(b)), 0);
     ck_assert_int_eq(tracker_flushed_commit_time(T), 0);
-    ck_assert_int_eq(tracker_ack(T, a), 0);
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(a)), 0);
     ck_assert_int_eq(tracker_flushed_commit_time(T), 222);
     ck_assert_int_eq(tracker_commit_time(T, a), 0); /* popped */
     /* An aborted transaction reports no commit time. */
     uint64_t c = tracker_begin(T, 0x4000);
     tracker_set_commit_time(T, c, 333);
-    ck_assert_int_eq(tracker_event_sent(T, c), 0);
+    ck_assert_int_eq(tracker_event_sent(T, c, &(uint64_t){0}), 0);
     uint64_t d = tracker_begin(T, 0x5000); /* refused: c is open */
     ck_assert_uint_eq(d, 0);
     tracker_abort_open(T);
@@ -829,30 +829,30 @@ START_TEST(test_stage_times)
     struct tracker_times tt;
     uint64_t a = tracker_begin(T, 0x2000);
     tracker_set_commit_time(T, a, 111);
-    ck_assert_int_eq(tracker_event_sent(T, a), 0);
-    ck_assert_int_eq(tracker_event_sent(T, a), 0);
+    ck_assert_int_eq(tracker_event_sent(T, a, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_event_sent(T, a, &(uint64_t){0}), 0);
     tracker_set_produce_time(T, a, 5000);
-    ck_assert(tracker_times(T, a, &tt));
+    ck_assert(tracker_times(T, tracker_txn_tag(a), &tt));
     ck_assert_int_eq(tt.commit_time, 111);
     ck_assert_int_eq(tt.produce_us, 5000);
     tracker_set_produce_time(T, a, 6000); /* the latest handing wins */
     ck_assert_int_eq(tracker_commit(T, a, 0x2010), 0);
-    ck_assert(tracker_times(T, a, &tt));
+    ck_assert(tracker_times(T, tracker_txn_tag(a), &tt));
     ck_assert_int_eq(tt.produce_us, 6000);
     tracker_set_produce_time(T, a + 5, 1); /* unknown: ignored */
-    ck_assert(!tracker_times(T, a + 5, &tt));
+    ck_assert(!tracker_times(T, tracker_txn_tag(a + 5), &tt));
     ck_assert_int_eq(tt.commit_time, 0);
     ck_assert_int_eq(tt.produce_us, 0);
-    ck_assert_int_eq(tracker_ack_at(T, a, 7000), 0);
-    ck_assert(tracker_times(T, a, &tt)); /* one event still pending */
-    ck_assert_int_eq(tracker_ack_at(T, a, 7100), 0);
-    ck_assert(!tracker_times(T, a, &tt)); /* flushed */
+    ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(a), 7000), 0);
+    ck_assert(tracker_times(T, tracker_txn_tag(a), &tt)); /* one event still pending */
+    ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(a), 7100), 0);
+    ck_assert(!tracker_times(T, tracker_txn_tag(a), &tt)); /* flushed */
     /* aborted: no times */
     uint64_t b = tracker_begin(T, 0x3000);
     tracker_set_produce_time(T, b, 8000);
-    ck_assert_int_eq(tracker_event_sent(T, b), 0);
+    ck_assert_int_eq(tracker_event_sent(T, b, &(uint64_t){0}), 0);
     tracker_abort_open(T);
-    ck_assert(!tracker_times(T, b, &tt));
+    ck_assert(!tracker_times(T, tracker_txn_tag(b), &tt));
 }
 END_TEST
 
@@ -868,12 +868,12 @@ START_TEST(test_ack_to_confirm)
     uint64_t c = txn(0x4000, 0x4010, 2);
     txn(0x5000, 0x5010, 0); /* no events: never counted */
     ck_assert(!tracker_confirm_due(T, 0x9000));
-    ck_assert_int_eq(tracker_ack_at(T, b, 1000), 0); /* a blocks b */
+    ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(b), 1000), 0); /* a blocks b */
     ck_assert_uint_eq(tracker_unconfirmed_txns(T), 0);
-    ck_assert_int_eq(tracker_ack_at(T, a, 1500), 0); /* a and b at 1500 */
+    ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(a), 1500), 0); /* a and b at 1500 */
     ck_assert_uint_eq(tracker_unconfirmed_txns(T), 2);
-    ck_assert_int_eq(tracker_ack_at(T, c, 2000), 0);
-    ck_assert_int_eq(tracker_ack_at(T, c, 2500), 0); /* c (and the empty one) at 2500 */
+    ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(c), 2000), 0);
+    ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(c), 2500), 0); /* c (and the empty one) at 2500 */
     ck_assert_uint_eq(tracker_unconfirmed_txns(T), 3);
     FLUSH_EQ(0x5010);
     /* A status behind b's end confirms neither a nor b: they share a run. */
@@ -903,18 +903,18 @@ START_TEST(test_ack_to_confirm_commit_and_unknown)
     static struct latency_hist h;
     memset(&h, 0, sizeof(h));
     uint64_t a = tracker_begin(T, 0x2000);
-    ck_assert_int_eq(tracker_event_sent(T, a), 0);
-    ck_assert_int_eq(tracker_ack_at(T, a, 300), 0);
+    ck_assert_int_eq(tracker_event_sent(T, a, &(uint64_t){0}), 0);
+    ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(a), 300), 0);
     ck_assert_uint_eq(tracker_unconfirmed_txns(T), 0); /* not committed */
     ck_assert_int_eq(tracker_commit(T, a, 0x2010), 0);
     ck_assert_uint_eq(tracker_unconfirmed_txns(T), 1);
     uint64_t b = txn(0x3000, 0x3010, 1);
-    ck_assert_int_eq(tracker_ack(T, b), 0); /* no time: not counted */
+    ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(b)), 0); /* no time: not counted */
     ck_assert_uint_eq(tracker_unconfirmed_txns(T), 1);
     uint64_t c = tracker_begin(T, 0x4000);
-    ck_assert_int_eq(tracker_event_sent(T, c), 0);
+    ck_assert_int_eq(tracker_event_sent(T, c, &(uint64_t){0}), 0);
     tracker_abort_open(T);
-    ck_assert_int_eq(tracker_ack_at(T, c, 900), 1);
+    ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(c), 900), 1);
     ck_assert_uint_eq(tracker_unconfirmed_txns(T), 1);
     tracker_confirmed(T, tracker_flush_lsn(T), 1000, &h);
     ck_assert_uint_eq(h.count, 1);
@@ -932,7 +932,7 @@ START_TEST(test_ack_to_confirm_bounded)
     int n = TRACKER_MAX_RUNS + 100;
     for (int i = 0; i < n; i++) {
         uint64_t s = txn(0x10000 + 0x100 * (lsn_t)i, 0x10010 + 0x100 * (lsn_t)i, 1);
-        ck_assert_int_eq(tracker_ack_at(T, s, 1000 + i), 0);
+        ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(s), 1000 + i), 0);
     }
     ck_assert_uint_eq(tracker_unconfirmed_txns(T), (uint64_t)n);
     int64_t now = 1000 + n;
@@ -948,9 +948,186 @@ START_TEST(test_ack_to_confirm_bounded)
     ck_assert_uint_eq(h.sum_us, exact + over);
     /* the queue is reused after it emptied */
     uint64_t s = txn(0x900000, 0x900010, 1);
-    ck_assert_int_eq(tracker_ack_at(T, s, 50), 0);
+    ck_assert_int_eq(tracker_ack_at(T, tracker_txn_tag(s), 50), 0);
     tracker_confirmed(T, 0x900010, 80, &h);
     ck_assert_uint_eq(h.count, (uint64_t)n + 1);
+}
+END_TEST
+
+/* ---- delivery tags and progress inside a transaction ---- */
+
+/* Sends n events of the open transaction s; their tags into tags[]. */
+static void send_n(uint64_t s, int n, uint64_t *tags)
+{
+    for (int i = 0; i < n; i++) ck_assert_int_eq(tracker_event_sent(T, s, &tags[i]), 0);
+}
+
+START_TEST(test_tags_name_txn_and_ordinal)
+{
+    uint64_t s = tracker_begin(T, 0x2000), tags[3];
+    send_n(s, 3, tags);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_uint_ne(tags[i], 0);
+        ck_assert_uint_eq(tracker_tag_txn(tags[i]), (uint32_t)s);
+        ck_assert_uint_eq((uint32_t)tags[i], (uint32_t)(i + 1));
+    }
+    ck_assert_uint_eq((uint32_t)tracker_txn_tag(s), TRACKER_ORDINAL_UNKNOWN);
+}
+END_TEST
+
+START_TEST(test_progress_is_the_acked_prefix)
+{
+    struct tracker_progress p;
+    uint64_t s = tracker_begin(T, 0x2000), tags[5];
+    send_n(s, 5, tags);
+    ck_assert(!tracker_progress(T, &p)); /* nothing ACKed */
+    ck_assert_int_eq(tracker_ack(T, tags[1]), 0);
+    ck_assert(!tracker_progress(T, &p)); /* 0 is not: no prefix */
+    ck_assert_int_eq(tracker_ack(T, tags[0]), 0);
+    ck_assert(tracker_progress(T, &p));
+    ck_assert_uint_eq(p.txn_lsn, 0x2000); /* the Begin's final_lsn */
+    ck_assert_uint_eq(p.acked, 2);
+    ck_assert_int_eq(tracker_ack(T, tags[3]), 0);
+    ck_assert(tracker_progress(T, &p));
+    ck_assert_uint_eq(p.acked, 2); /* 2 still out */
+    ck_assert_int_eq(tracker_ack(T, tags[2]), 0);
+    ck_assert(tracker_progress(T, &p));
+    ck_assert_uint_eq(p.acked, 4);
+    ck_assert_int_eq(tracker_ack(T, tags[3]), -1); /* double ACK of one ordinal */
+    ck_assert_uint_eq(tracker_pending_events(T), 1);
+    ck_assert_int_eq(tracker_ack(T, tags[4]), 0);
+    ck_assert_int_eq(tracker_commit(T, s, 0x2010), 0);
+    FLUSH_EQ(0x2010);
+    ck_assert(!tracker_progress(T, &p)); /* flushed: the position says it all */
+}
+END_TEST
+
+START_TEST(test_progress_of_the_oldest_only)
+{
+    /* Progress names the oldest transaction not flushed; a later one's
+     * ACKs count only once it is the oldest. */
+    struct tracker_progress p;
+    uint64_t a[2], b[3];
+    uint64_t s1 = tracker_begin(T, 0x2000);
+    send_n(s1, 2, a);
+    ck_assert_int_eq(tracker_commit(T, s1, 0x2010), 0);
+    uint64_t s2 = tracker_begin(T, 0x3000);
+    send_n(s2, 3, b);
+    ck_assert_int_eq(tracker_ack(T, b[0]), 0);
+    ck_assert_int_eq(tracker_ack(T, b[1]), 0);
+    ck_assert(!tracker_progress(T, &p)); /* s1 has nothing ACKed */
+    ck_assert_int_eq(tracker_ack(T, a[0]), 0);
+    ck_assert(tracker_progress(T, &p));
+    ck_assert_uint_eq(p.txn_lsn, 0x2000);
+    ck_assert_uint_eq(p.acked, 1);
+    ck_assert_int_eq(tracker_ack(T, a[1]), 0);
+    FLUSH_EQ(0x2010);
+    ck_assert(tracker_progress(T, &p)); /* now s2, open, with two ACKed */
+    ck_assert_uint_eq(p.txn_lsn, 0x3000);
+    ck_assert_uint_eq(p.acked, 2);
+}
+END_TEST
+
+START_TEST(test_skipped_events_count_as_acked)
+{
+    struct tracker_progress p;
+    uint64_t s = tracker_begin(T, 0x2000), tags[2];
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(tracker_event_skipped(T, s), 0);
+    ck_assert_uint_eq(tracker_pending_events(T), 0);
+    ck_assert(tracker_progress(T, &p));
+    ck_assert_uint_eq(p.acked, 3);
+    send_n(s, 2, tags);
+    ck_assert_uint_eq((uint32_t)tags[0], 4); /* ordinal 3: after the skipped ones */
+    ck_assert_int_eq(tracker_ack(T, tags[1]), 0);
+    ck_assert(tracker_progress(T, &p));
+    ck_assert_uint_eq(p.acked, 3);
+    ck_assert_int_eq(tracker_ack(T, tags[0]), 0);
+    ck_assert(tracker_progress(T, &p));
+    ck_assert_uint_eq(p.acked, 5);
+    ck_assert_int_eq(tracker_event_skipped(T, s + 1), -1); /* not the open one */
+    ck_assert_int_eq(tracker_commit(T, s, 0x2010), 0);
+    FLUSH_EQ(0x2010);
+}
+END_TEST
+
+START_TEST(test_progress_gone_with_abort)
+{
+    struct tracker_progress p;
+    uint64_t s = tracker_begin(T, 0x2000), tags[2];
+    send_n(s, 2, tags);
+    ck_assert_int_eq(tracker_ack(T, tags[0]), 0);
+    ck_assert(tracker_progress(T, &p));
+    tracker_abort_open(T);
+    ck_assert(!tracker_progress(T, &p));
+    ck_assert_int_eq(tracker_ack(T, tags[1]), 1); /* late: ignored */
+}
+END_TEST
+
+START_TEST(test_stale_tag_ignored)
+{
+    /* Tags keep 32 bits of seq: far more transactions than that may pass,
+     * as long as the ring holds fewer. Push past 2^32 is too slow; check
+     * that a stale tag of a flushed transaction is ignored instead. */
+    uint64_t old[1];
+    uint64_t s = tracker_begin(T, 0x2000);
+    send_n(s, 1, old);
+    ck_assert_int_eq(tracker_ack(T, old[0]), 0);
+    ck_assert_int_eq(tracker_commit(T, s, 0x2010), 0);
+    for (int i = 0; i < 100; i++) txn(0x3000 + 0x10 * (lsn_t)i, 0x3008 + 0x10 * (lsn_t)i, 0);
+    uint64_t s2 = tracker_begin(T, 0x5000), cur[1];
+    send_n(s2, 1, cur);
+    ck_assert_int_eq(tracker_ack(T, old[0]), 1); /* stale: unknown */
+    ck_assert_uint_eq(tracker_pending_events(T), 1);
+    ck_assert_int_eq(tracker_ack(T, cur[0]), 0);
+}
+END_TEST
+
+/* Random ACK orders over several transactions: progress is always the
+ * oldest unflushed transaction's unbroken prefix, as a model counts it. */
+START_TEST(test_progress_random_against_model)
+{
+    srand(99 + (unsigned)_i);
+    enum { NTX = 40, MAXEV = 60 };
+    uint64_t tags[NTX][MAXEV];
+    bool acked[NTX][MAXEV] = {{false}};
+    int nev[NTX];
+    uint64_t out[NTX * MAXEV];
+    int nout = 0;
+    for (int x = 0; x < NTX; x++) {
+        uint64_t s = tracker_begin(T, 0x10000 + 0x100 * (lsn_t)x);
+        nev[x] = 1 + rand() % MAXEV;
+        send_n(s, nev[x], tags[x]);
+        for (int i = 0; i < nev[x]; i++) out[nout++] = (uint64_t)x << 32 | (uint64_t)i;
+        ck_assert_int_eq(tracker_commit(T, s, 0x10000 + 0x100 * (lsn_t)x + 8), 0);
+    }
+    int oldest = 0;
+    while (nout > 0) {
+        int k = rand() % nout;
+        int x = (int)(out[k] >> 32), i = (int)(uint32_t)out[k];
+        out[k] = out[--nout];
+        ck_assert_int_eq(tracker_ack(T, tags[x][i]), 0);
+        acked[x][i] = true;
+        while (oldest < NTX) {
+            int j = 0;
+            while (j < nev[oldest] && acked[oldest][j]) j++;
+            if (j < nev[oldest]) break;
+            oldest++;
+        }
+        struct tracker_progress p;
+        bool has = tracker_progress(T, &p);
+        if (oldest == NTX) {
+            ck_assert(!has);
+            continue;
+        }
+        int prefix = 0;
+        while (prefix < nev[oldest] && acked[oldest][prefix]) prefix++;
+        ck_assert_int_eq(has, prefix > 0);
+        if (has) {
+            ck_assert_uint_eq(p.txn_lsn, 0x10000 + 0x100 * (lsn_t)oldest);
+            ck_assert_uint_eq(p.acked, (uint64_t)prefix);
+        }
+    }
+    FLUSH_EQ(0x10000 + 0x100 * (NTX - 1) + 8);
 }
 END_TEST
 
@@ -1000,6 +1177,13 @@ int main(void)
     tcase_add_test(tc, test_ack_to_confirm_commit_and_unknown);
     tcase_add_test(tc, test_ack_to_confirm_bounded);
     tcase_add_loop_test(tc, test_random_against_model, 0, 4);
+    tcase_add_test(tc, test_tags_name_txn_and_ordinal);
+    tcase_add_test(tc, test_progress_is_the_acked_prefix);
+    tcase_add_test(tc, test_progress_of_the_oldest_only);
+    tcase_add_test(tc, test_skipped_events_count_as_acked);
+    tcase_add_test(tc, test_progress_gone_with_abort);
+    tcase_add_test(tc, test_stale_tag_ignored);
+    tcase_add_loop_test(tc, test_progress_random_against_model, 0, 4);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
 
