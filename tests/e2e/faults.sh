@@ -158,10 +158,16 @@ info "outboxd log: $reconnects reconnects, $OUTBOXD_STARTS starts"
 
 faults_verify "$events" "$messages"
 verify_note=$VERIFY_NOTE
+faults_copies "$T/check.dump.jsonl"
+info "extra copies after each fault (produced after it, before the next):" \
+    "$(awk '{ printf "%s%s=%s", (NR > 1 ? " " : ""), $1, $2 }' "$T/dup_per_mark.txt")"
 
 step "summary ($OUTBOXD_TEST_PLUGIN, load ${load_secs}s, drain ${drain_secs}s, total ${SECONDS}s; load $stats)"
 printf 'faults: plugin=%s, events=%d committed, messages=%d, duplicates=%d (%d events), kills=%d, broker_outages=%d, transport_drops=%d, latency=%d, pg_restarts=%d (fast %d, immediate %d), walsender_kills=%d, sigterms=%d, reconnects=%d, missing=0, order_violations=0, %s\n' \
     "$OUTBOXD_TEST_PLUGIN" "$events" "$messages" "$dups" "$dup_events" "$KILLS" \
     "$BROKER_OUTAGES" "$TRANSPORT_DROPS" "$LATENCY" "$PG_RESTARTS" "$PG_FAST" \
     "$PG_IMMEDIATE" "$WALSENDER_KILLS" "$SIGTERMS" "$reconnects" "$verify_note" >&2
+printf 'faults: extra copies per kill -9: %s; after a SIGTERM: %s; by kind: %s\n' "$PER_KILL" \
+    "$(awk '$1 == "sigterm" { s += $2 } END { print s + 0 }' "$T/dup_per_mark.txt")" \
+    "$(sort "$T/dup_by_kind.txt" | tr '\n' ' ')" >&2
 e2e_pass

@@ -146,6 +146,33 @@ faults_verify() {
     VERIFY_NOTE="verify: ok (duplicates=$(jq -r '.duplicates' "$T/verify.json"), duplicate_events=$(jq -r '.duplicate_events' "$T/verify.json"))"
 }
 
+# faults_copies DUMP: every extra copy of an event (every copy but the one
+# produced first, by the copies' CreateTime timestamps) is counted against
+# the fault marked last before it was produced. Writes $T/dup_by_kind.txt
+# ("KIND N", KIND "none" before any fault) and $T/dup_per_mark.txt (one line
+# per mark, in order: "KIND N", N the copies produced after it and before
+# the next mark), and sets LATE_COPIES: copies appended in another order
+# than they were produced (after a copy produced later), and PER_KILL: the
+# copies per kill -9 as "kills=K min=A median=M max=X total=T".
+faults_copies() {
+    local dump=$1
+    jq -r '[.headers.event_id, (.timestamp // 0 | tostring), (.offset | tostring)] | @tsv' \
+        "$dump" | sort -t $'\t' -k1,1 -k2,2n -k3,3n >"$T/copies.tsv"
+    awk -F '\t' '$1 == prev { print $2 } { prev = $1 }' "$T/copies.tsv" | sort -n >"$T/dup_times.txt"
+    LATE_COPIES=$(awk -F '\t' '$1 == prev && $3 < poff { n++ } { prev = $1; poff = $3 } END { print n + 0 }' "$T/copies.tsv")
+    touch "$T/faults.marks"
+    awk 'NR == FNR { t[++n] = $1; k[n] = $2; next }
+         { for (i = n; i >= 1 && t[i] > $1; i--) ; c[i]++ }
+         END { for (i = 1; i <= n; i++) print k[i], c[i] + 0 > per
+               for (i = 0; i <= n; i++) if (i in c) kc[i ? k[i] : "none"] += c[i]
+               for (x in kc) print x, kc[x] }' per="$T/dup_per_mark.txt" \
+        "$T/faults.marks" "$T/dup_times.txt" >"$T/dup_by_kind.txt"
+    PER_KILL=$(awk '$1 == "kill9" { print $2 }' "$T/dup_per_mark.txt" | sort -n |
+        awk '{ v[++n] = $1; s += $1 }
+             END { if (!n) { print "kills=0"; exit }
+                   printf "kills=%d min=%d median=%d max=%d total=%d\n", n, v[1], v[int((n + 1) / 2)], v[n], s }')
+}
+
 # faults_save_on_exit PATTERN...: with FAULTS_SAVE_DIR set, the files of $T
 # matching the PATTERNs (and each Kafka node's server.log) are copied there
 # when the test exits, before lib.sh's cleanup removes $T; the test's exit

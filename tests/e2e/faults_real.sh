@@ -342,13 +342,8 @@ order=$(jq -r '.order_violations' "$T/verify.json")
 # (behind a request of the same connection waiting for replicas) and
 # appended only when the ISR grew again, after what the restarted outboxd
 # had sent meanwhile (seen after a kill -9 with two brokers down).
-jq -r '[.headers.event_id, (.timestamp // 0 | tostring), (.offset | tostring)] | @tsv' \
-    "$T/check.dump.jsonl" | sort -t $'\t' -k1,1 -k2,2n -k3,3n >"$T/copies.tsv"
-awk -F '\t' '$1 == prev { print $2 } { prev = $1 }' "$T/copies.tsv" | sort -n >"$T/dup_times.txt"
-late=$(awk -F '\t' '$1 == prev && $3 < poff { n++ } { prev = $1; poff = $3 } END { print n + 0 }' "$T/copies.tsv")
-awk 'NR == FNR { t[++n] = $1; k[n] = $2; next }
-     { for (i = n; i >= 1 && t[i] > $1; i--) ; c[i ? k[i] : "none"]++ }
-     END { for (x in c) print x, c[x] }' "$T/faults.marks" "$T/dup_times.txt" >"$T/dup_by_kind.txt"
+faults_copies "$T/check.dump.jsonl"
+late=$LATE_COPIES
 dup_after() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$T/dup_by_kind.txt"; }
 fault_count() { awk -v k="$1" '$2 == k' "$T/faults.marks" | wc -l; }
 
@@ -363,6 +358,7 @@ step "summary ($OUTBOXD_TEST_PLUGIN, real Kafka $(cat "$E2E_KAFKA_DIR/version"),
     printf '%-22s %8s %18s\n' "(before any fault)" - "$(dup_after none)"
     printf 'events=%d messages=%d missing=%s order_violations=%s duplicates=%d (%d events) late_copies=%d reconnects=%d outboxd_starts=%d final_sigterm_exit=0\n' \
         "$events" "$messages" "$missing" "$order" "$dups" "$dup_events" "$late" "$reconnects" "$OUTBOXD_STARTS"
+    printf 'extra copies per kill -9: %s\n' "$PER_KILL"
     printf '%s\n' "$VERIFY_NOTE"
 } | tee "$T/summary.txt" >&2
 e2e_pass
