@@ -75,7 +75,6 @@ struct changes {
     uint64_t events_produced;
     /* resuming inside a transaction (changes_skip_first()) */
     struct tracker_progress skip; /* skip.acked == 0: nothing to skip */
-    bool skipping;                /* the open transaction is skip.txn_lsn */
     uint64_t skip_seen;           /* its events skipped so far */
     uint64_t events_skipped;      /* in all: outboxd_events_skipped_total */
     struct latency_hist commit_to_ack; /* per ACKed event, microseconds */

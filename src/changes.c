@@ -83,10 +83,12 @@ enum step changes_on_data(struct changes *c, const struct repl_frame *f)
     return changes_on_message(c, &m);
 }
 
-void changes_skip_first(struct changes *c, struct tracker_progress p)
+void changes_skip_first(struct changes *c, struct tracker_progress p) { c->skip = p; }
+
+/* Whether the open transaction is the one to skip in. */
+static bool skipping(const struct changes *c)
 {
-    c->skip = p;
-    c->skipping = false;
+    return c->skip.acked != 0 && c->cur_seq != 0 && c->cur_commit_lsn == c->skip.txn_lsn;
 }
 
 bool changes_skip_pending(const struct changes *c, struct tracker_progress *out)
@@ -114,7 +116,6 @@ static void begin_skip(struct changes *c, lsn_t final_lsn)
     char a[LSN_STRLEN], b[LSN_STRLEN];
     if (c->skip.acked == 0 || final_lsn < c->skip.txn_lsn) return;
     if (final_lsn == c->skip.txn_lsn) {
-        c->skipping = true;
         c->skip_seen = 0;
         return;
     }
@@ -129,7 +130,7 @@ static void begin_skip(struct changes *c, lsn_t final_lsn)
 static void end_skip(struct changes *c)
 {
     char a[LSN_STRLEN];
-    if (!c->skipping) return;
+    if (!skipping(c)) return;
     if (c->skip_seen < c->skip.acked)
         log_warn("transaction %s has %llu outbox events, fewer than the %llu the offset file "
                  "says were ACKed; all of them were skipped",
@@ -140,7 +141,6 @@ static void end_skip(struct changes *c)
                "skipped the first %llu events of transaction %s: the broker ACKed them "
                "before the restart",
                (unsigned long long)c->skip_seen, a);
-    c->skipping = false;
     c->skip.acked = 0;
 }
 
@@ -148,7 +148,7 @@ static void end_skip(struct changes *c)
  * before the restart; if so it is counted off in the tracker. */
 static bool skip_event(struct changes *c)
 {
-    if (!c->skipping || c->skip_seen >= c->skip.acked) return false;
+    if (!skipping(c) || c->skip_seen >= c->skip.acked) return false;
     if (tracker_event_skipped(c->trk, c->cur_seq) != 0) return false;
     c->skip_seen++;
     c->events_skipped++;
@@ -290,7 +290,6 @@ void changes_abort_open(struct changes *c)
     tracker_abort_open(c->trk);
     record_received(c); /* they were received, if not produced */
     c->cur_seq = 0;
-    c->skipping = false; /* armed still: skipped again when it streams again */
     c->ev_held = false;
     deadletter_abort_open(&c->dlq);
 }
