@@ -136,8 +136,10 @@ int audit_run(struct audit *a, struct audit_report *r);
 const struct slice *audit_unknown_ids(const struct audit *a, size_t *n);
 
 /* True when nothing is missing and nothing is out of order (dead-lettered
- * events, duplicates and unknown messages are reported, not failed). */
-bool audit_report_ok(const struct audit_report *r);
+ * events and unknown messages are reported, not failed). Duplicates fail
+ * only when exactly_once: at least once allows them, [delivery] mode =
+ * exactly_once promises a read_committed consumer none. */
+bool audit_report_ok(const struct audit_report *r, bool exactly_once);
 
 /* Parses a version as Postgres prints an integer ("-12", "7"). Returns
  * false for anything else (empty, spaces, overflow). */

@@ -22,6 +22,9 @@ enum { ERRORS_HALT = 0, ERRORS_DLQ = 1 };
 /* [source] mode: how committed outbox rows are found. */
 enum { SOURCE_LOGICAL = 0, SOURCE_POLLING = 1 };
 
+/* [delivery] mode. */
+enum { DELIVERY_AT_LEAST_ONCE = 0, DELIVERY_EXACTLY_ONCE = 1 };
+
 /* Where a key's value came from (outboxd config prints it). */
 enum config_source {
     CONFIG_SRC_DEFAULT = 0,
@@ -103,6 +106,13 @@ struct config {
 
     /* [offsets] */
     char *offsets_file;
+
+    /* [delivery] (exactly_once: see relaytxn.c) */
+    int delivery_mode;              /* DELIVERY_AT_LEAST_ONCE or DELIVERY_EXACTLY_ONCE */
+    char *delivery_transactional_id; /* NULL: outboxd-<system id>-<slot> */
+    char *delivery_progress_topic;  /* compacted topic of the committed positions */
+    int delivery_txn_max_events;    /* a Kafka transaction commits after this many events */
+    int delivery_txn_max_ms;        /* ... or this long after its first one */
 
     /* [errors] */
     int errors_policy; /* ERRORS_HALT or ERRORS_DLQ */

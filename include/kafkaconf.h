@@ -41,6 +41,14 @@ rd_kafka_conf_t *kafka_conf_producer(const struct config *c, bool without_broker
                                      kafka_conf_refused_fn refused, void *ctx, char *err,
                                      size_t errlen);
 
+/* The configuration of a consumer (verify, the progress topic's reader):
+ * every [kafka] property of c except those that only mean something to a
+ * producer (which would warn about each), then own[0..nown) (key, value).
+ * Returns it (the caller owns it, as above), or NULL with the first
+ * refusal in err. */
+rd_kafka_conf_t *kafka_conf_consumer(const struct config *c, const char *const own[][2],
+                                     size_t nown, char *err, size_t errlen);
+
 /* The producer's queue bound in bytes as the producer runs it:
  * queue.buffering.max.kbytes ([kafka], else outboxd's default) * 1024. */
 long long kafka_queue_max_bytes(const struct config *c);

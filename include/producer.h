@@ -150,6 +150,45 @@ struct kstats;
  * by p. */
 const struct kstats *producer_kstats(const struct producer *p);
 
+/* ---- exactly_once ([delivery] mode, relaytxn.h) ----
+ * In that mode producer_new() only checks the configuration; the client is
+ * made by producer_txn_init() once the transactional.id is known, and
+ * producer_send() begins a Kafka transaction when none is open. */
+
+/* The opaque of the progress record: its report is not handed on. */
+#define PRODUCER_TAG_PROGRESS UINT64_MAX
+
+/* transaction.timeout.ms unless [kafka] sets it: under the walsender's
+ * default wal_sender_timeout (60 s), so that an instance that stalls has
+ * its transaction aborted by the broker before the server lets another
+ * instance take the slot. message.timeout.ms defaults to the same. */
+#define PRODUCER_TXN_TIMEOUT_MS "30000"
+
+/* Results of the producer_txn_* calls (a reason in err unless OK). */
+#define PRODUCER_TXN_OK 0
+#define PRODUCER_TXN_ABORT 1   /* the transaction failed: abort it and start over */
+#define PRODUCER_TXN_FATAL (-1) /* the client cannot go on (fenced: another instance) */
+
+/* Makes the transactional client with transactional.id txn_id and runs
+ * init_transactions (fences any older client with that id and ends its
+ * open transaction). Waits up to timeout_ms. Done once; later calls
+ * return PRODUCER_TXN_OK. PRODUCER_TXN_ABORT: try again later. */
+int producer_txn_init(struct producer *p, const char *txn_id, int timeout_ms, char *err,
+                      size_t errlen);
+
+/* Whether a Kafka transaction is open (begun, not committed or aborted). */
+bool producer_txn_open(const struct producer *p);
+
+/* Produces the progress record (key, value) to partition 0 of topic in
+ * the open transaction (begun if none is) and commits it, waiting up to
+ * timeout_ms. Call with every other message reported. */
+int producer_txn_commit(struct producer *p, const char *topic, const char *key,
+                        const char *value, int timeout_ms, char *err, size_t errlen);
+
+/* Aborts the open transaction (purges what is queued; its reports come
+ * with errors), waiting up to timeout_ms. OK when none is open. */
+int producer_txn_abort(struct producer *p, int timeout_ms, char *err, size_t errlen);
+
 /* Returns 1 and a reason in err when librdkafka hit a fatal error (e.g. the
  * idempotent producer lost its state); the producer is then unusable. */
 int producer_fatal(struct producer *p, char *err, size_t errlen);

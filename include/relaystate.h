@@ -17,6 +17,7 @@
 #include "confirm.h"
 #include "decoder.h"
 #include "httpd.h"
+#include "ktxn.h"
 #include "lsn.h"
 #include "metrics.h"
 #include "monitor.h"
@@ -86,6 +87,12 @@ struct relay {
     bool pub_missing_warned;         /* ... and so did the publication check */
     bool server_stopping;            /* the monitor saw the server shut down */
     char stream_err[512];            /* why the last stream broke */
+    /* [delivery] mode = exactly_once (relaytxn.h) */
+    struct ktxn kt;                  /* the Kafka transactions' pacing and position */
+    char txn_id[256];                /* the producer's transactional.id */
+    bool txn_discard;                /* aborting: reports are dropped */
+    bool txn_broken;                 /* a delivery failed: abort and start over */
+    bool txn_refused;                /* the broker refused an event: stop */
 };
 
 /* relay.c: the standby status (see there). Each returns a step code. */

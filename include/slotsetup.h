@@ -26,6 +26,14 @@ struct slot_setup {
     bool streamed;              /* a stream ran before (the tracker exists) */
     lsn_t acked_lsn;            /* ... and everything up to here is ACKed */
     lsn_t confirmed_lsn;        /* the last position confirmed or stored */
+    /* exactly_once: where the stored position comes from instead of the
+     * offset file (relaytxn_position()), called once IDENTIFY_SYSTEM has
+     * named the system and the slot was found free. Sets *out and *have
+     * (0: nothing stored); returns a step code after logging. NULL: the
+     * offset file. */
+    enum step (*position)(void *ctx, const char *system, struct offset_state *out,
+                          int *have);
+    void *position_ctx;
     /* Out (filled by slot_open_stream()): */
     struct stream *st;       /* owned by the caller, even on failure */
     const char *retry_cause; /* STEP_BROKEN: the reconnects label */

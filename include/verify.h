@@ -31,6 +31,8 @@ struct verify_options {
     const char *since; /* NULL, or a timestamp Postgres accepts */
     bool json;         /* machine-readable summary on stdout */
     int timeout_ms;    /* bound on the broker (and the Postgres connect) */
+    const char *isolation; /* the consumer's isolation.level: read_committed (default)
+                            * or read_uncommitted */
 };
 
 #define VERIFY_CLEAN 0
@@ -49,7 +51,7 @@ void verify_options_init(struct verify_options *opt);
 int verify_option(struct verify_options *opt, int argc, char **argv, int *i, char *err,
                   size_t errlen);
 
-/* True when arg is a verify option followed by a value (--since, --timeout). */
+/* True when arg is a verify option followed by a value (--since, --timeout, --isolation). */
 bool verify_option_takes_value(const char *arg);
 
 /* The lines of `outboxd verify --help` for verify's own options (main.c

@@ -243,9 +243,10 @@ const struct slice *audit_unknown_ids(const struct audit *a, size_t *n)
     return a->unknown;
 }
 
-bool audit_report_ok(const struct audit_report *r)
+bool audit_report_ok(const struct audit_report *r, bool exactly_once)
 {
-    return r->missing == 0 && r->order_violations == 0;
+    return r->missing == 0 && r->order_violations == 0 &&
+           (!exactly_once || r->duplicates == 0);
 }
 
 bool audit_parse_version(const char *s, size_t len, int64_t *out)

@@ -39,6 +39,7 @@ enum key_type {
     KT_POLICY,
     KT_LISTEN,
     KT_MODE,
+    KT_DELIVERY,
     KT_DURATION, /* int64 milliseconds, the unit required */
     KT_PATH,     /* a string, NULL (unset) by default */
 };
@@ -99,6 +100,16 @@ static const struct key_def key_defs[] = {
       "column of the payload (the message value)"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
       "offset file: the last position whose events were all ACKed"),
+    K("delivery", "mode", KT_DELIVERY, delivery_mode, "at_least_once",
+      "at_least_once, or exactly_once (Kafka transactions; read_committed consumers)"),
+    K("delivery", "transactional_id", KT_PATH, delivery_transactional_id, NULL,
+      "exactly_once: the producer's transactional.id (unset: outboxd-<system id>-<slot>)"),
+    K("delivery", "progress_topic", KT_STRING, delivery_progress_topic, "outboxd.progress",
+      "exactly_once: compacted topic of the committed positions (created if missing)"),
+    K("delivery", "txn_max_events", KT_POSINT, delivery_txn_max_events, "10000",
+      "exactly_once: a Kafka transaction commits after this many events ..."),
+    K("delivery", "txn_max_ms", KT_MS, delivery_txn_max_ms, "100",
+      "exactly_once: ... or this long after its first event"),
     K("errors", "policy", KT_POLICY, errors_policy, "halt",
       "an event that cannot be published: halt or dlq"),
     K("errors", "dlq_topic", KT_STRING, errors_dlq_topic, "outbox.dlq",
@@ -150,8 +161,9 @@ const char *config_source_name(enum config_source s)
     return "?";
 }
 
-static const char *const known_sections[] = {"postgres", "outbox", "kafka", "offsets",
-                                             "errors",   "log",    "http",   "source",
+static const char *const known_sections[] = {"postgres", "outbox",  "kafka",
+                                             "offsets",  "delivery", "errors",
+                                             "log",      "http",    "source",
                                              "polling"};
 
 const char *config_section_at(size_t i)
@@ -525,8 +537,13 @@ static int set_enum(struct config *c, const struct key_def *d, const char *value
 {
     static const char *const modes[] = {"logical", "polling"};
     static const char *const policies[] = {"halt", "dlq"};
+    static const char *const deliveries[] = {"at_least_once", "exactly_once"};
     int i;
     switch (d->type) {
+    case KT_DELIVERY:
+        if ((i = parse_choice(d, value, deliveries, 2, err, errlen)) < 0) return -1;
+        c->delivery_mode = i == 1 ? DELIVERY_EXACTLY_ONCE : DELIVERY_AT_LEAST_ONCE;
+        return 0;
     case KT_MODE:
         if ((i = parse_choice(d, value, modes, 2, err, errlen)) < 0) return -1;
         c->source_mode = i == 1 ? SOURCE_POLLING : SOURCE_LOGICAL;
@@ -619,6 +636,7 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
 {
     switch (d->type) {
     case KT_MODE:
+    case KT_DELIVERY:
     case KT_POLICY:
     case KT_LOGFORMAT:
     case KT_LOGLEVEL:
@@ -642,10 +660,9 @@ int config_set(struct config *c, const char *section, const char *key,
                const char *value, char *err, size_t errlen)
 {
     if (!section_known(section)) {
-        snprintf(err, errlen,
-                 "%s: unknown section [%s] (known: postgres, outbox, kafka, offsets, errors, "
-                 "log, http, source, polling)",
-                 key, section);
+        char list[160];
+        known_section_list(list, sizeof(list));
+        snprintf(err, errlen, "%s: unknown section [%s] (known: %s)", key, section, list);
         return -1;
     }
     if (strcmp(section, "kafka") == 0) {
@@ -973,6 +990,11 @@ int config_validate(const struct config *c, char *err, size_t errlen)
     }
     if (check_queue_fit(c, err, errlen) != 0 || check_in_flight(c, err, errlen) != 0)
         return -1;
+    if (c->delivery_mode == DELIVERY_EXACTLY_ONCE && c->source_mode == SOURCE_POLLING) {
+        snprintf(err, errlen, "[delivery] mode = exactly_once needs [source] mode = logical: "
+                 "the polling relay marks rows SENT, which no Kafka transaction can cover");
+        return -1;
+    }
     return c->source_mode == SOURCE_POLLING ? config_validate_polling(c, err, errlen) : 0;
 }
 
@@ -1087,6 +1109,10 @@ const char *config_key_value(const struct config *c, size_t i, char *out, size_t
         break;
     case KT_MODE:
         snprintf(out, outlen, "%s", c->source_mode == SOURCE_POLLING ? "polling" : "logical");
+        break;
+    case KT_DELIVERY:
+        snprintf(out, outlen, "%s",
+                 c->delivery_mode == DELIVERY_EXACTLY_ONCE ? "exactly_once" : "at_least_once");
         break;
     }
     return out;

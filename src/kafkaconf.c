@@ -128,3 +128,58 @@ bool kafka_value_fits_queue(size_t value_len, long long queue_max_bytes)
     return queue_max_bytes < 0 ||
            (unsigned long long)value_len <= (unsigned long long)queue_max_bytes;
 }
+
+/* [kafka] keys that only mean something to a producer (outboxd's own
+ * defaults among them): not given to the consumer, which would warn about
+ * each. Any other key librdkafka refuses is reported as its error. */
+static const char *const producer_only[] = {
+    "enable.idempotence",
+    "acks",
+    "request.required.acks",
+    "partitioner",
+    "queue.buffering.max.kbytes",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.ms",
+    "linger.ms",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "message.send.max.retries",
+    "retries",
+    "batch.num.messages",
+    "batch.size",
+    "compression.codec",
+    "compression.type",
+    "compression.level",
+    "transactional.id",
+    "transaction.timeout.ms",
+    "enable.gapless.guarantee",
+    "sticky.partitioning.linger.ms",
+    "request.timeout.ms",
+    "delivery.report.only.error",
+    NULL,
+};
+
+static bool is_producer_only(const char *key)
+{
+    for (size_t i = 0; producer_only[i]; i++)
+        if (!strcmp(producer_only[i], key)) return true;
+    return false;
+}
+
+rd_kafka_conf_t *kafka_conf_consumer(const struct config *c, const char *const own[][2],
+                                     size_t nown, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    for (size_t i = 0; i < c->nkafka + nown; i++) {
+        bool mine = i >= c->nkafka;
+        const char *k = mine ? own[i - c->nkafka][0] : c->kafka[i].key;
+        const char *val = mine ? own[i - c->nkafka][1] : c->kafka[i].value;
+        if (!mine && is_producer_only(k)) continue;
+        if (kafka_conf_set(conf, k, val, err, errlen) != 0) {
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+    }
+    kafka_conf_route_logs(conf);
+    return conf;
+}

@@ -107,7 +107,7 @@ static void daemon_usage(FILE *out)
             "usage: outboxd [-c FILE] [--set section.key=value ...]\n"
             "       outboxd check [-c FILE] [--set ...] [--config-only]\n"
             "       outboxd verify [-c FILE] [--set ...] [--since TIMESTAMP]\n"
-            "                      [--timeout DURATION] [--json]\n"
+            "                      [--timeout DURATION] [--isolation LEVEL] [--json]\n"
             "       outboxd requeue [-c FILE] [--set ...] EVENT_ID...\n"
             "       outboxd accept-slot [-c FILE] [--set ...]\n"
             "       outboxd config [-c FILE] [--set ...] [--example]\n"
@@ -153,7 +153,8 @@ static void verify_usage(FILE *out)
 {
     fprintf(out,
             "usage: outboxd verify [-c FILE] [--set section.key=value ...]\n"
-            "                      [--since TIMESTAMP] [--timeout DURATION] [--json]\n"
+            "                      [--since TIMESTAMP] [--timeout DURATION]\n"
+            "                      [--isolation LEVEL] [--json]\n"
             "\n"
             "Compares the outbox table with the topics its rows route to and with the\n"
             "dead-letter topic ([errors] dlq_topic): events missing from Kafka, events\n"

@@ -64,6 +64,9 @@ struct producer {
     int dr_since_clock;  /* reports served with it; >= EVERY: read again */
     bool dr_clock_exact; /* read it for every report (producer_flush waits) */
     struct kstats kstats; /* per broker over the run, across renew() */
+    /* exactly_once (producer_txn_init()): */
+    char *txn_id;  /* owned; NULL: not transactional */
+    bool txn_open; /* begin_transaction() done, not committed or aborted since */
 };
 
 /* Where the top-level "brokers" object of a statistics JSON starts, or
@@ -134,6 +137,8 @@ static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void)rk;
     struct producer *p = opaque;
+    if ((uint64_t)(uintptr_t)m->_private == PRODUCER_TAG_PROGRESS)
+        return; /* the commit that produced it says how it went */
     if (p->dr_clock_exact || p->dr_since_clock >= PRODUCER_DR_CLOCK_EVERY) {
         p->dr_clock_us = clock_unix_us();
         p->dr_since_clock = 0;
@@ -177,12 +182,33 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     kafka_refusal_note(&p->refusal, err, reason);
 }
 
+/* The transactional settings of exactly_once: the transactional.id, and
+ * unless [kafka] sets them, a transaction timeout under the walsender's
+ * default wal_sender_timeout (60 s: a commit that waits for a broker must
+ * end before the server drops the stream) and messages that time out with
+ * their transaction (message.timeout.ms = 0 would outlive it). */
+static int set_transactional(struct producer *p, rd_kafka_conf_t *conf, char *err,
+                             size_t errlen)
+{
+    const char *tt = config_kafka_get(p->cfg, "transaction.timeout.ms");
+    if (kafka_conf_set(conf, "transactional.id", p->txn_id, err, errlen) != 0) return -1;
+    if (!tt && kafka_conf_set(conf, "transaction.timeout.ms", PRODUCER_TXN_TIMEOUT_MS, err,
+                              errlen) != 0)
+        return -1;
+    if (!config_kafka_get(p->cfg, "message.timeout.ms") &&
+        kafka_conf_set(conf, "message.timeout.ms", tt ? tt : PRODUCER_TXN_TIMEOUT_MS, err,
+                       errlen) != 0)
+        return -1;
+    return 0;
+}
+
 /* Creates p->rk from the configuration, with the wake-up pipe on its main
  * queue. Returns 0, or -1 with a reason in err. */
 static int open_rk(struct producer *p, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = kafka_conf_producer(p->cfg, false, NULL, NULL, err, errlen);
     if (!conf) return -1;
+    if (p->txn_id && set_transactional(p, conf, err, errlen) != 0) goto fail_conf;
     rd_kafka_conf_set_opaque(conf, p);
     rd_kafka_conf_set_dr_msg_cb(conf, on_dr);
     rd_kafka_conf_set_stats_cb(conf, on_stats);
@@ -256,6 +282,14 @@ struct producer *producer_new(const struct config *c, producer_delivery_fn fn, v
     }
     for (int i = 0; i < 2; i++)
         fcntl(p->pipefd[i], F_SETFL, fcntl(p->pipefd[i], F_GETFL) | O_NONBLOCK);
+    /* exactly_once: the client is made by producer_txn_init(), once the
+     * transactional.id is known. Check the configuration now, though. */
+    if (c->delivery_mode == DELIVERY_EXACTLY_ONCE) {
+        rd_kafka_conf_t *conf = kafka_conf_producer(c, false, NULL, NULL, err, errlen);
+        if (!conf) goto fail;
+        rd_kafka_conf_destroy(conf);
+        return p;
+    }
     if (open_rk(p, err, errlen) != 0) goto fail;
     return p;
 
@@ -270,6 +304,7 @@ void producer_free(struct producer *p)
     close_rk(p);
     kstats_free(&p->kstats);
     free(p->topics);
+    free(p->txn_id);
     for (int i = 0; i < 2; i++)
         if (p->pipefd[i] >= 0) close(p->pipefd[i]);
     free(p);
@@ -293,6 +328,91 @@ static int renew(struct producer *p, char *err, size_t errlen)
              p->max_topics, p->max_topics, (long long)((clock_unix_us() - t0) / 1000),
              (unsigned long long)p->renewals);
     return 0;
+}
+
+/* ---- exactly_once: the transactional producer --------------------------
+ * librdkafka's transactional API (rdkafka.h, "Transactional producer
+ * API"): init_transactions once per client (it fences an older client with
+ * the same transactional.id and completes its open transaction), then
+ * begin, produce, commit or abort. Its calls wait; outboxd calls commit
+ * only once every message of the transaction is ACKed (relaytxn.c), so a
+ * commit waits for the progress record and EndTxn alone. */
+
+/* What a librdkafka transactional error means to the caller; err gets its
+ * text. Takes ownership of (destroys) e. */
+static int txn_result(rd_kafka_error_t *e, const char *what, char *err, size_t errlen)
+{
+    if (!e) return PRODUCER_TXN_OK;
+    int rc = rd_kafka_error_is_fatal(e)            ? PRODUCER_TXN_FATAL
+             : rd_kafka_error_txn_requires_abort(e) ? PRODUCER_TXN_ABORT
+             : rd_kafka_error_is_retriable(e)       ? PRODUCER_TXN_ABORT
+                                                    : PRODUCER_TXN_FATAL;
+    snprintf(err, errlen, "kafka: %s: %s (%s)", what, rd_kafka_error_string(e),
+             rd_kafka_error_name(e));
+    rd_kafka_error_destroy(e);
+    return rc;
+}
+
+static int begin_txn(struct producer *p, int *kafka_err, char *err, size_t errlen)
+{
+    rd_kafka_error_t *e = rd_kafka_begin_transaction(p->rk);
+    if (e) *kafka_err = (int)rd_kafka_error_code(e);
+    if (txn_result(e, "begin_transaction", err, errlen) != PRODUCER_TXN_OK) return -1;
+    p->txn_open = true;
+    return 0;
+}
+
+int producer_txn_init(struct producer *p, const char *txn_id, int timeout_ms, char *err,
+                      size_t errlen)
+{
+    if (p->rk) return PRODUCER_TXN_OK; /* done before: the client keeps it */
+    free(p->txn_id);
+    if (!(p->txn_id = strdup(txn_id))) {
+        snprintf(err, errlen, "out of memory");
+        return PRODUCER_TXN_FATAL;
+    }
+    p->max_topics = SIZE_MAX; /* renew() would start a new producer id: never */
+    if (open_rk(p, err, errlen) != 0) return PRODUCER_TXN_FATAL;
+    int rc = txn_result(rd_kafka_init_transactions(p->rk, timeout_ms), "init_transactions",
+                        err, errlen);
+    if (rc != PRODUCER_TXN_OK) close_rk(p); /* the next attempt starts afresh */
+    return rc;
+}
+
+bool producer_txn_open(const struct producer *p)
+{
+    return p->txn_open;
+}
+
+int producer_txn_commit(struct producer *p, const char *topic, const char *key,
+                        const char *value, int timeout_ms, char *err, size_t errlen)
+{
+    int kerr;
+    if (!p->txn_open && begin_txn(p, &kerr, err, errlen) != 0)
+        return PRODUCER_TXN_ABORT;
+    rd_kafka_resp_err_t rc = rd_kafka_producev(
+        p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, strlen(key)),
+        RD_KAFKA_V_VALUE((void *)value, strlen(value)),
+        RD_KAFKA_V_OPAQUE((void *)(uintptr_t)PRODUCER_TAG_PROGRESS), RD_KAFKA_V_END);
+    if (rc != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "kafka: produce the progress record to %s: %s", topic,
+                 rd_kafka_err2str(rc));
+        return PRODUCER_TXN_ABORT;
+    }
+    int r = txn_result(rd_kafka_commit_transaction(p->rk, timeout_ms), "commit_transaction",
+                       err, errlen);
+    if (r == PRODUCER_TXN_OK) p->txn_open = false;
+    return r;
+}
+
+int producer_txn_abort(struct producer *p, int timeout_ms, char *err, size_t errlen)
+{
+    if (!p->rk || !p->txn_open) return PRODUCER_TXN_OK;
+    int r = txn_result(rd_kafka_abort_transaction(p->rk, timeout_ms), "abort_transaction",
+                       err, errlen);
+    if (r == PRODUCER_TXN_OK) p->txn_open = false;
+    return r;
 }
 
 static rd_kafka_headers_t *build_headers(const struct outbox_event *ev)
@@ -409,6 +529,8 @@ int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t ta
                  ev->topic, value_len, p->queue_max_bytes / 1024, p->queue_max_bytes);
         return PRODUCER_ERROR;
     }
+    if (p->txn_id && !p->txn_open && begin_txn(p, kafka_err, err, errlen) != 0)
+        return PRODUCER_ERROR;
     rd_kafka_topic_t *rkt;
     int th = topic_handle(p, ev->topic, &rkt, kafka_err, err, errlen);
     if (th != PRODUCER_OK) return th;
@@ -446,6 +568,7 @@ static void drain_pipe(struct producer *p)
 
 int producer_poll(struct producer *p, int timeout_ms)
 {
+    if (!p->rk) return 0; /* exactly_once, before producer_txn_init() */
     /* Drain the pipe first: a report that arrives after rd_kafka_poll()
      * returns writes it again, so no wake-up is lost. */
     drain_pipe(p);
@@ -460,6 +583,7 @@ int producer_wakeup_fd(const struct producer *p) { return p->pipefd[0]; }
 
 int producer_flush(struct producer *p, int timeout_ms)
 {
+    if (!p->rk) return 0;
     drain_pipe(p);
     p->dr_clock_exact = true; /* rd_kafka_flush() waits between reports */
     rd_kafka_flush(p->rk, timeout_ms);
@@ -467,7 +591,7 @@ int producer_flush(struct producer *p, int timeout_ms)
     return rd_kafka_outq_len(p->rk);
 }
 
-int producer_outq_len(const struct producer *p) { return rd_kafka_outq_len(p->rk); }
+int producer_outq_len(const struct producer *p) { return p->rk ? rd_kafka_outq_len(p->rk) : 0; }
 
 int producer_brokers_up(const struct producer *p)
 {
@@ -478,6 +602,7 @@ const struct kstats *producer_kstats(const struct producer *p) { return &p->ksta
 
 int producer_fatal(struct producer *p, char *err, size_t errlen)
 {
+    if (!p->rk) return 0;
     return rd_kafka_fatal_error(p->rk, err, errlen) != RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 

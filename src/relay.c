@@ -32,6 +32,7 @@
 #include "log.h"
 #include "relayobs.h"
 #include "relaystate.h"
+#include "relaytxn.h"
 
 /* Minimum time between two wake-ups of the loop (see wait_turn()): while
  * the stream is live, and while it is a backlog, which a wake-up that
@@ -53,14 +54,19 @@
 static void on_delivery(void *ctx, const struct delivery_report *dr)
 {
     struct relay *r = ctx;
+    if (relaytxn_on(r) && !relaytxn_on_delivery(r, dr)) return;
     if (changes_on_delivery(&r->chg, dr)) r->events_acked++;
 }
 
-/* The data path's sink: the producer. */
+/* The data path's sink: the producer (in exactly_once, into the open
+ * Kafka transaction). */
 static int send_to_producer(void *ctx, const struct outbox_event *ev, uint64_t tag,
                             int *kafka_err, char *err, size_t errlen)
 {
-    return producer_send(ctx, ev, tag, kafka_err, err, errlen);
+    struct relay *r = ctx;
+    int rc = producer_send(r->prod, ev, tag, kafka_err, err, errlen);
+    if (rc == PRODUCER_OK && relaytxn_on(r)) relaytxn_sent(r);
+    return rc;
 }
 
 /* ---- status --------------------------------------------------------------
@@ -72,7 +78,7 @@ static struct confirm_view confirm_view(const struct relay *r)
 {
     struct tracker_progress p = {0, 0};
     bool has_progress = changes_progress(&r->chg, &p);
-    return (struct confirm_view){.acked = tracker_flush_lsn(r->trk),
+    struct confirm_view v = {.acked = tracker_flush_lsn(r->trk),
                                  .idle = tracker_idle(r->trk),
                                  .has_progress = has_progress,
                                  .progress = p,
@@ -81,6 +87,8 @@ static struct confirm_view confirm_view(const struct relay *r)
                                  .pending_txns = tracker_pending_txns(r->trk),
                                  .connected = r->st != NULL,
                                  .now_ms = clock_mono_ms()};
+    relaytxn_cap(r, &v); /* exactly_once: only what committed */
+    return v;
 }
 
 /* A status went out confirming r->confirm.sent_lsn: the ack-to-confirm
@@ -125,6 +133,13 @@ int status_if_due(struct relay *r)
 
 /* ---- the wait ------------------------------------------------------------ */
 
+/* Whether this turn reads the stream: not while an event waits for room
+ * (backpressure) or a Kafka transaction waits for its last ACKs. */
+static bool reading_stream(const struct relay *r)
+{
+    return r->state == RS_STREAM && !changes_held(&r->chg) && !relaytxn_holds_stream(r);
+}
+
 /* Builds the turn's wait for the current state into l. */
 static void wait_for(struct relay *r, struct evloop *l, int64_t now)
 {
@@ -140,7 +155,7 @@ static void wait_for(struct relay *r, struct evloop *l, int64_t now)
     case RS_STREAM:
         evloop_until(l, status_deadline(r));
         if (r->backoff.failures > 0) evloop_until(l, r->stream_up_ms + STREAM_HEALTHY_MS);
-        if (changes_held(&r->chg)) {
+        if (!reading_stream(r)) {
             evloop_until(l, now + HELD_RETRY_MS); /* the stream is not read */
             break;
         }
@@ -190,7 +205,7 @@ static void nap_before_reading(struct relay *r)
  * signal arrives. */
 static void wait_turn(struct relay *r)
 {
-    bool reading = r->state == RS_STREAM && !changes_held(&r->chg);
+    bool reading = reading_stream(r);
     if (reading) nap_before_reading(r);
     struct evloop l;
     int64_t now = clock_mono_ms();
@@ -230,7 +245,8 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
      * nothing is confirmed beyond what it proved (confirm.h). */
     confirmer_init(&r->confirm, c->offsets_file, c->pg_status_interval_ms,
                    plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT, confirm_io_stream(&r->st));
-    changes_init(&r->chg, c, &r->map, &r->met, (struct sink){send_to_producer, r->prod});
+    changes_init(&r->chg, c, &r->map, &r->met, (struct sink){send_to_producer, r});
+    ktxn_init(&r->kt, (uint64_t)c->delivery_txn_max_events, c->delivery_txn_max_ms);
     relay_seed_metrics(&r->met, r->confirm.pub_capped);
     if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0 ||
         r->confirm.pub_capped) {

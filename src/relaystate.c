@@ -15,6 +15,7 @@
 #include "exitcode.h"
 #include "log.h"
 #include "relay.h"
+#include "relaytxn.h"
 #include "slotsetup.h"
 
 /* ---- streaming ----------------------------------------------------------- */
@@ -111,12 +112,16 @@ static enum step stream_turn(struct relay *r)
         producer_poll(r->prod, 0);
         rc = changes_resume(&r->chg);
     }
-    if (rc == STEP_OK) rc = read_frames(r);
+    if (rc == STEP_OK && !relaytxn_holds_stream(r)) rc = read_frames(r);
     /* what this turn produced was handed over by now: before any of its
      * delivery reports is served (one clock read, only if anything was) */
     if (changes_produced_pending(&r->chg)) changes_produced_at(&r->chg, clock_unix_us());
     producer_poll(r->prod, 0);
     if (rc == STEP_OK) rc = changes_flush_dead_letters(&r->chg);
+    if (rc == STEP_OK || rc == STEP_HELD) {
+        enum step t = relaytxn_turn(r); /* exactly_once: commit when due */
+        if (t != STEP_OK) rc = t;
+    }
     if (rc != STEP_OK && rc != STEP_HELD) return rc;
     enum step health = stream_health(r);
     if (health != STEP_OK) return health;
@@ -139,6 +144,7 @@ static void finish(struct relay *r, int exit_code)
 static void finish_failed(struct relay *r, enum step rc)
 {
     producer_poll(r->prod, 0);
+    relaytxn_fail(r);
     if (r->trk) send_status_ex(r, false, true);
     finish(r, step_exit_code(rc));
 }
@@ -176,7 +182,9 @@ static void setup_from_relay(const struct relay *r, struct slot_setup *s)
                              .streamed = r->trk != NULL,
                              .acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : 0,
                              .confirmed_lsn = r->confirm.sent_lsn ? r->confirm.sent_lsn
-                                                                  : r->confirm.stored_lsn};
+                                                                  : r->confirm.stored_lsn,
+                             .position = relaytxn_on(r) ? relaytxn_position : NULL,
+                             .position_ctx = (void *)r};
 }
 
 /* The stream is open from start: a new session of the tracker (created on
@@ -214,7 +222,12 @@ static bool connect_step(struct relay *r)
             r->confirm.stored_has_progress = true;
             r->confirm.stored_progress = s.resume_progress;
             changes_skip_first(&r->chg, s.resume_progress);
+        } else if (!s.streamed) {
+            changes_skip_first(&r->chg, (struct tracker_progress){0, 0});
         }
+        if (relaytxn_on(r))
+            relaytxn_started(r, &s.identity, s.start,
+                             s.resume_inside ? &s.resume_progress : NULL);
     }
     if (rc == STEP_BROKEN) {
         metrics_count(&r->met.reconnects, r->retry_cause ? r->retry_cause : "connect_failed",
@@ -246,7 +259,8 @@ static void enter_recover(struct relay *r)
     r->pub_missing_on_stream =
         r->confirm.pub_capped &&
         slot_says_publication_missing(r->stream_err, r->cfg->pg_publication);
-    changes_abort_open(&r->chg);
+    bool eos = relaytxn_on(r);
+    if (!eos) changes_abort_open(&r->chg);
     r->streaming = false;
     r->next_publish_ms = 0; /* not ready: say so at once */
     stream_close(r->st);
@@ -255,6 +269,17 @@ static void enter_recover(struct relay *r)
     if (!(r->dec = decoder_new((enum plugin_kind)plugin_parse(r->cfg->pg_plugin)))) {
         log_error("out of memory");
         finish_failed(r, STEP_FATAL);
+        return;
+    }
+    if (eos) {
+        /* exactly_once: what is not committed is aborted and streamed
+         * again from the committed position (relaytxn.h). */
+        if (relaytxn_reset(r) != STEP_OK) {
+            finish_failed(r, STEP_FATAL);
+            return;
+        }
+        changes_start(&r->chg, NULL, r->dec);
+        enter_backoff(r, r->stream_err[0] ? r->stream_err : "replication stream lost");
         return;
     }
     changes_start(&r->chg, r->trk, r->dec);
@@ -374,6 +399,7 @@ static bool drain_step(struct relay *r)
         log_warn("%d events not ACKed within %d ms; they will be re-delivered after "
                  "restart",
                  left, PRODUCER_SHUTDOWN_FLUSH_MS);
+    relaytxn_finish(r); /* exactly_once: commit what is open, or abort it */
     enter_prove(r);
     return false;
 }

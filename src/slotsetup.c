@@ -174,13 +174,14 @@ static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *
 }
 
 /* Connects, checks publication and slot, creates the slot if allowed.
- * Fills s->start with where to stream from, and the offset file's state. */
+ * Fills s->start with where to stream from, and the offset file's state
+ * (or, in exactly_once, the progress topic's: s->position). */
 static enum step prepare_stream(struct slot_setup *s)
 {
     const struct config *c = s->cfg;
     char err[1024], a[LSN_STRLEN];
     struct offset_state file;
-    int have_offset = offset_read(c->offsets_file, &file, err, sizeof(err));
+    int have_offset = s->position ? 0 : offset_read(c->offsets_file, &file, err, sizeof(err));
     if (have_offset < 0) {
         log_error("%s", err); /* only an operator can repair it */
         return STEP_USAGE;
@@ -191,6 +192,8 @@ static enum step prepare_stream(struct slot_setup *s)
     enum step rc = connect_server(s);
     if (rc == STEP_OK) rc = check_publication_and_plugin(s);
     if (rc == STEP_OK) rc = read_server(s, &id, &si, &srv);
+    if (rc == STEP_OK && s->position)
+        rc = s->position(s->position_ctx, id.system, &file, &have_offset);
     if (rc != STEP_OK) return rc;
     if (!have_offset && s->streamed && !si.exists) {
         /* Streaming, but nothing stored yet: what was streamed is the file. */
@@ -226,9 +229,10 @@ static enum step prepare_stream(struct slot_setup *s)
                a, (unsigned long long)file.txn_acked);
     }
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
-           "streaming slot \"%s\" from %s (offset file %s, slot confirmed %s, server at %s, "
+           "streaming slot \"%s\" from %s (%s %s, slot confirmed %s, server at %s, "
            "system %s, timeline %u)",
-           c->pg_slot, a, have_offset ? "present" : "absent",
+           c->pg_slot, a, s->position ? "stored position" : "offset file",
+           have_offset ? "present" : "absent",
            lsn_format(si.confirmed_flush, (char[LSN_STRLEN]){0}),
            lsn_format(id.xlogpos, (char[LSN_STRLEN]){0}), id.system, (unsigned)id.timeline);
     return STEP_OK;

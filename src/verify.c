@@ -55,36 +55,6 @@
 /* The longest single wait on the broker (metadata, watermarks, poll). */
 #define KAFKA_STEP_MS 5000
 
-/* [kafka] keys that only mean something to a producer (outboxd's own
- * defaults among them): not given to the consumer, which would warn about
- * each. Any other key librdkafka refuses is reported as its error. */
-static const char *const producer_only[] = {
-    "enable.idempotence",
-    "acks",
-    "request.required.acks",
-    "partitioner",
-    "queue.buffering.max.kbytes",
-    "queue.buffering.max.messages",
-    "queue.buffering.max.ms",
-    "linger.ms",
-    "message.timeout.ms",
-    "delivery.timeout.ms",
-    "message.send.max.retries",
-    "retries",
-    "batch.num.messages",
-    "batch.size",
-    "compression.codec",
-    "compression.type",
-    "compression.level",
-    "transactional.id",
-    "transaction.timeout.ms",
-    "enable.gapless.guarantee",
-    "sticky.partitioning.linger.ms",
-    "request.timeout.ms",
-    "delivery.report.only.error",
-    NULL,
-};
-
 struct part {
     const char *topic; /* borrowed from the audit */
     int32_t partition;
@@ -435,41 +405,22 @@ static int pg_recheck_unknown(struct verify *v, char *err, size_t errlen)
 
 /* ---- Kafka: the consumer ------------------------------------------------- */
 
-static bool is_producer_only(const char *key)
+/* The consumer's configuration: [kafka] (kafkaconf.h), then what verify
+ * needs. Returns NULL with err on a key librdkafka refuses. */
+static rd_kafka_conf_t *kafka_conf(const struct verify *v, char *err, size_t errlen)
 {
-    for (size_t i = 0; producer_only[i]; i++)
-        if (!strcmp(producer_only[i], key)) return true;
-    return false;
-}
-
-/* The consumer's configuration: [kafka] minus producer-only keys, then
- * what verify needs. Returns NULL with err on a key librdkafka refuses. */
-static rd_kafka_conf_t *kafka_conf(const struct config *cfg, char *err, size_t errlen)
-{
-    static const char *const own[][2] = {
+    const char *const own[][2] = {
         {"group.id", "outboxd-verify"},        {"enable.auto.commit", "false"},
         {"enable.auto.offset.store", "false"}, {"enable.partition.eof", "true"},
-        {"auto.offset.reset", "earliest"},
+        {"auto.offset.reset", "earliest"},     {"isolation.level", v->opt->isolation},
     };
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    for (size_t i = 0; i < cfg->nkafka + sizeof(own) / sizeof(own[0]); i++) {
-        bool mine = i >= cfg->nkafka;
-        const char *k = mine ? own[i - cfg->nkafka][0] : cfg->kafka[i].key;
-        const char *val = mine ? own[i - cfg->nkafka][1] : cfg->kafka[i].value;
-        if (!mine && is_producer_only(k)) continue;
-        if (kafka_conf_set(conf, k, val, err, errlen) != 0) {
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
-    }
-    kafka_conf_route_logs(conf);
-    return conf;
+    return kafka_conf_consumer(v->cfg, own, sizeof(own) / sizeof(own[0]), err, errlen);
 }
 
 static int kafka_open(struct verify *v, char *err, size_t errlen)
 {
     char reason[512];
-    rd_kafka_conf_t *conf = kafka_conf(v->cfg, err, errlen);
+    rd_kafka_conf_t *conf = kafka_conf(v, err, errlen);
     if (!conf) return EXIT_USAGE;
     v->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof(reason));
     if (!v->rk) {
@@ -868,6 +819,12 @@ static void print_examples(FILE *f, const struct audit_report *r, enum audit_kin
         print_example(f, k, &r->examples[k][i]);
 }
 
+/* Whether the report is clean for the configured [delivery] mode. */
+static bool report_ok(const struct verify *v, const struct audit_report *r)
+{
+    return audit_report_ok(r, v->cfg->delivery_mode == DELIVERY_EXACTLY_ONCE);
+}
+
 static void print_human(const struct verify *v, const struct audit_report *r)
 {
     FILE *f = stdout;
@@ -896,8 +853,11 @@ static void print_human(const struct verify *v, const struct audit_report *r)
             "more than one partition)\n",
             r->order_violations, r->version_regressions, r->split_keys);
     print_examples(f, r, AK_ORDER);
-    if (!audit_report_ok(r))
-        fprintf(f, "result: FAILED (missing or out of order)\n");
+    if (!report_ok(v, r))
+        fprintf(f, "result: FAILED (%s)\n",
+                v->cfg->delivery_mode == DELIVERY_EXACTLY_ONCE
+                    ? "missing, out of order, or duplicates in exactly_once mode"
+                    : "missing or out of order");
     else if (r->dead_lettered)
         fprintf(f, "result: OK (%zu dead-lettered)\n", r->dead_lettered);
     else
@@ -982,7 +942,7 @@ static json_t *json_report(const struct verify *v, const struct audit_report *r)
         jint(o, "version_regressions", (int64_t)r->version_regressions) &&
         jint(o, "split_keys", (int64_t)r->split_keys) &&
         jset(o, "order_examples", json_examples(r, AK_ORDER)) &&
-        jset(o, "ok", json_boolean(audit_report_ok(r)));
+        jset(o, "ok", json_boolean(report_ok(v, r)));
     if (ok) return o;
     json_decref(o);
     return NULL;
@@ -1004,12 +964,14 @@ static int print_json(const struct verify *v, const struct audit_report *r)
 
 void verify_options_init(struct verify_options *opt)
 {
-    *opt = (struct verify_options){.timeout_ms = VERIFY_DEFAULT_TIMEOUT_MS};
+    *opt = (struct verify_options){.timeout_ms = VERIFY_DEFAULT_TIMEOUT_MS,
+                                   .isolation = "read_committed"};
 }
 
 bool verify_option_takes_value(const char *arg)
 {
-    return !strcmp(arg, "--since") || !strcmp(arg, "--timeout");
+    return !strcmp(arg, "--since") || !strcmp(arg, "--timeout") ||
+           !strcmp(arg, "--isolation");
 }
 
 int verify_option(struct verify_options *opt, int argc, char **argv, int *i, char *err,
@@ -1028,6 +990,15 @@ int verify_option(struct verify_options *opt, int argc, char **argv, int *i, cha
     const char *val = argv[++*i];
     if (!strcmp(a, "--since")) {
         opt->since = val;
+        return 1;
+    }
+    if (!strcmp(a, "--isolation")) {
+        if (strcmp(val, "read_committed") != 0 && strcmp(val, "read_uncommitted") != 0) {
+            snprintf(err, errlen,
+                     "--isolation \"%s\": expected read_committed or read_uncommitted", val);
+            return -1;
+        }
+        opt->isolation = val;
         return 1;
     }
     int64_t ms = 0;
@@ -1052,6 +1023,9 @@ void verify_options_usage(FILE *out)
             "      --timeout DUR   how long to wait for the broker (metadata, offsets,\n"
             "                      reading up to the end of every partition) and for the\n"
             "                      Postgres connection: 250ms, 10s, 2m (default 60s)\n"
+            "      --isolation LVL read_committed (default: what a consumer of\n"
+            "                      [delivery] mode = exactly_once sees; aborted copies are\n"
+            "                      left out) or read_uncommitted (every copy written)\n"
             "      --json          one JSON object on stdout instead of the summary\n");
 }
 
@@ -1128,5 +1102,5 @@ int verify_run(const struct config *cfg, const struct verify_options *opt)
     if (!rc && !opt->json) print_human(&v, &r);
     if (rc) log_error("verify: could not run: %s", err);
     cleanup(&v);
-    return rc ? VERIFY_COULD_NOT_RUN : audit_report_ok(&r) ? VERIFY_CLEAN : VERIFY_PROBLEMS;
+    return rc ? VERIFY_COULD_NOT_RUN : report_ok(&v, &r) ? VERIFY_CLEAN : VERIFY_PROBLEMS;
 }

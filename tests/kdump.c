@@ -170,7 +170,19 @@ static char *message_json(const rd_kafka_message_t *m) {
 
 static void usage(FILE *out) {
     fprintf(out, "usage: outboxd-kdump -b BOOTSTRAP (-t TOPIC ... | "
-                 "--all-topics) [--timeout-ms MS] [-X prop=value ...]\n");
+                 "--all-topics [--exclude TOPIC ...]) [--timeout-ms MS] "
+                 "[-X prop=value ...]\n"
+                 "  (-X isolation.level=read_uncommitted: every copy written, "
+                 "aborted transactions' too;\n   librdkafka's default is "
+                 "read_committed)\n");
+}
+
+/* --all-topics: every topic but Kafka's own (__*) and the excluded. */
+static bool all_wanted(const char *topic, const char **excluded, int n) {
+    if (strncmp(topic, "__", 2) == 0) return false;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(topic, excluded[i])) return false;
+    return true;
 }
 
 static void conf_set(rd_kafka_conf_t *conf, const char *k, const char *v) {
@@ -202,12 +214,13 @@ int main(int argc, char **argv) {
         {"topic", required_argument, NULL, 't'},
         {"all-topics", no_argument, NULL, 'a'},
         {"timeout-ms", required_argument, NULL, 'T'},
+        {"exclude", required_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *bootstrap = NULL;
-    const char **topics;
-    int ntopics = 0, opt, i, j;
+    const char **topics, **excluded;
+    int ntopics = 0, nexcluded = 0, opt, i, j;
     bool all = false;
     long timeout_ms = 60000;
     int64_t deadline;
@@ -223,8 +236,13 @@ int main(int argc, char **argv) {
 
     topics = calloc((size_t)argc, sizeof(*topics));
     if (!topics) die_oom();
-    while ((opt = getopt_long(argc, argv, "b:t:X:h", opts, NULL)) != -1) {
+    excluded = calloc((size_t)argc, sizeof(*excluded));
+    if (!excluded) die_oom();
+    while ((opt = getopt_long(argc, argv, "b:t:x:X:h", opts, NULL)) != -1) {
         switch (opt) {
+        case 'x':
+            excluded[nexcluded++] = optarg;
+            break;
         case 'b':
             bootstrap = optarg;
             break;
@@ -297,7 +315,7 @@ int main(int argc, char **argv) {
                 bool want = false;
 
                 if (all)
-                    want = strncmp(mt->topic, "__", 2) != 0;
+                    want = all_wanted(mt->topic, excluded, nexcluded);
                 for (j = 0; !all && j < ntopics; j++)
                     if (!strcmp(topics[j], mt->topic)) want = true;
                 if (want && (mt->err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
@@ -336,7 +354,7 @@ int main(int argc, char **argv) {
         bool want = false;
 
         if (all)
-            want = strncmp(mt->topic, "__", 2) != 0;
+            want = all_wanted(mt->topic, excluded, nexcluded);
         for (j = 0; !all && j < ntopics; j++)
             if (!strcmp(topics[j], mt->topic)) want = true;
         if (!want) continue;

@@ -611,10 +611,14 @@ broker_cmd() {
     [[ "$reply" == ok* ]] || fail "mock broker command '$cmd' failed: ${reply:-no reply}"
 }
 
-# kdump_all: every message of every topic, one JSON object per line.
+# kdump_all: every message of every topic, one JSON object per line, as a
+# read_committed consumer sees them (librdkafka's default), leaving out
+# exactly_once's progress topic (outboxd.progress). KDUMP_ARGS (words) adds
+# options, e.g. "-X isolation.level=read_uncommitted".
 kdump_all() {
+    # shellcheck disable=SC2086
     "$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" --all-topics \
-        --timeout-ms "${KDUMP_TIMEOUT_MS:-60000}"
+        --exclude outboxd.progress --timeout-ms "${KDUMP_TIMEOUT_MS:-60000}" ${KDUMP_ARGS:-}
 }
 
 # ---------------------------------------------------------------- outboxd

@@ -126,7 +126,7 @@ START_TEST(test_dead_lettered_not_missing)
     ck_assert_uint_eq(R.dead_letters, 2);
     ck_assert_uint_eq(R.dead_letters_unmatched, 0);
     ck_assert_uint_eq(R.messages, 2); /* dead-letter records are not messages */
-    ck_assert(audit_report_ok(&R) == false); /* e3 is missing */
+    ck_assert(audit_report_ok(&R, false) == false); /* e3 is missing */
     ck_assert_uint_eq(R.nexamples[AK_DEAD_LETTERED], 1);
     const struct audit_example *e = &R.examples[AK_DEAD_LETTERED][0];
     SLICE_EQ(e->event_id, "e2");
@@ -146,7 +146,7 @@ START_TEST(test_only_dead_lettered_is_ok)
     run();
     ck_assert_uint_eq(R.missing, 0);
     ck_assert_uint_eq(R.dead_lettered, 1);
-    ck_assert(audit_report_ok(&R));
+    ck_assert(audit_report_ok(&R, false));
     ck_assert_uint_eq(R.unknown, 0);
 }
 END_TEST
@@ -190,7 +190,7 @@ START_TEST(test_empty)
     assert_counts(0, 0, 0, 0, 0, 0);
     for (int k = 0; k < AK__COUNT; k++)
         ck_assert_uint_eq(R.nexamples[k], 0);
-    ck_assert(audit_report_ok(&R));
+    ck_assert(audit_report_ok(&R, false));
     const char **topics = (const char **)1;
     size_t n = 99;
     ck_assert_int_eq(audit_topics(A, &topics, &n), 0);
@@ -217,7 +217,8 @@ START_TEST(test_clean)
     ck_assert_uint_eq(R.messages, 4);
     ck_assert_uint_eq(R.topics, 2);
     assert_counts(0, 0, 0, 0, 0, 0);
-    ck_assert(audit_report_ok(&R));
+    ck_assert(audit_report_ok(&R, false));
+    ck_assert(audit_report_ok(&R, true));
 }
 END_TEST
 
@@ -227,7 +228,7 @@ START_TEST(test_rows_only_all_missing)
     row("e2", T1, "k", 2);
     run();
     assert_counts(2, 0, 0, 0, 0, 0);
-    ck_assert(!audit_report_ok(&R));
+    ck_assert(!audit_report_ok(&R, false));
 }
 END_TEST
 
@@ -239,7 +240,7 @@ START_TEST(test_messages_only_all_unknown)
     ck_assert_uint_eq(R.rows, 0);
     ck_assert_uint_eq(R.topics, 0);
     assert_counts(0, 0, 0, 2, 0, 0);
-    ck_assert(audit_report_ok(&R)); /* unknown is reported, not failed */
+    ck_assert(audit_report_ok(&R, false)); /* unknown is reported, not failed */
 }
 END_TEST
 
@@ -253,7 +254,7 @@ START_TEST(test_missing)
     msg(T1, 0, 0, "order-1", "e1", 1);
     run();
     assert_counts(2, 0, 0, 0, 0, 0);
-    ck_assert(!audit_report_ok(&R));
+    ck_assert(!audit_report_ok(&R, false));
     ck_assert_uint_eq(R.nexamples[AK_MISSING], 2);
     const struct audit_example *e = &R.examples[AK_MISSING][0];
     SLICE_EQ(e->event_id, "e2"); /* rows in the order given */
@@ -325,7 +326,8 @@ START_TEST(test_duplicates_do_not_fail)
     msg(T1, 0, 5, "k", "e2", 2); /* e2 twice */
     run();
     assert_counts(0, 3, 2, 0, 0, 0);
-    ck_assert(audit_report_ok(&R));
+    ck_assert(audit_report_ok(&R, false));
+    ck_assert(!audit_report_ok(&R, true)); /* exactly_once promises none */
     ck_assert_uint_eq(R.nexamples[AK_DUPLICATE], 2);
     const struct audit_example *e = &R.examples[AK_DUPLICATE][0];
     SLICE_EQ(e->event_id, "e1");
@@ -354,7 +356,7 @@ START_TEST(test_redelivery_is_not_violation)
     msg(T1, 1, 15, "k", "e3", 3);
     run();
     assert_counts(0, 3, 3, 0, 0, 0);
-    ck_assert(audit_report_ok(&R));
+    ck_assert(audit_report_ok(&R, false));
 }
 END_TEST
 
@@ -392,7 +394,7 @@ START_TEST(test_unknown)
     msg(T1, 0, 4, NULL, NULL, NOV); /* nothing at all */
     run();
     assert_counts(0, 1, 1, 4, 0, 0);
-    ck_assert(audit_report_ok(&R));
+    ck_assert(audit_report_ok(&R, false));
     ck_assert_uint_eq(R.nexamples[AK_UNKNOWN], 4);
     SLICE_EQ(R.examples[AK_UNKNOWN][0].event_id, "x1");
     ck_assert_int_eq(R.examples[AK_UNKNOWN][0].offset, 1);
@@ -472,7 +474,7 @@ START_TEST(test_version_regression)
     msg(T1, 2, 3, "k", "e4", 4);
     run();
     assert_counts(0, 0, 0, 0, 1, 0);
-    ck_assert(!audit_report_ok(&R));
+    ck_assert(!audit_report_ok(&R, false));
     const struct audit_example *e = &R.examples[AK_ORDER][0];
     SLICE_EQ(e->event_id, "e3");
     ck_assert_str_eq(e->topic, T1);
@@ -512,7 +514,7 @@ START_TEST(test_out_of_scope_redelivery_not_ordered)
     msg(T1, 0, 12, "k", "e1", 1);
     run();
     assert_counts(0, 0, 0, 0, 0, 0);
-    ck_assert(audit_report_ok(&R));
+    ck_assert(audit_report_ok(&R, false));
 }
 END_TEST
 
@@ -526,7 +528,7 @@ START_TEST(test_in_scope_late_event_is_violation)
     msg(T1, 0, 12, "k", "e1", 1);
     run();
     assert_counts(0, 0, 0, 0, 1, 0);
-    ck_assert(!audit_report_ok(&R));
+    ck_assert(!audit_report_ok(&R, false));
 }
 END_TEST
 
@@ -578,7 +580,7 @@ START_TEST(test_null_versions_not_checked)
     msg(T1, 0, 3, "k", "e4", 3);
     run();
     assert_counts(0, 0, 0, 0, 0, 0);
-    ck_assert(audit_report_ok(&R));
+    ck_assert(audit_report_ok(&R, false));
 }
 END_TEST
 
@@ -592,7 +594,7 @@ START_TEST(test_key_split_across_partitions)
     msg(T1, 2, 1, "j", "e6", 2);
     run();
     assert_counts(0, 0, 0, 6, 1, 1);
-    ck_assert(!audit_report_ok(&R));
+    ck_assert(!audit_report_ok(&R, false));
     ck_assert_uint_eq(R.nexamples[AK_ORDER], 2);
     const struct audit_example *split = &R.examples[AK_ORDER][0];
     ck_assert(split->split);

@@ -1089,6 +1089,45 @@ START_TEST(test_sources)
 }
 END_TEST
 
+/* [delivery]: the mode, its defaults, and what exactly_once refuses. */
+START_TEST(test_delivery_keys)
+{
+    ck_assert_int_eq(C.delivery_mode, DELIVERY_AT_LEAST_ONCE);
+    ck_assert_ptr_null(C.delivery_transactional_id);
+    ck_assert_str_eq(C.delivery_progress_topic, "outboxd.progress");
+    ck_assert_int_eq(C.delivery_txn_max_events, 10000);
+    ck_assert_int_eq(C.delivery_txn_max_ms, 100);
+    ck_assert_int_eq(config_set(&C, "delivery", "mode", "exactly-once", err, sizeof(err)), -1);
+    ERR_HAS("at_least_once");
+    ERR_HAS("exactly_once");
+    ck_assert_int_eq(C.delivery_mode, DELIVERY_AT_LEAST_ONCE);
+    ck_assert_int_eq(config_set(&C, "delivery", "mode", "exactly_once", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.delivery_mode, DELIVERY_EXACTLY_ONCE);
+    ck_assert_int_eq(config_set(&C, "delivery", "txn_max_ms", "2s", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.delivery_txn_max_ms, 2000);
+    ck_assert_int_eq(config_set(&C, "delivery", "txn_max_events", "0", err, sizeof(err)), -1);
+    ck_assert_int_eq(config_set(&C, "delivery", "transactional_id", "payments-1", err,
+                                sizeof(err)), 0);
+    ck_assert_str_eq(C.delivery_transactional_id, "payments-1");
+    ck_assert_int_eq(config_set(&C, "delivery", "no_such_key", "1", err, sizeof(err)), -1);
+    ERR_HAS("no_such_key");
+
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "k:9092", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "delivery", "progress_topic", "", err, sizeof(err)), -1);
+    ERR_HAS("progress_topic");
+    ck_assert_int_eq(config_set(&C, "delivery", "progress_topic", "p", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "source", "mode", "polling", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("exactly_once needs [source] mode = logical");
+    /* an unknown section's error lists [delivery] among the known ones */
+    ck_assert_int_eq(config_set(&C, "deliver", "mode", "x", err, sizeof(err)), -1);
+    ERR_HAS("delivery");
+}
+END_TEST
+
 /* Every key of the table has a meaning, and its default is what
  * config_init() applies (the sample file says the truth). */
 START_TEST(test_key_table_defaults)
@@ -1222,6 +1261,7 @@ int main(void)
     tcase_add_test(tc, test_ms_keys_take_units);
     tcase_add_test(tc, test_sources);
     tcase_add_test(tc, test_key_table_defaults);
+    tcase_add_test(tc, test_delivery_keys);
     tcase_add_test(tc, test_password_files);
     tcase_add_test(tc, test_password_file_errors);
     tcase_add_test(tc, test_secret_in_file_and_set);

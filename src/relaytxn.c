@@ -1,0 +1,261 @@
+/*
+ * relaytxn.c - exactly_once in the logical relay (see relaytxn.h): the
+ * transactional producer's start, commits paced by ktxn.h, the confirm
+ * cap, and the abort that starts the stream over.
+ */
+#include "relaytxn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "progress.h"
+#include "relaystate.h"
+
+/* The longest wait of one commit or abort on the event loop. The loop
+ * sends no status meanwhile, so it stays well under wal_sender_timeout
+ * (60 s by default). Every message is ACKed before a commit starts, so a
+ * commit waits for one record and EndTxn: milliseconds, unless a broker
+ * fails right then. */
+#define TXN_WAIT_MS 10000
+
+/* init_transactions at start: it waits for the broker to end an older
+ * instance's transaction (fenced: aborted). */
+#define TXN_INIT_MS 60000
+
+bool relaytxn_on(const struct relay *r)
+{
+    return r->cfg->delivery_mode == DELIVERY_EXACTLY_ONCE;
+}
+
+/* The transaction timeout as the producer runs it, in ms. */
+static int txn_timeout_ms(const struct relay *r)
+{
+    const char *t = config_kafka_get(r->cfg, "transaction.timeout.ms");
+    int ms = atoi(t ? t : PRODUCER_TXN_TIMEOUT_MS);
+    return ms > 0 ? ms : atoi(PRODUCER_TXN_TIMEOUT_MS);
+}
+
+/* Makes the transactional producer: r->txn_id from the configuration or
+ * outboxd-<system>-<slot>. */
+static enum step init_producer(struct relay *r, const char *system)
+{
+    char err[1024];
+    const struct config *c = r->cfg;
+    if (c->delivery_transactional_id && *c->delivery_transactional_id)
+        snprintf(r->txn_id, sizeof(r->txn_id), "%s", c->delivery_transactional_id);
+    else
+        snprintf(r->txn_id, sizeof(r->txn_id), "outboxd-%s-%s", system, c->pg_slot);
+    int rc = producer_txn_init(r->prod, r->txn_id, TXN_INIT_MS, err, sizeof(err));
+    if (rc == PRODUCER_TXN_FATAL) {
+        log_error("%s (transactional.id %s)", err, r->txn_id);
+        return STEP_FATAL;
+    }
+    if (rc != PRODUCER_TXN_OK) {
+        log_warn("%s (transactional.id %s): trying again", err, r->txn_id);
+        r->retry_cause = "kafka_unavailable";
+        return STEP_BROKEN;
+    }
+    log_info("kafka: transactional producer %s ready (exactly_once; an older instance "
+             "with this id is fenced)",
+             r->txn_id);
+    return STEP_OK;
+}
+
+/* The progress topic's record for r->txn_id, else the offset file's. */
+static enum step read_stored(struct relay *r, struct offset_state *out, int *have)
+{
+    char err[1024], a[LSN_STRLEN];
+    const struct config *c = r->cfg;
+    if (progress_topic_ensure(c, c->delivery_progress_topic, TXN_WAIT_MS, err,
+                              sizeof(err)) != 0 ||
+        (*have = progress_read(c, c->delivery_progress_topic, r->txn_id,
+                               2 * txn_timeout_ms(r), out, err, sizeof(err))) < 0) {
+        log_warn("%s: trying again", err);
+        r->retry_cause = "kafka_unavailable";
+        return STEP_BROKEN;
+    }
+    if (*have) {
+        log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(out->lsn, a)}),
+               "the progress topic %s holds %s for %s", c->delivery_progress_topic, a,
+               r->txn_id);
+        return STEP_OK;
+    }
+    *have = offset_read(c->offsets_file, out, err, sizeof(err));
+    if (*have < 0) {
+        log_error("%s", err);
+        return STEP_USAGE;
+    }
+    log_info("the progress topic %s has no record for %s: the position comes from the "
+             "offset file %s (%s)",
+             c->delivery_progress_topic, r->txn_id, c->offsets_file,
+             *have ? "present" : "absent");
+    return STEP_OK;
+}
+
+enum step relaytxn_position(void *relay, const char *system, struct offset_state *out,
+                            int *have)
+{
+    struct relay *r = relay;
+    if (r->kt.have_committed) { /* a restart after an abort: what committed */
+        *out = r->kt.committed;
+        *have = 1;
+        return STEP_OK;
+    }
+    enum step rc = init_producer(r, system);
+    return rc == STEP_OK ? read_stored(r, out, have) : rc;
+}
+
+void relaytxn_started(struct relay *r, const struct offset_state *identity, lsn_t start,
+                      const struct tracker_progress *progress)
+{
+    struct tracker_progress none = {0, 0};
+    struct offset_state pos =
+        ktxn_position(identity, start, progress != NULL, progress ? *progress : none);
+    ktxn_started(&r->kt, &pos, clock_mono_ms());
+}
+
+bool relaytxn_on_delivery(struct relay *r, const struct delivery_report *dr)
+{
+    if (r->txn_discard) return false; /* an aborted transaction's */
+    if (!dr->err) return true;
+    if (producer_err_is_poison(dr->err) && !producer_err_is_missing_topic(dr->err) &&
+        !r->txn_refused) {
+        r->txn_refused = true;
+        log_error("kafka: the broker refused event %.*s of transaction %.*s on %s: %s (%s). "
+                  "In exactly_once a refused message fails its Kafka transaction, so it "
+                  "cannot be dead-lettered: fix the cause (e.g. message.max.bytes) and "
+                  "restart; nothing after the last committed transaction is confirmed",
+                  (int)dr->event_id.len, dr->event_id.data, (int)dr->commit_lsn.len,
+                  dr->commit_lsn.data, dr->topic, producer_err_name(dr->err),
+                  dr->reason ? dr->reason : "");
+    } else if (!r->txn_broken) {
+        snprintf(r->stream_err, sizeof(r->stream_err),
+                 "kafka: a delivery failed in the open transaction (%s: %s)",
+                 producer_err_name(dr->err), dr->reason ? dr->reason : "");
+        r->txn_broken = true;
+    }
+    return false;
+}
+
+void relaytxn_sent(struct relay *r)
+{
+    ktxn_sent(&r->kt, clock_mono_ms());
+}
+
+bool relaytxn_holds_stream(const struct relay *r)
+{
+    return relaytxn_on(r) && r->kt.committing;
+}
+
+/* Commits the open transaction (or a progress-only one) with the position
+ * every reported event completes. */
+static enum step commit(struct relay *r)
+{
+    char err[1024], text[1024], a[LSN_STRLEN];
+    struct tracker_progress p = {0, 0};
+    bool has = changes_progress(&r->chg, &p);
+    struct offset_state pos =
+        ktxn_position(&r->confirm.identity, tracker_flush_lsn(r->trk), has, p);
+    if (!offset_format(&pos, text, sizeof(text))) {
+        log_error("the progress record does not fit %zu bytes", sizeof(text));
+        return STEP_FATAL;
+    }
+    uint64_t events = r->kt.events;
+    int rc = producer_txn_commit(r->prod, r->cfg->delivery_progress_topic, r->txn_id, text,
+                                 TXN_WAIT_MS, err, sizeof(err));
+    if (rc == PRODUCER_TXN_FATAL) {
+        log_error("%s: stopping. If another outboxd with transactional.id %s started, it "
+                  "fenced this one and continues from the last committed position",
+                  err, r->txn_id);
+        return STEP_FATAL;
+    }
+    if (rc != PRODUCER_TXN_OK) {
+        snprintf(r->stream_err, sizeof(r->stream_err), "%.500s", err);
+        log_warn("%s", err);
+        return STEP_BROKEN;
+    }
+    ktxn_committed(&r->kt, &pos, clock_mono_ms());
+    log_kv(LOG_DEBUG, LOG_FIELDS({"lsn", lsn_format(pos.lsn, a)}),
+           "kafka transaction committed: %llu messages, position %s%s",
+           (unsigned long long)events, a, pos.has_progress ? " (inside a transaction)" : "");
+    return STEP_OK;
+}
+
+enum step relaytxn_turn(struct relay *r)
+{
+    if (!relaytxn_on(r)) return STEP_OK;
+    if (r->txn_refused) return STEP_FATAL;
+    if (r->txn_broken) return STEP_BROKEN;
+    if (!r->kt.committing) {
+        if (!ktxn_due(&r->kt, tracker_flush_lsn(r->trk), clock_mono_ms())) return STEP_OK;
+        r->kt.committing = true;
+    }
+    if (producer_outq_len(r->prod) > 0 || changes_held(&r->chg)) return STEP_OK;
+    return commit(r);
+}
+
+void relaytxn_cap(const struct relay *r, struct confirm_view *v)
+{
+    const struct offset_state *c = &r->kt.committed;
+    if (!relaytxn_on(r) || !r->kt.have_committed) return;
+    v->idle = v->idle && v->acked <= c->lsn;
+    v->acked = c->lsn < v->acked ? c->lsn : v->acked;
+    v->has_progress = c->has_progress;
+    v->progress = (struct tracker_progress){c->txn_lsn, c->txn_acked};
+}
+
+/* Aborts the open transaction; its reports are served and dropped. */
+static enum step abort_open(struct relay *r, int wait_ms)
+{
+    char err[1024];
+    int rc = PRODUCER_TXN_OK;
+    r->txn_discard = true;
+    if (producer_txn_open(r->prod)) {
+        rc = producer_txn_abort(r->prod, wait_ms, err, sizeof(err));
+        if (rc != PRODUCER_TXN_OK) log_error("%s (transactional.id %s)", err, r->txn_id);
+    }
+    int64_t until = clock_mono_ms() + wait_ms;
+    while (producer_outq_len(r->prod) > 0 && clock_mono_ms() < until)
+        producer_poll(r->prod, 100);
+    producer_poll(r->prod, 0);
+    r->txn_discard = false;
+    ktxn_aborted(&r->kt);
+    return rc == PRODUCER_TXN_OK ? STEP_OK : STEP_FATAL;
+}
+
+enum step relaytxn_reset(struct relay *r)
+{
+    char a[LSN_STRLEN];
+    uint64_t events = r->kt.events;
+    enum step rc = abort_open(r, TXN_WAIT_MS);
+    r->txn_broken = false;
+    if (r->trk) changes_abort_open(&r->chg);
+    tracker_free(r->trk);
+    r->trk = NULL;
+    if (rc != STEP_OK) return rc;
+    log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(r->kt.committed.lsn, a)}),
+           "kafka transaction aborted (%llu messages; read_committed consumers never see "
+           "them): starting over from the committed position %s",
+           (unsigned long long)events, a);
+    return STEP_OK;
+}
+
+void relaytxn_finish(struct relay *r)
+{
+    if (!relaytxn_on(r) || !r->trk || producer_outq_len(r->prod) > 0 || r->txn_broken ||
+        r->txn_refused) {
+        if (relaytxn_on(r)) relaytxn_fail(r);
+        return;
+    }
+    if (!producer_txn_open(r->prod) && tracker_flush_lsn(r->trk) <= r->kt.committed.lsn)
+        return;
+    if (commit(r) != STEP_OK) relaytxn_fail(r);
+}
+
+void relaytxn_fail(struct relay *r)
+{
+    if (relaytxn_on(r) && producer_txn_open(r->prod)) abort_open(r, 5000);
+}

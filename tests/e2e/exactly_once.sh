@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# [delivery] mode = exactly_once on a real Kafka broker (E2E_KAFKA=real):
+#  1. a load of small transactions (every 10th rolled back) with kill -9 of
+#     outboxd three times and one SIGTERM: a read_committed consumer's dump
+#     has every committed event exactly once, in per-key order; a
+#     read_uncommitted dump of the same topics has more copies (the aborted
+#     transactions' copies exist: it is the transactions that remove
+#     them); `outboxd verify` is clean, `verify --isolation
+#     read_uncommitted` is not;
+#  2. the position is in the progress topic: with the offset file deleted,
+#     a restart resumes from the progress record and re-sends nothing;
+#  3. a zombie: instance A is stopped (SIGSTOP) in the middle of a Kafka
+#     transaction, its walsender is terminated, instance B takes the slot
+#     (fencing A) and streams; A, continued, must exit by itself without
+#     committing anything, and the dump stays exactly once.
+# Transactions are held open 2 s (txn_max_ms) so every kill lands inside one.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+e2e_init exactly_once
+[[ "${E2E_KAFKA:-mock}" == real ]] ||
+    fail "exactly_once.sh needs a real broker (E2E_KAFKA=real): the mock cluster does not " \
+        "check idempotent sequence numbers, so it cannot judge transactions"
+pg_start
+broker_start
+psql_q <<'SQL'
+CREATE PROCEDURE public.load(n int, keys int, per int, tag text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    i int;
+BEGIN
+    FOR i IN 1..n LOOP
+        INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+        SELECT gen_random_uuid(), 'Load', tag || '-' || ((i * per + j) % keys), i * per + j,
+               CASE WHEN i % 10 = 7 THEN 'RolledBack' ELSE 'Tick' END,
+               jsonb_build_object('i', i, 'j', j, 'tag', tag)
+        FROM generate_series(0, per - 1) AS j;
+        IF i % 10 = 7 THEN
+            ROLLBACK;
+        ELSE
+            COMMIT;
+        END IF;
+        PERFORM pg_sleep(0.003);
+    END LOOP;
+END $$;
+SQL
+EOS=(--set delivery.mode=exactly_once --set delivery.txn_max_ms=2000ms
+    --set postgres.retry_max_ms=1000)
+load_count() { psql_q "SELECT count(*) FROM public.outbox_events"; }
+read_uncommitted_dups() { # dump file: events with more than one copy
+    jq -r .headers.event_id "$1" | sort | uniq -d | wc -l
+}
+
+step "1: kill -9 three times and a SIGTERM under load"
+outboxd_start "${EOS[@]}"
+grep -q 'transactional producer outboxd-[0-9]*-outboxd ready' "$T/outboxd.log" ||
+    fail "no 'transactional producer ... ready' line: is exactly_once on?"
+e2e_bg psql_q "CALL public.load(2500, 16, 4, 'k')"
+LOAD_PID=$E2E_BG_PID
+for i in 1 2 3; do
+    sleep 3
+    info "committed events so far: $(load_count)"
+    outboxd_kill9
+    outboxd_start "${EOS[@]}"
+done
+sleep 2
+outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
+outboxd_start "${EOS[@]}"
+wait "$LOAD_PID" || fail "the load failed"
+info "load done: $(load_count) committed events"
+wait_caught_up 120
+check_delivery --exactly-once
+KDUMP_ARGS="-X isolation.level=read_uncommitted" kdump_all >"$T/uncommitted.jsonl"
+ROWS=$(load_count)
+UNCOMMITTED=$(wc -l <"$T/uncommitted.jsonl")
+DUPS=$(read_uncommitted_dups "$T/uncommitted.jsonl")
+info "read_committed: $(wc -l <"$T/check.dump.jsonl") messages for $ROWS rows;" \
+    "read_uncommitted: $UNCOMMITTED messages, $DUPS events with aborted copies"
+((DUPS > 0)) || fail "read_uncommitted shows no extra copy after 3 kills inside open" \
+    "transactions: the test would not notice transactions that remove nothing"
+"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${EOS[@]}" >"$T/verify.out" 2>&1 ||
+    { cat "$T/verify.out" >&2; fail "outboxd verify (read_committed) is not clean"; }
+rc=0
+"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${EOS[@]}" --isolation read_uncommitted \
+    >"$T/verify.unc.out" 2>&1 || rc=$?
+[[ $rc == 1 ]] || { cat "$T/verify.unc.out" >&2; fail "verify --isolation read_uncommitted" \
+    "exited $rc, expected 1 (the aborted copies are duplicates there)"; }
+grep -q 'result: FAILED' "$T/verify.unc.out" || fail "verify read_uncommitted printed no FAILED"
+UNC_DUPS=$(sed -n 's/^duplicates: *\([0-9]*\) extra copies.*/\1/p' "$T/verify.unc.out")
+((UNC_DUPS > 0)) || fail "verify read_uncommitted counts no duplicate"
+grep -q '^duplicates: *0 extra copies' "$T/verify.out" ||
+    fail "verify read_committed counts duplicates: $(grep '^duplicates' "$T/verify.out")"
+info "verify: read_committed 0 duplicates; read_uncommitted $UNC_DUPS extra copies (exit 1)"
+
+step "2: the position comes from the progress topic, not the file"
+outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
+BEFORE=$(wc -l <"$T/check.dump.jsonl")
+rm -f "$T/outboxd.offset"
+psql_q "CALL public.load(50, 16, 4, 'p')"
+outboxd_start "${EOS[@]}"
+grep "outboxd\[$OUTBOXD_PID\]" "$T/outboxd.log" | grep -q 'the progress topic outboxd.progress holds' ||
+    fail "the restart did not take its position from the progress topic"
+wait_caught_up 120
+check_delivery --exactly-once
+info "after the restart without an offset file: $(wc -l <"$T/check.dump.jsonl") messages" \
+    "(was $BEFORE), exactly once"
+
+step "3: a zombie instance is fenced"
+e2e_bg psql_q "CALL public.load(3000, 16, 4, 'z')"
+LOAD_PID=$E2E_BG_PID
+sleep 3
+A=$OUTBOXD_PID
+kill -STOP "$A"
+info "instance A (pid $A) stopped"
+psql_q "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'outboxd' AND active_pid IS NOT NULL" >/dev/null
+OUTBOXD_PID=
+for ((i = 0; i < 100; i++)); do
+    [[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = 'outboxd'")" == f ]] && break
+    sleep 0.1
+done
+outboxd_start "${EOS[@]}"
+B=$OUTBOXD_PID
+sleep 3
+kill -CONT "$A"
+info "instance A continued"
+for ((i = 0; i < 600; i++)); do
+    kill -0 "$A" 2>/dev/null || break
+    sleep 0.1
+done
+kill -0 "$A" 2>/dev/null && fail "the fenced instance A is still running 60 s after SIGCONT"
+rc=0
+wait "$A" || rc=$?
+((rc != 0)) || fail "the fenced instance A exited 0"
+info "instance A exited with status $rc"
+grep "outboxd\[$A\]" "$T/outboxd.log" | grep -E 'ERROR|FATAL' | grep -i 'fenced' >&2 ||
+    fail "no error line of A says it was fenced"
+wait "$LOAD_PID" || fail "the load failed"
+outboxd_assert_running
+wait_caught_up 120
+check_delivery --exactly-once
+if grep -q '"RolledBack"' "$T/check.dump.jsonl"; then fail "an event of a rolled-back transaction arrived"; fi
+info "B (pid $B) went on; $(load_count) rows, each delivered once"
+outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
+e2e_pass

@@ -1,0 +1,204 @@
+/*
+ * test_ktxn.c - exactly_once's transaction pacing and committed position
+ * (include/ktxn.h): when a Kafka transaction is due (events, time since
+ * its first event, idle progress-only commits), and the position a commit
+ * stores (flush LSN, the in-transaction count of a partly produced
+ * Postgres transaction).
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ktxn.h"
+
+static struct ktxn K;
+
+static struct offset_state at(lsn_t lsn)
+{
+    struct offset_state s = {.format = 2, .lsn = lsn, .has_identity = true, .timeline = 1};
+    strcpy(s.system, "7301234567890123456");
+    strcpy(s.slot, "outboxd");
+    return s;
+}
+
+START_TEST(test_nothing_sent_not_due_before_start)
+{
+    ktxn_init(&K, 100, 500);
+    /* No position yet (the stream has not started): never due. */
+    ck_assert(!ktxn_due(&K, 0x1000, 0));
+    ck_assert(!ktxn_due(&K, 0x1000, 1000000));
+}
+END_TEST
+
+START_TEST(test_due_on_event_count)
+{
+    ktxn_init(&K, 3, 100000);
+    struct offset_state p = at(0x100);
+    ktxn_started(&K, &p, 0);
+    ktxn_sent(&K, 10);
+    ktxn_sent(&K, 11);
+    ck_assert(!ktxn_due(&K, 0x100, 12));
+    ktxn_sent(&K, 12);
+    ck_assert_uint_eq(K.events, 3);
+    ck_assert(ktxn_due(&K, 0x100, 12));
+}
+END_TEST
+
+START_TEST(test_due_on_time_since_first_event)
+{
+    ktxn_init(&K, 1000, 100);
+    struct offset_state p = at(0x100);
+    ktxn_started(&K, &p, 0);
+    ktxn_sent(&K, 5000); /* the clock starts at the first event, not the commit */
+    ktxn_sent(&K, 5090);
+    ck_assert(!ktxn_due(&K, 0x100, 5099));
+    ck_assert(ktxn_due(&K, 0x100, 5100));
+}
+END_TEST
+
+START_TEST(test_idle_progress_only_commit)
+{
+    ktxn_init(&K, 1000, 100);
+    struct offset_state p = at(0x100);
+    ktxn_started(&K, &p, 0);
+    /* Flush has not moved: nothing to commit, however long. */
+    ck_assert(!ktxn_due(&K, 0x100, 100000));
+    /* Flush moved (keepalive, a transaction without outbox rows), but the
+     * last commit is recent. */
+    ck_assert(!ktxn_due(&K, 0x200, KTXN_IDLE_MS - 1));
+    ck_assert(ktxn_due(&K, 0x200, KTXN_IDLE_MS));
+    struct offset_state c = at(0x200);
+    ktxn_committed(&K, &c, 2000);
+    ck_assert_uint_eq(K.commits, 1);
+    ck_assert(!ktxn_due(&K, 0x200, 50000));
+    ck_assert(!ktxn_due(&K, 0x300, 2000 + KTXN_IDLE_MS - 1));
+    ck_assert(ktxn_due(&K, 0x300, 2000 + KTXN_IDLE_MS));
+}
+END_TEST
+
+START_TEST(test_commit_resets_the_open_transaction)
+{
+    ktxn_init(&K, 2, 100);
+    struct offset_state p = at(0x100);
+    ktxn_started(&K, &p, 0);
+    ktxn_sent(&K, 10);
+    ktxn_sent(&K, 10);
+    K.committing = true;
+    struct offset_state c = at(0x180);
+    ktxn_committed(&K, &c, 20);
+    ck_assert_uint_eq(K.events, 0);
+    ck_assert(!K.committing);
+    ck_assert(K.have_committed);
+    ck_assert_uint_eq(K.committed.lsn, 0x180);
+    ck_assert(!ktxn_due(&K, 0x180, 21));
+    /* The next transaction's clock starts at its own first event. */
+    ktxn_sent(&K, 500);
+    ck_assert(!ktxn_due(&K, 0x180, 599));
+    ck_assert(ktxn_due(&K, 0x180, 600));
+}
+END_TEST
+
+START_TEST(test_abort_keeps_the_committed_position)
+{
+    ktxn_init(&K, 10, 100);
+    struct offset_state p = at(0x100);
+    ktxn_started(&K, &p, 0);
+    ktxn_sent(&K, 1);
+    ktxn_sent(&K, 2);
+    K.committing = true;
+    ktxn_aborted(&K);
+    ck_assert_uint_eq(K.events, 0);
+    ck_assert(!K.committing);
+    ck_assert_uint_eq(K.aborts, 1);
+    ck_assert_uint_eq(K.commits, 0);
+    ck_assert_uint_eq(K.committed.lsn, 0x100); /* nothing of it counts */
+}
+END_TEST
+
+START_TEST(test_started_sets_committed)
+{
+    ktxn_init(&K, 10, 100);
+    ktxn_sent(&K, 1);
+    struct offset_state p = at(0x4000);
+    p.format = 3;
+    p.has_progress = true;
+    p.txn_lsn = 0x5000;
+    p.txn_acked = 7;
+    ktxn_started(&K, &p, 50);
+    ck_assert(K.have_committed);
+    ck_assert_uint_eq(K.events, 0);
+    ck_assert_uint_eq(K.committed.lsn, 0x4000);
+    ck_assert(K.committed.has_progress);
+    ck_assert_uint_eq(K.committed.txn_acked, 7);
+    ck_assert_uint_eq(K.commits, 0); /* a start is not a commit */
+}
+END_TEST
+
+START_TEST(test_position_whole_transactions)
+{
+    struct offset_state id = at(0x10);
+    struct tracker_progress none = {0};
+    struct offset_state pos = ktxn_position(&id, 0x2000, false, none);
+    ck_assert_int_eq(pos.format, 2);
+    ck_assert_uint_eq(pos.lsn, 0x2000);
+    ck_assert(!pos.has_progress);
+    ck_assert_uint_eq(pos.txn_lsn, 0);
+    ck_assert_uint_eq(pos.txn_acked, 0);
+    ck_assert_str_eq(pos.system, "7301234567890123456"); /* identity kept */
+    ck_assert_str_eq(pos.slot, "outboxd");
+    ck_assert(pos.has_identity);
+}
+END_TEST
+
+START_TEST(test_position_partial_transaction)
+{
+    struct offset_state id = at(0x10);
+    struct tracker_progress pr = {.txn_lsn = 0x3000, .acked = 42};
+    struct offset_state pos = ktxn_position(&id, 0x2000, true, pr);
+    ck_assert_int_eq(pos.format, 3);
+    ck_assert_uint_eq(pos.lsn, 0x2000);
+    ck_assert(pos.has_progress);
+    ck_assert_uint_eq(pos.txn_lsn, 0x3000);
+    ck_assert_uint_eq(pos.txn_acked, 42);
+}
+END_TEST
+
+START_TEST(test_position_progress_not_past_flush_is_dropped)
+{
+    struct offset_state id = at(0x10);
+    /* A count of zero events says nothing. */
+    struct tracker_progress zero = {.txn_lsn = 0x3000, .acked = 0};
+    struct offset_state pos = ktxn_position(&id, 0x2000, true, zero);
+    ck_assert(!pos.has_progress);
+    ck_assert_int_eq(pos.format, 2);
+    /* A transaction at or below flush is complete: no partial count. */
+    struct tracker_progress old = {.txn_lsn = 0x2000, .acked = 5};
+    pos = ktxn_position(&id, 0x2000, true, old);
+    ck_assert(!pos.has_progress);
+    ck_assert_uint_eq(pos.txn_acked, 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ktxn");
+    TCase *tp = tcase_create("pacing");
+    tcase_add_test(tp, test_nothing_sent_not_due_before_start);
+    tcase_add_test(tp, test_due_on_event_count);
+    tcase_add_test(tp, test_due_on_time_since_first_event);
+    tcase_add_test(tp, test_idle_progress_only_commit);
+    tcase_add_test(tp, test_commit_resets_the_open_transaction);
+    tcase_add_test(tp, test_abort_keeps_the_committed_position);
+    tcase_add_test(tp, test_started_sets_committed);
+    suite_add_tcase(s, tp);
+    TCase *tq = tcase_create("position");
+    tcase_add_test(tq, test_position_whole_transactions);
+    tcase_add_test(tq, test_position_partial_transaction);
+    tcase_add_test(tq, test_position_progress_not_past_flush_is_dropped);
+    suite_add_tcase(s, tq);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
