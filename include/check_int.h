@@ -150,6 +150,7 @@ void check_slot(struct ck *k);
 void check_kafka_config(struct ck *k, const char *what);
 void check_broker(struct ck *k);
 void check_topics(struct ck *k);
+void check_progress_topic(struct ck *k); /* [delivery] mode = exactly_once only */
 void check_kafka_free(struct ck *k);
 
 #endif

@@ -179,6 +179,25 @@ int producer_txn_init(struct producer *p, const char *txn_id, int timeout_ms, ch
 /* Whether a Kafka transaction is open (begun, not committed or aborted). */
 bool producer_txn_open(const struct producer *p);
 
+/* Whether a send since the last abort failed because the transaction did
+ * (begin_transaction refused, or _STATE: an abortable error): the event is
+ * not at fault, the transaction must be aborted and sent again. */
+bool producer_txn_failed(const struct producer *p);
+
+/* Whether the transactional client exists (producer_txn_init() done). */
+bool producer_txn_ready(const struct producer *p);
+
+/* Whether the client's fatal error is one a new client would hit too:
+ * fenced by a newer instance with the same transactional.id, or not
+ * authorized. Other fatal errors (librdkafka's INVALID_TXN_STATE on an
+ * abort, for one) end only this client. */
+bool producer_txn_must_stop(struct producer *p);
+
+/* Purges and destroys the transactional client (its purged messages are
+ * reported first, with errors); producer_txn_init() makes a new one, whose
+ * init_transactions aborts what this one left open. */
+void producer_txn_discard(struct producer *p);
+
 /* Produces the progress record (key, value) to partition 0 of topic in
  * the open transaction (begun if none is) and commits it, waiting up to
  * timeout_ms. Call with every other message reported. */

@@ -12,6 +12,7 @@
 #ifndef OUTBOXD_PROGRESS_H
 #define OUTBOXD_PROGRESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -22,6 +23,22 @@
  * with a reason in err. Waits up to timeout_ms. */
 int progress_topic_ensure(const struct config *c, const char *topic, int timeout_ms,
                           char *err, size_t errlen);
+
+/* What the broker says about the progress topic (`outboxd check`, and
+ * the start-up's warning). */
+struct progress_topic_info {
+    bool exists;
+    char policy[64];      /* exists: its cleanup.policy */
+    bool compacted;       /* exists: the policy holds "compact" */
+    bool can_create;      /* !exists: a validate-only CreateTopics passed */
+    char create_err[512]; /* !exists && !can_create: the broker's reason */
+};
+
+/* Fills *out (DescribeConfigs of topic; when it does not exist, a
+ * CreateTopics with validate_only). Returns 0, or -1 with a reason in err
+ * (no answer within timeout_ms). */
+int progress_topic_describe(const struct config *c, const char *topic, int timeout_ms,
+                            struct progress_topic_info *out, char *err, size_t errlen);
 
 /* Reads partition 0 of topic up to its end and keeps the newest record of
  * key that a read_committed consumer sees. The end is the log end offset

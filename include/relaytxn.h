@@ -50,6 +50,15 @@ void relaytxn_started(struct relay *r, const struct offset_state *identity, lsn_
  * STEP_BROKEN), or, refused by the broker as poison, stops the relay. */
 bool relaytxn_on_delivery(struct relay *r, const struct delivery_report *dr);
 
+/* The transactional client hit a fatal error (err): STEP_FATAL when it was
+ * fenced or is not authorized, else it is replaced and STEP_BROKEN (the
+ * stream starts over from the committed position). */
+enum step relaytxn_fatal(struct relay *r, const char *err);
+
+/* A send found the open transaction failed (why: the producer's error):
+ * the next turn aborts it and streams again. */
+void relaytxn_failed(struct relay *r, const char *why);
+
 /* An event was produced. */
 void relaytxn_sent(struct relay *r);
 

@@ -184,6 +184,7 @@ static void run_logical(struct ck *k)
     check_slot(k);
     check_broker(k);
     check_topics(k);
+    check_progress_topic(k);
 }
 
 int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)

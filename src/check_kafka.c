@@ -15,6 +15,7 @@
 
 #include "grow.h"
 #include "kafkaconf.h"
+#include "progress.h"
 
 /* The Kafka side of one run. */
 struct ck_kafka {
@@ -407,4 +408,42 @@ void check_topics(struct ck *k)
     }
     topic_sort_free(&s);
     topics_free(&l);
+}
+
+/* ---- exactly_once: the progress topic ---- */
+
+/* The progress topic exists and is compacted, or the broker would create
+ * it. The transactional id's permission is not asked: only
+ * init_transactions proves it, and that would fence a running outboxd. */
+void check_progress_topic(struct ck *k)
+{
+    const char *what = "progress topic";
+    const struct config *c = k->cfg;
+    const char *t = c->delivery_progress_topic;
+    char err[1024];
+    struct progress_topic_info info;
+    if (c->delivery_mode != DELIVERY_EXACTLY_ONCE) return;
+    if (!k->kafka) return ck_skip(k, what, "the [kafka] configuration is not valid");
+    if (!k->kafka->broker_ok) return ck_skip(k, what, "the broker did not answer");
+    if (progress_topic_describe(c, t, CHECK_DESCRIBE_TIMEOUT_MS, &info, err, sizeof(err)) != 0)
+        return ck_report(k, CHECK_FAIL, what,
+                         "let the principal describe the topic's configuration "
+                         "(DESCRIBE_CONFIGS on the topic)",
+                         "%s", err);
+    if (info.exists && !info.compacted)
+        return ck_report(k, CHECK_FAIL, what,
+                         "set cleanup.policy=compact on it (kafka-configs.sh --alter "
+                         "--entity-type topics --add-config cleanup.policy=compact)",
+                         "%s has cleanup.policy=%s: retention would delete the newest "
+                         "committed position of an idle relay",
+                         t, info.policy[0] ? info.policy : "(not reported)");
+    if (!info.exists && !info.can_create)
+        return ck_report(k, CHECK_FAIL, what,
+                         "create it (1 partition, cleanup.policy=compact) or grant CREATE",
+                         "%s does not exist and the broker would not create it: %s", t,
+                         info.create_err);
+    ck_report(k, CHECK_OK, what, NULL,
+              "%s %s; the transactional id's WRITE permission is proven when outboxd "
+              "starts (init_transactions here would fence a running instance)",
+              t, info.exists ? "exists, compacted" : "does not exist yet and will be created");
 }

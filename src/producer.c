@@ -67,6 +67,7 @@ struct producer {
     /* exactly_once (producer_txn_init()): */
     char *txn_id;  /* owned; NULL: not transactional */
     bool txn_open; /* begin_transaction() done, not committed or aborted since */
+    bool txn_failed; /* a send found the transaction failed: abort it */
 };
 
 /* Where the top-level "brokers" object of a statistics JSON starts, or
@@ -384,6 +385,41 @@ bool producer_txn_open(const struct producer *p)
     return p->txn_open;
 }
 
+bool producer_txn_failed(const struct producer *p)
+{
+    return p->txn_failed;
+}
+
+bool producer_txn_ready(const struct producer *p)
+{
+    return p->rk != NULL;
+}
+
+bool producer_txn_must_stop(struct producer *p)
+{
+    if (!p->rk) return false;
+    switch (rd_kafka_fatal_error(p->rk, NULL, 0)) {
+    case RD_KAFKA_RESP_ERR__FENCED:
+    case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
+    case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
+    case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+        return true;
+    default:
+        return false;
+    }
+}
+
+void producer_txn_discard(struct producer *p)
+{
+    if (p->rk) {
+        rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_poll(p->rk, 0); /* the purged messages' reports */
+    }
+    close_rk(p);
+    p->txn_open = p->txn_failed = false;
+}
+
 int producer_txn_commit(struct producer *p, const char *topic, const char *key,
                         const char *value, int timeout_ms, char *err, size_t errlen)
 {
@@ -408,10 +444,13 @@ int producer_txn_commit(struct producer *p, const char *topic, const char *key,
 
 int producer_txn_abort(struct producer *p, int timeout_ms, char *err, size_t errlen)
 {
-    if (!p->rk || !p->txn_open) return PRODUCER_TXN_OK;
+    if (!p->rk || !p->txn_open) {
+        p->txn_failed = false;
+        return PRODUCER_TXN_OK;
+    }
     int r = txn_result(rd_kafka_abort_transaction(p->rk, timeout_ms), "abort_transaction",
                        err, errlen);
-    if (r == PRODUCER_TXN_OK) p->txn_open = false;
+    if (r == PRODUCER_TXN_OK) p->txn_open = p->txn_failed = false;
     return r;
 }
 
@@ -529,8 +568,10 @@ int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t ta
                  ev->topic, value_len, p->queue_max_bytes / 1024, p->queue_max_bytes);
         return PRODUCER_ERROR;
     }
-    if (p->txn_id && !p->txn_open && begin_txn(p, kafka_err, err, errlen) != 0)
+    if (p->txn_id && !p->txn_open && begin_txn(p, kafka_err, err, errlen) != 0) {
+        p->txn_failed = true;
         return PRODUCER_ERROR;
+    }
     rd_kafka_topic_t *rkt;
     int th = topic_handle(p, ev->topic, &rkt, kafka_err, err, errlen);
     if (th != PRODUCER_OK) return th;
@@ -555,6 +596,10 @@ int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t ta
         return PRODUCER_ERROR;
     }
     *kafka_err = (int)rc;
+    /* In a transaction that failed (an abortable error, e.g. after a
+     * broker lost its state), every produce is refused with _STATE: the
+     * transaction's fault, not the event's. */
+    if (p->txn_id && rc == RD_KAFKA_RESP_ERR__STATE) p->txn_failed = true;
     snprintf(err, errlen, "produce to %s: %s", ev->topic, rd_kafka_err2str(rc));
     return PRODUCER_ERROR;
 }

@@ -62,8 +62,11 @@ static int create_result(rd_kafka_event_t *ev, const char *topic, char *err, siz
     return 0;
 }
 
-int progress_topic_ensure(const struct config *c, const char *topic, int timeout_ms,
-                          char *err, size_t errlen)
+/* CreateTopics of topic (1 partition, RF the broker's default,
+ * compacted); validate_only asks the broker whether it would. 0, or -1
+ * with the broker's reason in err. */
+static int create_topic(const struct config *c, const char *topic, int timeout_ms,
+                        bool validate_only, char *err, size_t errlen)
 {
     char why[512];
     rd_kafka_t *rk = open_reader(c, "read_uncommitted", err, errlen);
@@ -78,6 +81,7 @@ int progress_topic_ensure(const struct config *c, const char *topic, int timeout
     }
     rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
     rd_kafka_AdminOptions_set_request_timeout(o, timeout_ms, why, sizeof(why));
+    if (validate_only) rd_kafka_AdminOptions_set_validate_only(o, 1, why, sizeof(why));
     rd_kafka_CreateTopics(rk, &nt, 1, o, q);
     rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
     if (!ev) {
@@ -93,6 +97,79 @@ out:
     rd_kafka_queue_destroy(q);
     rd_kafka_destroy(rk);
     return rc;
+}
+
+int progress_topic_ensure(const struct config *c, const char *topic, int timeout_ms,
+                          char *err, size_t errlen)
+{
+    return create_topic(c, topic, timeout_ms, false, err, errlen);
+}
+
+/* The DescribeConfigs answer for topic: *exists, and its cleanup.policy. */
+static int describe_result(rd_kafka_event_t *ev, const char *topic,
+                           struct progress_topic_info *out, char *err, size_t errlen)
+{
+    if (rd_kafka_event_error(ev)) {
+        snprintf(err, errlen, "kafka: describe topic %s: %s", topic,
+                 rd_kafka_event_error_string(ev));
+        return -1;
+    }
+    size_t n, nconf;
+    const rd_kafka_ConfigResource_t **res = rd_kafka_DescribeConfigs_result_resources(
+        rd_kafka_event_DescribeConfigs_result(ev), &n);
+    if (n != 1) {
+        snprintf(err, errlen, "kafka: describe topic %s: %zu resources in the answer", topic,
+                 n);
+        return -1;
+    }
+    rd_kafka_resp_err_t e = rd_kafka_ConfigResource_error(res[0]);
+    if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return 0;
+    if (e) {
+        snprintf(err, errlen, "kafka: describe topic %s: %s", topic,
+                 rd_kafka_ConfigResource_error_string(res[0]));
+        return -1;
+    }
+    out->exists = true;
+    const rd_kafka_ConfigEntry_t **conf = rd_kafka_ConfigResource_configs(res[0], &nconf);
+    for (size_t i = 0; i < nconf; i++) {
+        const char *v = rd_kafka_ConfigEntry_value(conf[i]);
+        if (strcmp(rd_kafka_ConfigEntry_name(conf[i]), "cleanup.policy") != 0 || !v) continue;
+        snprintf(out->policy, sizeof(out->policy), "%s", v);
+        out->compacted = strstr(v, "compact") != NULL;
+    }
+    return 0;
+}
+
+int progress_topic_describe(const struct config *c, const char *topic, int timeout_ms,
+                            struct progress_topic_info *out, char *err, size_t errlen)
+{
+    char why[512];
+    memset(out, 0, sizeof(*out));
+    rd_kafka_t *rk = open_reader(c, "read_uncommitted", err, errlen);
+    if (!rk) return -1;
+    int rc = -1;
+    rd_kafka_ConfigResource_t *cr = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *o =
+        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    rd_kafka_AdminOptions_set_request_timeout(o, timeout_ms, why, sizeof(why));
+    rd_kafka_DescribeConfigs(rk, &cr, 1, o, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+    if (!ev) {
+        snprintf(err, errlen, "kafka: describe topic %s: no answer within %d ms", topic,
+                 timeout_ms);
+    } else {
+        rc = describe_result(ev, topic, out, err, errlen);
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_ConfigResource_destroy(cr);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+    if (rc != 0 || out->exists) return rc;
+    out->can_create = create_topic(c, topic, timeout_ms, true, out->create_err,
+                                   sizeof(out->create_err)) == 0;
+    return 0;
 }
 
 /* The log end offset of partition 0 (every record written, committed or

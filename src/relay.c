@@ -65,7 +65,14 @@ static int send_to_producer(void *ctx, const struct outbox_event *ev, uint64_t t
 {
     struct relay *r = ctx;
     int rc = producer_send(r->prod, ev, tag, kafka_err, err, errlen);
-    if (rc == PRODUCER_OK && relaytxn_on(r)) relaytxn_sent(r);
+    if (!relaytxn_on(r)) return rc;
+    if (rc == PRODUCER_OK) relaytxn_sent(r);
+    /* The transaction failed, not the event: held, and the turn aborts the
+     * transaction and streams again from the committed position. */
+    if (rc == PRODUCER_ERROR && producer_txn_failed(r->prod)) {
+        relaytxn_failed(r, err);
+        return PRODUCER_QUEUE_FULL;
+    }
     return rc;
 }
 

@@ -90,6 +90,7 @@ static enum step stream_health(struct relay *r)
         r->next_publish_ms = 0;
     }
     if (producer_fatal(r->prod, err, sizeof(err))) {
+        if (relaytxn_on(r)) return relaytxn_fatal(r, err);
         log_error("kafka producer failed: %s", err);
         return STEP_FATAL;
     }

@@ -6,7 +6,6 @@
 #include "relaytxn.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -22,20 +21,16 @@
 #define TXN_WAIT_MS 10000
 
 /* init_transactions at start: it waits for the broker to end an older
- * instance's transaction (fenced: aborted). */
-#define TXN_INIT_MS 60000
+ * instance's transaction (fenced: aborted), and for a transaction
+ * coordinator (none while its log's partition is below
+ * min.insync.replicas). The loop does not run meanwhile, so a stop waits
+ * for it: a failed attempt goes through the reconnect backoff and tries
+ * again, with a fresh client. */
+#define TXN_INIT_MS TXN_WAIT_MS
 
 bool relaytxn_on(const struct relay *r)
 {
     return r->cfg->delivery_mode == DELIVERY_EXACTLY_ONCE;
-}
-
-/* The transaction timeout as the producer runs it, in ms. */
-static int txn_timeout_ms(const struct relay *r)
-{
-    const char *t = config_kafka_get(r->cfg, "transaction.timeout.ms");
-    int ms = atoi(t ? t : PRODUCER_TXN_TIMEOUT_MS);
-    return ms > 0 ? ms : atoi(PRODUCER_TXN_TIMEOUT_MS);
 }
 
 /* Makes the transactional producer: r->txn_id from the configuration or
@@ -72,7 +67,7 @@ static enum step read_stored(struct relay *r, struct offset_state *out, int *hav
     if (progress_topic_ensure(c, c->delivery_progress_topic, TXN_WAIT_MS, err,
                               sizeof(err)) != 0 ||
         (*have = progress_read(c, c->delivery_progress_topic, r->txn_id,
-                               2 * txn_timeout_ms(r), out, err, sizeof(err))) < 0) {
+                               TXN_WAIT_MS, out, err, sizeof(err))) < 0) {
         log_warn("%s: trying again", err);
         r->retry_cause = "kafka_unavailable";
         return STEP_BROKEN;
@@ -100,9 +95,10 @@ enum step relaytxn_position(void *relay, const char *system, struct offset_state
 {
     struct relay *r = relay;
     if (r->kt.have_committed) { /* a restart after an abort: what committed */
+        enum step rc = producer_txn_ready(r->prod) ? STEP_OK : init_producer(r, system);
         *out = r->kt.committed;
         *have = 1;
-        return STEP_OK;
+        return rc;
     }
     enum step rc = init_producer(r, system);
     return rc == STEP_OK ? read_stored(r, out, have) : rc;
@@ -140,6 +136,14 @@ bool relaytxn_on_delivery(struct relay *r, const struct delivery_report *dr)
     return false;
 }
 
+void relaytxn_failed(struct relay *r, const char *why)
+{
+    if (r->txn_broken) return;
+    snprintf(r->stream_err, sizeof(r->stream_err),
+             "kafka: the open transaction failed (%.400s): aborting it", why);
+    r->txn_broken = true;
+}
+
 void relaytxn_sent(struct relay *r)
 {
     ktxn_sent(&r->kt, clock_mono_ms());
@@ -148,6 +152,37 @@ void relaytxn_sent(struct relay *r)
 bool relaytxn_holds_stream(const struct relay *r)
 {
     return relaytxn_on(r) && r->kt.committing;
+}
+
+/* After a fatal error of the transactional client (err): false when it was
+ * fenced or is not authorized (stop); else the client is replaced (a new
+ * one's init_transactions aborts what this one left open) and true. */
+static bool replace_failed_client(struct relay *r, const char *err)
+{
+    char a[LSN_STRLEN];
+    if (producer_txn_must_stop(r->prod)) return false;
+    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", lsn_format(r->kt.committed.lsn, a)}),
+           "%s: the transactional client %s failed for good; a new one aborts its open "
+           "transaction, and the stream starts over from the committed position %s",
+           err, r->txn_id, a);
+    r->txn_discard = true;
+    producer_txn_discard(r->prod);
+    r->txn_discard = false;
+    return true;
+}
+
+enum step relaytxn_fatal(struct relay *r, const char *err)
+{
+    if (replace_failed_client(r, err)) {
+        snprintf(r->stream_err, sizeof(r->stream_err), "kafka: the transactional client "
+                 "failed and was replaced");
+        r->retry_cause = "kafka_unavailable";
+        return STEP_BROKEN;
+    }
+    log_error("kafka producer failed: %s. If another outboxd with transactional.id %s "
+              "started, it fenced this one and continues from the last committed position",
+              err, r->txn_id);
+    return STEP_FATAL;
 }
 
 /* Commits the open transaction (or a progress-only one) with the position
@@ -166,12 +201,7 @@ static enum step commit(struct relay *r)
     uint64_t events = r->kt.events;
     int rc = producer_txn_commit(r->prod, r->cfg->delivery_progress_topic, r->txn_id, text,
                                  TXN_WAIT_MS, err, sizeof(err));
-    if (rc == PRODUCER_TXN_FATAL) {
-        log_error("%s: stopping. If another outboxd with transactional.id %s started, it "
-                  "fenced this one and continues from the last committed position",
-                  err, r->txn_id);
-        return STEP_FATAL;
-    }
+    if (rc == PRODUCER_TXN_FATAL) return relaytxn_fatal(r, err);
     if (rc != PRODUCER_TXN_OK) {
         snprintf(r->stream_err, sizeof(r->stream_err), "%.500s", err);
         log_warn("%s", err);
@@ -215,6 +245,7 @@ static enum step abort_open(struct relay *r, int wait_ms)
     r->txn_discard = true;
     if (producer_txn_open(r->prod)) {
         rc = producer_txn_abort(r->prod, wait_ms, err, sizeof(err));
+        if (rc == PRODUCER_TXN_FATAL && replace_failed_client(r, err)) rc = PRODUCER_TXN_OK;
         if (rc != PRODUCER_TXN_OK) log_error("%s (transactional.id %s)", err, r->txn_id);
     }
     int64_t until = clock_mono_ms() + wait_ms;

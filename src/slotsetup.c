@@ -224,9 +224,11 @@ static enum step prepare_stream(struct slot_setup *s)
     if (s->resume_inside) {
         s->resume_progress = (struct tracker_progress){file.txn_lsn, file.txn_acked};
         log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(file.txn_lsn, a)}),
-               "resuming inside transaction %s: the offset file says its first %llu events "
-               "were ACKed, so they are skipped, not produced again",
-               a, (unsigned long long)file.txn_acked);
+               "resuming inside transaction %s: the %s says its first %llu events "
+               "were %s, so they are skipped, not produced again",
+               a, s->position ? "stored position" : "offset file",
+               (unsigned long long)file.txn_acked,
+               s->position ? "committed to Kafka" : "ACKed");
     }
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
            "streaming slot \"%s\" from %s (%s %s, slot confirmed %s, server at %s, "

@@ -104,6 +104,28 @@ expect_line healthy_wal2json '^ok   slot "w2j": will be created at start'
 expect_line healthy_wal2json '^ok   offset file .*: not there yet'
 assert_sql "SELECT count(*) = 1 FROM pg_replication_slots" "no slot was left behind"
 
+# [delivery] mode = exactly_once: the progress topic (a real broker only:
+# the mock cluster answers neither DescribeConfigs nor a validate-only
+# CreateTopics as a broker does).
+if [[ "${E2E_KAFKA:-mock}" == real ]]; then
+    step "exactly_once: the progress topic"
+    run_check 0 eos_absent --set delivery.mode=exactly_once
+    all_ok eos_absent
+    expect_line eos_absent '^ok   progress topic: outboxd.progress does not exist yet and will be created; '
+    kcat -L -b "$KAFKA_BOOTSTRAP" -t outboxd.progress 2>/dev/null | grep -q 'partition 0' &&
+        fail "check created outboxd.progress (validate_only must create nothing)"
+    # A topic auto-created by a first message has the broker's default
+    # cleanup.policy, delete: refused.
+    echo x | kcat -P -b "$KAFKA_BOOTSTRAP" -t plain.progress 2>/dev/null ||
+        fail "kcat could not write plain.progress"
+    run_check 1 eos_plain --set delivery.mode=exactly_once --set delivery.progress_topic=plain.progress
+    one_fail eos_plain
+    expect_line eos_plain '^FAIL progress topic: plain.progress has cleanup.policy=delete: retention would delete the newest committed position of an idle relay; set cleanup.policy=compact on it'
+    run_check 0 eos_alo
+    grep -q 'progress topic' "$T/c.eos_alo.out" && fail "at_least_once printed a progress topic line"
+    info "ok: no progress topic line in at_least_once"
+fi
+
 step "a topic that does not exist yet: a warning"
 psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
         VALUES (gen_random_uuid(), 'Fresh', 'f-1', 'Created', '{}')"

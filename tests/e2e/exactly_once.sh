@@ -12,7 +12,16 @@
 #  3. a zombie: instance A is stopped (SIGSTOP) in the middle of a Kafka
 #     transaction, its walsender is terminated, instance B takes the slot
 #     (fencing A) and streams; A, continued, must exit by itself without
-#     committing anything, and the dump stays exactly once.
+#     committing anything, and the dump stays exactly once;
+#  4. one 40,000-event Postgres transaction spans several Kafka transactions
+#     (txn_max_events 5000): outboxd is killed -9 after one of them
+#     committed inside it; the restart resumes inside that transaction
+#     from the progress record's count, and the dump stays exactly once;
+#  5. with [errors] policy = dlq, a row that cannot be mapped goes to the
+#     dead-letter topic in the same Kafka transaction as its neighbours: a
+#     kill -9 inside that transaction leaves one read_committed copy of the
+#     dead letter (and an aborted one read_uncommitted); verify counts it
+#     dead-lettered, nothing missing, no duplicate.
 # Transactions are held open 2 s (txn_max_ms) so every kill lands inside one.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init exactly_once
@@ -90,6 +99,10 @@ grep -q '^duplicates: *0 extra copies' "$T/verify.out" ||
     fail "verify read_committed counts duplicates: $(grep '^duplicates' "$T/verify.out")"
 info "verify: read_committed 0 duplicates; read_uncommitted $UNC_DUPS extra copies (exit 1)"
 
+"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${EOS[@]}" >"$T/check.out" 2>&1 || true
+grep -E '^ok   progress topic: outboxd.progress exists, compacted; ' "$T/check.out" >&2 ||
+    { cat "$T/check.out" >&2; fail "outboxd check does not say the progress topic exists, compacted"; }
+
 step "2: the position comes from the progress topic, not the file"
 outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
 BEFORE=$(wc -l <"$T/check.dump.jsonl")
@@ -139,4 +152,67 @@ check_delivery --exactly-once
 if grep -q '"RolledBack"' "$T/check.dump.jsonl"; then fail "an event of a rolled-back transaction arrived"; fi
 info "B (pid $B) went on; $(load_count) rows, each delivered once"
 outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
+
+step "4: a kill -9 inside a transaction that spans several Kafka transactions"
+BIG=(--set delivery.txn_max_events=5000)
+outboxd_start "${EOS[@]}" "${BIG[@]}"
+e2e_bg psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+    SELECT gen_random_uuid(), 'Load', 'big-' || (g % 16), g, 'Tick', jsonb_build_object('g', g)
+    FROM generate_series(1, 40000) AS g"
+BIG_PID=$E2E_BG_PID
+for ((i = 0; i < 600; i++)); do
+    grep "outboxd\[$OUTBOXD_PID\]" "$T/outboxd.log" | grep -q 'committed: .*(inside a transaction)' && break
+    sleep 0.1
+done
+grep "outboxd\[$OUTBOXD_PID\]" "$T/outboxd.log" | grep 'committed: .*(inside a transaction)' | head -n 1 >&2 ||
+    fail "no Kafka transaction committed inside the 40,000-event transaction within 60 s"
+outboxd_kill9
+wait "$BIG_PID" || fail "the 40,000-event insert failed"
+outboxd_start "${EOS[@]}" "${BIG[@]}"
+grep "outboxd\[$OUTBOXD_PID\]" "$T/outboxd.log" | grep -E 'resuming inside transaction [0-9A-F/]+: the stored position says its first [0-9]+ events' >&2 ||
+    fail "the restart did not resume inside the transaction"
+wait_caught_up 180
+check_delivery --exactly-once
+info "$(load_count) rows, each delivered once after a kill -9 inside a 40,000-event transaction"
+outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
+
+step "5: a dead letter in the same Kafka transaction"
+# Held open 8 s here, so the kill lands once the dead letter is written
+# and before its transaction commits.
+DLQ=(--set errors.policy=dlq --set delivery.txn_max_ms=8s)
+dlq_copies() { # ISOLATION [TIMEOUT_MS]: copies of the dead letter in outbox.dlq
+    "$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.dlq \
+        --timeout-ms "${2:-60000}" -X "isolation.level=$1" 2>/dev/null |
+        jq -r 'select(.headers.event_id == "00000000-0000-4000-8000-00000000d1e0") | .offset' | wc -l
+}
+outboxd_start "${EOS[@]}" "${DLQ[@]}"
+psql_q <<'SQL'
+BEGIN;
+INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+VALUES (gen_random_uuid(), 'Load', 'dlq-0', 1, 'Tick', '{"dlq": 1}'),
+       ('00000000-0000-4000-8000-00000000d1e0', 'Bad Type!', 'dlq-0', 2, 'Bad', '{"dlq": 2}'),
+       (gen_random_uuid(), 'Load', 'dlq-0', 3, 'Tick', '{"dlq": 3}');
+COMMIT;
+SQL
+for ((i = 0; i < 20; i++)); do
+    (($(dlq_copies read_uncommitted 2000) >= 1)) && break
+    sleep 0.2
+done
+(($(dlq_copies read_committed 2000) == 0)) ||
+    fail "the dead letter is visible read_committed before its transaction committed"
+outboxd_kill9
+outboxd_start "${EOS[@]}" "${DLQ[@]}"
+wait_caught_up 120
+outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expected 0"
+assert_eq 1 "$(dlq_copies read_committed)" "read_committed copies of the dead letter"
+UNC=$(dlq_copies read_uncommitted)
+((UNC >= 2)) || fail "read_uncommitted shows $UNC copies of the dead letter: the kill did not" \
+    "land inside its Kafka transaction, so this step proves nothing"
+"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${EOS[@]}" "${DLQ[@]}" --json \
+    >"$T/verify.dlq.json" 2>"$T/verify.dlq.err" ||
+    { cat "$T/verify.dlq.json" "$T/verify.dlq.err" >&2; fail "verify is not clean after the dead letter"; }
+assert_eq 1 "$(jq -r .dead_lettered "$T/verify.dlq.json")" "verify dead_lettered"
+assert_eq 0 "$(jq -r .missing "$T/verify.dlq.json")" "verify missing"
+assert_eq 0 "$(jq -r .duplicates "$T/verify.dlq.json")" "verify duplicates"
+info "the dead letter: 1 copy read_committed, $UNC read_uncommitted; verify clean"
 e2e_pass
