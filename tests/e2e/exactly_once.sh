@@ -30,27 +30,7 @@ e2e_init exactly_once
         "check idempotent sequence numbers, so it cannot judge transactions"
 pg_start
 broker_start
-psql_q <<'SQL'
-CREATE PROCEDURE public.load(n int, keys int, per int, tag text)
-LANGUAGE plpgsql AS $$
-DECLARE
-    i int;
-BEGIN
-    FOR i IN 1..n LOOP
-        INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
-        SELECT gen_random_uuid(), 'Load', tag || '-' || ((i * per + j) % keys), i * per + j,
-               CASE WHEN i % 10 = 7 THEN 'RolledBack' ELSE 'Tick' END,
-               jsonb_build_object('i', i, 'j', j, 'tag', tag)
-        FROM generate_series(0, per - 1) AS j;
-        IF i % 10 = 7 THEN
-            ROLLBACK;
-        ELSE
-            COMMIT;
-        END IF;
-        PERFORM pg_sleep(0.003);
-    END LOOP;
-END $$;
-SQL
+create_load_procedure
 EOS=(--set delivery.mode=exactly_once --set delivery.txn_max_ms=2000ms
     --set postgres.retry_max_ms=1000)
 load_count() { psql_q "SELECT count(*) FROM public.outbox_events"; }
@@ -134,13 +114,8 @@ B=$OUTBOXD_PID
 sleep 3
 kill -CONT "$A"
 info "instance A continued"
-for ((i = 0; i < 600; i++)); do
-    kill -0 "$A" 2>/dev/null || break
-    sleep 0.1
-done
-kill -0 "$A" 2>/dev/null && fail "the fenced instance A is still running 60 s after SIGCONT"
-rc=0
-wait "$A" || rc=$?
+pid_wait_exit "$A" 60
+rc=$EXIT_RC
 ((rc != 0)) || fail "the fenced instance A exited 0"
 info "instance A exited with status $rc"
 grep "outboxd\[$A\]" "$T/outboxd.log" | grep -E 'ERROR|FATAL' | grep -i 'fenced' >&2 ||

@@ -411,6 +411,34 @@ pg_libdir_without_wal2json() {
     [[ -e "$T/libdir/pgoutput.so" ]] || fail "pgoutput.so not found in $libdir"
 }
 
+# create_load_procedure: public.load(n, keys, per, tag) commits n
+# transactions of per events over keys keys (aggregate ids tag-0 ...);
+# versions grow with commit order (one writer); every 10th transaction
+# (i % 10 = 7) rolls back, its events typed RolledBack.
+create_load_procedure() {
+    psql_q <<'SQL'
+CREATE PROCEDURE public.load(n int, keys int, per int, tag text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    i int;
+BEGIN
+    FOR i IN 1..n LOOP
+        INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+        SELECT gen_random_uuid(), 'Load', tag || '-' || ((i * per + j) % keys), i * per + j,
+               CASE WHEN i % 10 = 7 THEN 'RolledBack' ELSE 'Tick' END,
+               jsonb_build_object('i', i, 'j', j, 'tag', tag)
+        FROM generate_series(0, per - 1) AS j;
+        IF i % 10 = 7 THEN
+            ROLLBACK;
+        ELSE
+            COMMIT;
+        END IF;
+        PERFORM pg_sleep(0.003);
+    END LOOP;
+END $$;
+SQL
+}
+
 create_other_table() {
     psql_q "CREATE TABLE public.other (id bigserial PRIMARY KEY, note text, at timestamptz DEFAULT now())"
 }
@@ -712,17 +740,24 @@ metric_value() {
     http_get /metrics | awk -v k="$1" '$1 == k { print $2; exit }'
 }
 
+# pid_wait_exit PID S: waits up to S seconds for PID (a child of this
+# shell) to exit by itself; fails if it is still running then. Sets EXIT_RC.
+pid_wait_exit() {
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$1" 2>/dev/null && fail "outboxd (pid $1) did not stop by itself within ${2}s"
+    EXIT_RC=0
+    wait "$1" || EXIT_RC=$?
+}
+
 # outboxd_wait_exit [S]: waits up to S (60) seconds for outboxd to exit by
 # itself; fails if it is still running then. Sets OUTBOXD_RC.
 outboxd_wait_exit() {
-    local i s=${1:-60}
-    for ((i = 0; i < s * 10; i++)); do
-        kill -0 "$OUTBOXD_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$OUTBOXD_PID" 2>/dev/null && fail "outboxd did not stop by itself within ${s}s"
-    OUTBOXD_RC=0
-    wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
+    pid_wait_exit "$OUTBOXD_PID" "${1:-60}"
+    OUTBOXD_RC=$EXIT_RC
     OUTBOXD_PID=
     info "outboxd exited with status $OUTBOXD_RC"
 }

@@ -10,29 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init restart
 pg_start
 broker_start
-psql_q <<'SQL'
--- Transactions of PER events over KEYS keys; versions grow with commit
--- order (one writer). Every 10th transaction rolls back.
-CREATE PROCEDURE public.load(n int, keys int, per int, tag text)
-LANGUAGE plpgsql AS $$
-DECLARE
-    i int;
-BEGIN
-    FOR i IN 1..n LOOP
-        INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
-        SELECT gen_random_uuid(), 'Load', tag || '-' || ((i * per + j) % keys), i * per + j,
-               CASE WHEN i % 10 = 7 THEN 'RolledBack' ELSE 'Tick' END,
-               jsonb_build_object('i', i, 'j', j, 'tag', tag)
-        FROM generate_series(0, per - 1) AS j;
-        IF i % 10 = 7 THEN
-            ROLLBACK;
-        ELSE
-            COMMIT;
-        END IF;
-        PERFORM pg_sleep(0.003);
-    END LOOP;
-END $$;
-SQL
+create_load_procedure
 outboxd_start
 
 load_bg() { # TAG: starts the load in the background
