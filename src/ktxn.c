@@ -49,11 +49,7 @@ void ktxn_started(struct ktxn *k, const struct offset_state *pos, int64_t now_ms
 
 void ktxn_committed(struct ktxn *k, const struct offset_state *pos, int64_t now_ms)
 {
-    k->committed = *pos;
-    k->have_committed = true;
-    k->events = 0;
-    k->committing = false;
-    k->last_commit_ms = now_ms;
+    ktxn_started(k, pos, now_ms); /* the same state, and one commit more */
     k->commits++;
 }
 
