@@ -517,5 +517,6 @@ out:
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     free(topics);
+    free(excluded);
     return rc;
 }
