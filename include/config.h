@@ -25,6 +25,9 @@ enum { SOURCE_LOGICAL = 0, SOURCE_POLLING = 1 };
 /* [delivery] mode. */
 enum { DELIVERY_AT_LEAST_ONCE = 0, DELIVERY_EXACTLY_ONCE = 1 };
 
+/* [outbox] preset: whose table and message layout the defaults follow. */
+enum { OUTBOX_PRESET_OUTBOXD = 0, OUTBOX_PRESET_DEBEZIUM = 1 };
+
 /* Where a key's value came from (outboxd config prints it). */
 enum config_source {
     CONFIG_SRC_DEFAULT = 0,
@@ -32,6 +35,7 @@ enum config_source {
     CONFIG_SRC_ENV,
     CONFIG_SRC_SET,
     CONFIG_SRC_SECRET_FILE, /* read from password_file / sasl.password_file */
+    CONFIG_SRC_PRESET,      /* [outbox] preset's value for a key not set otherwise */
 };
 
 /* "default", "file", "environment", "--set", "secret file". */
@@ -96,9 +100,12 @@ struct config {
     int pg_monitor_interval_ms;   /* slot lag / wal_status query period */
 
     /* [outbox] */
+    int outbox_preset; /* OUTBOX_PRESET_*: sets the defaults of the keys below */
     char *outbox_table;
     char *outbox_topic;
     char *outbox_columns[OC__COUNT];
+    char *outbox_headers;   /* FIELD[:NAME], ... (outbox_map_set_headers()) */
+    char *outbox_placement; /* COLUMN:header[:NAME], ...; NULL: none */
 
     /* [kafka]: in order of first appearance; later sets replace values. */
     struct kv *kafka;
@@ -143,6 +150,11 @@ struct config {
 };
 
 /* Fills c with the built-in defaults. Returns 0, -1 on out of memory. */
+/* Builds the outbox map the [outbox] section describes (table, columns,
+ * topic template, headers) into m. 0, or -1 with the reason in err. The
+ * caller frees m with outbox_map_free(). */
+int config_outbox_map(const struct config *c, struct outbox_map *m, char *err, size_t errlen);
+
 int config_init(struct config *c);
 void config_free(struct config *c);
 

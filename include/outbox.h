@@ -52,10 +52,12 @@ struct slice {
     size_t len;
 };
 
-/* Headers of a normal record (event_id, event_type, aggregate_type,
- * aggregate_id, aggregate_version, commit_lsn), and of a dead-letter record:
- * those plus up to OUTBOX_DLQ_HEADERS of its own (outbox_dlq_headers()). */
-#define OUTBOX_ROW_HEADERS 6
+/* Headers of a normal record ([outbox] headers: by default event_id,
+ * event_type, aggregate_type, aggregate_id, aggregate_version, commit_lsn;
+ * then the header placements of [outbox] additional_placement), at most
+ * OUTBOX_ROW_HEADERS in all, and of a dead-letter record: those plus up to
+ * OUTBOX_DLQ_HEADERS of its own (outbox_dlq_headers()). */
+#define OUTBOX_ROW_HEADERS 16
 #define OUTBOX_DLQ_HEADERS 6
 #define OUTBOX_MAX_HEADERS (OUTBOX_ROW_HEADERS + OUTBOX_DLQ_HEADERS)
 #define OUTBOX_TOPIC_MAX 256
@@ -108,12 +110,28 @@ struct outbox_event {
 
 struct map_cache; /* column positions in the last relation layout seen */
 
+/* Where one header's value comes from: a mapped column (enum outbox_col),
+ * the commit LSN, or any other column of the table by name. */
+enum { OUTBOX_HS_COMMIT_LSN = OC__COUNT, OUTBOX_HS_COLUMN };
+
+struct outbox_hspec {
+    int source;   /* enum outbox_col, OUTBOX_HS_COMMIT_LSN or OUTBOX_HS_COLUMN */
+    char *column; /* OUTBOX_HS_COLUMN: the column's name; owned */
+    char *name;   /* the header's name; owned */
+};
+
+/* The [outbox] headers default: outboxd's own headers. */
+#define OUTBOX_HEADERS_DEFAULT                                                         \
+    "event_id, event_type, aggregate_type, aggregate_id, aggregate_version, commit_lsn"
+
 struct outbox_map {
     char *schema;                  /* owned */
     char *table;                   /* owned */
     char *columns[OC__COUNT];      /* owned */
     struct topic_template *topic; /* owned */
     struct map_cache *cache;       /* owned; filled on use */
+    struct outbox_hspec hspecs[OUTBOX_ROW_HEADERS]; /* the headers, in order */
+    int nhspecs;
 };
 
 /* Fills m from a "schema.table" (or "table", meaning public) name, the
@@ -123,6 +141,22 @@ int outbox_map_init(struct outbox_map *m, const char *table,
                     const char *const columns[OC__COUNT], const char *topic,
                     char *err, size_t errlen);
 void outbox_map_free(struct outbox_map *m);
+
+/*
+ * Sets the headers every record carries, replacing outbox_map_init()'s
+ * (OUTBOX_HEADERS_DEFAULT). headers: comma-separated FIELD[:NAME], FIELD
+ * one of event_id, event_type, aggregate_type, aggregate_id,
+ * aggregate_version (the mapped columns) or commit_lsn, NAME the header's
+ * name (default FIELD); "none" for no such header. placement: NULL, "", or
+ * Debezium's table.fields.additional.placement syntax, comma-separated
+ * COLUMN:header[:NAME]: any column of the table as a header (NAME default
+ * COLUMN); the envelope and partition placements are refused (err says
+ * why). A header whose value is NULL is left out. Returns 0, or -1 with
+ * the reason in err (m unchanged but for a partial list, freed by
+ * outbox_map_free()).
+ */
+int outbox_map_set_headers(struct outbox_map *m, const char *headers, const char *placement,
+                           char *err, size_t errlen);
 
 /* True when rel is the configured outbox table. */
 bool outbox_is_table(const struct outbox_map *m, const struct relation *rel);

@@ -58,8 +58,7 @@ static void check_config(struct ck *k)
     char err[1024];
     int mark = ck_begin(k);
 
-    if (outbox_map_init(&k->map, c->outbox_table, (const char *const *)c->outbox_columns,
-                        c->outbox_topic, err, sizeof(err)) == 0) {
+    if (config_outbox_map(c, &k->map, err, sizeof(err)) == 0) {
         k->map_ok = true;
         k->ntcols = check_template_columns(c->outbox_topic, k->tcols, MAX_TEMPLATE_COLUMNS);
         if (k->ntcols < 0) {
@@ -133,9 +132,7 @@ static void run_startup(struct ck *k)
 {
     const struct config *cfg = k->cfg;
     char err[1024];
-    k->map_ok = outbox_map_init(&k->map, cfg->outbox_table,
-                                (const char *const *)cfg->outbox_columns, cfg->outbox_topic,
-                                err, sizeof(err)) == 0;
+    k->map_ok = config_outbox_map(cfg, &k->map, err, sizeof(err)) == 0;
     if (k->map_ok) {
         k->ntcols =
             check_template_columns(cfg->outbox_topic, k->tcols, MAX_TEMPLATE_COLUMNS);

@@ -42,6 +42,7 @@ enum key_type {
     KT_DELIVERY,
     KT_DURATION, /* int64 milliseconds, the unit required */
     KT_PATH,     /* a string, NULL (unset) by default */
+    KT_PRESET,
 };
 
 struct key_def {
@@ -82,6 +83,8 @@ static const struct key_def key_defs[] = {
       "heartbeat message period (0: off, else at least 100 ms)"),
     K("postgres", "monitor_interval_ms", KT_MS, pg_monitor_interval_ms, "5000",
       "slot lag / wal_status query period (at least 100 ms)"),
+    K("outbox", "preset", KT_PRESET, outbox_preset, "outboxd",
+      "outboxd, or debezium: the Outbox Event Router's table and messages (the keys below)"),
     K("outbox", "table", KT_STRING, outbox_table, "public.outbox_events",
       "the outbox table (schema.table)"),
     K("outbox", "topic", KT_STRING, outbox_topic, "outbox.event.${aggregate_type}",
@@ -98,6 +101,10 @@ static const struct key_def key_defs[] = {
       "column of the event type (header event_type)"),
     K("outbox", "column.payload", KT_STRING, outbox_columns[OC_PAYLOAD], "payload",
       "column of the payload (the message value)"),
+    K("outbox", "headers", KT_STRING, outbox_headers, OUTBOX_HEADERS_DEFAULT,
+      "headers, FIELD[:NAME], ... (FIELD: a column.* key's name or commit_lsn), or none"),
+    K("outbox", "additional_placement", KT_PATH, outbox_placement, NULL,
+      "more columns as headers: COLUMN:header[:NAME], ... (Debezium's syntax)"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
       "offset file: the last position whose events were all ACKed"),
     K("delivery", "mode", KT_DELIVERY, delivery_mode, "at_least_once",
@@ -157,6 +164,7 @@ const char *config_source_name(enum config_source s)
     case CONFIG_SRC_ENV: return "environment";
     case CONFIG_SRC_SET: return "--set";
     case CONFIG_SRC_SECRET_FILE: return "secret file";
+    case CONFIG_SRC_PRESET: return "[outbox] preset";
     }
     return "?";
 }
@@ -531,6 +539,44 @@ static int parse_choice(const struct key_def *d, const char *value,
     return key_error(err, errlen, d, "\"%s\" is not one of %s", value, list);
 }
 
+/* [outbox] preset: the values it gives the keys it governs; outboxd's are
+ * the keys' own defaults (key_defs). */
+static const char *const presets[] = {"outboxd", "debezium"};
+static const char *const debezium_preset[][2] = {
+    {"table", "public.outbox"},
+    {"topic", "outbox.event.${aggregatetype}"},
+    {"column.event_id", "id"},
+    {"column.aggregate_type", "aggregatetype"},
+    {"column.aggregate_id", "aggregateid"},
+    {"column.event_type", "type"},
+    {"column.payload", "payload"},
+    {"headers", "event_id:id"},
+};
+#define NPRESET_KEYS (sizeof(debezium_preset) / sizeof(debezium_preset[0]))
+
+static int set_known(struct config *c, const struct key_def *d, const char *value,
+                     char *err, size_t errlen);
+
+/* Gives each [outbox] key the preset governs the preset's value, unless it
+ * was set by the file, the environment or --set (before or after the
+ * preset: a later set replaces it, and a later preset skips it). */
+static int apply_preset(struct config *c, int preset, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < NPRESET_KEYS; k++)
+        for (size_t i = 0; i < NKEYS; i++) {
+            const struct key_def *d = &key_defs[i];
+            if (strcmp(d->doc.section, "outbox") || strcmp(d->doc.key, debezium_preset[k][0]))
+                continue;
+            if (c->source[i] != CONFIG_SRC_DEFAULT && c->source[i] != CONFIG_SRC_PRESET) break;
+            const char *v = preset == OUTBOX_PRESET_DEBEZIUM ? debezium_preset[k][1] : d->doc.def;
+            if (set_known(c, d, v, err, errlen) != 0) return -1;
+            c->source[i] = preset == OUTBOX_PRESET_DEBEZIUM ? CONFIG_SRC_PRESET
+                                                            : CONFIG_SRC_DEFAULT;
+            break;
+        }
+    return 0;
+}
+
 /* The keys whose value is one of a few words, stored as an enum. */
 static int set_enum(struct config *c, const struct key_def *d, const char *value, char *err,
                     size_t errlen)
@@ -540,6 +586,10 @@ static int set_enum(struct config *c, const struct key_def *d, const char *value
     static const char *const deliveries[] = {"at_least_once", "exactly_once"};
     int i;
     switch (d->type) {
+    case KT_PRESET:
+        if ((i = parse_choice(d, value, presets, 2, err, errlen)) < 0) return -1;
+        c->outbox_preset = i;
+        return apply_preset(c, i, err, errlen);
     case KT_DELIVERY:
         if ((i = parse_choice(d, value, deliveries, 2, err, errlen)) < 0) return -1;
         c->delivery_mode = i == 1 ? DELIVERY_EXACTLY_ONCE : DELIVERY_AT_LEAST_ONCE;
@@ -637,6 +687,7 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
     switch (d->type) {
     case KT_MODE:
     case KT_DELIVERY:
+    case KT_PRESET:
     case KT_POLICY:
     case KT_LOGFORMAT:
     case KT_LOGLEVEL:
@@ -990,6 +1041,9 @@ int config_validate(const struct config *c, char *err, size_t errlen)
     }
     if (check_queue_fit(c, err, errlen) != 0 || check_in_flight(c, err, errlen) != 0)
         return -1;
+    struct outbox_map m; /* the table name, topic template and headers parse */
+    if (config_outbox_map(c, &m, err, errlen) != 0) return -1;
+    outbox_map_free(&m);
     if (c->delivery_mode == DELIVERY_EXACTLY_ONCE && c->source_mode == SOURCE_POLLING) {
         snprintf(err, errlen, "[delivery] mode = exactly_once needs [source] mode = logical: "
                  "the polling relay marks rows SENT, which no Kafka transaction can cover");
@@ -1114,6 +1168,23 @@ const char *config_key_value(const struct config *c, size_t i, char *out, size_t
         snprintf(out, outlen, "%s",
                  c->delivery_mode == DELIVERY_EXACTLY_ONCE ? "exactly_once" : "at_least_once");
         break;
+    case KT_PRESET:
+        snprintf(out, outlen, "%s", presets[c->outbox_preset == OUTBOX_PRESET_DEBEZIUM]);
+        break;
     }
     return out;
+}
+
+/* ---- the outbox map ------------------------------------------------------ */
+
+int config_outbox_map(const struct config *c, struct outbox_map *m, char *err, size_t errlen)
+{
+    if (outbox_map_init(m, c->outbox_table, (const char *const *)c->outbox_columns,
+                        c->outbox_topic, err, errlen) != 0)
+        return -1;
+    if (outbox_map_set_headers(m, c->outbox_headers, c->outbox_placement, err, errlen) != 0) {
+        outbox_map_free(m);
+        return -1;
+    }
+    return 0;
 }

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "str.h"
+
 static const char *const col_names[OC__COUNT] = {
     "event_id", "aggregate_type", "aggregate_id", "aggregate_version", "event_type",
     "payload",
@@ -153,6 +155,7 @@ struct map_cache {
     uint64_t layout_id;
     bool is_outbox;
     int col[OC__COUNT]; /* index in the relation, -1 when absent */
+    int hcol[OUTBOX_ROW_HEADERS]; /* the same for hspecs[i] of OUTBOX_HS_COLUMN */
     /* The last rendered topic that passed outbox_topic_valid(): most
      * events go to the topic the previous one went to, and comparing is
      * cheaper than checking every character again. */
@@ -174,6 +177,10 @@ static const struct map_cache *cache_for(const struct outbox_map *m,
     c->is_outbox =
         strcmp(rel->relname, m->table) == 0 && strcmp(rel->nspname, m->schema) == 0;
     for (int i = 0; i < OC__COUNT; i++) c->col[i] = column_index(rel, m->columns[i]);
+    for (int i = 0; i < m->nhspecs; i++)
+        c->hcol[i] = m->hspecs[i].source == OUTBOX_HS_COLUMN
+                         ? column_index(rel, m->hspecs[i].column)
+                         : -1;
     return c;
 }
 
@@ -199,6 +206,7 @@ int outbox_map_init(struct outbox_map *m, const char *table,
         if (!(m->columns[i] = strdup(columns[i]))) goto oom;
     if (!(m->cache = calloc(1, sizeof(*m->cache)))) goto oom;
     if (!(m->topic = topic_template_parse(topic, err, errlen))) goto fail;
+    if (outbox_map_set_headers(m, OUTBOX_HEADERS_DEFAULT, NULL, err, errlen) != 0) goto fail;
     return 0;
 oom:
     snprintf(err, errlen, "out of memory");
@@ -214,7 +222,139 @@ void outbox_map_free(struct outbox_map *m)
     for (int i = 0; i < OC__COUNT; i++) free(m->columns[i]);
     topic_template_free(m->topic);
     free(m->cache);
+    for (int i = 0; i < m->nhspecs; i++) {
+        free(m->hspecs[i].column);
+        free(m->hspecs[i].name);
+    }
     memset(m, 0, sizeof(*m));
+}
+
+/* ---- headers ------------------------------------------------------------ */
+
+static void hspecs_clear(struct outbox_map *m)
+{
+    for (int i = 0; i < m->nhspecs; i++) {
+        free(m->hspecs[i].column);
+        free(m->hspecs[i].name);
+    }
+    m->nhspecs = 0;
+    if (m->cache) m->cache->layout_id = 0; /* the column positions are stale */
+}
+
+/* Appends a header spec (column: NULL unless OUTBOX_HS_COLUMN); -1 with
+ * err when the list is full or memory runs out. */
+static int hspec_add(struct outbox_map *m, int source, const char *column, const char *name,
+                     char *err, size_t errlen)
+{
+    if (m->nhspecs == OUTBOX_ROW_HEADERS) {
+        snprintf(err, errlen, "more than %d headers", OUTBOX_ROW_HEADERS);
+        return -1;
+    }
+    struct outbox_hspec *h = &m->hspecs[m->nhspecs];
+    h->source = source;
+    h->column = column ? strdup(column) : NULL;
+    h->name = strdup(name);
+    if (!h->name || (column && !h->column)) {
+        free(h->column);
+        free(h->name);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    m->nhspecs++;
+    return 0;
+}
+
+/* "event_id" ... "payload", "commit_lsn": the source, or -1. */
+static int header_field(const char *name)
+{
+    for (int i = 0; i < OC__COUNT; i++)
+        if (strcmp(name, col_names[i]) == 0) return i;
+    return strcmp(name, "commit_lsn") == 0 ? OUTBOX_HS_COMMIT_LSN : -1;
+}
+
+/* [outbox] headers: FIELD[:NAME], ... or "none". */
+static int parse_headers(struct outbox_map *m, const char *list, char *err, size_t errlen)
+{
+    char item[160];
+    int n;
+    const char *p = list;
+    if (strcmp(list, "none") == 0) return 0;
+    while ((n = str_next_item(&p, item, sizeof(item))) != -1) {
+        if (n <= 0) {
+            snprintf(err, errlen, "[outbox] headers \"%s\": %s item", list,
+                     n == 0 ? "an empty" : "an over-long");
+            return -1;
+        }
+        char *name = strchr(item, ':');
+        if (name) *name++ = '\0';
+        int f = header_field(item);
+        if (f < 0 || f == OC_PAYLOAD) {
+            snprintf(err, errlen,
+                     "[outbox] headers: \"%s\" is not one of event_id, event_type, "
+                     "aggregate_type, aggregate_id, aggregate_version, commit_lsn (any other "
+                     "column: [outbox] additional_placement = COLUMN:header[:NAME])",
+                     item);
+            return -1;
+        }
+        if (name && !*name) {
+            snprintf(err, errlen, "[outbox] headers: \"%s:\" has an empty header name", item);
+            return -1;
+        }
+        if (hspec_add(m, f, NULL, name ? name : item, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
+/* [outbox] additional_placement: COLUMN:header[:NAME], ... (Debezium's
+ * table.fields.additional.placement). */
+static int parse_placement(struct outbox_map *m, const char *list, char *err, size_t errlen)
+{
+    char item[200];
+    int n;
+    const char *p = list;
+    while ((n = str_next_item(&p, item, sizeof(item))) != -1) {
+        char *where = n > 0 ? strchr(item, ':') : NULL;
+        if (!where || where == item) {
+            snprintf(err, errlen,
+                     "[outbox] additional_placement \"%s\": each item is "
+                     "COLUMN:header[:NAME]",
+                     list);
+            return -1;
+        }
+        *where++ = '\0';
+        char *name = strchr(where, ':');
+        if (name) *name++ = '\0';
+        if (strcmp(where, "envelope") == 0 || strcmp(where, "partition") == 0) {
+            snprintf(err, errlen,
+                     "[outbox] additional_placement %s:%s: the %s placement is not supported "
+                     "(%s); place the column in a header (%s:header)",
+                     item, where, where,
+                     where[0] == 'e' ? "outboxd sends the payload as it is, it does not wrap "
+                                       "it in an envelope"
+                                     : "the partition follows the key, so that one "
+                                       "aggregate's events stay in order",
+                     item);
+            return -1;
+        }
+        if (strcmp(where, "header") != 0 || (name && !*name)) {
+            snprintf(err, errlen,
+                     "[outbox] additional_placement %s:%s%s%s: expected COLUMN:header[:NAME]",
+                     item, where, name ? ":" : "", name ? name : "");
+            return -1;
+        }
+        if (hspec_add(m, OUTBOX_HS_COLUMN, item, name ? name : item, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int outbox_map_set_headers(struct outbox_map *m, const char *headers, const char *placement,
+                           char *err, size_t errlen)
+{
+    hspecs_clear(m);
+    if (parse_headers(m, headers, err, errlen) != 0) return -1;
+    if (placement && parse_placement(m, placement, err, errlen) != 0) return -1;
+    return 0;
 }
 
 bool outbox_is_table(const struct outbox_map *m, const struct relation *rel)
@@ -238,6 +378,24 @@ enum presence {
     OPTIONAL, /* may be missing from the table or NULL (aggregate_version) */
 };
 
+/* A row's value into out: 1 with a value, 0 NULL, -1 an unchanged-TOAST
+ * marker (the value is not in the stream). */
+static inline int take_value(const struct col_value *v, struct slice *out)
+{
+    switch (v->kind) {
+    case CV_TEXT:
+    case CV_BINARY:
+        out->data = v->data;
+        out->len = v->len;
+        return 1;
+    case CV_NULL:
+        return 0;
+    case CV_UNCHANGED:
+    default:
+        return -1;
+    }
+}
+
 /* Finds column c of the map in the row: 1 with a value, 0 absent (only
  * OPTIONAL columns may be) or NULL, -1 a schema fault (column missing, an
  * unchanged-TOAST marker) with err set. */
@@ -246,7 +404,7 @@ static inline int get_column(const struct outbox_map *m, const struct map_cache 
                       int nvalues, enum outbox_col c, enum presence presence,
                       struct slice *out, char *err, size_t errlen)
 {
-    int i = mc->col[c];
+    int i = mc->col[c], r;
     out->data = NULL;
     out->len = 0;
     if (i < 0 || i >= nvalues) {
@@ -255,20 +413,33 @@ static inline int get_column(const struct outbox_map *m, const struct map_cache 
                  col_names[c], rel->nspname, rel->relname);
         return -1;
     }
-    switch (values[i].kind) {
-    case CV_TEXT:
-    case CV_BINARY:
-        out->data = values[i].data;
-        out->len = values[i].len;
-        return 1;
-    case CV_NULL:
-        return 0;
-    case CV_UNCHANGED:
-    default:
+    if ((r = take_value(&values[i], out)) < 0)
         snprintf(err, errlen, "column \"%s\" (%s) arrived as an unchanged TOAST value",
                  m->columns[c], col_names[c]);
+    return r;
+}
+
+/* The value of column `name`, index i of the row (a header placement): 1
+ * with a value, 0 NULL, -1 a schema fault (missing, unchanged TOAST) with
+ * err set. */
+static int get_placed(const struct relation *rel, const struct col_value *values, int nvalues,
+                      int i, const char *name, struct slice *out, char *err, size_t errlen)
+{
+    int r;
+    out->data = NULL;
+    out->len = 0;
+    if (i < 0 || i >= nvalues) {
+        snprintf(err, errlen,
+                 "column \"%s\" ([outbox] additional_placement) is missing from %s.%s", name,
+                 rel->nspname, rel->relname);
         return -1;
     }
+    if ((r = take_value(&values[i], out)) < 0)
+        snprintf(err, errlen,
+                 "column \"%s\" ([outbox] additional_placement) arrived as an unchanged "
+                 "TOAST value",
+                 name);
+    return r;
 }
 
 const char *outbox_fault_name(enum outbox_fault f)
@@ -386,12 +557,30 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
     ev->value = payload;
     ev->event_id = event_id;
     ev->nheaders = 0;
-    if (has_id) add_header(ev, "event_id", event_id.data, event_id.len);
-    if (has_etype) add_header(ev, "event_type", event_type.data, event_type.len);
-    if (has_type) add_header(ev, "aggregate_type", agg_type.data, agg_type.len);
-    if (has_agg) add_header(ev, "aggregate_id", agg_id.data, agg_id.len);
-    if (has_version) add_header(ev, "aggregate_version", version.data, version.len);
-    add_header(ev, "commit_lsn", ev->commit_lsn, lc->lsn_len);
+    const struct slice field[OUTBOX_HS_COMMIT_LSN + 1] = {
+        [OC_EVENT_ID] = event_id,       [OC_AGGREGATE_TYPE] = agg_type,
+        [OC_AGGREGATE_ID] = agg_id,     [OC_AGGREGATE_VERSION] = version,
+        [OC_EVENT_TYPE] = event_type,   [OC_PAYLOAD] = payload,
+        [OUTBOX_HS_COMMIT_LSN] = {ev->commit_lsn, lc->lsn_len},
+    };
+    const bool present[OUTBOX_HS_COMMIT_LSN + 1] = {
+        [OC_EVENT_ID] = has_id,        [OC_AGGREGATE_TYPE] = has_type,
+        [OC_AGGREGATE_ID] = has_agg,   [OC_AGGREGATE_VERSION] = has_version,
+        [OC_EVENT_TYPE] = has_etype,   [OC_PAYLOAD] = has_payload,
+        [OUTBOX_HS_COMMIT_LSN] = true,
+    };
+    for (int i = 0; i < m->nhspecs; i++) {
+        const struct outbox_hspec *h = &m->hspecs[i];
+        struct slice v;
+        if (h->source != OUTBOX_HS_COLUMN) {
+            if (present[h->source])
+                add_header(ev, h->name, field[h->source].data, field[h->source].len);
+            continue;
+        }
+        int r = get_placed(rel, values, nvalues, mc->hcol[i], h->column, &v, err, errlen);
+        if (r < 0) return poison(ev, OF_SCHEMA, err, errlen, NULL);
+        if (r > 0) add_header(ev, h->name, v.data, v.len);
+    }
 
     /* The topic before the other checks: a poison row's dead-letter record
      * names the topic it would have gone to whatever its fault. */

@@ -918,8 +918,7 @@ static int pr_setup(struct pr *r)
     r->st = (struct pollstate){.phase = PH_CHECK,
                                .batch = cfg->poll_batch_size,
                                .retention = cfg->poll_retention_ms > 0};
-    if (outbox_map_init(&r->map, cfg->outbox_table, (const char *const *)cfg->outbox_columns,
-                        cfg->outbox_topic, err, sizeof(err)) != 0) {
+    if (config_outbox_map(cfg, &r->map, err, sizeof(err)) != 0) {
         log_error("configuration: %s", err);
         return EXIT_USAGE;
     }

@@ -234,8 +234,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     r->met.plugin = c->pg_plugin;
     r->met.slot = c->pg_slot;
     r->met.start_time_us = clock_unix_us();
-    if (outbox_map_init(&r->map, c->outbox_table, (const char *const *)c->outbox_columns,
-                        c->outbox_topic, err, sizeof(err)) != 0) {
+    if (config_outbox_map(c, &r->map, err, sizeof(err)) != 0) {
         log_error("[outbox] %s", err);
         return EXIT_USAGE;
     }

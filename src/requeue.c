@@ -139,8 +139,7 @@ int poll_requeue_run(const struct config *cfg, char *const *ids, int nids)
 {
     struct requeue q = {.cfg = cfg};
     char err[1024];
-    if (outbox_map_init(&q.map, cfg->outbox_table, (const char *const *)cfg->outbox_columns,
-                        cfg->outbox_topic, err, sizeof(err)) != 0) {
+    if (config_outbox_map(cfg, &q.map, err, sizeof(err)) != 0) {
         log_error("configuration: %s", err);
         return EXIT_USAGE;
     }

@@ -62,3 +62,20 @@ const char *str_suggest(const char *word, const char *const *candidates, size_t 
     }
     return best;
 }
+
+int str_next_item(const char **p, char *out, size_t outlen)
+{
+    const char *s = *p;
+    while (*s == ' ' || *s == '\t') s++;
+    if (*s == '\0') return -1;
+    const char *end = strchr(s, ',');
+    const char *next = end ? end + 1 : s + strlen(s);
+    if (!end) end = s + strlen(s);
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    size_t n = (size_t)(end - s);
+    *p = next;
+    if (n >= outlen) return -2;
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return (int)n;
+}

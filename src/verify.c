@@ -1053,9 +1053,7 @@ static int prepare(struct verify *v, char *err, size_t errlen)
         snprintf(err, errlen, "timeout %d ms: must be positive", v->opt->timeout_ms);
         return EXIT_USAGE;
     }
-    if (outbox_map_init(&v->map, v->cfg->outbox_table,
-                        (const char *const *)v->cfg->outbox_columns, v->cfg->outbox_topic,
-                        err, errlen) != 0)
+    if (config_outbox_map(v->cfg, &v->map, err, errlen) != 0)
         return EXIT_USAGE;
     if (!(v->audit = audit_new())) {
         snprintf(err, errlen, "out of memory");

@@ -1128,6 +1128,71 @@ START_TEST(test_delivery_keys)
 }
 END_TEST
 
+/* [outbox] preset = debezium: the Outbox Event Router's table, columns,
+ * topic and header, for every key not set otherwise, wherever the preset
+ * and the key are set, and in either order. */
+START_TEST(test_outbox_preset)
+{
+    char path[64], v[256];
+    size_t table = key_at("outbox", "table"), topic = key_at("outbox", "topic");
+    ck_assert_int_eq(C.outbox_preset, OUTBOX_PRESET_OUTBOXD);
+    ck_assert_str_eq(C.outbox_headers, OUTBOX_HEADERS_DEFAULT);
+    ck_assert_ptr_null(C.outbox_placement);
+    /* the column set before the preset, in the file, stays */
+    write_temp("[outbox]\ncolumn.payload = body\npreset = debezium\n", path, sizeof(path));
+    ck_assert_int_eq(config_load_file(&C, path, err, sizeof(err)), 0);
+    unlink(path);
+    ck_assert_int_eq(C.outbox_preset, OUTBOX_PRESET_DEBEZIUM);
+    ck_assert_str_eq(C.outbox_table, "public.outbox");
+    ck_assert_str_eq(C.outbox_topic, "outbox.event.${aggregatetype}");
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "id");
+    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_TYPE], "aggregatetype");
+    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_ID], "aggregateid");
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_TYPE], "type");
+    ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "body");
+    ck_assert_str_eq(C.outbox_headers, "event_id:id");
+    ck_assert_int_eq(C.source[table], CONFIG_SRC_PRESET);
+    ck_assert_int_eq(C.source[key_at("outbox", "column.payload")], CONFIG_SRC_FILE);
+    ck_assert_str_eq(config_source_name(CONFIG_SRC_PRESET), "[outbox] preset");
+    ck_assert_str_eq(config_key_value(&C, key_at("outbox", "preset"), v, sizeof(v)), "debezium");
+    /* a key set after the preset wins, and a later preset skips it */
+    ck_assert_int_eq(config_apply_set(&C, "outbox.topic=events.${aggregatetype}", err,
+                                      sizeof(err)), 0);
+    ck_assert_int_eq(config_apply_set(&C, "outbox.preset=outboxd", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.outbox_topic, "events.${aggregatetype}");
+    ck_assert_int_eq(C.source[topic], CONFIG_SRC_SET);
+    /* ... and the keys only the preset set go back to outboxd's defaults */
+    ck_assert_str_eq(C.outbox_table, "public.outbox_events");
+    ck_assert_int_eq(C.source[table], CONFIG_SRC_DEFAULT);
+    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "event_id");
+    ck_assert_str_eq(C.outbox_headers, OUTBOX_HEADERS_DEFAULT);
+    ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "body");
+    ck_assert_int_eq(config_set(&C, "outbox", "preset", "Debezium", err, sizeof(err)), -1);
+    ERR_HAS("outboxd|debezium");
+}
+END_TEST
+
+/* A header list or placement that cannot be built fails validation, with
+ * the reason. */
+START_TEST(test_validate_outbox_headers)
+{
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "type:header:eventType",
+                                err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "type:envelope", err,
+                                sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("envelope placement is not supported");
+    ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "outbox", "headers", "event_id,payload", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox] headers");
+}
+END_TEST
+
 /* Every key of the table has a meaning, and its default is what
  * config_init() applies (the sample file says the truth). */
 START_TEST(test_key_table_defaults)
@@ -1262,6 +1327,8 @@ int main(void)
     tcase_add_test(tc, test_sources);
     tcase_add_test(tc, test_key_table_defaults);
     tcase_add_test(tc, test_delivery_keys);
+    tcase_add_test(tc, test_outbox_preset);
+    tcase_add_test(tc, test_validate_outbox_headers);
     tcase_add_test(tc, test_password_files);
     tcase_add_test(tc, test_password_file_errors);
     tcase_add_test(tc, test_secret_in_file_and_set);

@@ -965,6 +965,137 @@ START_TEST(test_build_commit_lsn_follows_each_transaction)
 }
 END_TEST
 
+/* ---- headers: [outbox] headers and additional_placement ---- */
+
+/* Debezium's default outbox table and the debezium preset's map. */
+static const char *const dbz_columns[OC__COUNT] = {"id", "aggregatetype", "aggregateid",
+                                                   "aggregate_version", "type", "payload"};
+static const char *const dbz_cols[] = {"id", "aggregatetype", "aggregateid", "type",
+                                       "payload", "tenant"};
+
+START_TEST(test_headers_debezium_id_only)
+{
+    struct outbox_map m;
+    ck_assert_int_eq(outbox_map_init(&m, "public.outbox", dbz_columns,
+                                     "outbox.event.${aggregatetype}", err, sizeof(err)), 0);
+    ck_assert_int_eq(outbox_map_set_headers(&m, "event_id:id", NULL, err, sizeof(err)), 0);
+    struct relation *r = rel_new("public", "outbox", dbz_cols, 6);
+    struct col_value v[6] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("OrderCreated"),
+                             TXT("{\"a\": 1}"), NUL_V};
+    struct outbox_event ev;
+    ck_assert_msg(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(ev.topic, "outbox.event.Order");
+    SLICE_EQ(ev.key, "o-1");
+    SLICE_EQ(ev.value, "{\"a\": 1}");
+    ck_assert_int_eq(ev.nheaders, 1);
+    check_header(&ev, 0, "id", EVENT_ID);
+    outbox_map_free(&m);
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_headers_placement)
+{
+    struct outbox_map m;
+    ck_assert_int_eq(outbox_map_init(&m, "public.outbox", dbz_columns, "t", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(outbox_map_set_headers(&m, " commit_lsn:lsn , event_id:id",
+                                            "type:header:eventType,tenant:header", err,
+                                            sizeof(err)),
+                     0);
+    struct relation *r = rel_new("public", "outbox", dbz_cols, 6);
+    struct col_value v[6] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("OrderCreated"),
+                             TXT("{}"), TXT("acme")};
+    struct outbox_event ev;
+    ck_assert_msg(outbox_event_build(&m, r, v, 6, 0x16B374D848ULL, &ev, err, sizeof(err)) == 0,
+                  "%s", err);
+    ck_assert_int_eq(ev.nheaders, 4);
+    check_header(&ev, 0, "lsn", "16/B374D848");
+    check_header(&ev, 1, "id", EVENT_ID);
+    check_header(&ev, 2, "eventType", "OrderCreated");
+    check_header(&ev, 3, "tenant", "acme");
+    /* A NULL placed column: no such header; the rest stays. */
+    v[5] = NUL_V;
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    ck_assert_int_eq(ev.nheaders, 3);
+    check_header(&ev, 2, "eventType", "OrderCreated");
+    /* Unchanged TOAST in a placed column: a schema fault, not a header. */
+    v[5] = UNCH_V;
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), -1);
+    ck_assert_int_eq(ev.fault, OF_SCHEMA);
+    ERR_HAS("tenant");
+    outbox_map_free(&m);
+    rel_free(r);
+    /* A placed column the table lacks: a schema fault naming it. */
+    ck_assert_int_eq(outbox_map_init(&m, "public.outbox", dbz_columns, "t", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(outbox_map_set_headers(&m, "event_id", "region:header", err, sizeof(err)),
+                     0);
+    r = rel_new("public", "outbox", dbz_cols, 6);
+    v[5] = TXT("acme");
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), -1);
+    ck_assert_int_eq(ev.fault, OF_SCHEMA);
+    ERR_HAS("\"region\"");
+    ERR_HAS("missing");
+    outbox_map_free(&m);
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_headers_none_and_default)
+{
+    struct outbox_map m;
+    ck_assert_int_eq(outbox_map_init(&m, "public.outbox", dbz_columns, "t", err, sizeof(err)),
+                     0);
+    struct relation *r = rel_new("public", "outbox", dbz_cols, 6);
+    struct col_value v[6] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("T"), TXT("{}"),
+                             TXT("x")};
+    struct outbox_event ev;
+    /* outbox_map_init()'s default: outboxd's own headers. */
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    ck_assert_int_eq(ev.nheaders, 5); /* no aggregate_version column */
+    check_header(&ev, 0, "event_id", EVENT_ID);
+    check_header(&ev, 4, "commit_lsn", "0/1");
+    ck_assert_int_eq(outbox_map_set_headers(&m, "none", "", err, sizeof(err)), 0);
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    ck_assert_int_eq(ev.nheaders, 0);
+    outbox_map_free(&m);
+    rel_free(r);
+}
+END_TEST
+
+START_TEST(test_headers_refused)
+{
+    static const struct {
+        const char *headers, *placement, *says;
+    } bad[] = {
+        {"event_id,payload", NULL, "\"payload\" is not one of"},
+        {"eventid", NULL, "\"eventid\" is not one of"},
+        {"event_id,,commit_lsn", NULL, "an empty item"},
+        {"event_id:", NULL, "empty header name"},
+        {"event_id", "type:envelope:eventType", "envelope placement is not supported"},
+        {"event_id", "type:partition", "partition placement is not supported"},
+        {"event_id", "type", "COLUMN:header[:NAME]"},
+        {"event_id", "type:headers", "expected COLUMN:header[:NAME]"},
+        {"event_id", ":header", "COLUMN:header[:NAME]"},
+        {"event_id,event_id,event_id,event_id,event_id,event_id,event_id,event_id,"
+         "event_id,event_id,event_id,event_id,event_id,event_id,event_id,event_id,event_id",
+         NULL, "more than 16 headers"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct outbox_map m;
+        ck_assert_int_eq(
+            outbox_map_init(&m, "public.outbox", dbz_columns, "t", err, sizeof(err)), 0);
+        err[0] = '\0';
+        ck_assert_msg(outbox_map_set_headers(&m, bad[i].headers, bad[i].placement, err,
+                                             sizeof(err)) == -1,
+                      "accepted %s / %s", bad[i].headers, bad[i].placement);
+        ERR_HAS(bad[i].says);
+        outbox_map_free(&m);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("outbox");
@@ -1016,6 +1147,13 @@ int main(void)
     tcase_add_test(tb, test_build_lsn_formats);
     tcase_add_test(tb, test_build_commit_lsn_follows_each_transaction);
     suite_add_tcase(s, tb);
+
+    TCase *th = tcase_create("headers");
+    tcase_add_test(th, test_headers_debezium_id_only);
+    tcase_add_test(th, test_headers_placement);
+    tcase_add_test(th, test_headers_none_and_default);
+    tcase_add_test(th, test_headers_refused);
+    suite_add_tcase(s, th);
 
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
