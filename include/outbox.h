@@ -158,6 +158,11 @@ void outbox_map_free(struct outbox_map *m);
 int outbox_map_set_headers(struct outbox_map *m, const char *headers, const char *placement,
                            char *err, size_t errlen);
 
+/* The name of the first header carrying source (an enum outbox_col or
+ * OUTBOX_HS_COMMIT_LSN), or NULL when no header carries it (verify finds
+ * the event id by it; polling mode drops the LSN's). Borrowed from m. */
+const char *outbox_header_name(const struct outbox_map *m, int source);
+
 /* True when rel is the configured outbox table. */
 bool outbox_is_table(const struct outbox_map *m, const struct relation *rel);
 

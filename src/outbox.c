@@ -348,6 +348,13 @@ static int parse_placement(struct outbox_map *m, const char *list, char *err, si
     return 0;
 }
 
+const char *outbox_header_name(const struct outbox_map *m, int source)
+{
+    for (int i = 0; i < m->nhspecs; i++)
+        if (m->hspecs[i].source == source) return m->hspecs[i].name;
+    return NULL;
+}
+
 int outbox_map_set_headers(struct outbox_map *m, const char *headers, const char *placement,
                            char *err, size_t errlen)
 {

@@ -441,12 +441,13 @@ static void write_results(struct pr *r, int64_t now)
 
 /* ---- claiming and producing ---------------------------------------------- */
 
-/* Drops the commit_lsn header outbox_event_build() adds: polling mode has
- * no LSN. */
-static void drop_lsn_header(struct outbox_event *ev)
+/* Drops the commit LSN's header ([outbox] headers: commit_lsn by default)
+ * outbox_event_build() adds: polling mode has no LSN. */
+static void drop_lsn_header(const struct outbox_map *m, struct outbox_event *ev)
 {
-    for (int i = 0; i < ev->nheaders; i++)
-        if (strcmp(ev->headers[i].name, "commit_lsn") == 0) {
+    const char *name = outbox_header_name(m, OUTBOX_HS_COMMIT_LSN);
+    for (int i = 0; name && i < ev->nheaders; i++)
+        if (strcmp(ev->headers[i].name, name) == 0) {
             memmove(&ev->headers[i], &ev->headers[i + 1],
                     (size_t)(ev->nheaders - i - 1) * sizeof(ev->headers[0]));
             ev->nheaders--;
@@ -546,7 +547,7 @@ static bool produce_claimed_row(struct pr *r, int row)
     struct outbox_event ev;
     if (outbox_event_build(&r->map, &cl->rel, cl->vals, cl->ncols, 0, &ev, err,
                            sizeof(err)) == 0) {
-        drop_lsn_header(&ev);
+        drop_lsn_header(&r->map, &ev);
         return produce_row(r, &ev, id, gen, attempts);
     }
     if (ev.fault == OF_SCHEMA) {

@@ -684,9 +684,11 @@ static int record_message(struct verify *v, const struct part *pt, const rd_kafk
                            .offset = m->offset,
                            .key = {m->key, m->key_len}};
     if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        if (!rd_kafka_header_get_last(hdrs, "event_id", &val, &len) && val)
+        const char *id = outbox_header_name(&v->map, OC_EVENT_ID);
+        const char *version = outbox_header_name(&v->map, OC_AGGREGATE_VERSION);
+        if (!rd_kafka_header_get_last(hdrs, id, &val, &len) && val)
             am.event_id = (struct slice){val, len};
-        if (!rd_kafka_header_get_last(hdrs, "aggregate_version", &val, &len) && val)
+        if (version && !rd_kafka_header_get_last(hdrs, version, &val, &len) && val)
             am.has_version = audit_parse_version(val, len, &am.version);
         if (pt->dlq && !rd_kafka_header_get_last(hdrs, "dlq_error", &val, &len) && val)
             am.dlq_error = (struct slice){val, len};
@@ -1055,6 +1057,13 @@ static int prepare(struct verify *v, char *err, size_t errlen)
     }
     if (config_outbox_map(v->cfg, &v->map, err, errlen) != 0)
         return EXIT_USAGE;
+    if (!outbox_header_name(&v->map, OC_EVENT_ID)) {
+        snprintf(err, errlen,
+                 "[outbox] headers = %s carries no event_id: verify matches messages to rows "
+                 "by it (add event_id, or event_id:NAME)",
+                 v->cfg->outbox_headers);
+        return EXIT_USAGE;
+    }
     if (!(v->audit = audit_new())) {
         snprintf(err, errlen, "out of memory");
         return EXIT_FATAL;

@@ -1010,6 +1010,9 @@ START_TEST(test_headers_placement)
     ck_assert_msg(outbox_event_build(&m, r, v, 6, 0x16B374D848ULL, &ev, err, sizeof(err)) == 0,
                   "%s", err);
     ck_assert_int_eq(ev.nheaders, 4);
+    ck_assert_str_eq(outbox_header_name(&m, OC_EVENT_ID), "id");
+    ck_assert_str_eq(outbox_header_name(&m, OUTBOX_HS_COMMIT_LSN), "lsn");
+    ck_assert_ptr_null(outbox_header_name(&m, OC_AGGREGATE_VERSION));
     check_header(&ev, 0, "lsn", "16/B374D848");
     check_header(&ev, 1, "id", EVENT_ID);
     check_header(&ev, 2, "eventType", "OrderCreated");

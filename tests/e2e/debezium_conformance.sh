@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Drop-in for Debezium's Outbox Event Router (issue 21, part 2): real
+# Debezium 3.6.1 (PostgreSQL connector, plugin.name=pgoutput, the Outbox
+# Event Router, in Kafka Connect standalone: tests/debezium/debezium.sh)
+# and outboxd with [outbox] preset = debezium read the same outbox table of
+# the same PostgreSQL, each on its own slot, and produce to the same real
+# Kafka broker under their own topic prefix (dbz. and obx.). Both place the
+# `type` column in an eventType header (Debezium's
+# table.fields.additional.placement, outboxd's additional_placement).
+#
+# One workload of edge cases goes through both: many aggregates in one
+# multi-row INSERT, a NULL payload, non-ASCII keys, types and payloads,
+# JSON with escapes, a 1 MiB payload, a rolled-back transaction, a
+# rolled-back savepoint, an UPDATE and a DELETE of outbox rows (both
+# relays ignore them; the DELETE of a row inserted in the same
+# transaction keeps its event).
+#
+# Then, per event (matched by the id header): the topic after the prefix,
+# the partition (4 per topic: the key's murmur2 hash on both sides), the
+# key bytes, the value bytes (null for null), and the headers in order,
+# names and bytes. Every difference fails the test but the one listed in
+# the README's migration page as known: Debezium's own
+# __debezium.context.* headers (extended.headers.enabled), which name the
+# Connect task and have no outboxd equivalent; they are removed from
+# Debezium's side before the diff, and the test checks they were there.
+#
+# Needs the real-Kafka jars (real.resolve) and Debezium's
+# (real.resolve_debezium).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+E2E_TIMEOUT=${E2E_TIMEOUT:-600}
+e2e_init debezium_conformance
+DBZ=$E2E_SRC_DIR/tests/debezium/debezium.sh
+BIG=1048576 # bytes of the big payload's string
+
+pg_start
+psql_q "CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+          aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb);
+        CREATE PUBLICATION dbz_pub FOR TABLE public.outbox" >/dev/null
+# Messages up to 4 MB: the 1 MiB payload does not fit Kafka's 1 MB default.
+printf 'message.max.bytes=4194304\nreplica.fetch.max.bytes=4194304\n' >"$T/broker.properties"
+E2E_KAFKA_PROPERTIES=$T/broker.properties broker_start --partitions 4
+
+step "starting Debezium (Kafka Connect standalone)"
+DBZ_SLOT=debezium DBZ_PUBLICATION=dbz_pub DBZ_TOPIC_PREFIX=dbz. \
+    DBZ_ROUTER_EXTRA="table.fields.additional.placement=type:header:eventType" \
+    DBZ_WORKER_EXTRA="producer.max.request.size=4194304" \
+    "$DBZ" start "$T/debezium" >"$T/debezium.url" 2>"$T/debezium.err" || {
+    "$DBZ" kill "$T/debezium" || true
+    fail "Debezium did not start: $(tail -c 3000 "$T/debezium.err")"
+}
+E2E_BG_PIDS+=("$("$DBZ" pid "$T/debezium")")
+info "Debezium RUNNING after $(cat "$T/debezium/start.ms") ms"
+
+OUTBOXD_SLOT=outboxd outboxd_start --set outbox.preset=debezium \
+    --set postgres.publication=dbz_pub --set 'outbox.topic=obx.outbox.event.${aggregatetype}' \
+    --set outbox.additional_placement=type:header:eventType \
+    --set kafka.message.max.bytes=4194304
+
+step "the workload"
+expected=0
+ins() { # SQL of one transaction; N: the events it commits
+    psql -XAtq -v ON_ERROR_STOP=1 -c "$1" >/dev/null || fail "workload: $1"
+    expected=$((expected + $2))
+}
+cols="id, aggregatetype, aggregateid, type, payload"
+ins "INSERT INTO public.outbox ($cols) SELECT gen_random_uuid(), 'Order', 'order-' || (g % 60),
+       'OrderCreated', jsonb_build_object('n', g, 'lines', jsonb_build_array(g, g * 2))
+     FROM generate_series(1, 300) AS g" 300
+ins "INSERT INTO public.outbox ($cols) VALUES (gen_random_uuid(), 'Order', 'order-null', 'OrderDeleted', NULL)" 1
+ins "INSERT INTO public.outbox ($cols) VALUES
+       (gen_random_uuid(), 'Kunde', 'kunde-äöü-고객', 'Angelegt', '{\"name\": \"Jürgen 김\", \"emoji\": \"🚀\", \"q\": \"a\\\"b\", \"nl\": \"x\\ny\"}'),
+       (gen_random_uuid(), 'Kunde', 'kunde-€', 'Geändert', '[1, 2.50, -0.0, 1e3, null, true]')" 2
+ins "INSERT INTO public.outbox ($cols) VALUES (gen_random_uuid(), 'Blob', 'blob-1', 'Uploaded',
+       jsonb_build_object('blob', repeat('x', $BIG)))" 1
+ins "BEGIN; INSERT INTO public.outbox ($cols) VALUES (gen_random_uuid(), 'Order', 'order-rb', 'Never', '{}'); ROLLBACK" 0
+ins "BEGIN;
+     INSERT INTO public.outbox ($cols) VALUES (gen_random_uuid(), 'Order', 'order-sp', 'Kept1', '{}');
+     SAVEPOINT s;
+     INSERT INTO public.outbox ($cols) VALUES (gen_random_uuid(), 'Order', 'order-sp', 'Discarded', '{}');
+     ROLLBACK TO SAVEPOINT s;
+     INSERT INTO public.outbox ($cols) VALUES (gen_random_uuid(), 'Order', 'order-sp', 'Kept2', '{}');
+     COMMIT" 2
+ins "UPDATE public.outbox SET payload = '{\"updated\": true}' WHERE aggregateid = 'order-sp'" 0
+ins "BEGIN;
+     INSERT INTO public.outbox ($cols) VALUES (gen_random_uuid(), 'Order', 'order-del', 'Transient', '{\"t\": 1}');
+     DELETE FROM public.outbox WHERE aggregateid = 'order-del';
+     COMMIT" 1
+ins "DELETE FROM public.outbox WHERE aggregateid = 'order-null'" 0
+info "$expected events committed"
+
+# dump_prefix PREFIX FILE: every message of the PREFIX topics.
+dump_prefix() {
+    KDUMP_ARGS="-X fetch.max.bytes=8388608 -X max.partition.fetch.bytes=8388608" kdump_all |
+        jq -c --arg p "$1" 'select(.topic | startswith($p))' >"$2"
+}
+step "waiting until both relays delivered $expected messages"
+for ((i = 0; i < 120; i++)); do
+    dump_prefix obx. "$T/obx.jsonl"
+    dump_prefix dbz. "$T/dbz.jsonl"
+    n_obx=$(wc -l <"$T/obx.jsonl") n_dbz=$(wc -l <"$T/dbz.jsonl")
+    ((n_obx >= expected && n_dbz >= expected)) && break
+    outboxd_assert_running
+    [[ -n "$("$DBZ" pid "$T/debezium")" ]] || fail "Debezium's Connect exited: $(tail -n 20 "$T/debezium/connect.log")"
+    sleep 1
+done
+info "outboxd: $n_obx messages, Debezium: $n_dbz"
+assert_eq "$expected" "$n_obx" "outboxd's messages"
+assert_eq "$expected" "$n_dbz" "Debezium's messages"
+
+step "comparing, event by event"
+# One line per message: id, topic without the prefix, partition, key,
+# value and the headers in order (hex), Debezium's context headers apart.
+normalise() { # PREFIX < dump
+    jq -r --arg p "$1" '
+        def own: startswith("__debezium.context.") | not;
+        [.headers_list[] | select(.[0] | own)] as $h
+        | [($h | map(select(.[0] == "id")) | .[0][1] // "-"),
+           (.topic | ltrimstr($p)), (.partition | tostring),
+           (.key_hex // "null"), (.value_hex // "null"),
+           ($h | length | tostring),
+           ($h | map(.[0]) | join(",")),
+           (.headers_hex | with_entries(select(.key | own)) | tojson)] | @tsv' | sort
+}
+normalise obx. <"$T/obx.jsonl" >"$T/obx.tsv"
+normalise dbz. <"$T/dbz.jsonl" >"$T/dbz.tsv"
+ctx=$(jq -s '[.[] | select([.headers_list[][0]] | any(startswith("__debezium.context.")))] | length' "$T/dbz.jsonl")
+info "Debezium's messages carrying __debezium.context.* headers: $ctx of $n_dbz"
+assert_eq "$expected" "$ctx" "Debezium messages with its context headers (the known difference)"
+assert_eq 0 "$(jq -s '[.[] | select([.headers_list[][0]] | any(startswith("__debezium")))] | length' "$T/obx.jsonl")" \
+    "outboxd messages with __debezium headers"
+if ! diff "$T/dbz.tsv" "$T/obx.tsv" >"$T/diff.txt"; then
+    head -c 4000 "$T/diff.txt" >&2
+    fail "outboxd's messages differ from Debezium's ($(grep -c '^[<>]' "$T/diff.txt") lines; < Debezium, > outboxd; $T/diff.txt)"
+fi
+info "$expected events identical: topic, partition, key, value and headers"
+
+# What the comparison covered, so that a vacuous diff cannot pass.
+assert_eq "$expected" "$(cut -f1 "$T/obx.tsv" | sort -u | grep -vc '^-$')" "distinct event ids"
+assert_eq 4 "$(cut -f3 "$T/obx.tsv" | sort -u | wc -l)" "partitions used"
+assert_eq "id,eventType" "$(cut -f7 "$T/obx.tsv" | sort -u)" "header names"
+assert_eq 1 "$(awk -F '\t' '$5 == "null"' "$T/obx.tsv" | wc -l)" "null values (the NULL payload)"
+big=$(jq -r 'select(.key == "blob-1") | .value_hex | length / 2' "$T/obx.jsonl")
+((big > BIG)) || fail "the big payload arrived with $big bytes"
+info "the 1 MiB payload arrived whole ($big bytes) from both"
+assert_eq 1 "$(jq -r 'select(.key == "kunde-äöü-고객") | .value' "$T/obx.jsonl" | grep -c 'Jürgen 김')" \
+    "non-ASCII payload"
+assert_eq 0 "$(jq -r 'select(.key == "order-rb" or (.headers.eventType // "") == "Discarded")' "$T/obx.jsonl" | wc -l)" \
+    "events of rolled-back work"
+
+"$DBZ" stop "$T/debezium"
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+e2e_pass
