@@ -132,6 +132,10 @@ struct outbox_map {
     struct map_cache *cache;       /* owned; filled on use */
     struct outbox_hspec hspecs[OUTBOX_ROW_HEADERS]; /* the headers, in order */
     int nhspecs;
+    /* An empty payload becomes a null value (a tombstone), like a NULL one
+     * ([outbox] tombstone_on_empty_payload; Debezium's
+     * route.tombstone.on.empty.payload). Default false: an empty value. */
+    bool tombstone_on_empty;
 };
 
 /* Fills m from a "schema.table" (or "table", meaning public) name, the

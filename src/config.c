@@ -105,6 +105,8 @@ static const struct key_def key_defs[] = {
       "headers, FIELD[:NAME], ... (FIELD: a column.* key's name or commit_lsn), or none"),
     K("outbox", "additional_placement", KT_PATH, outbox_placement, NULL,
       "more columns as headers: COLUMN:header[:NAME], ... (Debezium's syntax)"),
+    K("outbox", "tombstone_on_empty_payload", KT_BOOL, outbox_tombstone_on_empty, "false",
+      "an empty payload is sent as a null value (a tombstone), like a NULL one"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
       "offset file: the last position whose events were all ACKed"),
     K("delivery", "mode", KT_DELIVERY, delivery_mode, "at_least_once",
@@ -1186,5 +1188,6 @@ int config_outbox_map(const struct config *c, struct outbox_map *m, char *err, s
         outbox_map_free(m);
         return -1;
     }
+    m->tombstone_on_empty = c->outbox_tombstone_on_empty;
     return 0;
 }

@@ -560,7 +560,7 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
 
     ev->key = agg_id;
     ev->key_null = !has_agg;
-    ev->value_null = !has_payload;
+    ev->value_null = !has_payload || (m->tombstone_on_empty && payload.len == 0);
     ev->value = payload;
     ev->event_id = event_id;
     ev->nheaders = 0;

@@ -1067,6 +1067,32 @@ START_TEST(test_headers_none_and_default)
 }
 END_TEST
 
+/* [outbox] tombstone_on_empty_payload: an empty payload is a null value;
+ * without it an empty value, as before. NULL is null either way. */
+START_TEST(test_tombstone_on_empty_payload)
+{
+    struct outbox_map m;
+    ck_assert_int_eq(outbox_map_init(&m, "public.outbox", dbz_columns, "t", err, sizeof(err)),
+                     0);
+    struct relation *r = rel_new("public", "outbox", dbz_cols, 6);
+    struct col_value v[6] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("T"), TXT(""),
+                             TXT("x")};
+    struct outbox_event ev;
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    ck_assert(!ev.value_null);
+    ck_assert_uint_eq(ev.value.len, 0);
+    m.tombstone_on_empty = true;
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    ck_assert(ev.value_null);
+    v[4] = TXT("{}");
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    ck_assert(!ev.value_null);
+    SLICE_EQ(ev.value, "{}");
+    outbox_map_free(&m);
+    rel_free(r);
+}
+END_TEST
+
 START_TEST(test_headers_refused)
 {
     static const struct {
@@ -1156,6 +1182,7 @@ int main(void)
     tcase_add_test(th, test_headers_placement);
     tcase_add_test(th, test_headers_none_and_default);
     tcase_add_test(th, test_headers_refused);
+    tcase_add_test(th, test_tombstone_on_empty_payload);
     suite_add_tcase(s, th);
 
     SRunner *sr = srunner_create(s);
