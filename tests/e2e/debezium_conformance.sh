@@ -24,6 +24,14 @@
 # Connect task and have no outboxd equivalent; they are removed from
 # Debezium's side before the diff, and the test checks they were there.
 #
+# Then the migration procedure of the README under load: a writer commits
+# ~1,500 one-event transactions; Debezium is stopped (SIGTERM) in the middle
+# of them; outboxd starts on Debezium's slot and publication
+# (create_slot = false, no offset file: from the slot's confirmed
+# position) with Debezium's topic names. The combined output of both must
+# hold every row of the table (0 missing, nothing unknown); duplicates are
+# counted, and each must be one copy from Debezium and one from outboxd.
+#
 # Needs the real-Kafka jars (real.resolve) and Debezium's
 # (real.resolve_debezium).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -147,6 +155,49 @@ assert_eq 1 "$(jq -r 'select(.key == "kunde-äöü-고객") | .value' "$T/obx.js
 assert_eq 0 "$(jq -r 'select(.key == "order-rb" or (.headers.eventType // "") == "Discarded")' "$T/obx.jsonl" | wc -l)" \
     "events of rolled-back work"
 
-"$DBZ" stop "$T/debezium"
+step "taking over Debezium's slot under load (the README's migration procedure)"
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+# A writer of one event per transaction, about 150 a second, for ~10 s.
+LOAD_N=${LOAD_N:-1500}
+psql -XAtq -v ON_ERROR_STOP=1 -c "DO \$\$ BEGIN FOR i IN 1..$LOAD_N LOOP
+      INSERT INTO public.outbox ($cols) VALUES (gen_random_uuid(), 'Switch', 'sw-' || (i % 40),
+        'Switched', jsonb_build_object('i', i));
+      COMMIT; PERFORM pg_sleep(0.005); END LOOP; END \$\$" >"$T/load.out" 2>&1 &
+load=$!
+E2E_BG_PIDS+=("$load")
+sleep 3
+OUTBOXD_SLOT=debezium
+info "Debezium's slot before the stop: confirmed $(slot_confirmed_lsn)"
+t0=$(date +%s%N)
+"$DBZ" stop "$T/debezium" || fail "Debezium did not stop"
+confirmed=$(slot_confirmed_lsn)
+info "Debezium stopped in $((($(date +%s%N) - t0) / 1000000)) ms; its slot confirmed $confirmed"
+outboxd_start --set outbox.preset=debezium --set postgres.publication=dbz_pub \
+    --set postgres.create_slot=false --set 'outbox.topic=dbz.outbox.event.${aggregatetype}' \
+    --set outbox.additional_placement=type:header:eventType \
+    --set kafka.message.max.bytes=4194304 --set "offsets.file=$T/takeover.offset"
+grep -q "streaming slot \"debezium\" from $confirmed " "$T/outboxd.log" ||
+    fail "outboxd did not start from Debezium's confirmed position $confirmed: $(grep 'streaming slot' "$T/outboxd.log" | tail -n 1)"
+wait "$load" || fail "the writer failed: $(cat "$T/load.out")"
+wait_caught_up 90
+dump_prefix dbz. "$T/switch.jsonl"
+psql_q "SELECT id FROM public.outbox" | sort >"$T/switch.rows"
+# (order-del and order-null were deleted: their messages have no row)
+jq -r 'select(.key != "order-del" and .key != "order-null") | .headers.id' "$T/switch.jsonl" |
+    sort >"$T/switch.ids"
+rows=$(wc -l <"$T/switch.rows") msgs=$(wc -l <"$T/switch.ids")
+missing=$(comm -23 "$T/switch.rows" <(sort -u "$T/switch.ids") | wc -l)
+dups=$((msgs - $(sort -u "$T/switch.ids" | wc -l)))
+by_dbz=$(jq -r 'select([.headers_list[][0]] | any(startswith("__debezium.context."))) | .headers.id' "$T/switch.jsonl" | sort -u)
+info "the switch: $rows rows in the table, $msgs messages in the dbz. topics (both relays), $missing missing, $dups duplicates"
+both=$(comm -12 <(echo "$by_dbz") <(jq -r 'select([.headers_list[][0]] | any(startswith("__debezium")) | not) | .headers.id' "$T/switch.jsonl" | sort -u) | wc -l)
+info "events sent by both (Debezium, then outboxd from the slot's confirmed position): $both"
+# Every duplicate is an event Debezium sent and outboxd sent again: what
+# Debezium had produced past the position it last confirmed to the slot.
+assert_eq "$dups" "$both" "duplicates that are one copy from each relay"
+assert_eq 0 "$missing" "events missing from the combined output of Debezium and outboxd"
+assert_eq 0 "$(comm -13 "$T/switch.rows" <(sort -u "$T/switch.ids") | grep -c . || true)" \
+    "messages for rows that are not in the table"
+assert_eq $((expected - 2 + LOAD_N)) "$rows" "rows (all but the two deleted)"
 outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
 e2e_pass
