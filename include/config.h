@@ -107,6 +107,7 @@ struct config {
     char *outbox_headers;   /* FIELD[:NAME], ... (outbox_map_set_headers()) */
     char *outbox_placement; /* COLUMN:header[:NAME], ...; NULL: none */
     bool outbox_tombstone_on_empty; /* an empty payload: a null value */
+    char *outbox_span_column;       /* tracing span-context column; NULL: none */
 
     /* [kafka]: in order of first appearance; later sets replace values. */
     struct kv *kafka;

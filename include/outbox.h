@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "decode.h"
+#include "spanctx.h"
 
 enum outbox_col {
     OC_EVENT_ID = 0,
@@ -57,7 +58,8 @@ struct slice {
  * then the header placements of [outbox] additional_placement), at most
  * OUTBOX_ROW_HEADERS in all, and of a dead-letter record: those plus up to
  * OUTBOX_DLQ_HEADERS of its own (outbox_dlq_headers()). */
-#define OUTBOX_ROW_HEADERS 16
+#define OUTBOX_SPEC_HEADERS 16 /* [outbox] headers and additional_placement */
+#define OUTBOX_ROW_HEADERS (OUTBOX_SPEC_HEADERS + SPANCTX_MAX_ENTRIES)
 #define OUTBOX_DLQ_HEADERS 6
 #define OUTBOX_MAX_HEADERS (OUTBOX_ROW_HEADERS + OUTBOX_DLQ_HEADERS)
 #define OUTBOX_TOPIC_MAX 256
@@ -75,6 +77,8 @@ enum outbox_fault {
     OF_EMPTY_AGGREGATE_ID,
     OF_NULL_EVENT_TYPE,
     OF_BAD_TOPIC,         /* template cannot render, or an invalid topic name */
+    OF_BAD_SPAN_CONTEXT,  /* the span-context column cannot be read (spanctx.h) */
+    OF__COUNT             /* (the number of faults, for loops over them) */
 };
 
 /* "NULL_AGGREGATE_ID" etc.: the dlq_error header value. */
@@ -106,6 +110,8 @@ struct outbox_event {
     /* Why topic is "" (the template could not render, or the result is not
      * a valid topic name); "" when topic is set or the row is OF_SCHEMA. */
     char topic_error[OUTBOX_TOPIC_ERROR_MAX];
+    /* The span context's headers point into it (outbox_map_set_span_context()). */
+    struct spanctx span;
 };
 
 struct map_cache; /* column positions in the last relation layout seen */
@@ -130,12 +136,13 @@ struct outbox_map {
     char *columns[OC__COUNT];      /* owned */
     struct topic_template *topic; /* owned */
     struct map_cache *cache;       /* owned; filled on use */
-    struct outbox_hspec hspecs[OUTBOX_ROW_HEADERS]; /* the headers, in order */
+    struct outbox_hspec hspecs[OUTBOX_SPEC_HEADERS]; /* the headers, in order */
     int nhspecs;
     /* An empty payload becomes a null value (a tombstone), like a NULL one
      * ([outbox] tombstone_on_empty_payload; Debezium's
      * route.tombstone.on.empty.payload). Default false: an empty value. */
     bool tombstone_on_empty;
+    char *span_column; /* owned; NULL: none (outbox_map_set_span_context()) */
 };
 
 /* Fills m from a "schema.table" (or "table", meaning public) name, the
@@ -161,6 +168,16 @@ void outbox_map_free(struct outbox_map *m);
  */
 int outbox_map_set_headers(struct outbox_map *m, const char *headers, const char *placement,
                            char *err, size_t errlen);
+
+/* The tracing span-context column (Debezium's tracing.span.context.field):
+ * when the table has a column of that name and a row's value is not NULL,
+ * each entry of the value (java.util.Properties text, spanctx.h: the W3C
+ * traceparent and tracestate an OpenTelemetry propagator wrote) becomes a
+ * header after the others. A value that cannot be read makes the row a
+ * poison event (OF_BAD_SPAN_CONTEXT). column NULL or "": none. 0, or -1
+ * (out of memory) with err. */
+int outbox_map_set_span_context(struct outbox_map *m, const char *column, char *err,
+                                size_t errlen);
 
 /* The name of the first header carrying source (an enum outbox_col or
  * OUTBOX_HS_COMMIT_LSN), or NULL when no header carries it (verify finds

@@ -107,6 +107,8 @@ static const struct key_def key_defs[] = {
       "more columns as headers: COLUMN:header[:NAME], ... (Debezium's syntax)"),
     K("outbox", "tombstone_on_empty_payload", KT_BOOL, outbox_tombstone_on_empty, "false",
       "an empty payload is sent as a null value (a tombstone), like a NULL one"),
+    K("outbox", "span_context_column", KT_PATH, outbox_span_column, NULL,
+      "column of a tracing span context (Properties text): its entries become headers"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
       "offset file: the last position whose events were all ACKed"),
     K("delivery", "mode", KT_DELIVERY, delivery_mode, "at_least_once",
@@ -553,6 +555,7 @@ static const char *const debezium_preset[][2] = {
     {"column.event_type", "type"},
     {"column.payload", "payload"},
     {"headers", "event_id:id"},
+    {"span_context_column", "tracingspancontext"},
 };
 #define NPRESET_KEYS (sizeof(debezium_preset) / sizeof(debezium_preset[0]))
 
@@ -570,7 +573,9 @@ static int apply_preset(struct config *c, int preset, char *err, size_t errlen)
             if (strcmp(d->doc.section, "outbox") || strcmp(d->doc.key, debezium_preset[k][0]))
                 continue;
             if (c->source[i] != CONFIG_SRC_DEFAULT && c->source[i] != CONFIG_SRC_PRESET) break;
-            const char *v = preset == OUTBOX_PRESET_DEBEZIUM ? debezium_preset[k][1] : d->doc.def;
+            const char *v = preset == OUTBOX_PRESET_DEBEZIUM ? debezium_preset[k][1]
+                            : d->doc.def                     ? d->doc.def
+                                                             : ""; /* KT_PATH: unset */
             if (set_known(c, d, v, err, errlen) != 0) return -1;
             c->source[i] = preset == OUTBOX_PRESET_DEBEZIUM ? CONFIG_SRC_PRESET
                                                             : CONFIG_SRC_DEFAULT;
@@ -1189,5 +1194,9 @@ int config_outbox_map(const struct config *c, struct outbox_map *m, char *err, s
         return -1;
     }
     m->tombstone_on_empty = c->outbox_tombstone_on_empty;
+    if (outbox_map_set_span_context(m, c->outbox_span_column, err, errlen) != 0) {
+        outbox_map_free(m);
+        return -1;
+    }
     return 0;
 }

@@ -155,7 +155,8 @@ struct map_cache {
     uint64_t layout_id;
     bool is_outbox;
     int col[OC__COUNT]; /* index in the relation, -1 when absent */
-    int hcol[OUTBOX_ROW_HEADERS]; /* the same for hspecs[i] of OUTBOX_HS_COLUMN */
+    int hcol[OUTBOX_SPEC_HEADERS]; /* the same for hspecs[i] of OUTBOX_HS_COLUMN */
+    int span_col;                 /* the span-context column's, -1 when absent */
     /* The last rendered topic that passed outbox_topic_valid(): most
      * events go to the topic the previous one went to, and comparing is
      * cheaper than checking every character again. */
@@ -181,6 +182,7 @@ static const struct map_cache *cache_for(const struct outbox_map *m,
         c->hcol[i] = m->hspecs[i].source == OUTBOX_HS_COLUMN
                          ? column_index(rel, m->hspecs[i].column)
                          : -1;
+    c->span_col = m->span_column ? column_index(rel, m->span_column) : -1;
     return c;
 }
 
@@ -222,6 +224,7 @@ void outbox_map_free(struct outbox_map *m)
     for (int i = 0; i < OC__COUNT; i++) free(m->columns[i]);
     topic_template_free(m->topic);
     free(m->cache);
+    free(m->span_column);
     for (int i = 0; i < m->nhspecs; i++) {
         free(m->hspecs[i].column);
         free(m->hspecs[i].name);
@@ -246,8 +249,8 @@ static void hspecs_clear(struct outbox_map *m)
 static int hspec_add(struct outbox_map *m, int source, const char *column, const char *name,
                      char *err, size_t errlen)
 {
-    if (m->nhspecs == OUTBOX_ROW_HEADERS) {
-        snprintf(err, errlen, "more than %d headers", OUTBOX_ROW_HEADERS);
+    if (m->nhspecs == OUTBOX_SPEC_HEADERS) {
+        snprintf(err, errlen, "more than %d headers", OUTBOX_SPEC_HEADERS);
         return -1;
     }
     struct outbox_hspec *h = &m->hspecs[m->nhspecs];
@@ -344,6 +347,20 @@ static int parse_placement(struct outbox_map *m, const char *list, char *err, si
         }
         if (hspec_add(m, OUTBOX_HS_COLUMN, item, name ? name : item, err, errlen) != 0)
             return -1;
+    }
+    return 0;
+}
+
+int outbox_map_set_span_context(struct outbox_map *m, const char *column, char *err,
+                                size_t errlen)
+{
+    free(m->span_column);
+    m->span_column = NULL;
+    if (m->cache) m->cache->layout_id = 0;
+    if (!column || !*column) return 0;
+    if (!(m->span_column = strdup(column))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
     return 0;
 }
@@ -460,6 +477,7 @@ const char *outbox_fault_name(enum outbox_fault f)
         [OF_EMPTY_AGGREGATE_ID] = "EMPTY_AGGREGATE_ID",
         [OF_NULL_EVENT_TYPE] = "NULL_EVENT_TYPE",
         [OF_BAD_TOPIC] = "BAD_TOPIC",
+        [OF_BAD_SPAN_CONTEXT] = "BAD_SPAN_CONTEXT",
     };
     return (size_t)f < sizeof(names) / sizeof(names[0]) && names[f] ? names[f] : "?";
 }
@@ -520,6 +538,29 @@ static bool render_topic(const struct outbox_map *m, const struct relation *rel,
         memcpy(m->cache->valid_topic, ev->topic, sizeof(ev->topic));
     }
     return true;
+}
+
+/* The span context's entries as headers of ev, when the row has the column
+ * and a value. 0, or -1 with the reason in err (a poison row). */
+static int add_span_headers(const struct map_cache *mc, const struct col_value *values,
+                            int nvalues, struct outbox_event *ev, char *err, size_t errlen)
+{
+    struct slice v;
+    ev->span.n = 0;
+    if (mc->span_col < 0 || mc->span_col >= nvalues) return 0;
+    int r = take_value(&values[mc->span_col], &v);
+    if (r == 0) return 0; /* NULL: no span context */
+    if (r < 0) {
+        snprintf(err, errlen, "span context: arrived as an unchanged TOAST value");
+        return -1;
+    }
+    if (spanctx_parse(v.data, v.len, &ev->span, err, errlen) != 0) {
+        ev->span.n = 0;
+        return -1;
+    }
+    for (int i = 0; i < ev->span.n; i++)
+        add_header(ev, ev->span.name[i], ev->span.value[i], ev->span.value_len[i]);
+    return 0;
 }
 
 int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
@@ -588,6 +629,8 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
         if (r < 0) return poison(ev, OF_SCHEMA, err, errlen, NULL);
         if (r > 0) add_header(ev, h->name, v.data, v.len);
     }
+    char span_why[200];
+    bool span_ok = add_span_headers(mc, values, nvalues, ev, span_why, sizeof(span_why)) == 0;
 
     /* The topic before the other checks: a poison row's dead-letter record
      * names the topic it would have gone to whatever its fault. */
@@ -605,6 +648,7 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                       "aggregate_id is empty: the event would have no key and no order");
     if (!has_etype) return poison(ev, OF_NULL_EVENT_TYPE, err, errlen, "event_type is NULL");
     if (!topic_ok) return poison(ev, OF_BAD_TOPIC, err, errlen, ev->topic_error);
+    if (!span_ok) return poison(ev, OF_BAD_SPAN_CONTEXT, err, errlen, span_why);
     return 0;
 }
 

@@ -142,7 +142,7 @@ void relay_tick(struct relay *r)
  * when first counted. */
 void relay_seed_metrics(struct metrics *m, bool pub_capped)
 {
-    for (int f = OF_SCHEMA; f <= OF_BAD_TOPIC; f++) {
+    for (int f = OF_SCHEMA; f < OF__COUNT; f++) {
         metrics_seed(&m->failed, outbox_fault_name((enum outbox_fault)f));
         if (f != OF_SCHEMA)
             metrics_seed(&m->dead_lettered, outbox_fault_name((enum outbox_fault)f));

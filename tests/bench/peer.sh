@@ -35,8 +35,9 @@
 # Then the steady state, per pair, for outboxd and Debezium (the order
 # alternating): the table emptied, a fresh slot, the relay started and
 # idle, a consumer (tests/kwatch.c, tests/bench/kwatch_lib.sh) assigned at
-# the end of every partition of the relay's topic; pgbench commits
-# 1-event transactions at --rate for --seconds; the figures are the
+# the end of every partition of the relay's topic; pgbench commits --rate
+# events/s for --seconds (half in 1-event transactions, half in 10-event
+# ones, as tests/bench/run.sh's steady state); the figures are the
 # commit-to-consumer latency (per event, its first receive time minus its
 # row's commit timestamp, track_commit_timestamp = on; p50, p99, max), the
 # relay's CPU seconds per 1,000 events and its peak RSS. The run fails
@@ -287,14 +288,25 @@ steady_relay() {
         fail "kcat could not create $topic: $(cat "$T/kcat.err")"
     start_relay "$relay" "$slot"
     start_kwatch "$topic"
-    cat >"$T/steady.sql" <<EOF
+    # tests/bench/run.sh's mix: weights 10:1 put half the events in 1-event
+    # transactions and half in 10-event ones (20 events per 11
+    # transactions), so 2 cores can commit 5,000 events/s.
+    cat >"$T/one.sql" <<EOF
 \set n random(1, 1000000000)
 INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload)
 VALUES (gen_random_uuid(), '$agg', 'order-' || (:n % 1000), 'OrderPlaced', bench_payload(:n));
 EOF
+    cat >"$T/ten.sql" <<EOF
+\set n random(1, 1000000000)
+INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload)
+SELECT gen_random_uuid(), '$agg', 'order-' || ((:n + g) % 1000), 'OrderPlaced',
+       bench_payload(:n + g)
+  FROM generate_series(0, 9) AS g;
+EOF
     c0=$(cpu_s "$PID")
-    "$PG_BINDIR/pgbench" -n -c 4 -j 2 -R "$RATE" -T "$STEADY_S" -f "$T/steady.sql" \
-        >"$T/pgbench.log" 2>&1 || fail "pgbench failed: $(tail -5 "$T/pgbench.log")"
+    "$PG_BINDIR/pgbench" -n -c 4 -j 2 -R $(((RATE * 11 + 19) / 20)) -T "$STEADY_S" \
+        -f "$T/one.sql@10" -f "$T/ten.sql@1" >"$T/pgbench.log" 2>&1 ||
+        fail "pgbench failed: $(tail -5 "$T/pgbench.log")"
     n=$(psql_q "SELECT count(*) FROM public.outbox")
     stop_kwatch "$n"
     CPU=$(echo "$(cpu_s "$PID") - $c0" | bc -l) RSS=$(peak_rss_kb "$PID")

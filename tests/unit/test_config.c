@@ -1151,6 +1151,7 @@ START_TEST(test_outbox_preset)
     ck_assert_str_eq(C.outbox_columns[OC_EVENT_TYPE], "type");
     ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "body");
     ck_assert_str_eq(C.outbox_headers, "event_id:id");
+    ck_assert_str_eq(C.outbox_span_column, "tracingspancontext");
     ck_assert_int_eq(C.source[table], CONFIG_SRC_PRESET);
     ck_assert_int_eq(C.source[key_at("outbox", "column.payload")], CONFIG_SRC_FILE);
     ck_assert_str_eq(config_source_name(CONFIG_SRC_PRESET), "[outbox] preset");
@@ -1167,6 +1168,7 @@ START_TEST(test_outbox_preset)
     ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "event_id");
     ck_assert_str_eq(C.outbox_headers, OUTBOX_HEADERS_DEFAULT);
     ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "body");
+    ck_assert_ptr_null(C.outbox_span_column);
     ck_assert_int_eq(config_set(&C, "outbox", "preset", "Debezium", err, sizeof(err)), -1);
     ERR_HAS("outboxd|debezium");
 }

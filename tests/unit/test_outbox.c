@@ -1093,6 +1093,48 @@ START_TEST(test_tombstone_on_empty_payload)
 }
 END_TEST
 
+/* The span-context column's entries become headers after the others; no
+ * column or NULL: none; a value that cannot be read: a poison event that
+ * keeps its other headers. */
+START_TEST(test_span_context)
+{
+    static const char *const cols[] = {"id", "aggregatetype", "aggregateid", "type",
+                                       "payload", "tracingspancontext"};
+    struct outbox_map m;
+    ck_assert_int_eq(outbox_map_init(&m, "public.outbox", dbz_columns, "t", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(outbox_map_set_headers(&m, "event_id:id", NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(outbox_map_set_span_context(&m, "tracingspancontext", err, sizeof(err)), 0);
+    struct relation *r = rel_new("public", "outbox", cols, 6);
+    struct col_value v[6] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("T"), TXT("{}"),
+                             TXT("#Tue Dec 03\ntraceparent=00-ab-cd-01\ntracestate=a\\=1\n")};
+    struct outbox_event ev;
+    ck_assert_msg(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(ev.nheaders, 3);
+    check_header(&ev, 0, "id", EVENT_ID);
+    check_header(&ev, 1, "traceparent", "00-ab-cd-01");
+    check_header(&ev, 2, "tracestate", "a=1");
+    v[5] = NUL_V;
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    ck_assert_int_eq(ev.nheaders, 1);
+    v[5] = TXT("traceparent 00-ab-cd-01");
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), -1);
+    ck_assert_int_eq(ev.fault, OF_BAD_SPAN_CONTEXT);
+    ck_assert_str_eq(outbox_fault_name(ev.fault), "BAD_SPAN_CONTEXT");
+    ERR_HAS("span context");
+    ck_assert_int_eq(ev.nheaders, 1); /* the dead letter still has its id */
+    rel_free(r);
+    /* a table without the column: no span headers, no fault */
+    r = rel_new("public", "outbox", dbz_cols, 6);
+    struct col_value w[6] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("T"), TXT("{}"),
+                             TXT("traceparent=x")};
+    ck_assert_int_eq(outbox_event_build(&m, r, w, 6, 1, &ev, err, sizeof(err)), 0);
+    ck_assert_int_eq(ev.nheaders, 1);
+    outbox_map_free(&m);
+    rel_free(r);
+}
+END_TEST
+
 START_TEST(test_headers_refused)
 {
     static const struct {
@@ -1183,6 +1225,7 @@ int main(void)
     tcase_add_test(th, test_headers_none_and_default);
     tcase_add_test(th, test_headers_refused);
     tcase_add_test(th, test_tombstone_on_empty_payload);
+    tcase_add_test(th, test_span_context);
     suite_add_tcase(s, th);
 
     SRunner *sr = srunner_create(s);
