@@ -34,8 +34,11 @@
 #
 # Then the steady state, per pair, for outboxd and Debezium (the order
 # alternating): the table emptied, a fresh slot, the relay started and
-# idle, a consumer (tests/kwatch.c, tests/bench/kwatch_lib.sh) assigned at
-# the end of every partition of the relay's topic; pgbench commits --rate
+# idle, a consumer (tests/kwatch.c, tests/bench/bench_lib.sh) assigned at
+# the end of every partition of the relay's topic after a warm-up (the
+# same load for --warmup seconds into a topic of its own, delivered whole,
+# then deleted: a relay runs for days, and a JVM's first seconds are not
+# its steady state); pgbench commits --rate
 # events/s for --seconds (half in 1-event transactions, half in 10-event
 # ones, as tests/bench/run.sh's steady state); the figures are the
 # commit-to-consumer latency (per event, its first receive time minus its
@@ -47,14 +50,15 @@
 # Debezium; writes them to --out (JSON).
 #
 # Usage: tests/bench/peer.sh [--events N (100000)] [--pairs K (3)]
-#            [--rate EV_PER_S (5000)] [--seconds S (30)]
+#            [--rate EV_PER_S (5000)] [--seconds S (30)] [--warmup S (15)]
 #            [--small-heap] [--smoke] [--out FILE]
-#   --smoke: 5,000 events, 1 pair, 5 s at 1,000 events/s: proves it runs
+#   --smoke: 5,000 events, 1 pair, 5 s at 1,000 events/s after 2 s of
+#            warm-up: proves it runs
 #            (CI), measures nothing.
 # Environment: OUTBOXD_BUILD_DIR (default build/); DBZ_HEAP.
 set -Eeuo pipefail
 
-EVENTS=100000 PAIRS=3 SMALL=0 OUT= RATE=5000 STEADY_S=30
+EVENTS=100000 PAIRS=3 SMALL=0 OUT= RATE=5000 STEADY_S=30 WARMUP_S=15
 while [[ $# -gt 0 ]]; do
     case $1 in
     --events) EVENTS=$2; shift 2 ;;
@@ -62,13 +66,14 @@ while [[ $# -gt 0 ]]; do
     --rate) RATE=$2; shift 2 ;;
     --seconds) STEADY_S=$2; shift 2 ;;
     --small-heap) SMALL=1; shift ;;
-    --smoke) EVENTS=5000 PAIRS=1 RATE=1000 STEADY_S=5; shift ;;
+    --warmup) WARMUP_S=$2; shift 2 ;;
+    --smoke) EVENTS=5000 PAIRS=1 RATE=1000 STEADY_S=5 WARMUP_S=2; shift ;;
     --out) OUT=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -E/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "peer.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-for v in EVENTS PAIRS RATE STEADY_S; do
+for v in EVENTS PAIRS RATE STEADY_S WARMUP_S; do
     [[ ${!v} =~ ^[0-9]+$ ]] && ((${!v} > 0)) ||
         { echo "peer.sh: $v must be a positive number, got '${!v}'" >&2; exit 2; }
 done
@@ -76,8 +81,8 @@ export E2E_KAFKA=real KAFKA_PARTITIONS=4 OUTBOXD_TEST_PLUGIN=pgoutput
 export E2E_TIMEOUT=${E2E_TIMEOUT:-5400}
 # shellcheck source=../e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
-# shellcheck source=kwatch_lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/kwatch_lib.sh"
+# shellcheck source=bench_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 export KW_TABLE=public.outbox KW_ID=id KW_HEADER=id
 : "${OUT:=$OUTBOXD_BUILD_DIR/bench-peer.json}"
 DBZ=$E2E_SRC_DIR/tests/debezium/debezium.sh
@@ -86,12 +91,6 @@ RESULTS=$T/results.jsonl
 : >"$RESULTS"
 
 cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"; }
-peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
-record() { # KEY=JSON ...
-    local args=() kv
-    for kv in "$@"; do args+=(--argjson "${kv%%=*}" "${kv#*=}"); done
-    jq -cn "${args[@]}" '$ARGS.named' >>"$RESULTS"
-}
 
 pg_start
 psql_q "ALTER SYSTEM SET max_wal_size = '8GB'" >/dev/null
@@ -99,37 +98,11 @@ psql_q "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
 pg_restart
 [[ $(psql_q "SHOW track_commit_timestamp") == on ]] ||
     fail "track_commit_timestamp is not on after the restart"
-psql_q <<'SQL' >/dev/null
-CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-    aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb);
-CREATE PUBLICATION dbz_pub FOR TABLE public.outbox;
-CREATE FUNCTION bench_payload(n bigint) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
-    SELECT jsonb_build_object(
-        'order_id', n, 'customer', md5(n::text),
-        'sku', upper(substr(md5((n + 1)::text), 1, 12)),
-        'quantity', 1 + n % 7, 'unit_price_cents', 100 + (n * 37) % 90000,
-        'currency', 'EUR',
-        'shipping', jsonb_build_object('street', md5((n + 2)::text),
-                                       'city', substr(md5((n + 3)::text), 1, 10),
-                                       'zip', lpad((n % 100000)::text, 5, '0')),
-        'note', md5((n + 4)::text) || md5((n + 5)::text))
-$$;
-CREATE PROCEDURE bench_load(n bigint, base bigint) LANGUAGE plpgsql AS $$
-DECLARE i bigint := 0; batch int;
-BEGIN
-    WHILE i < n LOOP
-        batch := CASE WHEN i % 20 = 0 THEN 10 ELSE 1 END;
-        IF batch > n - i THEN batch := n - i; END IF;
-        INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload)
-        SELECT gen_random_uuid(), 'Order', 'order-' || ((base + i + g) * 7919 % 1000),
-               'OrderPlaced', bench_payload(base + i + g)
-          FROM generate_series(0, batch - 1) AS g;
-        COMMIT;
-        i := i + batch;
-    END LOOP;
-END
-$$;
-SQL
+COLS="id, aggregatetype, aggregateid, type, payload"
+psql_q "CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+          aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb);
+        CREATE PUBLICATION dbz_pub FOR TABLE public.outbox" >/dev/null
+bench_schema public.outbox "$COLS" | psql_q >/dev/null
 printf 'message.max.bytes=4194304\n' >"$T/broker.properties"
 E2E_KAFKA_PROPERTIES=$T/broker.properties broker_start
 
@@ -287,24 +260,20 @@ steady_relay() {
     echo marker | kcat -b "$KAFKA_BOOTSTRAP" -P -t "$topic" 2>"$T/kcat.err" ||
         fail "kcat could not create $topic: $(cat "$T/kcat.err")"
     start_relay "$relay" "$slot"
+    # Warm-up: the same load for WARMUP_S into a topic of its own, until
+    # the relay has delivered it all (a relay runs for days: a JVM's
+    # warm-up is not its steady state); those rows are deleted after.
+    bench_writer public.outbox "$COLS" "Warm$2"
+    "$PG_BINDIR/pgbench" -n -c 4 -j 2 -R "$(bench_tps "$RATE")" -T "$WARMUP_S" \
+        -f "$T/one.sql@10" -f "$T/ten.sql@1" >"$T/pgbench.warm.log" 2>&1 ||
+        fail "pgbench (warm-up) failed: $(tail -5 "$T/pgbench.warm.log")"
+    n=$(psql_q "SELECT count(*) FROM public.outbox")
+    wait_topic "$(topic_prefix "$relay" "$slot")outbox.event.Warm$2" "$n" "$PID" >/dev/null
+    psql_q "DELETE FROM public.outbox" >/dev/null
     start_kwatch "$topic"
-    # tests/bench/run.sh's mix: weights 10:1 put half the events in 1-event
-    # transactions and half in 10-event ones (20 events per 11
-    # transactions), so 2 cores can commit 5,000 events/s.
-    cat >"$T/one.sql" <<EOF
-\set n random(1, 1000000000)
-INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload)
-VALUES (gen_random_uuid(), '$agg', 'order-' || (:n % 1000), 'OrderPlaced', bench_payload(:n));
-EOF
-    cat >"$T/ten.sql" <<EOF
-\set n random(1, 1000000000)
-INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload)
-SELECT gen_random_uuid(), '$agg', 'order-' || ((:n + g) % 1000), 'OrderPlaced',
-       bench_payload(:n + g)
-  FROM generate_series(0, 9) AS g;
-EOF
+    bench_writer public.outbox "$COLS" "$agg"
     c0=$(cpu_s "$PID")
-    "$PG_BINDIR/pgbench" -n -c 4 -j 2 -R $(((RATE * 11 + 19) / 20)) -T "$STEADY_S" \
+    "$PG_BINDIR/pgbench" -n -c 4 -j 2 -R "$(bench_tps "$RATE")" -T "$STEADY_S" \
         -f "$T/one.sql@10" -f "$T/ten.sql@1" >"$T/pgbench.log" 2>&1 ||
         fail "pgbench failed: $(tail -5 "$T/pgbench.log")"
     n=$(psql_q "SELECT count(*) FROM public.outbox")

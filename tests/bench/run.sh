@@ -134,8 +134,8 @@ export E2E_TIMEOUT=${E2E_TIMEOUT:-5400}
 source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
 # shellcheck source=log_figures.sh
 source "$(dirname "${BASH_SOURCE[0]}")/log_figures.sh"
-# shellcheck source=kwatch_lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/kwatch_lib.sh"
+# shellcheck source=bench_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 : "${OUT:=$OUTBOXD_BUILD_DIR/bench-$PLUGIN.json}"
 
 e2e_init bench
@@ -144,16 +144,8 @@ RESULTS=$T/results.jsonl # one JSON object per measurement
 : >"$RESULTS"
 
 now_s() { date +%s.%N; }
-# record KEY=JSON...: appends one object to the results.
-record() {
-    local args=() kv
-    for kv in "$@"; do args+=(--argjson "${kv%%=*}" "${kv#*=}"); done
-    jq -cn "${args[@]}" '$ARGS.named' >>"$RESULTS"
-}
 # cpu_ticks PID: user+sys of every thread, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# peak_rss_kb PID: the high-water mark of the resident set.
-peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 
 # ---------------------------------------------------------------- schema
 
@@ -164,51 +156,8 @@ psql_q "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
 pg_restart
 [[ $(psql_q "SHOW track_commit_timestamp") == on ]] ||
     fail "track_commit_timestamp is not on after the restart"
-psql_q <<'SQL'
--- A realistic payload: about 300 bytes of jsonb.
-CREATE FUNCTION bench_payload(n bigint) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
-    SELECT jsonb_build_object(
-        'order_id', n,
-        'customer', md5(n::text),
-        'sku', upper(substr(md5((n + 1)::text), 1, 12)),
-        'quantity', 1 + n % 7,
-        'unit_price_cents', 100 + (n * 37) % 90000,
-        'currency', 'EUR',
-        'shipping', jsonb_build_object('street', md5((n + 2)::text),
-                                       'city', substr(md5((n + 3)::text), 1, 10),
-                                       'zip', lpad((n % 100000)::text, 5, '0')),
-        'note', md5((n + 4)::text) || md5((n + 5)::text))
-$$;
--- n events from base: a 10-event transaction, then ten 1-event ones
--- (half the events each), committing as it goes; aggregate ids spread over
--- 1,000 values.
-CREATE PROCEDURE bench_load(n bigint, base bigint) LANGUAGE plpgsql AS $$
-DECLARE
-    i bigint := 0;
-    batch int;
-BEGIN
-    WHILE i < n LOOP
-        batch := CASE WHEN i % 20 = 0 THEN 10 ELSE 1 END;
-        IF batch > n - i THEN batch := n - i; END IF;
-        INSERT INTO public.outbox_events
-               (event_id, aggregate_type, aggregate_id, event_type, payload)
-        SELECT gen_random_uuid(), 'Order', 'order-' || ((base + i + g) * 7919 % 1000),
-               'OrderPlaced', bench_payload(base + i + g)
-          FROM generate_series(0, batch - 1) AS g;
-        COMMIT;
-        i := i + batch;
-    END LOOP;
-END
-$$;
--- One transaction of n events.
-CREATE PROCEDURE bench_load_one_txn(n bigint, base bigint) LANGUAGE sql AS $$
-    INSERT INTO public.outbox_events
-           (event_id, aggregate_type, aggregate_id, event_type, payload)
-    SELECT gen_random_uuid(), 'Order', 'order-' || ((base + g) * 7919 % 1000),
-           'OrderPlaced', bench_payload(base + g)
-      FROM generate_series(0, n - 1) AS g;
-$$;
-SQL
+COLS="event_id, aggregate_type, aggregate_id, event_type, payload"
+bench_schema public.outbox_events "$COLS" | psql_q >/dev/null
 PAYLOAD_BYTES=$(psql_q "SELECT octet_length(bench_payload(123456)::text)")
 info "payload: $PAYLOAD_BYTES bytes of jsonb text"
 broker_start --brokers "$BROKERS"
@@ -441,21 +390,8 @@ done
 # ---------------------------------------------------------------- 2. steady
 
 psql_q "TRUNCATE public.outbox_events" >/dev/null
-cat >"$T/one.sql" <<'EOF'
-\set n random(1, 1000000000)
-INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
-VALUES (gen_random_uuid(), 'Order', 'order-' || (:n % 1000), 'OrderPlaced', bench_payload(:n));
-EOF
-cat >"$T/ten.sql" <<'EOF'
-\set n random(1, 1000000000)
-INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
-SELECT gen_random_uuid(), 'Order', 'order-' || ((:n + g) % 1000), 'OrderPlaced',
-       bench_payload(:n + g)
-  FROM generate_series(0, 9) AS g;
-EOF
-# Weights 10:1 put half the events in each script: 20 events per 11
-# transactions, so RATE events/s is RATE * 11 / 20 transactions/s.
-TPS=$(((RATE * 11 + 19) / 20))
+bench_writer public.outbox_events "$COLS" Order
+TPS=$(bench_tps "$RATE")
 # The same writer into a table no slot reads (the floor's host load).
 sed 's/public\.outbox_events/public.bench_sink/' "$T/one.sql" >"$T/sink_one.sql"
 sed 's/public\.outbox_events/public.bench_sink/' "$T/ten.sql" >"$T/sink_ten.sql"

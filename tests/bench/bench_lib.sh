@@ -1,0 +1,156 @@
+# shellcheck shell=bash
+# tests/bench/bench_lib.sh - what tests/bench/run.sh and tests/bench/peer.sh
+# share: the workload (a ~300-byte jsonb payload, the drain's loader, the
+# steady state's pgbench writer), the results file, and the consumer end of
+# the commit-to-consumer latency: a consumer (tests/kwatch.c) that records
+# when each event id arrives, and the SQL that turns its lines into
+# per-event latencies against the rows' commit timestamps
+# (track_commit_timestamp = on). Sourced after tests/e2e/lib.sh ($T,
+# $KAFKA_BOOTSTRAP, fail, info, E2E_BG_PIDS). KW_HEADER names the header
+# carrying the event id (default event_id).
+
+# record KEY=JSON...: appends one object to $RESULTS.
+record() {
+    local args=() kv
+    for kv in "$@"; do args+=(--argjson "${kv%%=*}" "${kv#*=}"); done
+    jq -cn "${args[@]}" '$ARGS.named' >>"$RESULTS"
+}
+# peak_rss_kb PID: the high-water mark of the resident set.
+peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
+
+# bench_schema TABLE COLUMNS: prints the SQL that creates bench_payload(n)
+# (about 300 bytes of jsonb), bench_load(n, base) (n events: a 10-event
+# transaction, then ten 1-event ones, half the events each, committing as
+# it goes; aggregate ids spread over 1,000 values) and
+# bench_load_one_txn(n, base) (one transaction of n events), inserting into
+# TABLE; COLUMNS names its event id, aggregate type, aggregate id, event
+# type and payload columns, comma-separated, in that order.
+bench_schema() {
+    cat <<SQL
+CREATE FUNCTION bench_payload(n bigint) RETURNS jsonb LANGUAGE sql IMMUTABLE AS \$\$
+    SELECT jsonb_build_object(
+        'order_id', n,
+        'customer', md5(n::text),
+        'sku', upper(substr(md5((n + 1)::text), 1, 12)),
+        'quantity', 1 + n % 7,
+        'unit_price_cents', 100 + (n * 37) % 90000,
+        'currency', 'EUR',
+        'shipping', jsonb_build_object('street', md5((n + 2)::text),
+                                       'city', substr(md5((n + 3)::text), 1, 10),
+                                       'zip', lpad((n % 100000)::text, 5, '0')),
+        'note', md5((n + 4)::text) || md5((n + 5)::text))
+\$\$;
+CREATE PROCEDURE bench_load(n bigint, base bigint) LANGUAGE plpgsql AS \$\$
+DECLARE
+    i bigint := 0;
+    batch int;
+BEGIN
+    WHILE i < n LOOP
+        batch := CASE WHEN i % 20 = 0 THEN 10 ELSE 1 END;
+        IF batch > n - i THEN batch := n - i; END IF;
+        INSERT INTO $1 ($2)
+        SELECT gen_random_uuid(), 'Order', 'order-' || ((base + i + g) * 7919 % 1000),
+               'OrderPlaced', bench_payload(base + i + g)
+          FROM generate_series(0, batch - 1) AS g;
+        COMMIT;
+        i := i + batch;
+    END LOOP;
+END
+\$\$;
+CREATE PROCEDURE bench_load_one_txn(n bigint, base bigint) LANGUAGE sql AS \$\$
+    INSERT INTO $1 ($2)
+    SELECT gen_random_uuid(), 'Order', 'order-' || ((base + g) * 7919 % 1000),
+           'OrderPlaced', bench_payload(base + g)
+      FROM generate_series(0, n - 1) AS g;
+\$\$;
+SQL
+}
+
+# bench_writer TABLE COLUMNS AGGREGATE_TYPE: writes the steady state's
+# pgbench scripts, $T/one.sql (one event) and $T/ten.sql (ten events), for
+# TABLE and COLUMNS as bench_schema takes them. Run with weights 10:1
+# (-f one.sql@10 -f ten.sql@1) they put half the events in each: 20 events
+# per 11 transactions, so RATE events/s is bench_tps RATE transactions/s.
+bench_writer() {
+    cat >"$T/one.sql" <<EOF
+\set n random(1, 1000000000)
+INSERT INTO $1 ($2)
+VALUES (gen_random_uuid(), '$3', 'order-' || (:n % 1000), 'OrderPlaced', bench_payload(:n));
+EOF
+    cat >"$T/ten.sql" <<EOF
+\set n random(1, 1000000000)
+INSERT INTO $1 ($2)
+SELECT gen_random_uuid(), '$3', 'order-' || ((:n + g) % 1000), 'OrderPlaced',
+       bench_payload(:n + g)
+  FROM generate_series(0, 9) AS g;
+EOF
+}
+bench_tps() { echo $((($1 * 11 + 19) / 20)); }
+
+# start_kwatch TOPIC: starts the consumer (tests/kwatch.c) at the end of
+# every partition of TOPIC, its lines in $T/kwatch.lines; returns once it
+# is ready (everything produced from then on is seen); sets KWATCH_PID.
+start_kwatch() {
+    local i
+    rm -f "$T/kwatch.ready"
+    "$OUTBOXD_BUILD_DIR/tests/outboxd-kwatch" -b "$KAFKA_BOOTSTRAP" -t "$1" \
+        --header "${KW_HEADER:-event_id}" --ready-file "$T/kwatch.ready" \
+        >"$T/kwatch.lines" 2>"$T/kwatch.err" </dev/null &
+    KWATCH_PID=$!
+    E2E_BG_PIDS+=("$KWATCH_PID")
+    for ((i = 0; i < 600; i++)); do
+        [[ -s "$T/kwatch.ready" ]] && return 0
+        kill -0 "$KWATCH_PID" 2>/dev/null || fail "outboxd-kwatch exited: $(cat "$T/kwatch.err")"
+        sleep 0.05
+    done
+    fail "outboxd-kwatch was not ready within 30 s: $(cat "$T/kwatch.err")"
+}
+
+# stop_kwatch N: waits (up to 60 s) until the consumer has written N lines,
+# then SIGTERM; expects exit 0.
+stop_kwatch() {
+    local i rc=0
+    for ((i = 0; i < 600; i++)); do
+        (($(wc -l <"$T/kwatch.lines") >= $1)) && break
+        kill -0 "$KWATCH_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -TERM "$KWATCH_PID" 2>/dev/null || true
+    wait "$KWATCH_PID" || rc=$?
+    [[ $rc -eq 0 ]] || fail "outboxd-kwatch exited with $rc: $(tail -5 "$T/kwatch.err")"
+    info "consumer: $(wc -l <"$T/kwatch.lines") lines for $1 committed events"
+}
+
+# consumer_latency: COPYs the consumer's lines into PostgreSQL (against
+# the rows of KW_TABLE, default public.outbox_events, whose id column is
+# KW_ID, default event_id) and sets
+# CONS_LINES, CONS_DUPS (lines beyond the first of an event), CONS_MISSING
+# (committed events it never saw), CONS_UNKNOWN (ids not in the outbox),
+# CONS_N (events with a latency) and CONS_P50/P99/MAX (us): per event, its
+# first receive time minus its row's commit timestamp.
+consumer_latency() {
+    local table=${KW_TABLE:-public.outbox_events} id=${KW_ID:-event_id}
+    psql -XAtq -v ON_ERROR_STOP=1 -F ' ' >"$T/kwatch.sql.out" 2>&1 <<SQL ||
+CREATE TEMP TABLE kwatch_lines (event_id text NOT NULL, receive_us bigint NOT NULL);
+\copy kwatch_lines FROM '$T/kwatch.lines' WITH (FORMAT text, DELIMITER ' ')
+CREATE TEMP TABLE kwatch_first AS
+    SELECT event_id, min(receive_us) AS receive_us FROM kwatch_lines GROUP BY event_id;
+WITH lat AS (
+    SELECT f.receive_us - (extract(epoch FROM pg_xact_commit_timestamp(o.xmin)) * 1000000)::bigint AS us
+      FROM $table o JOIN kwatch_first f ON f.event_id = o.$id::text)
+SELECT (SELECT count(*) FROM kwatch_lines),
+       (SELECT count(*) FROM kwatch_lines) - (SELECT count(*) FROM kwatch_first),
+       (SELECT count(*) FROM $table o
+         WHERE NOT EXISTS (SELECT 1 FROM kwatch_first f WHERE f.event_id = o.$id::text)),
+       (SELECT count(*) FROM kwatch_first f
+         WHERE NOT EXISTS (SELECT 1 FROM $table o WHERE o.$id::text = f.event_id)),
+       count(us),
+       coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY us), -1),
+       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY us), -1),
+       coalesce(max(us), -1)
+  FROM lat;
+SQL
+        fail "loading the consumer's lines failed: $(cat "$T/kwatch.sql.out")"
+    read -r CONS_LINES CONS_DUPS CONS_MISSING CONS_UNKNOWN CONS_N CONS_P50 CONS_P99 CONS_MAX \
+        <"$T/kwatch.sql.out"
+}
