@@ -18,6 +18,40 @@ record() {
 # peak_rss_kb PID: the high-water mark of the resident set.
 peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 
+# bench_pg_start: a throw-away PostgreSQL (lib.sh's pg_start) with room for
+# the backlogs (max_wal_size 8GB) and the rows' commit timestamps, which the
+# commit-to-consumer latency reads (track_commit_timestamp, a restart).
+bench_pg_start() {
+    pg_start
+    psql_q "ALTER SYSTEM SET max_wal_size = '8GB'" >/dev/null
+    psql_q "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
+    pg_restart
+    [[ $(psql_q "SHOW track_commit_timestamp") == on ]] ||
+        fail "track_commit_timestamp is not on after the restart"
+}
+
+# slot_wait_for SLOT CONDITION: blocks server-side (polling shared memory
+# every 5 ms, up to 1800 s) until CONDITION, an SQL expression over SLOT's
+# row of pg_replication_slots, holds; prints the server's clock (epoch
+# seconds) at that moment. Run it in the background before what it times.
+slot_wait_for() {
+    psql -XAtq -v ON_ERROR_STOP=1 <<SQL
+DO \$\$
+DECLARE deadline timestamptz := clock_timestamp() + interval '1800 s';
+BEGIN
+    LOOP
+        EXIT WHEN (SELECT $2 FROM pg_replication_slots WHERE slot_name = '$1');
+        IF clock_timestamp() > deadline THEN
+            RAISE EXCEPTION 'slot $1: % did not hold within 1800 s', '$2';
+        END IF;
+        PERFORM pg_sleep(0.005);
+    END LOOP;
+END
+\$\$;
+SELECT extract(epoch FROM clock_timestamp());
+SQL
+}
+
 # bench_schema TABLE COLUMNS: prints the SQL that creates bench_payload(n)
 # (about 300 bytes of jsonb), bench_load(n, base) (n events: a 10-event
 # transaction, then ten 1-event ones, half the events each, committing as

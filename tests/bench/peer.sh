@@ -92,12 +92,7 @@ RESULTS=$T/results.jsonl
 
 cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"; }
 
-pg_start
-psql_q "ALTER SYSTEM SET max_wal_size = '8GB'" >/dev/null
-psql_q "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
-pg_restart
-[[ $(psql_q "SHOW track_commit_timestamp") == on ]] ||
-    fail "track_commit_timestamp is not on after the restart"
+bench_pg_start
 COLS="id, aggregatetype, aggregateid, type, payload"
 psql_q "CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
           aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb);
@@ -106,23 +101,9 @@ bench_schema public.outbox "$COLS" | psql_q >/dev/null
 printf 'message.max.bytes=4194304\n' >"$T/broker.properties"
 E2E_KAFKA_PROPERTIES=$T/broker.properties broker_start
 
-# slot_active_at SLOT: blocks server-side until SLOT is active; prints the
-# server's clock (epoch seconds) then. Started before the relay.
-slot_active_at() {
-    psql -XAtq -v ON_ERROR_STOP=1 <<SQL
-DO \$\$
-DECLARE deadline timestamptz := clock_timestamp() + interval '600 s';
-BEGIN
-    LOOP
-        EXIT WHEN (SELECT active FROM pg_replication_slots WHERE slot_name = '$1');
-        IF clock_timestamp() > deadline THEN RAISE EXCEPTION 'slot $1 not active'; END IF;
-        PERFORM pg_sleep(0.005);
-    END LOOP;
-END
-\$\$;
-SELECT extract(epoch FROM clock_timestamp());
-SQL
-}
+# slot_active_at SLOT: until SLOT is active; prints the server's clock
+# then (slot_wait_for). Started before the relay.
+slot_active_at() { slot_wait_for "$1" active; }
 # topic_end TOPIC: the sum of its partitions' end offsets (0 before it exists).
 topic_end() {
     { kcat -b "$KAFKA_BOOTSTRAP" -Q -t "$1:0:-1" -t "$1:1:-1" -t "$1:2:-1" -t "$1:3:-1" \

@@ -149,13 +149,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # ---------------------------------------------------------------- schema
 
-pg_start
-psql_q "ALTER SYSTEM SET max_wal_size = '8GB'" >/dev/null
-# Commit timestamps of the rows, for the commit-to-consumer latency.
-psql_q "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
-pg_restart
-[[ $(psql_q "SHOW track_commit_timestamp") == on ]] ||
-    fail "track_commit_timestamp is not on after the restart"
+bench_pg_start
 COLS="event_id, aggregate_type, aggregate_id, event_type, payload"
 bench_schema public.outbox_events "$COLS" | psql_q >/dev/null
 PAYLOAD_BYTES=$(psql_q "SELECT octet_length(bench_payload(123456)::text)")
@@ -251,27 +245,9 @@ run_recvlogical() {
     RL_CPU_S=$(echo "$u + $s" | bc -l)
 }
 
-# wait_slot_at SLOT LSN: blocks (server-side, polling shared memory every
-# 5 ms) until SLOT's confirmed_flush_lsn >= LSN; prints the server's clock
-# (epoch seconds) at that moment. Run it before starting the consumer.
-wait_slot_at() {
-    psql -XAtq -v ON_ERROR_STOP=1 <<SQL
-DO \$\$
-DECLARE deadline timestamptz := clock_timestamp() + interval '1800 s';
-BEGIN
-    LOOP
-        EXIT WHEN (SELECT confirmed_flush_lsn >= '$2'::pg_lsn
-                     FROM pg_replication_slots WHERE slot_name = '$1');
-        IF clock_timestamp() > deadline THEN
-            RAISE EXCEPTION 'slot $1 did not reach $2 within 1800 s';
-        END IF;
-        PERFORM pg_sleep(0.005);
-    END LOOP;
-END
-\$\$;
-SELECT extract(epoch FROM clock_timestamp());
-SQL
-}
+# wait_slot_at SLOT LSN: until SLOT's confirmed_flush_lsn >= LSN; prints
+# the server's clock then (slot_wait_for). Run it before starting the relay.
+wait_slot_at() { slot_wait_for "$1" "confirmed_flush_lsn >= '$2'::pg_lsn"; }
 
 # start_relay SLOT: starts outboxd on SLOT in the background; sets RELAY_PID.
 start_relay() {
