@@ -108,6 +108,7 @@ struct config {
     char *outbox_placement; /* COLUMN:header[:NAME], ...; NULL: none */
     bool outbox_tombstone_on_empty; /* an empty payload: a null value */
     char *outbox_span_column;       /* tracing span-context column; NULL: none */
+    char *outbox_value_converter;   /* "string" or "json" (outbox_map_set_value_json()) */
 
     /* [kafka]: in order of first appearance; later sets replace values. */
     struct kv *kafka;

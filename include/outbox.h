@@ -121,9 +121,10 @@ struct map_cache; /* column positions in the last relation layout seen */
 enum { OUTBOX_HS_COMMIT_LSN = OC__COUNT, OUTBOX_HS_COLUMN };
 
 struct outbox_hspec {
-    int source;   /* enum outbox_col, OUTBOX_HS_COMMIT_LSN or OUTBOX_HS_COLUMN */
-    char *column; /* OUTBOX_HS_COLUMN: the column's name; owned */
-    char *name;   /* the header's name; owned */
+    int source;    /* enum outbox_col, OUTBOX_HS_COMMIT_LSN or OUTBOX_HS_COLUMN */
+    char *column;  /* OUTBOX_HS_COLUMN: the column's name; owned */
+    char *name;    /* the header's name (envelope: the field's); owned */
+    bool envelope; /* a field of the JSON envelope, not a header */
 };
 
 /* The [outbox] headers default: outboxd's own headers. */
@@ -143,6 +144,8 @@ struct outbox_map {
      * route.tombstone.on.empty.payload). Default false: an empty value. */
     bool tombstone_on_empty;
     char *span_column; /* owned; NULL: none (outbox_map_set_span_context()) */
+    bool value_json;   /* outbox_map_set_value_json() */
+    int nenvelope;     /* how many hspecs are envelope fields */
 };
 
 /* Fills m from a "schema.table" (or "table", meaning public) name, the
@@ -161,13 +164,24 @@ void outbox_map_free(struct outbox_map *m);
  * name (default FIELD); "none" for no such header. placement: NULL, "", or
  * Debezium's table.fields.additional.placement syntax, comma-separated
  * COLUMN:header[:NAME]: any column of the table as a header (NAME default
- * COLUMN); the envelope and partition placements are refused (err says
- * why). A header whose value is NULL is left out. Returns 0, or -1 with
+ * COLUMN), or COLUMN:envelope[:NAME]: a field of the JSON envelope (only
+ * with outbox_map_set_value_json(), checked there); the partition
+ * placement is refused (err says why). A header whose value is NULL is
+ * left out. Returns 0, or -1 with
  * the reason in err (m unchanged but for a partial list, freed by
  * outbox_map_free()).
  */
 int outbox_map_set_headers(struct outbox_map *m, const char *headers, const char *placement,
                            char *err, size_t errlen);
+
+/* The value as Kafka Connect's JsonConverter (schemas.enable=false)
+ * writes Debezium's ([outbox] value_converter = json; jsonvalue.h): the
+ * payload as a JSON string, or with envelope placements the object
+ * {"payload": <payload as a JSON string, or null>, "<NAME>": <the
+ * column's value>, ...}. false: the payload's text as it is (StringConverter,
+ * the default). 0, or -1 with err when envelope placements are set and
+ * json is false. Call after outbox_map_set_headers(). */
+int outbox_map_set_value_json(struct outbox_map *m, bool json, char *err, size_t errlen);
 
 /* The tracing span-context column (Debezium's tracing.span.context.field):
  * when the table has a column of that name and a row's value is not NULL,

@@ -109,6 +109,8 @@ static const struct key_def key_defs[] = {
       "an empty payload is sent as a null value (a tombstone), like a NULL one"),
     K("outbox", "span_context_column", KT_PATH, outbox_span_column, NULL,
       "column of a tracing span context (Properties text): its entries become headers"),
+    K("outbox", "value_converter", KT_STRING, outbox_value_converter, "string",
+      "string: the payload's text; json: as Connect's JsonConverter (envelope fields)"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
       "offset file: the last position whose events were all ACKed"),
     K("delivery", "mode", KT_DELIVERY, delivery_mode, "at_least_once",
@@ -1194,7 +1196,15 @@ int config_outbox_map(const struct config *c, struct outbox_map *m, char *err, s
         return -1;
     }
     m->tombstone_on_empty = c->outbox_tombstone_on_empty;
-    if (outbox_map_set_span_context(m, c->outbox_span_column, err, errlen) != 0) {
+    bool json = strcmp(c->outbox_value_converter, "json") == 0;
+    if (!json && strcmp(c->outbox_value_converter, "string") != 0) {
+        snprintf(err, errlen, "[outbox] value_converter: \"%s\" is not one of string|json",
+                 c->outbox_value_converter);
+        outbox_map_free(m);
+        return -1;
+    }
+    if (outbox_map_set_value_json(m, json, err, errlen) != 0 ||
+        outbox_map_set_span_context(m, c->outbox_span_column, err, errlen) != 0) {
         outbox_map_free(m);
         return -1;
     }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonvalue.h"
 #include "str.h"
 
 static const char *const col_names[OC__COUNT] = {
@@ -157,6 +158,7 @@ struct map_cache {
     int col[OC__COUNT]; /* index in the relation, -1 when absent */
     int hcol[OUTBOX_SPEC_HEADERS]; /* the same for hspecs[i] of OUTBOX_HS_COLUMN */
     int span_col;                 /* the span-context column's, -1 when absent */
+    struct jbuf value;            /* the JSON value (value_json); owned */
     /* The last rendered topic that passed outbox_topic_valid(): most
      * events go to the topic the previous one went to, and comparing is
      * cheaper than checking every character again. */
@@ -223,6 +225,7 @@ void outbox_map_free(struct outbox_map *m)
     free(m->table);
     for (int i = 0; i < OC__COUNT; i++) free(m->columns[i]);
     topic_template_free(m->topic);
+    if (m->cache) free(m->cache->value.data);
     free(m->cache);
     free(m->span_column);
     for (int i = 0; i < m->nhspecs; i++) {
@@ -241,13 +244,14 @@ static void hspecs_clear(struct outbox_map *m)
         free(m->hspecs[i].name);
     }
     m->nhspecs = 0;
+    m->nenvelope = 0;
     if (m->cache) m->cache->layout_id = 0; /* the column positions are stale */
 }
 
 /* Appends a header spec (column: NULL unless OUTBOX_HS_COLUMN); -1 with
  * err when the list is full or memory runs out. */
 static int hspec_add(struct outbox_map *m, int source, const char *column, const char *name,
-                     char *err, size_t errlen)
+                     bool envelope, char *err, size_t errlen)
 {
     if (m->nhspecs == OUTBOX_SPEC_HEADERS) {
         snprintf(err, errlen, "more than %d headers", OUTBOX_SPEC_HEADERS);
@@ -255,6 +259,8 @@ static int hspec_add(struct outbox_map *m, int source, const char *column, const
     }
     struct outbox_hspec *h = &m->hspecs[m->nhspecs];
     h->source = source;
+    h->envelope = envelope;
+    m->nenvelope += envelope;
     h->column = column ? strdup(column) : NULL;
     h->name = strdup(name);
     if (!h->name || (column && !h->column)) {
@@ -303,7 +309,7 @@ static int parse_headers(struct outbox_map *m, const char *list, char *err, size
             snprintf(err, errlen, "[outbox] headers: \"%s:\" has an empty header name", item);
             return -1;
         }
-        if (hspec_add(m, f, NULL, name ? name : item, err, errlen) != 0) return -1;
+        if (hspec_add(m, f, NULL, name ? name : item, false, err, errlen) != 0) return -1;
     }
     return 0;
 }
@@ -327,27 +333,47 @@ static int parse_placement(struct outbox_map *m, const char *list, char *err, si
         *where++ = '\0';
         char *name = strchr(where, ':');
         if (name) *name++ = '\0';
-        if (strcmp(where, "envelope") == 0 || strcmp(where, "partition") == 0) {
+        if (strcmp(where, "partition") == 0) {
             snprintf(err, errlen,
-                     "[outbox] additional_placement %s:%s: the %s placement is not supported "
-                     "(%s); place the column in a header (%s:header)",
-                     item, where, where,
-                     where[0] == 'e' ? "outboxd sends the payload as it is, it does not wrap "
-                                       "it in an envelope"
-                                     : "the partition follows the key, so that one "
-                                       "aggregate's events stay in order",
-                     item);
+                     "[outbox] additional_placement %s:partition: the partition placement is "
+                     "not supported (the partition follows the key, so that one aggregate's "
+                     "events stay in order); place the column in a header (%s:header)",
+                     item, item);
             return -1;
         }
-        if (strcmp(where, "header") != 0 || (name && !*name)) {
+        bool envelope = strcmp(where, "envelope") == 0;
+        if ((!envelope && strcmp(where, "header") != 0) || (name && !*name)) {
             snprintf(err, errlen,
-                     "[outbox] additional_placement %s:%s%s%s: expected COLUMN:header[:NAME]",
+                     "[outbox] additional_placement %s:%s%s%s: expected "
+                     "COLUMN:header[:NAME] or COLUMN:envelope[:NAME]",
                      item, where, name ? ":" : "", name ? name : "");
             return -1;
         }
-        if (hspec_add(m, OUTBOX_HS_COLUMN, item, name ? name : item, err, errlen) != 0)
+        if (envelope && !strcmp(name ? name : item, "payload")) {
+            snprintf(err, errlen,
+                     "[outbox] additional_placement %s:envelope: the envelope's field "
+                     "\"payload\" is the payload's; give the column another name "
+                     "(%s:envelope:NAME)",
+                     item, item);
+            return -1;
+        }
+        if (hspec_add(m, OUTBOX_HS_COLUMN, item, name ? name : item, envelope, err,
+                      errlen) != 0)
             return -1;
     }
+    return 0;
+}
+
+int outbox_map_set_value_json(struct outbox_map *m, bool json, char *err, size_t errlen)
+{
+    if (!json && m->nenvelope > 0) {
+        snprintf(err, errlen,
+                 "[outbox] additional_placement has envelope fields, which need [outbox] "
+                 "value_converter = json (the envelope is a JSON object; with Debezium's "
+                 "StringConverter it would be Java's Struct{...} text)");
+        return -1;
+    }
+    m->value_json = json;
     return 0;
 }
 
@@ -540,6 +566,42 @@ static bool render_topic(const struct outbox_map *m, const struct relation *rel,
     return true;
 }
 
+/* ev's value as JsonConverter writes it (outbox_map_set_value_json()),
+ * in the map's buffer: valid until the next event is built. The envelope
+ * fields' columns were found by the header loop (hcol). 0, or -1 on out of
+ * memory. */
+static int json_value(const struct outbox_map *m, const struct relation *rel,
+                      const struct col_value *values, struct slice payload, int has_payload,
+                      struct outbox_event *ev)
+{
+    struct map_cache *mc = m->cache;
+    struct jbuf *b = &mc->value;
+    b->len = 0;
+    if (m->nenvelope == 0) {
+        if (ev->value_null) return 0;
+        if (jsonvalue_string(b, payload.data, payload.len) != 0) return -1;
+    } else {
+        if (jsonvalue_raw(b, "{\"payload\":", 11) != 0 ||
+            jsonvalue_field(b, JV_STRING, !has_payload, payload.data, payload.len) != 0)
+            return -1;
+        for (int i = 0; i < m->nhspecs; i++) {
+            const struct outbox_hspec *h = &m->hspecs[i];
+            if (!h->envelope) continue;
+            const struct col_value *cv = &values[mc->hcol[i]];
+            if (jsonvalue_raw(b, ",", 1) != 0 ||
+                jsonvalue_string(b, h->name, strlen(h->name)) != 0 ||
+                jsonvalue_raw(b, ":", 1) != 0 ||
+                jsonvalue_field(b, jsonvalue_kind(rel->cols[mc->hcol[i]].typid),
+                                cv->kind == CV_NULL, cv->data, cv->len) != 0)
+                return -1;
+        }
+        if (jsonvalue_raw(b, "}", 1) != 0) return -1;
+        ev->value_null = false;
+    }
+    ev->value = (struct slice){b->data, b->len};
+    return 0;
+}
+
 /* The span context's entries as headers of ev, when the row has the column
  * and a value. 0, or -1 with the reason in err (a poison row). */
 static int add_span_headers(const struct map_cache *mc, const struct col_value *values,
@@ -627,8 +689,10 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
         }
         int r = get_placed(rel, values, nvalues, mc->hcol[i], h->column, &v, err, errlen);
         if (r < 0) return poison(ev, OF_SCHEMA, err, errlen, NULL);
-        if (r > 0) add_header(ev, h->name, v.data, v.len);
+        if (r > 0 && !h->envelope) add_header(ev, h->name, v.data, v.len);
     }
+    if (m->value_json && json_value(m, rel, values, payload, has_payload, ev) != 0)
+        return poison(ev, OF_SCHEMA, err, errlen, "out of memory building the JSON value");
     char span_why[200];
     bool span_ok = add_span_headers(mc, values, nvalues, ev, span_why, sizeof(span_why)) == 0;
 

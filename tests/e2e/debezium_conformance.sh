@@ -24,6 +24,12 @@
 # Connect task and have no outboxd equivalent; they are removed from
 # Debezium's side before the diff, and the test checks they were there.
 #
+# Then the same comparison for a second pair on slots made before the
+# workload: Debezium with JsonConverter (schemas.enable=false) and outboxd
+# with [outbox] value_converter = json, both placing type and aggregateid
+# in the value's envelope (type:envelope:eventType, aggregateid:envelope)
+# besides the eventType header.
+#
 # Then the migration procedure of the README under load: a writer commits
 # ~1,500 one-event transactions; Debezium is stopped (SIGTERM) in the middle
 # of them; outboxd starts on Debezium's slot and publication
@@ -64,6 +70,12 @@ OUTBOXD_SLOT=outboxd outboxd_start --set outbox.preset=debezium \
     --set outbox.additional_placement=type:header:eventType \
     --set kafka.message.max.bytes=4194304
 
+# The slots of the JsonConverter pair (below), made before the workload so
+# that they decode it too.
+for slot in debezium_json outboxd_json; do
+    psql_q "SELECT 1 FROM pg_create_logical_replication_slot('$slot', 'pgoutput')" >/dev/null
+done
+
 step "the workload"
 expected=0
 ins() { # SQL of one transaction; N: the events it commits
@@ -101,21 +113,43 @@ dump_prefix() {
     KDUMP_ARGS="-X fetch.max.bytes=8388608 -X max.partition.fetch.bytes=8388608" kdump_all |
         jq -c --arg p "$1" 'select(.topic | startswith($p))' >"$2"
 }
-step "waiting until both relays delivered $expected messages"
-for ((i = 0; i < 120; i++)); do
-    dump_prefix obx. "$T/obx.jsonl"
-    dump_prefix dbz. "$T/dbz.jsonl"
-    n_obx=$(wc -l <"$T/obx.jsonl") n_dbz=$(wc -l <"$T/dbz.jsonl")
-    ((n_obx >= expected && n_dbz >= expected)) && break
-    outboxd_assert_running
-    [[ -n "$("$DBZ" pid "$T/debezium")" ]] || fail "Debezium's Connect exited: $(tail -n 20 "$T/debezium/connect.log")"
-    sleep 1
-done
-info "outboxd: $n_obx messages, Debezium: $n_dbz"
-assert_eq "$expected" "$n_obx" "outboxd's messages"
-assert_eq "$expected" "$n_dbz" "Debezium's messages"
-
-step "comparing, event by event"
+# compare DBZ_DIR DBZ_PREFIX OBX_PREFIX: waits until Debezium (Connect in
+# DBZ_DIR) and outboxd each delivered $expected messages to their topics,
+# then compares them event by event; the dumps stay in $T/PREFIX.jsonl and
+# the compared lines in $T/PREFIX.tsv.
+compare() {
+    local dir=$1 dp=$2 op=$3 i n_obx n_dbz ctx
+    step "waiting until both relays delivered $expected messages ($dp, $op)"
+    for ((i = 0; i < 120; i++)); do
+        dump_prefix "$op" "$T/$op.jsonl"
+        dump_prefix "$dp" "$T/$dp.jsonl"
+        n_obx=$(wc -l <"$T/$op.jsonl") n_dbz=$(wc -l <"$T/$dp.jsonl")
+        ((n_obx >= expected && n_dbz >= expected)) && break
+        outboxd_assert_running
+        [[ -n "$("$DBZ" pid "$dir")" ]] || fail "Debezium's Connect exited: $(tail -n 20 "$dir/connect.log")"
+        sleep 1
+    done
+    info "outboxd: $n_obx messages, Debezium: $n_dbz"
+    assert_eq "$expected" "$n_obx" "outboxd's messages"
+    assert_eq "$expected" "$n_dbz" "Debezium's messages"
+    step "comparing $dp and $op, event by event"
+    normalise "$op" <"$T/$op.jsonl" >"$T/$op.tsv"
+    normalise "$dp" <"$T/$dp.jsonl" >"$T/$dp.tsv"
+    ctx=$(jq -s '[.[] | select([.headers_list[][0]] | any(startswith("__debezium.context.")))] | length' "$T/$dp.jsonl")
+    info "Debezium's messages carrying __debezium.context.* headers: $ctx of $n_dbz"
+    assert_eq "$expected" "$ctx" "Debezium messages with its context headers (the known difference)"
+    assert_eq 0 "$(jq -s '[.[] | select([.headers_list[][0]] | any(startswith("__debezium")))] | length' "$T/$op.jsonl")" \
+        "outboxd messages with __debezium headers"
+    if ! diff "$T/$dp.tsv" "$T/$op.tsv" >"$T/diff.txt"; then
+        head -c 4000 "$T/diff.txt" >&2
+        fail "outboxd's messages differ from Debezium's ($(grep -c '^[<>]' "$T/diff.txt") lines; < Debezium, > outboxd; $T/diff.txt)"
+    fi
+    info "$expected events identical: topic, partition, key, value and headers"
+    # What the comparison covered, so that a vacuous diff cannot pass.
+    assert_eq "$expected" "$(cut -f1 "$T/$op.tsv" | sort -u | grep -vc '^-$')" "distinct event ids"
+    assert_eq 4 "$(cut -f3 "$T/$op.tsv" | sort -u | wc -l)" "partitions used"
+    assert_eq "id,eventType" "$(cut -f7 "$T/$op.tsv" | sort -u)" "header names"
+}
 # One line per message: id, topic without the prefix, partition, key,
 # value and the headers in order (hex), Debezium's context headers apart.
 normalise() { # PREFIX < dump
@@ -129,34 +163,45 @@ normalise() { # PREFIX < dump
            ($h | map(.[0]) | join(",")),
            (.headers_hex | with_entries(select(.key | own)) | tojson)] | @tsv' | sort
 }
-normalise obx. <"$T/obx.jsonl" >"$T/obx.tsv"
-normalise dbz. <"$T/dbz.jsonl" >"$T/dbz.tsv"
-ctx=$(jq -s '[.[] | select([.headers_list[][0]] | any(startswith("__debezium.context.")))] | length' "$T/dbz.jsonl")
-info "Debezium's messages carrying __debezium.context.* headers: $ctx of $n_dbz"
-assert_eq "$expected" "$ctx" "Debezium messages with its context headers (the known difference)"
-assert_eq 0 "$(jq -s '[.[] | select([.headers_list[][0]] | any(startswith("__debezium")))] | length' "$T/obx.jsonl")" \
-    "outboxd messages with __debezium headers"
-if ! diff "$T/dbz.tsv" "$T/obx.tsv" >"$T/diff.txt"; then
-    head -c 4000 "$T/diff.txt" >&2
-    fail "outboxd's messages differ from Debezium's ($(grep -c '^[<>]' "$T/diff.txt") lines; < Debezium, > outboxd; $T/diff.txt)"
-fi
-info "$expected events identical: topic, partition, key, value and headers"
-
-# What the comparison covered, so that a vacuous diff cannot pass.
-assert_eq "$expected" "$(cut -f1 "$T/obx.tsv" | sort -u | grep -vc '^-$')" "distinct event ids"
-assert_eq 4 "$(cut -f3 "$T/obx.tsv" | sort -u | wc -l)" "partitions used"
-assert_eq "id,eventType" "$(cut -f7 "$T/obx.tsv" | sort -u)" "header names"
-assert_eq 1 "$(awk -F '\t' '$5 == "null"' "$T/obx.tsv" | wc -l)" "null values (the NULL payload)"
-big=$(jq -r 'select(.key == "blob-1") | .value_hex | length / 2' "$T/obx.jsonl")
+compare "$T/debezium" dbz. obx.
+assert_eq 1 "$(awk -F '\t' '$5 == "null"' "$T/obx..tsv" | wc -l)" "null values (the NULL payload)"
+big=$(jq -r 'select(.key == "blob-1") | .value_hex | length / 2' "$T/obx..jsonl")
 ((big > BIG)) || fail "the big payload arrived with $big bytes"
 info "the 1 MiB payload arrived whole ($big bytes) from both"
-assert_eq 1 "$(jq -r 'select(.key == "kunde-äöü-고객") | .value' "$T/obx.jsonl" | grep -c 'Jürgen 김')" \
+assert_eq 1 "$(jq -r 'select(.key == "kunde-äöü-고객") | .value' "$T/obx..jsonl" | grep -c 'Jürgen 김')" \
     "non-ASCII payload"
-assert_eq 0 "$(jq -r 'select(.key == "order-rb" or (.headers.eventType // "") == "Discarded")' "$T/obx.jsonl" | wc -l)" \
+assert_eq 0 "$(jq -r 'select(.key == "order-rb" or (.headers.eventType // "") == "Discarded")' "$T/obx..jsonl" | wc -l)" \
     "events of rolled-back work"
+
+step "Debezium with JsonConverter and an envelope, and outboxd with value_converter = json"
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+placement=type:envelope:eventType,aggregateid:envelope,type:header:eventType
+DBZ_SLOT=debezium_json DBZ_PUBLICATION=dbz_pub DBZ_TOPIC_PREFIX=dbzj. DBZ_NAME=debezium-json \
+    DBZ_ROUTER_EXTRA="table.fields.additional.placement=$placement" \
+    DBZ_WORKER_EXTRA="producer.max.request.size=4194304
+value.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter.schemas.enable=false" \
+    "$DBZ" start "$T/debezium_json" >/dev/null 2>"$T/debezium_json.err" || {
+    "$DBZ" kill "$T/debezium_json" || true
+    fail "Debezium (JsonConverter) did not start: $(tail -c 3000 "$T/debezium_json.err")"
+}
+E2E_BG_PIDS+=("$("$DBZ" pid "$T/debezium_json")")
+OUTBOXD_SLOT=outboxd_json outboxd_start --set outbox.preset=debezium \
+    --set postgres.publication=dbz_pub --set postgres.create_slot=false \
+    --set 'outbox.topic=obxj.outbox.event.${aggregatetype}' \
+    --set outbox.value_converter=json --set "outbox.additional_placement=$placement" \
+    --set kafka.message.max.bytes=4194304 --set "offsets.file=$T/json.offset"
+compare "$T/debezium_json" dbzj. obxj.
+assert_eq '{"payload":null,"eventType":"OrderDeleted","aggregateid":"order-null"}' \
+    "$(jq -r 'select(.key == "order-null") | .value' "$T/obxj..jsonl")" "the envelope of a NULL payload"
+assert_eq "$(psql_q "SELECT payload::text FROM public.outbox WHERE aggregateid = 'kunde-äöü-고객'")" \
+    "$(jq -r 'select(.key == "kunde-äöü-고객") | .value | fromjson | .payload' "$T/obxj..jsonl")" \
+    "the envelope's payload: the jsonb text as a JSON string"
+"$DBZ" stop "$T/debezium_json" || fail "Debezium (JsonConverter) did not stop"
 
 step "taking over Debezium's slot under load (the README's migration procedure)"
 outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+psql_q "SELECT pg_drop_replication_slot(s) FROM unnest(ARRAY['debezium_json', 'outboxd_json']) AS s" >/dev/null
 # A writer of one event per transaction, about 150 a second, for ~10 s.
 LOAD_N=${LOAD_N:-1500}
 psql -XAtq -v ON_ERROR_STOP=1 -c "DO \$\$ BEGIN FOR i IN 1..$LOAD_N LOOP

@@ -1186,7 +1186,13 @@ START_TEST(test_validate_outbox_headers)
     ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "type:envelope", err,
                                 sizeof(err)), 0);
     ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
-    ERR_HAS("envelope placement is not supported");
+    ERR_HAS("need [outbox] value_converter = json");
+    ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "json", err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "JSON", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("not one of string|json");
+    ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "string", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "headers", "event_id,payload", err, sizeof(err)),
                      0);

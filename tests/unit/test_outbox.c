@@ -1135,6 +1135,57 @@ START_TEST(test_span_context)
 }
 END_TEST
 
+/* [outbox] value_converter = json: the payload as a JSON string, or the
+ * envelope object with its fields typed by their columns; envelope fields
+ * need it. */
+START_TEST(test_json_value)
+{
+    static const char *const cols[] = {"id", "aggregatetype", "aggregateid", "type",
+                                       "payload", "version", "urgent"};
+    struct outbox_map m;
+    ck_assert_int_eq(outbox_map_init(&m, "public.outbox", dbz_columns, "t", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(outbox_map_set_headers(&m, "event_id:id", NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(outbox_map_set_value_json(&m, true, err, sizeof(err)), 0);
+    struct relation *r = rel_new("public", "outbox", cols, 7);
+    r->cols[5].typid = 23; /* int4 */
+    r->cols[6].typid = 16; /* bool */
+    struct col_value v[7] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("Cr\"e\tated"),
+                             TXT("{\"a\": \"x\\\"y\", \"k\": \"Grüße\"}"), TXT("-42"),
+                             TXT("t")};
+    struct outbox_event ev;
+    ck_assert_msg(outbox_event_build(&m, r, v, 7, 1, &ev, err, sizeof(err)) == 0, "%s", err);
+    SLICE_EQ(ev.value, "\"{\\\"a\\\": \\\"x\\\\\\\"y\\\", \\\"k\\\": \\\"Grüße\\\"}\"");
+    v[4] = NUL_V; /* a NULL payload stays a null value */
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 7, 1, &ev, err, sizeof(err)), 0);
+    ck_assert(ev.value_null);
+    /* envelope fields: after "payload", in order, typed by their columns */
+    ck_assert_int_eq(outbox_map_set_headers(&m, "event_id:id",
+                                            "type:envelope:eventType,version:envelope,"
+                                            "urgent:envelope,type:header:eventType",
+                                            err, sizeof(err)), 0);
+    ck_assert_int_eq(outbox_map_set_value_json(&m, true, err, sizeof(err)), 0);
+    v[4] = TXT("{}");
+    ck_assert_msg(outbox_event_build(&m, r, v, 7, 1, &ev, err, sizeof(err)) == 0, "%s", err);
+    SLICE_EQ(ev.value, "{\"payload\":\"{}\",\"eventType\":\"Cr\\\"e\\tated\","
+                       "\"version\":-42,\"urgent\":true}");
+    ck_assert_int_eq(ev.nheaders, 2);
+    check_header(&ev, 1, "eventType", "Cr\"e\tated");
+    v[4] = NUL_V;
+    v[5] = NUL_V;
+    v[6] = TXT("x"); /* not t/f: a string, never broken JSON */
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 7, 1, &ev, err, sizeof(err)), 0);
+    ck_assert(!ev.value_null);
+    SLICE_EQ(ev.value, "{\"payload\":null,\"eventType\":\"Cr\\\"e\\tated\","
+                       "\"version\":null,\"urgent\":\"x\"}");
+    /* envelope fields without json: refused, naming the key */
+    ck_assert_int_eq(outbox_map_set_value_json(&m, false, err, sizeof(err)), -1);
+    ERR_HAS("value_converter = json");
+    outbox_map_free(&m);
+    rel_free(r);
+}
+END_TEST
+
 START_TEST(test_headers_refused)
 {
     static const struct {
@@ -1144,10 +1195,10 @@ START_TEST(test_headers_refused)
         {"eventid", NULL, "\"eventid\" is not one of"},
         {"event_id,,commit_lsn", NULL, "an empty item"},
         {"event_id:", NULL, "empty header name"},
-        {"event_id", "type:envelope:eventType", "envelope placement is not supported"},
+        {"event_id", "type:envelope:payload", "the envelope's field \"payload\""},
         {"event_id", "type:partition", "partition placement is not supported"},
         {"event_id", "type", "COLUMN:header[:NAME]"},
-        {"event_id", "type:headers", "expected COLUMN:header[:NAME]"},
+        {"event_id", "type:headers", "expected COLUMN:header[:NAME] or COLUMN:envelope"},
         {"event_id", ":header", "COLUMN:header[:NAME]"},
         {"event_id,event_id,event_id,event_id,event_id,event_id,event_id,event_id,"
          "event_id,event_id,event_id,event_id,event_id,event_id,event_id,event_id,event_id",
@@ -1226,6 +1277,7 @@ int main(void)
     tcase_add_test(th, test_headers_refused);
     tcase_add_test(th, test_tombstone_on_empty_payload);
     tcase_add_test(th, test_span_context);
+    tcase_add_test(th, test_json_value);
     suite_add_tcase(s, th);
 
     SRunner *sr = srunner_create(s);
