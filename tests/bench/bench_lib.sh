@@ -42,7 +42,7 @@ BEGIN
     LOOP
         EXIT WHEN (SELECT $2 FROM pg_replication_slots WHERE slot_name = '$1');
         IF clock_timestamp() > deadline THEN
-            RAISE EXCEPTION 'slot $1: % did not hold within 1800 s', '$2';
+            RAISE EXCEPTION 'slot $1: % did not hold within 1800 s', \$c\$$2\$c\$;
         END IF;
         PERFORM pg_sleep(0.005);
     END LOOP;
