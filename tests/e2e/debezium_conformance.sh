@@ -217,10 +217,11 @@ t0=$(date +%s%N)
 "$DBZ" stop "$T/debezium" || fail "Debezium did not stop"
 confirmed=$(slot_confirmed_lsn)
 info "Debezium stopped in $((($(date +%s%N) - t0) / 1000000)) ms; its slot confirmed $confirmed"
-outboxd_start --set outbox.preset=debezium --set postgres.publication=dbz_pub \
-    --set postgres.create_slot=false --set 'outbox.topic=dbz.outbox.event.${aggregatetype}' \
-    --set outbox.additional_placement=type:header:eventType \
-    --set kafka.message.max.bytes=4194304 --set "offsets.file=$T/takeover.offset"
+takeover=(--set outbox.preset=debezium --set postgres.publication=dbz_pub
+    --set postgres.create_slot=false --set 'outbox.topic=dbz.outbox.event.${aggregatetype}'
+    --set outbox.additional_placement=type:header:eventType
+    --set kafka.message.max.bytes=4194304 --set "offsets.file=$T/takeover.offset")
+outboxd_start "${takeover[@]}"
 grep -q "streaming slot \"debezium\" from $confirmed " "$T/outboxd.log" ||
     fail "outboxd did not start from Debezium's confirmed position $confirmed: $(grep 'streaming slot' "$T/outboxd.log" | tail -n 1)"
 wait "$load" || fail "the writer failed: $(cat "$T/load.out")"
@@ -253,5 +254,12 @@ assert_eq $((expected - 2 + LOAD_N + 1)) "$rows" "rows (all but the two deleted)
 assert_eq '[["id",true],["eventType","Traced"],["traceparent","00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"],["tracestate","rojo=00f067aa0ba902b7"]]' \
     "$(jq -c 'select(.key == "traced-1") | [.headers_list[] | if .[0] == "id" then [.[0], true] else . end]' "$T/switch.jsonl")" \
     "the span context's headers"
+# The README's last step: outboxd verify, with outboxd's configuration,
+# over what both relays wrote.
+"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${takeover[@]}" --json \
+    >"$T/verify.json" 2>"$T/verify.err" || fail "outboxd verify exited $? after the switch: $(cat "$T/verify.err") $(head -c 2000 "$T/verify.json")"
+info "verify after the switch: $(jq -c '{ok, rows, messages, missing, duplicates, order_violations, unknown}' "$T/verify.json")"
+assert_eq 0 "$(jq -r '.missing' "$T/verify.json")" "verify: missing"
+assert_eq "$dups" "$(jq -r '.duplicates' "$T/verify.json")" "verify: duplicates (the switch's)"
 outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
 e2e_pass
