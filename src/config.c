@@ -1191,22 +1191,19 @@ int config_outbox_map(const struct config *c, struct outbox_map *m, char *err, s
     if (outbox_map_init(m, c->outbox_table, (const char *const *)c->outbox_columns,
                         c->outbox_topic, err, errlen) != 0)
         return -1;
-    if (outbox_map_set_headers(m, c->outbox_headers, c->outbox_placement, err, errlen) != 0) {
-        outbox_map_free(m);
-        return -1;
-    }
     m->tombstone_on_empty = c->outbox_tombstone_on_empty;
     bool json = strcmp(c->outbox_value_converter, "json") == 0;
     if (!json && strcmp(c->outbox_value_converter, "string") != 0) {
         snprintf(err, errlen, "[outbox] value_converter: \"%s\" is not one of string|json",
                  c->outbox_value_converter);
-        outbox_map_free(m);
-        return -1;
+        goto fail;
     }
-    if (outbox_map_set_value_json(m, json, err, errlen) != 0 ||
-        outbox_map_set_span_context(m, c->outbox_span_column, err, errlen) != 0) {
-        outbox_map_free(m);
-        return -1;
-    }
+    if (outbox_map_set_headers(m, c->outbox_headers, c->outbox_placement, err, errlen) != 0 ||
+        outbox_map_set_value_json(m, json, err, errlen) != 0 ||
+        outbox_map_set_span_context(m, c->outbox_span_column, err, errlen) != 0)
+        goto fail;
     return 0;
+fail:
+    outbox_map_free(m);
+    return -1;
 }

@@ -219,19 +219,18 @@ fail:
     return -1;
 }
 
+static void hspecs_clear(struct outbox_map *m);
+
 void outbox_map_free(struct outbox_map *m)
 {
     free(m->schema);
     free(m->table);
     for (int i = 0; i < OC__COUNT; i++) free(m->columns[i]);
     topic_template_free(m->topic);
+    hspecs_clear(m);
     if (m->cache) free(m->cache->value.data);
     free(m->cache);
     free(m->span_column);
-    for (int i = 0; i < m->nhspecs; i++) {
-        free(m->hspecs[i].column);
-        free(m->hspecs[i].name);
-    }
     memset(m, 0, sizeof(*m));
 }
 
