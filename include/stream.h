@@ -27,6 +27,7 @@ struct slot_info {
     lsn_t confirmed_flush;
     bool active;
     int active_pid;
+    char wal_status[16]; /* reserved, extended, unreserved, lost; "" if unknown */
 };
 
 /* Reads pg_replication_slots for slot. Returns 0 or -1 with err. */
@@ -50,9 +51,29 @@ struct pg_conn;
 int stream_identify_conn(struct pg_conn *conn, struct server_ident *out, char *err,
                          size_t errlen);
 
-/* CREATE_REPLICATION_SLOT slot LOGICAL plugin. Returns 0 or -1 with err. */
+/* How a slot is created. */
+struct slot_create_opts {
+    bool export_snapshot; /* SNAPSHOT 'export': the snapshot of the consistent
+                           * point stays usable (SET TRANSACTION SNAPSHOT) until
+                           * the next command on this connection (repair.c) */
+    bool failover;        /* FAILOVER true (PostgreSQL 17+): synced to standbys */
+};
+
+/* What CREATE_REPLICATION_SLOT answered. */
+struct slot_created {
+    lsn_t consistent_point; /* streaming from here misses no commit after the
+                             * snapshot */
+    char snapshot[64];      /* the exported snapshot's name ("" if none) */
+};
+
+/* CREATE_REPLICATION_SLOT slot LOGICAL plugin (options o; NULL: no snapshot,
+ * no failover). out (may be NULL) gets the answer. Returns 0 or -1 with err. */
 int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
-                       char *err, size_t errlen);
+                       const struct slot_create_opts *o, struct slot_created *out, char *err,
+                       size_t errlen);
+
+/* DROP_REPLICATION_SLOT slot (it must not be active). Returns 0 or -1 with err. */
+int stream_drop_slot(struct stream *s, const char *slot, char *err, size_t errlen);
 
 /* Returns 1 if publication exists in the connected database, 0 if not,
  * -1 on error. */

@@ -160,7 +160,7 @@ static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *
                   c->pg_slot, fixit_create_slot(fix, sizeof(fix), c->pg_slot, c->pg_plugin));
         return STEP_FATAL;
     }
-    if (stream_create_slot(s->st, c->pg_slot, c->pg_plugin, err, sizeof(err)) != 0) {
+    if (stream_create_slot(s->st, c->pg_slot, c->pg_plugin, NULL, NULL, err, sizeof(err)) != 0) {
         log_plugin_error(s, err);
         return STEP_FATAL;
     }

@@ -113,7 +113,8 @@ int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
     char sql[512];
     snprintf(sql, sizeof(sql),
              "SELECT plugin, database, coalesce(confirmed_flush_lsn::text, '0/0'), "
-             "active, coalesce(active_pid, 0) FROM pg_catalog.pg_replication_slots "
+             "active, coalesce(active_pid, 0), coalesce(wal_status, '') "
+             "FROM pg_catalog.pg_replication_slots "
              "WHERE slot_name = %s",
              lit);
     PQfreemem(lit);
@@ -126,6 +127,7 @@ int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
         lsn_parse(PQgetvalue(r, 0, 2), &out->confirmed_flush);
         out->active = PQgetvalue(r, 0, 3)[0] == 't';
         out->active_pid = atoi(PQgetvalue(r, 0, 4));
+        snprintf(out->wal_status, sizeof(out->wal_status), "%s", PQgetvalue(r, 0, 5));
     }
     PQclear(r);
     return 0;
@@ -159,23 +161,57 @@ int stream_identify(struct stream *s, struct server_ident *out, char *err, size_
     return stream_identify_conn(s->conn, out, err, errlen);
 }
 
+/* The option list of CREATE_REPLICATION_SLOT (the parenthesised syntax of
+ * PostgreSQL 15+) for o, into out. */
+static void slot_options(const struct slot_create_opts *o, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "(SNAPSHOT '%s'%s)", o && o->export_snapshot ? "export" : "nothing",
+             o && o->failover ? ", FAILOVER true" : "");
+}
+
 int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
-                       char *err, size_t errlen)
+                       const struct slot_create_opts *o, struct slot_created *out, char *err,
+                       size_t errlen)
 {
     char *id = PQescapeIdentifier(s->conn, slot, strlen(slot));
     char *pl = PQescapeIdentifier(s->conn, plugin, strlen(plugin));
-    char sql[512];
+    char sql[512], opts[64];
     if (!id || !pl) {
         PQfreemem(id);
         PQfreemem(pl);
         pgconn_message(s->conn, NULL, NULL, "slot name", err, errlen);
         return -1;
     }
-    snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL %s NOEXPORT_SNAPSHOT",
-             id, pl);
+    slot_options(o, opts, sizeof(opts));
+    snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL %s %s", id, pl, opts);
     PQfreemem(id);
     PQfreemem(pl);
     PGresult *r = run(s, sql, PGRES_TUPLES_OK, "creating replication slot", err, errlen);
+    if (!r) return -1;
+    if (out) {
+        /* slot_name, consistent_point, snapshot_name, output_plugin */
+        memset(out, 0, sizeof(*out));
+        if (PQntuples(r) == 1 && PQnfields(r) >= 3) {
+            lsn_parse(PQgetvalue(r, 0, 1), &out->consistent_point);
+            if (!PQgetisnull(r, 0, 2))
+                snprintf(out->snapshot, sizeof(out->snapshot), "%s", PQgetvalue(r, 0, 2));
+        }
+    }
+    PQclear(r);
+    return 0;
+}
+
+int stream_drop_slot(struct stream *s, const char *slot, char *err, size_t errlen)
+{
+    char *id = PQescapeIdentifier(s->conn, slot, strlen(slot));
+    if (!id) {
+        pgconn_message(s->conn, NULL, NULL, "slot name", err, errlen);
+        return -1;
+    }
+    char sql[256];
+    snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s", id);
+    PQfreemem(id);
+    PGresult *r = run(s, sql, PGRES_COMMAND_OK, "dropping replication slot", err, errlen);
     if (!r) return -1;
     PQclear(r);
     return 0;
