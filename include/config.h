@@ -98,6 +98,7 @@ struct config {
     int pg_retry_max_ms;
     int pg_heartbeat_interval_ms; /* 0: no heartbeat message */
     int pg_monitor_interval_ms;   /* slot lag / wal_status query period */
+    char *pg_on_slot_loss;        /* "halt" or "repair" (README "Gap repair") */
 
     /* [outbox] */
     int outbox_preset; /* OUTBOX_PRESET_*: sets the defaults of the keys below */
@@ -109,6 +110,9 @@ struct config {
     bool outbox_tombstone_on_empty; /* an empty payload: a null value */
     char *outbox_span_column;       /* tracing span-context column; NULL: none */
     char *outbox_value_converter;   /* "string" or "json" (outbox_map_set_value_json()) */
+    char *outbox_repair_column;     /* repair's time column when track_commit_timestamp
+                                     * is off (e.g. created_at); NULL: none */
+    int64_t outbox_repair_margin_ms; /* repair re-sends from this much before the boundary */
 
     /* [kafka]: in order of first appearance; later sets replace values. */
     struct kv *kafka;

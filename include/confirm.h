@@ -78,6 +78,8 @@ struct confirm_io confirm_io_stream(struct stream **st);
 /* What the relay sees now; filled afresh for each decision. */
 struct confirm_view {
     lsn_t acked;             /* tracker_flush_lsn(): every event up to it ACKed */
+    int64_t acked_commit_time_us; /* commit time (Unix epoch) of the newest
+                                   * transaction up to acked; 0 if none */
     bool idle;               /* tracker_idle(): nothing open, nothing pending */
     bool has_progress;       /* progress is set: */
     struct tracker_progress progress; /* tracker_progress(), or a skip to come

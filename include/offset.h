@@ -25,8 +25,18 @@
  *   txn_acked=30000          its first 30000 outbox events (in stream
  *                            order) are ACKed: a restart skips them
  *
- * Without progress outboxd writes format 2, so an older outboxd can still
- * read the file after a downgrade.
+ * Format 4 (written once the commit time of the transaction at lsn is
+ * known: the stream's Begin/commit record carries it) adds, to either:
+ *
+ *   commit_time=2026-12-03 16:48:11.123456+00
+ *                            commit time of the newest transaction whose
+ *                            events are all ACKed, at or before lsn (UTC);
+ *                            `outboxd repair` re-publishes the rows
+ *                            committed from then on (repair.h)
+ *
+ * Without progress and commit time outboxd writes format 2, so an older
+ * outboxd can still read the file after a downgrade; an older outboxd
+ * refuses format 4 as "written by a newer outboxd" (never misreads it).
  * A value runs to the end of its line; backslash, CR and LF in it are
  * written as \\, \r and \n (a database name may hold anything).
  * Format 1 (earlier versions): one line, the bare LSN ("16/B374D848\n"); still
@@ -42,7 +52,7 @@
 
 #include "lsn.h"
 
-#define OFFSET_FORMAT 3 /* the newest format read and written */
+#define OFFSET_FORMAT 4 /* the newest format read and written */
 #define OFFSET_NAME_MAX 64 /* NAMEDATALEN, with the NUL */
 /* Largest file read: format 2 with the longest names fits well within. */
 #define OFFSET_FILE_MAX 2048
@@ -60,6 +70,9 @@ struct offset_state {
     bool has_progress; /* format 3: a transaction is partly ACKed */
     lsn_t txn_lsn;     /* its commit LSN (> lsn) */
     uint64_t txn_acked; /* its first txn_acked events are ACKed (>= 1) */
+    int64_t commit_time_us; /* format 4: the commit time (Unix epoch, us) of the
+                             * newest all-ACKed transaction at or before lsn;
+                             * 0: unknown */
 };
 
 /* ---- pure (tests/unit/test_offset.c) ---- */
@@ -69,10 +82,17 @@ struct offset_state {
 int offset_parse(const char *text, size_t len, struct offset_state *out, char *err,
                  size_t errlen);
 
-/* Formats st (its identity must be set) as format 3 when it has progress,
- * as format 2 otherwise, into buf. Returns the
+/* Formats st (its identity must be set) as offset_format_of() says, into buf. Returns the
  * length, or 0 when buf is too small or a name is too long. */
 size_t offset_format(const struct offset_state *st, char *buf, size_t buflen);
+
+/* The format st is written as: 4 with a commit time, else 3 with progress,
+ * else 2. */
+int offset_format_of(const struct offset_state *st);
+
+/* A commit time as the file writes it ("2026-12-03 16:48:11.123456+00",
+ * UTC; PostgreSQL reads it as a timestamptz). Returns out. */
+char *offset_commit_time_text(int64_t unix_us, char *out, size_t outlen);
 
 /* One line describing st for messages: "0/1A2B3C on system 7312.../database
  * outbox/slot outboxd" or "0/1A2B3C (format 1: no identity recorded)".

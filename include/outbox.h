@@ -217,6 +217,11 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                        lsn_t commit_lsn, struct outbox_event *ev, char *err,
                        size_t errlen);
 
+/* Drops the commit LSN's header ([outbox] headers: commit_lsn by default)
+ * that outbox_event_build() adds, for an event read from the table (polling
+ * mode, repair), which has no commit LSN to give. */
+void outbox_event_drop_lsn_header(const struct outbox_map *m, struct outbox_event *ev);
+
 /*
  * The dead-letter record. Its headers are the original record's (as
  * producer_send() would have sent them: the one header list, built by

@@ -83,6 +83,8 @@ struct relay {
     int64_t stream_up_ms;            /* when the current stream started */
     uint64_t proofs;                 /* publication checks answered */
     bool pub_lost;                   /* the outbox is no longer published: stop */
+    bool slot_lost;                  /* stopped: the slot is invalidated or gone
+                                      * (slotsetup.h); relay_run() says so */
     bool pub_missing_on_stream;      /* the stream said the publication is missing */
     bool pub_missing_warned;         /* ... and so did the publication check */
     bool server_stopping;            /* the monitor saw the server shut down */

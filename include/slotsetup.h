@@ -37,6 +37,9 @@ struct slot_setup {
     /* Out (filled by slot_open_stream()): */
     struct stream *st;       /* owned by the caller, even on failure */
     const char *retry_cause; /* STEP_BROKEN: the reconnects label */
+    bool slot_lost;          /* STEP_USAGE: the slot is invalidated, or gone
+                              * although the offset file says it was
+                              * streamed (outboxd repair, repair.h) */
     bool prepared;           /* the fields below are set (the slot and the
                               * offset file were read), even if starting
                               * the stream failed afterwards */

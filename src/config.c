@@ -83,6 +83,8 @@ static const struct key_def key_defs[] = {
       "heartbeat message period (0: off, else at least 100 ms)"),
     K("postgres", "monitor_interval_ms", KT_MS, pg_monitor_interval_ms, "5000",
       "slot lag / wal_status query period (at least 100 ms)"),
+    K("postgres", "on_slot_loss", KT_STRING, pg_on_slot_loss, "halt",
+      "the slot is gone or invalidated: halt (exit 2, run outboxd repair) or repair"),
     K("outbox", "preset", KT_PRESET, outbox_preset, "outboxd",
       "outboxd, or debezium: the Outbox Event Router's table and messages (the keys below)"),
     K("outbox", "table", KT_STRING, outbox_table, "public.outbox_events",
@@ -111,6 +113,10 @@ static const struct key_def key_defs[] = {
       "column of a tracing span context (Properties text): its entries become headers"),
     K("outbox", "value_converter", KT_STRING, outbox_value_converter, "string",
       "string: the payload's text; json: as Connect's JsonConverter (envelope fields)"),
+    K("outbox", "repair_column", KT_PATH, outbox_repair_column, NULL,
+      "repair without track_commit_timestamp: a column of the insert time (created_at)"),
+    K("outbox", "repair_margin", KT_DURATION, outbox_repair_margin_ms, "1m",
+      "repair re-sends rows from this long before the last ACKed commit time"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
       "offset file: the last position whose events were all ACKed"),
     K("delivery", "mode", KT_DELIVERY, delivery_mode, "at_least_once",
@@ -1025,6 +1031,11 @@ int config_validate(const struct config *c, char *err, size_t errlen)
     PQconninfoFree(opts);
     if (plugin_parse(c->pg_plugin) < 0) {
         snprintf(err, errlen, "[postgres] plugin: unknown plugin \"%s\"", c->pg_plugin);
+        return -1;
+    }
+    if (strcmp(c->pg_on_slot_loss, "halt") != 0 && strcmp(c->pg_on_slot_loss, "repair") != 0) {
+        snprintf(err, errlen, "[postgres] on_slot_loss: \"%s\" is not one of halt|repair",
+                 c->pg_on_slot_loss);
         return -1;
     }
     if (c->pg_retry_min_ms > c->pg_retry_max_ms) {

@@ -103,6 +103,10 @@ int64_t confirmer_deadline(const struct confirmer *c, const struct confirm_view 
 static int store_offset(struct confirmer *c, const struct confirm_view *v, lsn_t lsn)
 {
     char err[512];
+    /* The commit time stored belongs to a transaction at or before lsn: the
+     * newest ACKed one when lsn reaches acked, else the one stored before. */
+    if (v->acked_commit_time_us > 0 && lsn >= v->acked)
+        c->identity.commit_time_us = v->acked_commit_time_us;
     struct offset_state st = c->identity;
     struct tracker_progress p;
     st.lsn = lsn;

@@ -8,6 +8,9 @@
  *   outboxd verify               verify_run() (verify.h)
  *   outboxd requeue EVENT_ID...  poll_requeue_run() (requeue.h)
  *   outboxd accept-slot          accept_slot_run() (accept.h)
+ *   outboxd repair               repair_run() (repair.h); the daemon runs
+ *                                it first when [postgres] on_slot_loss =
+ *                                repair, and again when the slot is lost
  *   outboxd config               prints the effective configuration
  *                                (confdoc.h); --example, --doc-table
  *
@@ -39,6 +42,7 @@
 #include "log.h"
 #include "poll_relay.h"
 #include "relay.h"
+#include "repair.h"
 #include "requeue.h"
 #include "secrets.h"
 #include "signals.h"
@@ -91,11 +95,12 @@ static void exit_codes(FILE *out)
             "\n"
             "Exit codes (the same meaning in every subcommand):\n"
             "  0  success: stopped after a graceful drain (daemon), nothing failed\n"
-            "     (check), nothing wrong (verify), done (requeue, accept-slot, config)\n"
+            "     (check), nothing wrong (verify), done (requeue, accept-slot, repair,\n"
+            "     config)\n"
             "  1  failed at run time or found problems: a fatal runtime error (daemon;\n"
             "     systemd's Restart=on-failure restarts it), a check FAILed (check),\n"
             "     problems found (verify), an event not requeued (requeue), the\n"
-            "     connection or the write failed (accept-slot)\n"
+            "     connection or the write failed (accept-slot, repair)\n"
             "  2  needs an operator: bad usage or configuration (every subcommand), a\n"
             "     state only an operator can resolve (the daemon's offset file and slot,\n"
             "     accept-slot's refusals; RestartPreventExitStatus=2 keeps it down)\n");
@@ -110,6 +115,7 @@ static void daemon_usage(FILE *out)
             "                      [--timeout DURATION] [--isolation LEVEL] [--json]\n"
             "       outboxd requeue [-c FILE] [--set ...] EVENT_ID...\n"
             "       outboxd accept-slot [-c FILE] [--set ...]\n"
+            "       outboxd repair [-c FILE] [--set ...] [--since TIMESTAMP]\n"
             "       outboxd config [-c FILE] [--set ...] [--example]\n"
             "       outboxd [SUBCOMMAND] --help | outboxd --version\n"
             "\n"
@@ -201,6 +207,32 @@ static void accept_slot_usage(FILE *out)
     exit_codes(out);
 }
 
+static void repair_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd repair [-c FILE] [--set section.key=value ...]\n"
+            "                      [--since TIMESTAMP]\n"
+            "\n"
+            "After the replication slot was dropped, invalidated (wal_status = lost) or\n"
+            "left behind by a failover: creates the slot again with an exported\n"
+            "snapshot, re-publishes from the outbox table every row committed since the\n"
+            "last ACKed transaction (the offset file's commit time, less [outbox]\n"
+            "repair_margin; by pg_xact_commit_timestamp() when track_commit_timestamp\n"
+            "is on, else by [outbox] repair_column), waits for every ACK, and writes\n"
+            "the offset file at the new slot's consistent point. Stop outboxd before.\n"
+            "Rows the application already deleted cannot be re-published.\n"
+            "\n");
+    common_options(out);
+    fprintf(out,
+            "      --since TIMESTAMP  re-publish from this time instead of the offset\n"
+            "                         file's (still less repair_margin)\n"
+            "\nExits 0 when repaired (or the slot needs no repair), 1 when a connection,\n"
+            "a statement or a delivery failed (the new slot is dropped again, the offset\n"
+            "file unchanged: run it again), 2 when it refused (the slot in use, no\n"
+            "commit time known and no --since, no way to tell commit order).\n");
+    exit_codes(out);
+}
+
 static void config_usage(FILE *out)
 {
     fprintf(out,
@@ -223,7 +255,9 @@ static void config_usage(FILE *out)
 
 /* ---- subcommands ---------------------------------------------------------- */
 
-enum command { CMD_DAEMON, CMD_CHECK, CMD_VERIFY, CMD_REQUEUE, CMD_ACCEPT, CMD_CONFIG };
+enum command {
+    CMD_DAEMON, CMD_CHECK, CMD_VERIFY, CMD_REQUEUE, CMD_ACCEPT, CMD_REPAIR, CMD_CONFIG
+};
 
 static const struct {
     const char *name;
@@ -234,6 +268,7 @@ static const struct {
     {"verify", CMD_VERIFY, verify_usage},
     {"requeue", CMD_REQUEUE, requeue_usage},
     {"accept-slot", CMD_ACCEPT, accept_slot_usage},
+    {"repair", CMD_REPAIR, repair_usage},
     {"config", CMD_CONFIG, config_usage},
 };
 
@@ -375,6 +410,7 @@ struct args {
     const char *path;         /* -c FILE; NULL: none */
     struct verify_options vopt;
     bool config_only;         /* check --config-only */
+    const char *since;        /* repair --since; NULL: none */
     char **ids;               /* requeue: the EVENT_IDs (into argv); owned array */
     int nids;
 };
@@ -446,6 +482,8 @@ static int parse_args(struct args *a, int argc, char **argv)
         } else if (a->cmd == CMD_VERIFY &&
                    (vr = verify_option(&a->vopt, argc, argv, &i, err, sizeof(err)))) {
             if (vr < 0) return usage_error(a, "outboxd verify: %s", err);
+        } else if (a->cmd == CMD_REPAIR && !strcmp(argv[i], "--since") && i + 1 < argc) {
+            a->since = argv[++i];
         } else if (a->cmd == CMD_CHECK && !strcmp(argv[i], "--config-only")) {
             a->config_only = true;
         } else if (a->cmd == CMD_REQUEUE && argv[i][0] != '-') {
@@ -519,8 +557,30 @@ static int run_subcommand(const struct config *cfg, const struct args *a)
         return EXIT_USAGE;
     case CMD_REQUEUE:
         return poll_requeue_run(cfg, a->ids, a->nids);
+    case CMD_REPAIR:
+        if (cfg->source_mode != SOURCE_POLLING)
+            return repair_run(cfg, &(struct repair_options){.since = a->since});
+        log_error("repair: [source] mode = polling has no slot");
+        return EXIT_USAGE;
     default:
         return EXIT_FATAL; /* not a subcommand: main() runs those itself */
+    }
+}
+
+/* The logical relay. With [postgres] on_slot_loss = repair, the repair
+ * runs first (a usable slot needs none) and again whenever the relay
+ * stopped because the slot is invalidated or gone. */
+static int run_logical(const struct config *cfg)
+{
+    bool repair = strcmp(cfg->pg_on_slot_loss, "repair") == 0;
+    for (;;) {
+        int code;
+        if (repair && (code = repair_run(cfg, &(struct repair_options){.at_start = true})))
+            return code;
+        bool lost = false;
+        code = relay_run(cfg, &stop_requested, &lost);
+        if (!lost || !repair || stop_requested) return code;
+        log_warn("the replication slot was lost: repairing ([postgres] on_slot_loss = repair)");
     }
 }
 
@@ -541,7 +601,7 @@ static int run_daemon(struct config *cfg, const struct args *a, int argc, char *
              cfg->source_mode == SOURCE_POLLING ? "polling" : "logical",
              allocator_name(alloc, sizeof(alloc)));
     code = cfg->source_mode == SOURCE_POLLING ? poll_relay_run(cfg, &stop_requested)
-                                               : relay_run(cfg, &stop_requested);
+                                               : run_logical(cfg);
     ini_pairs_free(&rc.file);
     return code;
 }

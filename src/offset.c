@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- parsing and formatting (pure) ---------------------------------------- */
@@ -54,11 +55,44 @@ static int escape_into(const char *s, char *buf, size_t buflen, size_t *pos)
  * format 3's progress. */
 enum {
     K_FORMAT, K_LSN, K_SYSTEM, K_TIMELINE, K_DATABASE, K_SLOT, K_PLUGIN, K_TXN, K_TXN_ACKED,
-    K_COUNT
+    K_COMMIT_TIME, K_COUNT
 };
 #define K_IDENTITY_COUNT K_TXN
 static const char *const key_names[K_COUNT] = {
-    "format", "lsn", "system", "timeline", "database", "slot", "plugin", "txn", "txn_acked"};
+    "format", "lsn",  "system", "timeline", "database",
+    "slot",   "plugin", "txn",  "txn_acked", "commit_time"};
+
+/* Format 4's commit_time: "2026-12-03 16:48:11.123456+00" (UTC, always
+ * six fractional digits: what PostgreSQL prints for a timestamptz in UTC,
+ * and reads back). */
+#define COMMIT_TIME_LEN 29
+
+#define COMMIT_TIME_BUF 64 /* room for any int the compiler imagines */
+
+static void format_commit_time(int64_t unix_us, char out[COMMIT_TIME_BUF])
+{
+    time_t secs = (time_t)(unix_us / 1000000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(out, COMMIT_TIME_BUF, "%04d-%02d-%02d %02d:%02d:%02d.%06d+00",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (int)(unix_us % 1000000));
+}
+
+/* Parses format_commit_time()'s text exactly. Returns 0, or -1. */
+static int parse_commit_time(const char *s, int64_t *out)
+{
+    int y, mo, d, h, mi, sec, us, n = 0;
+    if (strlen(s) != COMMIT_TIME_LEN ||
+        sscanf(s, "%4d-%2d-%2d %2d:%2d:%2d.%6d+00%n", &y, &mo, &d, &h, &mi, &sec, &us, &n) != 7 ||
+        n != COMMIT_TIME_LEN || y < 2000 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
+        mi > 59 || sec > 60 || us < 0)
+        return -1;
+    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
+                    .tm_min = mi, .tm_sec = sec};
+    *out = (int64_t)timegm(&tm) * 1000000 + us;
+    return 0;
+}
 
 static bool all_digits(const char *s, size_t maxlen)
 {
@@ -94,6 +128,9 @@ static int set_field(struct offset_state *out, int k, const char *v, size_t n, c
         if (!all_digits(tmp, 19) || strtoull(tmp, NULL, 10) == 0) break;
         out->txn_acked = strtoull(tmp, NULL, 10);
         return 0;
+    case K_COMMIT_TIME:
+        if (parse_commit_time(tmp, &out->commit_time_us) != 0) break;
+        return 0;
     case K_SYSTEM:
         if (!all_digits(tmp, 20)) break;
         memcpy(out->system, tmp, strlen(tmp) + 1);
@@ -112,7 +149,9 @@ static int set_field(struct offset_state *out, int k, const char *v, size_t n, c
     }
     }
     snprintf(err, errlen, "%s=%.*s is not a valid %s", key_names[k], (int)(n > 40 ? 40 : n), v,
-             k == K_LSN || k == K_TXN ? "LSN (like 16/B374D848)" : "value");
+             k == K_LSN || k == K_TXN      ? "LSN (like 16/B374D848)"
+             : k == K_COMMIT_TIME ? "time (like 2026-12-03 16:48:11.123456+00)"
+                                  : "value");
     return -1;
 }
 
@@ -129,8 +168,21 @@ static bool parse_bare_lsn(const char *text, size_t len, struct offset_state *ou
     return true;
 }
 
-/* Format 3's progress: txn and txn_acked both (format 3) or neither, and
- * the transaction after lsn. Returns 0 or -1 with err. */
+/* Format 4's commit_time: there, and only there. Returns 0 or -1 with err. */
+static int parse_commit_time_line(const struct offset_state *out, bool seen, char *err,
+                                  size_t errlen)
+{
+    if (seen == (out->format == 4)) return 0;
+    if (seen)
+        snprintf(err, errlen, "line commit_time= belongs to format 4, and the file says "
+                              "format %d", out->format);
+    else
+        snprintf(err, errlen, "the commit_time line is missing (format 4)");
+    return -1;
+}
+
+/* Format 3's progress (also in format 4): txn and txn_acked both or
+ * neither, and the transaction after lsn. Returns 0 or -1 with err. */
 static int parse_progress(struct offset_state *out, bool txn, bool acked, char *err,
                           size_t errlen)
 {
@@ -206,7 +258,7 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
         snprintf(err, errlen, "the format line (format=%d) is missing", OFFSET_FORMAT);
         return -1;
     }
-    if (out->format != 2 && out->format != OFFSET_FORMAT) {
+    if (out->format != 2 && out->format != 3 && out->format != OFFSET_FORMAT) {
         snprintf(err, errlen,
                  "it has format %d, and this outboxd reads formats 1 to %d only (%s)",
                  out->format, OFFSET_FORMAT,
@@ -224,7 +276,21 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
             return -1;
         }
     out->has_identity = true;
+    if (parse_commit_time_line(out, seen[K_COMMIT_TIME], err, errlen) != 0) return -1;
     return parse_progress(out, seen[K_TXN], seen[K_TXN_ACKED], err, errlen);
+}
+
+int offset_format_of(const struct offset_state *st)
+{
+    return st->commit_time_us > 0 ? 4 : st->has_progress ? 3 : 2;
+}
+
+char *offset_commit_time_text(int64_t unix_us, char *out, size_t outlen)
+{
+    char t[COMMIT_TIME_BUF];
+    format_commit_time(unix_us, t);
+    snprintf(out, outlen, "%s", t);
+    return out;
 }
 
 size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
@@ -234,7 +300,7 @@ size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
                      "# outboxd offset file: the last position whose events were all ACKed\n"
                      "# by Kafka, and the stream it belongs to (see README). Do not edit.\n"
                      "format=%d\nlsn=%s\nsystem=%s\ntimeline=%u\n",
-                     st->has_progress ? 3 : 2, lsn_format(st->lsn, lsn), st->system,
+                     offset_format_of(st), lsn_format(st->lsn, lsn), st->system,
                      (unsigned)st->timeline);
     if (n < 0 || (size_t)n >= buflen) return 0;
     size_t pos = (size_t)n;
@@ -251,6 +317,13 @@ size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
     if (st->has_progress) {
         n = snprintf(buf + pos, buflen - pos, "txn=%s\ntxn_acked=%llu\n",
                      lsn_format(st->txn_lsn, lsn), (unsigned long long)st->txn_acked);
+        if (n < 0 || (size_t)n >= buflen - pos) return 0;
+        pos += (size_t)n;
+    }
+    if (st->commit_time_us > 0) {
+        char t[COMMIT_TIME_BUF];
+        format_commit_time(st->commit_time_us, t);
+        n = snprintf(buf + pos, buflen - pos, "commit_time=%s\n", t);
         if (n < 0 || (size_t)n >= buflen - pos) return 0;
         pos += (size_t)n;
     }

@@ -735,3 +735,15 @@ void outbox_dlq_headers(struct outbox_event *ev, const struct outbox_header *ori
         add_header(ev, "dlq_value_truncated_from", d->truncated_from,
                    strlen(d->truncated_from));
 }
+
+void outbox_event_drop_lsn_header(const struct outbox_map *m, struct outbox_event *ev)
+{
+    const char *name = outbox_header_name(m, OUTBOX_HS_COMMIT_LSN);
+    for (int i = 0; name && i < ev->nheaders; i++)
+        if (strcmp(ev->headers[i].name, name) == 0) {
+            memmove(&ev->headers[i], &ev->headers[i + 1],
+                    (size_t)(ev->nheaders - i - 1) * sizeof(ev->headers[0]));
+            ev->nheaders--;
+            return;
+        }
+}

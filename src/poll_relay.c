@@ -441,20 +441,6 @@ static void write_results(struct pr *r, int64_t now)
 
 /* ---- claiming and producing ---------------------------------------------- */
 
-/* Drops the commit LSN's header ([outbox] headers: commit_lsn by default)
- * outbox_event_build() adds: polling mode has no LSN. */
-static void drop_lsn_header(const struct outbox_map *m, struct outbox_event *ev)
-{
-    const char *name = outbox_header_name(m, OUTBOX_HS_COMMIT_LSN);
-    for (int i = 0; name && i < ev->nheaders; i++)
-        if (strcmp(ev->headers[i].name, name) == 0) {
-            memmove(&ev->headers[i], &ev->headers[i + 1],
-                    (size_t)(ev->nheaders - i - 1) * sizeof(ev->headers[0]));
-            ev->nheaders--;
-            return;
-        }
-}
-
 /* Produces one claimed row (its id handed over). Returns false when the
  * producer queue is full: the id is freed, the row is to be tried again. */
 static bool produce_row(struct pr *r, const struct outbox_event *ev, char *event_id,
@@ -547,7 +533,7 @@ static bool produce_claimed_row(struct pr *r, int row)
     struct outbox_event ev;
     if (outbox_event_build(&r->map, &cl->rel, cl->vals, cl->ncols, 0, &ev, err,
                            sizeof(err)) == 0) {
-        drop_lsn_header(&r->map, &ev);
+        outbox_event_drop_lsn_header(&r->map, &ev); /* polling mode has no LSN */
         return produce_row(r, &ev, id, gen, attempts);
     }
     if (ev.fault == OF_SCHEMA) {

@@ -33,6 +33,7 @@
 #include "relayobs.h"
 #include "relaystate.h"
 #include "relaytxn.h"
+#include "replproto.h"
 
 /* Minimum time between two wake-ups of the loop (see wait_turn()): while
  * the stream is live, and while it is a backlog, which a wake-up that
@@ -85,7 +86,9 @@ static struct confirm_view confirm_view(const struct relay *r)
 {
     struct tracker_progress p = {0, 0};
     bool has_progress = changes_progress(&r->chg, &p);
+    int64_t ct = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
     struct confirm_view v = {.acked = tracker_flush_lsn(r->trk),
+                                 .acked_commit_time_us = ct ? ct + PG_EPOCH_OFFSET_US : 0,
                                  .idle = tracker_idle(r->trk),
                                  .has_progress = has_progress,
                                  .progress = p,
@@ -300,7 +303,7 @@ static int run_loop(struct relay *r)
     return r->exit_code;
 }
 
-int relay_run(const struct config *c, volatile sig_atomic_t *stop)
+int relay_run(const struct config *c, volatile sig_atomic_t *stop, bool *slot_lost)
 {
     struct relay r;
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
@@ -309,6 +312,7 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop)
      * publication); an unreachable server is left to the retry loop. */
     if (code == 0 && check_run(c, true, CHECK_SCOPE_STARTUP) != 0) code = EXIT_FATAL;
     if (code == 0) code = run_loop(&r);
+    if (slot_lost) *slot_lost = r.slot_lost;
     relay_log_latency(&r);
     relay_free(&r);
     return code;

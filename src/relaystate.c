@@ -239,6 +239,7 @@ static bool connect_step(struct relay *r)
         return true;
     }
     if (rc != STEP_OK) {
+        r->slot_lost = s.slot_lost;
         finish(r, step_exit_code(rc)); /* logged; nothing to confirm */
         return false;
     }

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "progress.h"
 #include "relaystate.h"
+#include "replproto.h"
 
 /* The longest wait of one commit or abort on the event loop. The loop
  * sends no status meanwhile, so it stays well under wal_sender_timeout
@@ -192,6 +193,10 @@ static enum step commit(struct relay *r)
     char err[1024], text[1024], a[LSN_STRLEN];
     struct tracker_progress p = {0, 0};
     bool has = changes_progress(&r->chg, &p);
+    /* The commit time of the newest transaction in it, kept with the
+     * position for `outboxd repair` (the identity's, until one commits). */
+    int64_t ct = tracker_flushed_commit_time(r->trk);
+    if (ct) r->confirm.identity.commit_time_us = ct + PG_EPOCH_OFFSET_US;
     struct offset_state pos =
         ktxn_position(&r->confirm.identity, tracker_flush_lsn(r->trk), has, p);
     if (!offset_format(&pos, text, sizeof(text))) {

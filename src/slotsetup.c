@@ -139,6 +139,18 @@ static enum step read_server(struct slot_setup *s, struct server_ident *id,
                   c->pg_slot, si->plugin, c->pg_plugin, si->plugin);
         return STEP_USAGE;
     }
+    if (si->exists && strcmp(si->wal_status, "lost") == 0 && !si->active) {
+        char a[LSN_STRLEN];
+        log_error("replication slot \"%s\" is invalidated (wal_status = lost): the server "
+                  "removed WAL it still needed, so it can never stream again, and the events "
+                  "committed after its position %s that outboxd had not sent are no longer "
+                  "in the WAL. Not retrying. Fix: stop outboxd and run outboxd repair -c %s "
+                  "(re-publishes them from the outbox table and creates the slot again), or "
+                  "set [postgres] on_slot_loss = repair (README \"Gap repair\")",
+                  c->pg_slot, lsn_format(si->confirmed_flush, a), c->path ? c->path : "FILE");
+        s->slot_lost = true;
+        return STEP_USAGE;
+    }
     if (si->exists && si->active) {
         log_warn("replication slot \"%s\" is in use by another process (pid %d)",
                  c->pg_slot, si->active_pid);
@@ -204,12 +216,15 @@ static enum step prepare_stream(struct slot_setup *s)
     resume_decide(have_offset ? &file : NULL, &srv, c->offsets_file, c->path, &d);
     if (d.refused) {
         log_error("%s", d.message);
+        s->slot_lost = d.verdict == RESUME_SLOT_LOST;
         return STEP_USAGE;
     }
     if (d.note[0]) log_msg(d.note_is_warning ? LOG_WARN : LOG_INFO, "%s", d.note);
     if (d.verdict == RESUME_NO_SLOT && (rc = create_slot(s, &si, &d.start)) != STEP_OK)
         return rc;
     resume_identity(&srv, d.start, &s->identity);
+    /* The commit time the file holds stays until a newer one is stored. */
+    if (d.verdict == RESUME_FROM_FILE) s->identity.commit_time_us = file.commit_time_us;
     /* Absent, format 1 or from an older timeline: write it as this stream's
      * at the first status. */
     s->rewrite_offset = !have_offset || !file.has_identity || file.timeline != id.timeline;

@@ -383,12 +383,12 @@ END_TEST
 START_TEST(test_future_format_refused)
 {
     /* Refused for the format, not for a missing or unknown key. */
-    const char *t = "format=4\nlsn=1/1\nshard=9\n";
+    const char *t = "format=5\nlsn=1/1\nshard=9\n";
     struct offset_state st;
     char err[256] = "";
     lsn_t v;
     ck_assert_int_eq(offset_parse(t, strlen(t), &st, err, sizeof(err)), -1);
-    ck_assert_msg(strstr(err, "format 4") && strstr(err, "newer outboxd"), "%s", err);
+    ck_assert_msg(strstr(err, "format 5") && strstr(err, "newer outboxd"), "%s", err);
     spit(path, t, strlen(t));
     ck_assert_int_eq(rd(path, &v, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, path) && strstr(err, "newer outboxd") &&
@@ -464,6 +464,63 @@ START_TEST(test_progress_parses_without_it)
     ck_assert_uint_eq(st.txn_acked, 7);
     offset_describe(&st, d, sizeof(d));
     ck_assert_msg(strstr(d, "first 7 events of transaction 1/20"), "%s", d);
+}
+END_TEST
+
+/* ---- format 4: the commit time of the last all-ACKed transaction ---- */
+
+START_TEST(test_commit_time_round_trip)
+{
+    char err[256] = "", buf[1024];
+    struct offset_state st = state_at(0x16B374D848ULL), back;
+    /* 2026-12-03 16:48:11.000042 UTC */
+    st.commit_time_us = 1796316491LL * 1000000 + 42;
+    st.has_progress = true;
+    st.txn_lsn = 0x16B3750000ULL;
+    st.txn_acked = 3;
+    ck_assert_int_eq(offset_format_of(&st), 4);
+    ck_assert_int_eq(offset_write(path, &st, err, sizeof(err)), 0);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_str_eq(buf, HEADER "format=4\nlsn=16/B374D848\nsystem=7312345678901234567\n"
+                          "timeline=1\ndatabase=outbox\nslot=outboxd\nplugin=pgoutput\n"
+                          "txn=16/B3750000\ntxn_acked=3\n"
+                          "commit_time=2026-12-03 16:48:11.000042+00\n");
+    ck_assert_int_eq(offset_read(path, &back, err, sizeof(err)), 1);
+    ck_assert_int_eq(back.format, 4);
+    ck_assert_int_eq(back.commit_time_us, st.commit_time_us);
+    ck_assert(back.has_progress);
+    ck_assert_uint_eq(back.txn_acked, 3);
+    /* Without progress, still format 4. */
+    back.has_progress = false;
+    ck_assert_int_eq(offset_write(path, &back, err, sizeof(err)), 0);
+    ck_assert_int_eq(offset_read(path, &st, err, sizeof(err)), 1);
+    ck_assert_int_eq(st.format, 4);
+    ck_assert(!st.has_progress);
+    ck_assert_int_eq(st.commit_time_us, 1796316491LL * 1000000 + 42);
+    /* The text PostgreSQL reads back. */
+    ck_assert_str_eq(offset_commit_time_text(st.commit_time_us, buf, sizeof(buf)),
+                     "2026-12-03 16:48:11.000042+00");
+}
+END_TEST
+
+static const char *const bad_commit_time[] = {
+    "format=4\nlsn=1/10\n" V3_IDENTITY,                                    /* missing */
+    "format=3\nlsn=1/10\n" V3_IDENTITY "commit_time=2026-12-03 16:48:11.000042+00\n",
+    "format=2\nlsn=1/10\n" V3_IDENTITY "commit_time=2026-12-03 16:48:11.000042+00\n",
+    "format=4\nlsn=1/10\n" V3_IDENTITY "commit_time=2026-12-03 16:48:11+00\n", /* no us */
+    "format=4\nlsn=1/10\n" V3_IDENTITY "commit_time=2026-13-03 16:48:11.000042+00\n",
+    "format=4\nlsn=1/10\n" V3_IDENTITY "commit_time=2026-12-03 16:48:11.000042+01\n",
+    "format=4\nlsn=1/10\n" V3_IDENTITY "commit_time=2026-12-03T16:48:11.000042+00\n",
+    "format=4\nlsn=1/10\n" V3_IDENTITY "commit_time=2026-12-03 16:48:11.000042+00x\n",
+};
+
+START_TEST(test_bad_commit_time_refused)
+{
+    struct offset_state st;
+    char err[256] = "";
+    const char *t = bad_commit_time[_i];
+    ck_assert_msg(offset_parse(t, strlen(t), &st, err, sizeof(err)) == -1, "accepted %s", t);
+    ck_assert_msg(strstr(err, "commit_time"), "%s", err);
 }
 END_TEST
 
@@ -563,6 +620,9 @@ int main(void)
     tcase_add_loop_test(tc, test_bad_progress_refused, 0,
                         (int)(sizeof(bad_progress) / sizeof(bad_progress[0])));
     tcase_add_test(tc, test_progress_parses_without_it);
+    tcase_add_test(tc, test_commit_time_round_trip);
+    tcase_add_loop_test(tc, test_bad_commit_time_refused, 0,
+                        (int)(sizeof(bad_commit_time) / sizeof(bad_commit_time[0])));
     tcase_add_test(tc, test_write_read_identity);
     tcase_add_test(tc, test_describe);
     tcase_add_test(tc, test_probe_dir);

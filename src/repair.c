@@ -1,0 +1,482 @@
+/*
+ * repair.c - `outboxd repair` (see repair.h): the slot's loss repaired
+ * from the outbox table, in an exported snapshot, before streaming on.
+ * The decisions are repairplan.c's; this file does the I/O in order:
+ * read the state, decide, (drop,) create, re-publish, wait for the ACKs,
+ * write the offset file.
+ */
+#include "repair.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "exitcode.h"
+#include "log.h"
+#include "offset.h"
+#include "outbox.h"
+#include "pgconn.h"
+#include "producer.h"
+#include "repairplan.h"
+#include "resume.h"
+#include "str.h"
+#include "stream.h"
+
+/* Rows fetched from the cursor at a time. */
+#define REPAIR_FETCH 1000
+
+/* The longest wait for the last ACKs after the last row was produced,
+ * beyond librdkafka's own message.timeout.ms (which fails a message that
+ * cannot be delivered in time: that is reported, not waited for). */
+#define REPAIR_ACK_WAIT_MS (10 * 60 * 1000)
+
+struct repair {
+    const struct config *c;
+    const struct repair_options *o;
+    struct outbox_map map;
+    struct stream *st;  /* the replication connection: creates the slot and
+                         * holds its exported snapshot */
+    PGconn *db;         /* a normal connection: reads in the snapshot */
+    struct producer *prod;
+    struct offset_state file;
+    int have_file;
+    struct server_ident id;
+    struct slot_info si;
+    struct repair_plan plan;
+    bool slot_created;  /* by this run: dropped again on failure */
+    struct slot_created created;
+    int64_t created_at_us; /* server clock just before the slot was created */
+    /* the re-published rows */
+    uint64_t selected, produced, acked, failed;
+    int64_t untimed;
+    char first_time[64], last_time[64]; /* of the rows selected, "" if none */
+    char failure[512]; /* the first delivery failure */
+};
+
+/* ---- statements on the normal connection ---- */
+
+/* Runs sql with params; the result when its status is expect, else NULL
+ * after logging what (the caller PQclears). */
+static PGresult *db_exec(struct repair *r, const char *what, const char *sql, int n,
+                         const char *const *params, ExecStatusType expect)
+{
+    PGresult *res = PQexecParams(r->db, sql, n, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) == expect) return res;
+    char msg[1024];
+    pgconn_message(r->db, res, r->c->pg_conninfo, what, msg, sizeof(msg));
+    log_error("repair: %s", msg);
+    PQclear(res);
+    return NULL;
+}
+
+/* One value of a one-row query into out (NULL: ""). 0, or -1 logged. */
+static int db_value(struct repair *r, const char *what, const char *sql, int n,
+                    const char *const *params, char *out, size_t outlen)
+{
+    PGresult *res = db_exec(r, what, sql, n, params, PGRES_TUPLES_OK);
+    if (!res) return -1;
+    snprintf(out, outlen, "%s", PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
+    PQclear(res);
+    return 0;
+}
+
+/* The server's clock, Unix epoch microseconds, or -1 logged. */
+static int64_t server_now_us(struct repair *r)
+{
+    char v[32];
+    if (db_value(r, "reading the server's clock",
+                 "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint", 0, NULL, v,
+                 sizeof(v)) != 0)
+        return -1;
+    return strtoll(v, NULL, 10);
+}
+
+/* ---- 1. the state and the decision ---- */
+
+/* Connects both ways and reads the offset file, the server, the slot and
+ * track_commit_timestamp; --since as microseconds. 0, or an exit code. */
+static int read_state(struct repair *r, struct repair_facts *f)
+{
+    const struct config *c = r->c;
+    char err[1024], v[64];
+    if ((r->have_file = offset_read(c->offsets_file, &r->file, err, sizeof(err))) < 0) {
+        log_error("repair: %s", err);
+        return EXIT_USAGE;
+    }
+    if (!(r->st = stream_connect(c->pg_conninfo, err, sizeof(err))) ||
+        stream_identify(r->st, &r->id, err, sizeof(err)) != 0 ||
+        stream_slot_info(r->st, c->pg_slot, &r->si, err, sizeof(err)) != 0) {
+        log_error("repair: %s", err);
+        return EXIT_FATAL;
+    }
+    struct pgconn_opts po = {.conninfo = c->pg_conninfo, .app_name = "outboxd-repair",
+                             .timeout_s = 10};
+    r->db = pgconn_connect(&po);
+    if (!r->db || PQstatus(r->db) != CONNECTION_OK) {
+        pgconn_message(r->db, NULL, c->pg_conninfo, "repair: connecting", err, sizeof(err));
+        log_error("%s", err);
+        return EXIT_FATAL;
+    }
+    if (db_value(r, "SHOW track_commit_timestamp", "SHOW track_commit_timestamp", 0, NULL, v,
+                 sizeof(v)) != 0)
+        return EXIT_FATAL;
+    *f = (struct repair_facts){.file = r->have_file ? &r->file : NULL,
+                               .offsets_path = c->offsets_file,
+                               .slot = c->pg_slot,
+                               .plugin = c->pg_plugin,
+                               .database = r->id.dbname,
+                               .slot_exists = r->si.exists,
+                               .slot_active = r->si.active,
+                               .slot_active_pid = r->si.active_pid,
+                               .slot_wal_status = r->si.wal_status,
+                               .track_commit_timestamp = strcmp(v, "on") == 0,
+                               .time_column = c->outbox_repair_column,
+                               .margin_us = c->outbox_repair_margin_ms * 1000,
+                               .at_start = r->o->at_start};
+    if (r->o->since) {
+        char us[32];
+        const char *p[1] = {r->o->since};
+        if (db_value(r, "--since (a timestamp PostgreSQL reads, e.g. '2026-12-03 16:00+00')",
+                     "SELECT (extract(epoch FROM $1::timestamptz) * 1000000)::bigint", 1, p,
+                     us, sizeof(us)) != 0)
+            return EXIT_USAGE;
+        f->since_us = strtoll(us, NULL, 10);
+        if (f->since_us <= 0) {
+            log_error("repair: --since %s is not after 1970", r->o->since);
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* What state the slot was found in, for the report. */
+static const char *slot_state(const struct repair *r)
+{
+    if (!r->si.exists) return "missing";
+    return strcmp(r->si.wal_status, "lost") == 0 ? "invalidated (wal_status = lost)" : "present";
+}
+
+/* ---- 2. the new slot ---- */
+
+/* Drops an invalidated slot, then creates it with an exported snapshot.
+ * 0, or EXIT_FATAL logged. */
+static int make_slot(struct repair *r)
+{
+    const struct config *c = r->c;
+    char err[1024];
+    if (r->plan.drop_slot) {
+        if (stream_drop_slot(r->st, c->pg_slot, err, sizeof(err)) != 0) {
+            log_error("repair: %s", err);
+            return EXIT_FATAL;
+        }
+        log_info("repair: dropped replication slot \"%s\": it was invalidated "
+                 "(wal_status = lost) and can never stream again",
+                 c->pg_slot);
+    }
+    if ((r->created_at_us = server_now_us(r)) < 0) return EXIT_FATAL;
+    struct slot_create_opts so = {.export_snapshot = true};
+    if (stream_create_slot(r->st, c->pg_slot, c->pg_plugin, &so, &r->created, err,
+                           sizeof(err)) != 0) {
+        log_error("repair: %s", err);
+        return EXIT_FATAL;
+    }
+    r->slot_created = true;
+    if (!r->created.snapshot[0]) {
+        log_error("repair: the server created slot \"%s\" but exported no snapshot",
+                  c->pg_slot);
+        return EXIT_FATAL;
+    }
+    char a[LSN_STRLEN];
+    log_info("repair: created replication slot \"%s\" (plugin %s), consistent point %s, "
+             "snapshot %s",
+             c->pg_slot, c->pg_plugin, lsn_format(r->created.consistent_point, a),
+             r->created.snapshot);
+    return 0;
+}
+
+/* ---- 3. the rows, in the snapshot ---- */
+
+static void on_delivery(void *ctx, const struct delivery_report *dr)
+{
+    struct repair *r = ctx;
+    if (dr->err == 0) {
+        r->acked++;
+        return;
+    }
+    if (r->failed++ == 0)
+        snprintf(r->failure, sizeof(r->failure), "event %.*s to %s: %s (%s)",
+                 (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "", dr->topic ? dr->topic : "?",
+                 producer_err_name(dr->err), dr->reason ? dr->reason : "");
+}
+
+/* Runs a statement that returns nothing. 0, or -1 logged. */
+static int db_command(struct repair *r, const char *what, const char *sql, int n,
+                      const char *const *params)
+{
+    PGresult *res = db_exec(r, what, sql, n, params, PGRES_COMMAND_OK);
+    PQclear(res);
+    return res ? 0 : -1;
+}
+
+/* Opens a transaction in the slot's exported snapshot, counts what it
+ * will send and declares the cursor over it. from: the start, as text.
+ * 0, or EXIT_FATAL logged. */
+static int open_snapshot(struct repair *r, const char *from)
+{
+    const char *col = r->c->outbox_repair_column;
+    char *untimed = repair_count_untimed_sql(&r->map, &r->plan, col);
+    char *stats = repair_stats_sql(&r->map, &r->plan, col);
+    char *sel = repair_select_sql(&r->map, &r->plan, col);
+    char *decl = sel ? str_printf("DECLARE outboxd_repair NO SCROLL CURSOR FOR %s", sel) : NULL;
+    char *snap = PQescapeLiteral(r->db, r->created.snapshot, strlen(r->created.snapshot));
+    char *set = snap ? str_printf("SET TRANSACTION SNAPSHOT %s", snap) : NULL;
+    const char *p[1] = {from};
+    char v[64];
+    PGresult *res = NULL;
+    int rc = EXIT_FATAL;
+    if (!untimed || !stats || !decl || !set) {
+        log_error("repair: out of memory");
+        goto out;
+    }
+    if (db_command(r, "BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL) ||
+        db_command(r, "using the new slot's exported snapshot", set, 0, NULL) ||
+        db_value(r, "counting rows without a time", untimed, 0, NULL, v, sizeof(v)))
+        goto out;
+    r->untimed = strtoll(v, NULL, 10);
+    if (!(res = db_exec(r, "counting the rows to re-publish", stats, 1, p, PGRES_TUPLES_OK)))
+        goto out;
+    r->selected = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    snprintf(r->first_time, sizeof(r->first_time), "%s", PQgetvalue(res, 0, 1));
+    snprintf(r->last_time, sizeof(r->last_time), "%s", PQgetvalue(res, 0, 2));
+    if (db_command(r, "selecting the rows to re-publish", decl, 1, p) == 0) rc = 0;
+out:
+    PQclear(res);
+    free(untimed);
+    free(stats);
+    free(sel);
+    free(decl);
+    free(set);
+    PQfreemem(snap);
+    return rc;
+}
+
+/* Hands ev to the producer, serving reports while its queue is full.
+ * 0, or -1 logged (the producer refused it for good). */
+static int send_event(struct repair *r, const struct outbox_event *ev)
+{
+    char err[512];
+    int kafka_err = 0, rc;
+    while ((rc = producer_send(r->prod, ev, r->produced + 1, &kafka_err, err, sizeof(err))) ==
+           PRODUCER_QUEUE_FULL)
+        producer_poll(r->prod, 100);
+    if (rc != PRODUCER_OK) {
+        log_error("repair: event %.*s cannot be produced: %s", (int)ev->event_id.len,
+                  ev->event_id.data, err);
+        return -1;
+    }
+    r->produced++;
+    return 0;
+}
+
+/* Builds and produces one fetched row. 0, or -1 logged: a row that cannot
+ * be published stops the repair (it would have stopped the relay too, or
+ * gone to the dead-letter topic then: see the README). */
+static int publish_row(struct repair *r, const PGresult *res, int row, struct relation *rel,
+                       struct col_value *vals)
+{
+    char err[512];
+    for (int i = 0; i < rel->ncols; i++) {
+        bool null = PQgetisnull(res, row, i);
+        vals[i] = (struct col_value){null ? CV_NULL : CV_TEXT,
+                                     null ? 0 : (uint32_t)PQgetlength(res, row, i),
+                                     null ? NULL : PQgetvalue(res, row, i)};
+    }
+    struct outbox_event ev;
+    if (outbox_event_build(&r->map, rel, vals, rel->ncols, 0, &ev, err, sizeof(err)) != 0) {
+        log_error("repair: a row cannot be published (%s: %s; event_id %.*s): fix or delete "
+                  "the row, then run repair again",
+                  outbox_fault_name(ev.fault), err, (int)ev.event_id.len,
+                  ev.event_id.data ? ev.event_id.data : "");
+        return -1;
+    }
+    outbox_event_drop_lsn_header(&r->map, &ev); /* a row read from the table has none */
+    return send_event(r, &ev);
+}
+
+/* Fetches and produces every row of the cursor. 0, or EXIT_FATAL logged. */
+static int publish_rows(struct repair *r)
+{
+    char fetch[64];
+    snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM outboxd_repair", REPAIR_FETCH);
+    for (;;) {
+        PGresult *res = db_exec(r, "fetching rows", fetch, 0, NULL, PGRES_TUPLES_OK);
+        if (!res) return EXIT_FATAL;
+        int n = PQntuples(res), ncols = PQnfields(res), rc = 0;
+        struct relation rel = {.nspname = r->map.schema, .relname = r->map.table,
+                               .ncols = ncols};
+        rel.cols = calloc((size_t)ncols + 1, sizeof(*rel.cols));
+        struct col_value *vals = calloc((size_t)ncols + 1, sizeof(*vals));
+        if (!rel.cols || !vals) {
+            log_error("repair: out of memory");
+            rc = -1;
+        }
+        for (int i = 0; rc == 0 && i < ncols; i++) rel.cols[i].name = PQfname(res, i);
+        for (int row = 0; rc == 0 && row < n; row++) rc = publish_row(r, res, row, &rel, vals);
+        producer_poll(r->prod, 0);
+        free(rel.cols);
+        free(vals);
+        PQclear(res);
+        if (rc != 0) return EXIT_FATAL;
+        if (n < REPAIR_FETCH) return 0;
+    }
+}
+
+/* Waits until every produced event is reported. 0 when all were ACKed,
+ * else EXIT_FATAL logged. */
+static int await_acks(struct repair *r)
+{
+    int64_t until = clock_mono_ms() + REPAIR_ACK_WAIT_MS;
+    while (r->acked + r->failed < r->produced && clock_mono_ms() < until)
+        producer_poll(r->prod, 200);
+    if (r->failed == 0 && r->acked == r->produced) return 0;
+    log_error("repair: %" PRIu64 " of %" PRIu64 " events were not ACKed by Kafka (%s): "
+              "nothing written; run repair again once Kafka takes them (they are sent again)",
+              r->produced - r->acked, r->produced,
+              r->failed ? r->failure : "no report within the wait");
+    return EXIT_FATAL;
+}
+
+/* ---- 4. the offset file ---- */
+
+/* The new slot's position and the time before it was created: every
+ * transaction that commits after the consistent point commits after it. */
+static int write_offset(struct repair *r)
+{
+    char err[1024];
+    struct resume_server srv;
+    struct offset_state next;
+    resume_server_init(&srv, r->id.system, r->id.timeline, r->id.xlogpos, r->id.dbname,
+                       r->c->pg_slot, r->c->pg_plugin);
+    resume_identity(&srv, r->created.consistent_point, &next);
+    next.commit_time_us = r->created_at_us;
+    if (offset_write(r->c->offsets_file, &next, err, sizeof(err)) != 0) {
+        log_error("repair: %s", err);
+        return EXIT_FATAL;
+    }
+    return 0;
+}
+
+/* ---- the run ---- */
+
+/* What was done, one paragraph: stdout for the command, the log at start. */
+static void report(const struct repair *r, const char *from)
+{
+    char a[LSN_STRLEN], b[64], text[2048];
+    snprintf(text, sizeof(text),
+             "repair: slot \"%s\" was %s; re-published %" PRIu64 " events (rows %s at or after "
+             "%s: the %s %s less repair_margin %" PRId64 " s), committed from %s to %s, all "
+             "ACKed; %" PRId64 " rows have no %s and were not re-published%s; new slot at "
+             "consistent point %s; offset file %s written: outboxd streams on from there",
+             r->c->pg_slot, slot_state(r), r->produced,
+             r->plan.by == REPAIR_BY_COMMIT_TS ? "committed" : "stamped", from,
+             r->plan.from_since ? "--since time" : "last ACKed commit time",
+             offset_commit_time_text(r->plan.boundary_us, b, sizeof(b)),
+             r->c->outbox_repair_margin_ms / 1000, r->first_time[0] ? r->first_time : "-",
+             r->last_time[0] ? r->last_time : "-", r->untimed,
+             r->plan.by == REPAIR_BY_COMMIT_TS ? "commit timestamp" : "time in the column",
+             r->untimed ? " (committed before track_commit_timestamp was on, or frozen: check "
+                          "them with outboxd verify)"
+                        : "",
+             lsn_format(r->created.consistent_point, a), r->c->offsets_file);
+    if (r->o->at_start)
+        log_info("%s", text);
+    else
+        printf("%s\n", text);
+}
+
+/* Decides and, when it is to run, repairs. An exit code. */
+static int run(struct repair *r)
+{
+    char err[1024], from[64];
+    struct repair_facts f;
+    int rc = read_state(r, &f);
+    if (rc) return rc;
+    repair_plan_decide(&f, &r->plan);
+    if (r->plan.action == REPAIR_NOT_NEEDED) {
+        if (r->o->at_start)
+            log_info("repair: %s", r->plan.message);
+        else
+            printf("repair: %s\n", r->plan.message);
+        return EXIT_OK;
+    }
+    if (r->plan.action == REPAIR_REFUSED) {
+        log_error("repair: %s", r->plan.message);
+        return EXIT_USAGE;
+    }
+    offset_commit_time_text(r->plan.from_us, from, sizeof(from));
+    log_info("repair: slot \"%s\" is %s; re-publishing the rows of %s.%s %s at or after %s",
+             r->c->pg_slot, slot_state(r), r->map.schema, r->map.table,
+             r->plan.by == REPAIR_BY_COMMIT_TS ? "committed" : "stamped", from);
+    if (!(r->prod = producer_new(r->c, on_delivery, r, err, sizeof(err)))) {
+        log_error("repair: kafka: %s", err);
+        return EXIT_FATAL;
+    }
+    if ((rc = make_slot(r)) || (rc = open_snapshot(r, from)) || (rc = publish_rows(r)) ||
+        (rc = await_acks(r)))
+        return rc;
+    if (db_command(r, "COMMIT", "COMMIT", 0, NULL) != 0) return EXIT_FATAL;
+    if (r->produced != r->selected) {
+        log_error("repair: %" PRIu64 " rows were selected but %" PRIu64 " produced: nothing "
+                  "written",
+                  r->selected, r->produced);
+        return EXIT_FATAL;
+    }
+    if ((rc = write_offset(r))) return rc;
+    r->slot_created = false; /* it is the stream's now */
+    report(r, from);
+    return EXIT_OK;
+}
+
+/* A failed run: the new slot dropped (once the snapshot's transaction is
+ * over: a command on the replication connection ends the export). */
+static void undo(struct repair *r)
+{
+    char err[1024];
+    if (!r->slot_created) return;
+    if (r->db) PQclear(PQexec(r->db, "ROLLBACK"));
+    if (stream_drop_slot(r->st, r->c->pg_slot, err, sizeof(err)) == 0)
+        log_info("repair: dropped the new slot \"%s\" again; the offset file is unchanged",
+                 r->c->pg_slot);
+    else
+        log_error("repair: %s: drop slot \"%s\" by hand before running repair again", err,
+                  r->c->pg_slot);
+}
+
+int repair_run(const struct config *cfg, const struct repair_options *o)
+{
+    struct repair r = {.c = cfg, .o = o};
+    char err[1024];
+    int rc;
+    if (cfg->delivery_mode == DELIVERY_EXACTLY_ONCE) {
+        log_error("repair: not supported with [delivery] mode = exactly_once yet: the "
+                  "position lives in the progress topic, which repair does not write "
+                  "(README \"Gap repair\")");
+        return EXIT_USAGE;
+    }
+    if (config_outbox_map(cfg, &r.map, err, sizeof(err)) != 0) {
+        log_error("repair: %s", err);
+        return EXIT_USAGE;
+    }
+    rc = run(&r);
+    if (rc != EXIT_OK) undo(&r);
+    if (r.prod) {
+        producer_flush(r.prod, 1000);
+        producer_free(r.prod);
+    }
+    if (r.db) PQfinish(r.db);
+    if (r.st) stream_close(r.st);
+    outbox_map_free(&r.map);
+    return rc;
+}

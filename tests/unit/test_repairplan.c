@@ -1,0 +1,233 @@
+/*
+ * test_repairplan.c - the decisions of `outboxd repair` (repairplan.h):
+ * when the slot needs no repair, when an operator must decide, where the
+ * re-published range starts and what it is compared with, and the SQL.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "repairplan.h"
+
+#define T0 (INT64_C(1796316491) * 1000000) /* 2026-12-03 16:48:11 UTC */
+#define MARGIN (INT64_C(60) * 1000000)
+
+static struct offset_state file;
+static struct repair_facts F;
+static struct repair_plan P;
+
+/* A file of format 4 on database app/slot outboxd/pgoutput; the slot gone;
+ * track_commit_timestamp on. */
+static void setup(void)
+{
+    memset(&file, 0, sizeof(file));
+    file.format = 4;
+    file.has_identity = true;
+    file.lsn = 0x16B374D848ULL;
+    snprintf(file.system, sizeof(file.system), "7312345678901234567");
+    snprintf(file.database, sizeof(file.database), "app");
+    snprintf(file.slot, sizeof(file.slot), "outboxd");
+    snprintf(file.plugin, sizeof(file.plugin), "pgoutput");
+    file.timeline = 1;
+    file.commit_time_us = T0;
+    F = (struct repair_facts){.file = &file,
+                              .offsets_path = "/var/lib/outboxd/outboxd.offset",
+                              .slot = "outboxd",
+                              .plugin = "pgoutput",
+                              .database = "app",
+                              .slot_wal_status = "",
+                              .track_commit_timestamp = true,
+                              .margin_us = MARGIN};
+}
+
+static void decide(void) { repair_plan_decide(&F, &P); }
+
+START_TEST(test_dropped_slot_commit_ts)
+{
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_RUN);
+    ck_assert(!P.drop_slot);
+    ck_assert_int_eq(P.by, REPAIR_BY_COMMIT_TS);
+    ck_assert_int_eq(P.boundary_us, T0);
+    ck_assert_int_eq(P.from_us, T0 - MARGIN);
+    ck_assert(!P.from_since);
+}
+END_TEST
+
+START_TEST(test_invalidated_slot_is_dropped_first)
+{
+    F.slot_exists = true;
+    F.slot_wal_status = "lost";
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_RUN);
+    ck_assert(P.drop_slot);
+}
+END_TEST
+
+START_TEST(test_usable_slot_needs_nothing)
+{
+    static const char *const usable[] = {"reserved", "extended", "unreserved", ""};
+    F.slot_exists = true;
+    for (size_t i = 0; i < sizeof(usable) / sizeof(usable[0]); i++) {
+        F.slot_wal_status = usable[i];
+        decide();
+        ck_assert_int_eq(P.action, REPAIR_NOT_NEEDED);
+        ck_assert(!P.drop_slot);
+        ck_assert_ptr_nonnull(strstr(P.message, "usable"));
+    }
+}
+END_TEST
+
+START_TEST(test_active_slot_refused)
+{
+    /* Even an invalidated one: something still holds it. */
+    F.slot_exists = true;
+    F.slot_active = true;
+    F.slot_active_pid = 4242;
+    F.slot_wal_status = "lost";
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_REFUSED);
+    ck_assert(!P.drop_slot);
+    ck_assert_ptr_nonnull(strstr(P.message, "in use by process 4242"));
+    /* The daemon at start: another instance holds it, which is no error. */
+    F.at_start = true;
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_NOT_NEEDED);
+    ck_assert_ptr_nonnull(strstr(P.message, "waits for the slot"));
+}
+END_TEST
+
+START_TEST(test_column_when_no_commit_ts)
+{
+    F.track_commit_timestamp = false;
+    F.time_column = "created_at";
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_RUN);
+    ck_assert_int_eq(P.by, REPAIR_BY_COLUMN);
+    ck_assert_int_eq(P.from_us, T0 - MARGIN);
+    /* commit timestamps win when both are there: they are commit order */
+    F.track_commit_timestamp = true;
+    decide();
+    ck_assert_int_eq(P.by, REPAIR_BY_COMMIT_TS);
+}
+END_TEST
+
+START_TEST(test_no_time_source_refused)
+{
+    F.track_commit_timestamp = false;
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_REFUSED);
+    ck_assert_ptr_nonnull(strstr(P.message, "track_commit_timestamp"));
+    ck_assert_ptr_nonnull(strstr(P.message, "repair_column"));
+    F.time_column = ""; /* set but empty is not set */
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_REFUSED);
+}
+END_TEST
+
+START_TEST(test_no_commit_time_needs_since)
+{
+    file.format = 3;
+    file.commit_time_us = 0;
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_REFUSED);
+    ck_assert_ptr_nonnull(strstr(P.message, "--since"));
+    ck_assert_ptr_nonnull(strstr(P.message, "older outboxd"));
+    F.file = NULL;
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_REFUSED);
+    ck_assert_ptr_nonnull(strstr(P.message, "no offset file"));
+    /* --since answers both */
+    F.since_us = T0 - 3600 * INT64_C(1000000);
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_RUN);
+    ck_assert(P.from_since);
+    ck_assert_int_eq(P.from_us, F.since_us - MARGIN);
+}
+END_TEST
+
+START_TEST(test_since_overrides_file)
+{
+    F.since_us = T0 - 10 * INT64_C(1000000);
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_RUN);
+    ck_assert_int_eq(P.boundary_us, F.since_us);
+}
+END_TEST
+
+START_TEST(test_other_stream_refused)
+{
+    snprintf(file.slot, sizeof(file.slot), "other");
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_REFUSED);
+    ck_assert_ptr_nonnull(strstr(P.message, "slot other"));
+    setup();
+    snprintf(file.database, sizeof(file.database), "billing");
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_REFUSED);
+    /* --since does not make another stream's file this one's */
+    F.since_us = T0;
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_REFUSED);
+}
+END_TEST
+
+START_TEST(test_sql)
+{
+    struct outbox_map m;
+    char err[256];
+    const char *cols[OC__COUNT] = {"event_id", "aggregate_type", "aggregate_id",
+                                   "aggregate_version", "event_type", "payload"};
+    ck_assert_int_eq(outbox_map_init(&m, "app.Out\"box", cols, "t", err, sizeof(err)), 0);
+    decide();
+    char *s = repair_select_sql(&m, &P, NULL), *c = repair_count_untimed_sql(&m, &P, NULL);
+    ck_assert_str_eq(s, "SELECT * FROM \"app\".\"Out\"\"box\" WHERE "
+                        "pg_catalog.pg_xact_commit_timestamp(xmin) >= $1::timestamptz ORDER BY "
+                        "pg_catalog.pg_xact_commit_timestamp(xmin), xmin::text::bigint, ctid");
+    ck_assert_str_eq(c, "SELECT count(*) FROM \"app\".\"Out\"\"box\" WHERE "
+                        "pg_catalog.pg_xact_commit_timestamp(xmin) IS NULL");
+    free(s);
+    free(c);
+    s = repair_stats_sql(&m, &P, NULL);
+    ck_assert_str_eq(s, "SELECT count(*), min(pg_catalog.pg_xact_commit_timestamp(xmin))::text, "
+                        "max(pg_catalog.pg_xact_commit_timestamp(xmin))::text FROM "
+                        "\"app\".\"Out\"\"box\" WHERE "
+                        "pg_catalog.pg_xact_commit_timestamp(xmin) >= $1::timestamptz");
+    free(s);
+    F.track_commit_timestamp = false;
+    F.time_column = "created_at";
+    decide();
+    s = repair_select_sql(&m, &P, F.time_column);
+    c = repair_count_untimed_sql(&m, &P, F.time_column);
+    ck_assert_str_eq(s, "SELECT * FROM \"app\".\"Out\"\"box\" WHERE \"created_at\" >= "
+                        "$1::timestamptz ORDER BY \"created_at\", xmin::text::bigint, ctid");
+    ck_assert_str_eq(c, "SELECT count(*) FROM \"app\".\"Out\"\"box\" WHERE \"created_at\" IS NULL");
+    free(s);
+    free(c);
+    outbox_map_free(&m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("repairplan");
+    TCase *tc = tcase_create("decide");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_dropped_slot_commit_ts);
+    tcase_add_test(tc, test_invalidated_slot_is_dropped_first);
+    tcase_add_test(tc, test_usable_slot_needs_nothing);
+    tcase_add_test(tc, test_active_slot_refused);
+    tcase_add_test(tc, test_column_when_no_commit_ts);
+    tcase_add_test(tc, test_no_time_source_refused);
+    tcase_add_test(tc, test_no_commit_time_needs_since);
+    tcase_add_test(tc, test_since_overrides_file);
+    tcase_add_test(tc, test_other_stream_refused);
+    tcase_add_test(tc, test_sql);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
