@@ -19,7 +19,11 @@
  * (a TEMPORARY slot is created with it and dropped), the offset file (a
  * real write next to it; compared with IDENTIFY_SYSTEM and the slot as the
  * daemon does at start, resume.h), the slot (exists with the configured plugin, or can be created), the slot not
- * invalidated (wal_status lost), the broker reachable (a metadata request)
+ * invalidated (wal_status lost), failover slots ([postgres] failover on
+ * PostgreSQL 17+: the slot's flag, synchronized_standby_slots on the
+ * primary, and on each standby a multi-host conninfo lists its slot
+ * synchronisation settings and synced copy; check_failover.c), the broker
+ * reachable (a metadata request)
  * and the topics the template renders for the distinct values in the
  * outbox (up to CHECK_TOPIC_ROWS): existing, or a warning that they will
  * only exist if the broker auto-creates topics.

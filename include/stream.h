@@ -12,6 +12,7 @@
 
 #include "decoder.h"
 #include "lsn.h"
+#include "slotcmd.h" /* struct slot_create_opts */
 
 struct stream;
 
@@ -28,6 +29,10 @@ struct slot_info {
     bool active;
     int active_pid;
     char wal_status[16]; /* reserved, extended, unreserved, lost; "" if unknown */
+    bool has_failover_flag; /* the server has pg_replication_slots.failover (17+) */
+    bool failover;          /* the slot is synchronised to standbys */
+    bool synced;            /* a standby's copy made by slot synchronisation
+                             * (stays true after that standby's promotion) */
 };
 
 /* Reads pg_replication_slots for slot. Returns 0 or -1 with err. */
@@ -52,13 +57,6 @@ int stream_identify_conn(struct pg_conn *conn, struct server_ident *out, char *e
                          size_t errlen);
 
 /* How a slot is created. */
-struct slot_create_opts {
-    bool export_snapshot; /* SNAPSHOT 'export': the snapshot of the consistent
-                           * point stays usable (SET TRANSACTION SNAPSHOT) until
-                           * the next command on this connection (repair.c) */
-    bool failover;        /* FAILOVER true (PostgreSQL 17+): synced to standbys */
-};
-
 /* What CREATE_REPLICATION_SLOT answered. */
 struct slot_created {
     lsn_t consistent_point; /* streaming from here misses no commit after the
@@ -71,6 +69,11 @@ struct slot_created {
 int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
                        const struct slot_create_opts *o, struct slot_created *out, char *err,
                        size_t errlen);
+
+/* ALTER_REPLICATION_SLOT slot (FAILOVER failover), PostgreSQL 17+ (below:
+ * -1 with err naming the version). Returns 0 or -1 with err. */
+int stream_alter_slot_failover(struct stream *s, const char *slot, bool failover,
+                               char *err, size_t errlen);
 
 /* DROP_REPLICATION_SLOT slot (it must not be active). Returns 0 or -1 with err. */
 int stream_drop_slot(struct stream *s, const char *slot, char *err, size_t errlen);
@@ -125,6 +128,10 @@ bool stream_direct(const struct stream *s);
  * a burst of small frames can fill the buffer with more than one turn of
  * the loop reads. */
 bool stream_pending(const struct stream *s);
+/* "host:port" of the server the connection reached (of a multi-host
+ * conninfo, the one libpq chose; a Unix socket's directory as host).
+ * Returns out. */
+char *stream_server_label(const struct stream *s, char *out, size_t outlen);
 /* Socket to wait on for readability. */
 int stream_fd(const struct stream *s);
 /* The server's major version (15 for 15.x), 0 when not connected. */

@@ -103,6 +103,9 @@ static const struct {
     {"offset file", true},
     {"slot", true},
     {"slot not invalidated", true},
+    {"failover slot", true},
+    {"synchronized_standby_slots", true},
+    {"standbys", true},
     {"kafka broker", false},
     {"topics", false},
 };
@@ -179,6 +182,7 @@ static void run_logical(struct ck *k)
     check_offset_file(k, repl);
     PQfinish(repl);
     check_slot(k);
+    check_failover(k);
     check_broker(k);
     check_topics(k);
     check_progress_topic(k);

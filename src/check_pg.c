@@ -223,8 +223,12 @@ void check_connection(struct ck *k)
     }
     snprintf(k->role, sizeof(k->role), "%s", PQgetvalue(r, 0, 0));
     snprintf(k->dbname, sizeof(k->dbname), "%s", PQgetvalue(r, 0, 1));
-    ck_report(k, CHECK_OK, what, NULL, "PostgreSQL %s, database \"%s\", role \"%s\"",
-              PQgetvalue(r, 0, 2), k->dbname, k->role);
+    /* A conninfo listing several servers: which one libpq took. */
+    const char *host = PQhost(k->pg), *port = PQport(k->pg);
+    bool multi = strchr(conninfo, ',') != NULL;
+    ck_report(k, CHECK_OK, what, NULL, "PostgreSQL %s, database \"%s\", role \"%s\"%s%s%s%s",
+              PQgetvalue(r, 0, 2), k->dbname, k->role, multi ? ", at " : "",
+              multi && host ? host : "", multi ? ":" : "", multi && port ? port : "");
     PQclear(r);
     k->pg_ok = true;
 }

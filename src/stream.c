@@ -37,6 +37,7 @@
 #include "pgconn.h"
 #include "pgwire.h"
 #include "replproto.h"
+#include "slotcmd.h"
 
 /* Receive buffer of the direct reader: one recv() takes up to this much. A
  * message larger than it grows the buffer, which shrinks back once empty. */
@@ -111,12 +112,14 @@ int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
         return -1;
     }
     char sql[512];
+    /* failover and synced exist from 17 on (slotcmd.h). */
+    bool v17 = stream_server_major(s) >= SLOTCMD_FAILOVER_MAJOR;
     snprintf(sql, sizeof(sql),
              "SELECT plugin, database, coalesce(confirmed_flush_lsn::text, '0/0'), "
-             "active, coalesce(active_pid, 0), coalesce(wal_status, '') "
+             "active, coalesce(active_pid, 0), coalesce(wal_status, ''), %s "
              "FROM pg_catalog.pg_replication_slots "
              "WHERE slot_name = %s",
-             lit);
+             v17 ? "failover, synced" : "false, false", lit);
     PQfreemem(lit);
     PGresult *r = run(s, sql, PGRES_TUPLES_OK, "reading pg_replication_slots", err, errlen);
     if (!r) return -1;
@@ -128,6 +131,9 @@ int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
         out->active = PQgetvalue(r, 0, 3)[0] == 't';
         out->active_pid = atoi(PQgetvalue(r, 0, 4));
         snprintf(out->wal_status, sizeof(out->wal_status), "%s", PQgetvalue(r, 0, 5));
+        out->has_failover_flag = v17;
+        out->failover = PQgetvalue(r, 0, 6)[0] == 't';
+        out->synced = PQgetvalue(r, 0, 7)[0] == 't';
     }
     PQclear(r);
     return 0;
@@ -161,31 +167,24 @@ int stream_identify(struct stream *s, struct server_ident *out, char *err, size_
     return stream_identify_conn(s->conn, out, err, errlen);
 }
 
-/* The option list of CREATE_REPLICATION_SLOT (the parenthesised syntax of
- * PostgreSQL 15+) for o, into out. */
-static void slot_options(const struct slot_create_opts *o, char *out, size_t outlen)
-{
-    snprintf(out, outlen, "(SNAPSHOT '%s'%s)", o && o->export_snapshot ? "export" : "nothing",
-             o && o->failover ? ", FAILOVER true" : "");
-}
-
 int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
                        const struct slot_create_opts *o, struct slot_created *out, char *err,
                        size_t errlen)
 {
     char *id = PQescapeIdentifier(s->conn, slot, strlen(slot));
     char *pl = PQescapeIdentifier(s->conn, plugin, strlen(plugin));
-    char sql[512], opts[64];
+    char sql[512];
     if (!id || !pl) {
         PQfreemem(id);
         PQfreemem(pl);
         pgconn_message(s->conn, NULL, NULL, "slot name", err, errlen);
         return -1;
     }
-    slot_options(o, opts, sizeof(opts));
-    snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL %s %s", id, pl, opts);
+    /* The command for this server's version (slotcmd.h). */
+    int built = slotcmd_create(id, pl, o, stream_server_major(s), sql, sizeof(sql), err, errlen);
     PQfreemem(id);
     PQfreemem(pl);
+    if (built != 0) return -1;
     PGresult *r = run(s, sql, PGRES_TUPLES_OK, "creating replication slot", err, errlen);
     if (!r) return -1;
     if (out) {
@@ -197,6 +196,25 @@ int stream_create_slot(struct stream *s, const char *slot, const char *plugin,
                 snprintf(out->snapshot, sizeof(out->snapshot), "%s", PQgetvalue(r, 0, 2));
         }
     }
+    PQclear(r);
+    return 0;
+}
+
+int stream_alter_slot_failover(struct stream *s, const char *slot, bool failover,
+                               char *err, size_t errlen)
+{
+    char *id = PQescapeIdentifier(s->conn, slot, strlen(slot));
+    char sql[256];
+    if (!id) {
+        pgconn_message(s->conn, NULL, NULL, "slot name", err, errlen);
+        return -1;
+    }
+    int built = slotcmd_alter_failover(id, failover, stream_server_major(s), sql, sizeof(sql),
+                                       err, errlen);
+    PQfreemem(id);
+    if (built != 0) return -1;
+    PGresult *r = run(s, sql, PGRES_COMMAND_OK, "altering replication slot", err, errlen);
+    if (!r) return -1;
     PQclear(r);
     return 0;
 }
@@ -579,6 +597,14 @@ int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_
                  plugin, fixit_allow_plugin());
     PQclear(r);
     return allowed;
+}
+
+char *stream_server_label(const struct stream *s, char *out, size_t outlen)
+{
+    /* With a multi-host conninfo these name the server libpq settled on. */
+    const char *host = PQhost(s->conn), *port = PQport(s->conn);
+    snprintf(out, outlen, "%s:%s", host && *host ? host : "?", port && *port ? port : "?");
+    return out;
 }
 
 int stream_fd(const struct stream *s) { return PQsocket(s->conn); }

@@ -1,0 +1,143 @@
+/*
+ * test_slotcmd.c - the slot commands for each server version and the
+ * [postgres] failover decision (include/slotcmd.h).
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slotcmd.h"
+
+static char out[512], err[512];
+
+START_TEST(test_create_plain_by_version)
+{
+    ck_assert_int_eq(slotcmd_create("\"s\"", "\"pgoutput\"", NULL, 15, out, sizeof(out), err,
+                                    sizeof(err)),
+                     0);
+    ck_assert_str_eq(out, "CREATE_REPLICATION_SLOT \"s\" LOGICAL \"pgoutput\" (SNAPSHOT 'nothing')");
+    /* 14 and older: the legacy keyword, the only syntax they parse */
+    ck_assert_int_eq(slotcmd_create("\"s\"", "\"pgoutput\"", NULL, 14, out, sizeof(out), err,
+                                    sizeof(err)),
+                     0);
+    ck_assert_str_eq(out, "CREATE_REPLICATION_SLOT \"s\" LOGICAL \"pgoutput\" NOEXPORT_SNAPSHOT");
+}
+END_TEST
+
+START_TEST(test_create_options)
+{
+    struct slot_create_opts o = {.failover = true};
+    ck_assert_int_eq(slotcmd_create("s", "pgoutput", &o, 17, out, sizeof(out), err, sizeof(err)),
+                     0);
+    ck_assert_str_eq(out, "CREATE_REPLICATION_SLOT s LOGICAL pgoutput (SNAPSHOT 'nothing', "
+                          "FAILOVER true)");
+    o.export_snapshot = true;
+    ck_assert_int_eq(slotcmd_create("s", "pgoutput", &o, 18, out, sizeof(out), err, sizeof(err)),
+                     0);
+    ck_assert_str_eq(out, "CREATE_REPLICATION_SLOT s LOGICAL pgoutput (SNAPSHOT 'export', "
+                          "FAILOVER true)");
+    o.failover = false;
+    ck_assert_int_eq(slotcmd_create("s", "pgoutput", &o, 16, out, sizeof(out), err, sizeof(err)),
+                     0);
+    ck_assert_str_eq(out, "CREATE_REPLICATION_SLOT s LOGICAL pgoutput (SNAPSHOT 'export')");
+    ck_assert_int_eq(slotcmd_create("s", "pgoutput", &o, 13, out, sizeof(out), err, sizeof(err)),
+                     0);
+    ck_assert_str_eq(out, "CREATE_REPLICATION_SLOT s LOGICAL pgoutput EXPORT_SNAPSHOT");
+}
+END_TEST
+
+START_TEST(test_failover_needs_17)
+{
+    struct slot_create_opts o = {.failover = true};
+    out[0] = '\0';
+    ck_assert_int_eq(slotcmd_create("s", "pgoutput", &o, 16, out, sizeof(out), err, sizeof(err)),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(err, "PostgreSQL 17"));
+    ck_assert_ptr_nonnull(strstr(err, "PostgreSQL 16"));
+    ck_assert_int_eq(slotcmd_alter_failover("s", true, 16, out, sizeof(out), err, sizeof(err)),
+                     -1);
+    ck_assert_int_eq(slotcmd_alter_failover("s", true, 17, out, sizeof(out), err, sizeof(err)),
+                     0);
+    ck_assert_str_eq(out, "ALTER_REPLICATION_SLOT s (FAILOVER true)");
+    ck_assert_int_eq(slotcmd_alter_failover("s", false, 17, out, sizeof(out), err, sizeof(err)),
+                     0);
+    ck_assert_str_eq(out, "ALTER_REPLICATION_SLOT s (FAILOVER false)");
+}
+END_TEST
+
+START_TEST(test_too_small)
+{
+    char small[20];
+    ck_assert_int_eq(slotcmd_create("s", "pgoutput", NULL, 17, small, sizeof(small), err,
+                                    sizeof(err)),
+                     -1);
+}
+END_TEST
+
+START_TEST(test_parse)
+{
+    ck_assert_int_eq(slotcmd_failover_parse("auto"), FAILOVER_AUTO);
+    ck_assert_int_eq(slotcmd_failover_parse("AUTO"), FAILOVER_AUTO);
+    ck_assert_int_eq(slotcmd_failover_parse("on"), FAILOVER_ON);
+    ck_assert_int_eq(slotcmd_failover_parse("true"), FAILOVER_ON);
+    ck_assert_int_eq(slotcmd_failover_parse("off"), FAILOVER_OFF);
+    ck_assert_int_eq(slotcmd_failover_parse("no"), FAILOVER_OFF);
+    ck_assert_int_eq(slotcmd_failover_parse("maybe"), -1);
+    ck_assert_int_eq(slotcmd_failover_parse(""), -1);
+    ck_assert_int_eq(slotcmd_failover_parse(NULL), -1);
+    ck_assert_str_eq(slotcmd_failover_name(FAILOVER_ON), "on");
+    ck_assert_str_eq(slotcmd_failover_name(FAILOVER_OFF), "off");
+    ck_assert_str_eq(slotcmd_failover_name(FAILOVER_AUTO), "auto");
+}
+END_TEST
+
+START_TEST(test_wanted)
+{
+    err[0] = '\0';
+    ck_assert_int_eq(slotcmd_failover_wanted(FAILOVER_AUTO, 17, err, sizeof(err)), 1);
+    ck_assert_int_eq(slotcmd_failover_wanted(FAILOVER_AUTO, 18, err, sizeof(err)), 1);
+    ck_assert_int_eq(slotcmd_failover_wanted(FAILOVER_AUTO, 16, err, sizeof(err)), 0);
+    ck_assert_int_eq(slotcmd_failover_wanted(FAILOVER_OFF, 17, err, sizeof(err)), 0);
+    ck_assert_int_eq(slotcmd_failover_wanted(FAILOVER_ON, 17, err, sizeof(err)), 1);
+    ck_assert_str_eq(err, "");
+    ck_assert_int_eq(slotcmd_failover_wanted(FAILOVER_ON, 15, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "PostgreSQL 15"));
+    ck_assert_ptr_nonnull(strstr(err, "failover = auto"));
+}
+END_TEST
+
+START_TEST(test_action)
+{
+    ck_assert_int_eq(slotcmd_failover_action(true, false, 17), SLOT_FAILOVER_ENABLE);
+    ck_assert_int_eq(slotcmd_failover_action(true, true, 17), SLOT_FAILOVER_KEEP);
+    ck_assert_int_eq(slotcmd_failover_action(false, false, 17), SLOT_FAILOVER_KEEP);
+    /* off never takes away a flag an operator set */
+    ck_assert_int_eq(slotcmd_failover_action(false, true, 17), SLOT_FAILOVER_LEFT_ON);
+    /* below 17 there is no flag to act on */
+    ck_assert_int_eq(slotcmd_failover_action(true, false, 16), SLOT_FAILOVER_KEEP);
+}
+END_TEST
+
+static Suite *slotcmd_suite(void)
+{
+    Suite *s = suite_create("slotcmd");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_create_plain_by_version);
+    tcase_add_test(tc, test_create_options);
+    tcase_add_test(tc, test_failover_needs_17);
+    tcase_add_test(tc, test_too_small);
+    tcase_add_test(tc, test_parse);
+    tcase_add_test(tc, test_wanted);
+    tcase_add_test(tc, test_action);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(slotcmd_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
