@@ -25,6 +25,7 @@ struct fake {
     int fail_send;        /* the next send fails */
     lsn_t written, flushed;
     lsn_t file_at_send;   /* file_lsn when the last status went out */
+    int64_t file_commit_time; /* the commit time the file holds */
     bool file_progress;   /* the file holds progress: */
     struct tracker_progress progress;
     bool reply;
@@ -44,6 +45,7 @@ static int fake_write(void *ctx, const char *path, const struct offset_state *st
         return -1;
     }
     f->file_lsn = st->lsn;
+    f->file_commit_time = st->commit_time_us;
     f->file_progress = st->has_progress;
     f->progress = (struct tracker_progress){st->txn_lsn, st->txn_acked};
     if (st->has_progress) ck_assert_uint_gt(st->txn_lsn, st->lsn);
@@ -247,6 +249,40 @@ START_TEST(test_pgoutput_never_past_proof)
     confirmer_proven(&c, 9000);
     ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
     ck_assert_uint_eq(fk.flushed, 5000); /* a proof ahead: the ACKed position */
+}
+END_TEST
+
+/* The commit time stored is always of a transaction at or before the
+ * position stored: the newest ACKed one once the position reaches it,
+ * else the one stored before (repair re-sends from it: a later one would
+ * skip events). */
+START_TEST(test_commit_time_never_ahead_of_position)
+{
+    setup_capped(1000, true);
+    c.identity.commit_time_us = 111; /* what the file held at start */
+    ack_events(5000, 2);
+    v.acked_commit_time_us = 555; /* the transaction ending at 5000 */
+    confirmer_proven(&c, 3000);   /* only 3000 may be confirmed */
+    ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
+    ck_assert_uint_eq(fk.file_lsn, 3000);
+    ck_assert_int_eq(fk.file_commit_time, 111);
+    confirmer_proven(&c, 5000);
+    ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
+    ck_assert_uint_eq(fk.file_lsn, 5000);
+    ck_assert_int_eq(fk.file_commit_time, 555);
+    /* A keepalive beyond it: no newer transaction, the time stays. */
+    keepalive(6000);
+    v.acked_commit_time_us = 555;
+    confirmer_proven(&c, 6000);
+    ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
+    ck_assert_uint_eq(fk.file_lsn, 6000);
+    ck_assert_int_eq(fk.file_commit_time, 555);
+    /* Nothing known (0) never erases a stored time. */
+    keepalive(7000);
+    v.acked_commit_time_us = 0;
+    confirmer_proven(&c, 7000);
+    ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
+    ck_assert_int_eq(fk.file_commit_time, 555);
 }
 END_TEST
 
@@ -612,6 +648,7 @@ int main(void)
     tcase_add_test(tc, test_progress_written_without_a_move);
     tcase_add_test(tc, test_progress_moved_needs_acks_or_force);
     tcase_add_test(tc, test_stored_progress_kept_while_ahead);
+    tcase_add_test(tc, test_commit_time_never_ahead_of_position);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
