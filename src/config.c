@@ -25,6 +25,7 @@
 #include "polling.h"
 #include "redact.h"
 #include "secrets.h"
+#include "slotcmd.h"
 #include "str.h"
 
 enum key_type {
@@ -73,6 +74,8 @@ static const struct key_def key_defs[] = {
       "create the slot at start when it does not exist"),
     K("postgres", "direct_read", KT_BOOL, pg_direct_read, "true",
       "read the stream from the socket itself (false: through libpq)"),
+    K("postgres", "failover", KT_STRING, pg_failover, "auto",
+      "failover slot (synced to standbys, PostgreSQL 17+): auto (on where the server has it), on or off"),
     K("postgres", "status_interval_ms", KT_MS, pg_status_interval_ms, "1000",
       "standby status (confirmed position) sent at least this often"),
     K("postgres", "retry_min_ms", KT_MS, pg_retry_min_ms, "500",
@@ -1036,6 +1039,11 @@ int config_validate(const struct config *c, char *err, size_t errlen)
     if (strcmp(c->pg_on_slot_loss, "halt") != 0 && strcmp(c->pg_on_slot_loss, "repair") != 0) {
         snprintf(err, errlen, "[postgres] on_slot_loss: \"%s\" is not one of halt|repair",
                  c->pg_on_slot_loss);
+        return -1;
+    }
+    if (slotcmd_failover_parse(c->pg_failover) < 0) {
+        snprintf(err, errlen, "[postgres] failover: \"%s\" is not one of auto|on|off",
+                 c->pg_failover);
         return -1;
     }
     if (c->pg_retry_min_ms > c->pg_retry_max_ms) {

@@ -13,6 +13,7 @@
 #include "fixit.h"
 #include "log.h"
 #include "resume.h"
+#include "slotcmd.h"
 
 /* Logs a server error about loading the output plugin, adding the fix when
  * the plugin's library is missing on the server (SQLSTATE 58P01,
@@ -160,8 +161,68 @@ static enum step read_server(struct slot_setup *s, struct server_ident *id,
     return STEP_OK;
 }
 
-/* The slot does not exist: creates it when allowed; *start = its position. */
-static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *start)
+/* [postgres] failover against this server (slotcmd.h): *want says whether
+ * the slot should be a failover slot; failover = on below PostgreSQL 17 is
+ * STEP_USAGE. An existing slot that should be one and is not is made one
+ * (ALTER_REPLICATION_SLOT, 17+), and the log says so: a slot created
+ * before failover was configured, or by hand, would otherwise be missing
+ * from the standbys without anyone noticing until the failover. */
+static enum step settle_failover(struct slot_setup *s, const struct slot_info *si, bool *want)
+{
+    const struct config *c = s->cfg;
+    char err[1024];
+    int major = stream_server_major(s->st);
+    enum failover_mode mode = (enum failover_mode)slotcmd_failover_parse(c->pg_failover);
+    int w = slotcmd_failover_wanted(mode, major, err, sizeof(err));
+    if (w < 0) {
+        log_error("%s", err);
+        return STEP_USAGE;
+    }
+    *want = w == 1;
+    if (!si->exists) return STEP_OK;
+    switch (slotcmd_failover_action(*want, si->failover, major)) {
+    case SLOT_FAILOVER_KEEP:
+        if (si->synced)
+            log_info("replication slot \"%s\" was synchronised from the previous primary "
+                     "(a failover slot): streaming continues from its confirmed position",
+                     c->pg_slot);
+        return STEP_OK;
+    case SLOT_FAILOVER_LEFT_ON:
+        log_info("replication slot \"%s\" is a failover slot although [postgres] failover "
+                 "= off: left as it is (ALTER_REPLICATION_SLOT %s (FAILOVER false) turns it "
+                 "off)",
+                 c->pg_slot, c->pg_slot);
+        return STEP_OK;
+    case SLOT_FAILOVER_ENABLE:
+        break;
+    }
+    if (stream_alter_slot_failover(s->st, c->pg_slot, true, err, sizeof(err)) != 0) {
+        if (stream_broken(s->st)) {
+            log_warn("%s", err);
+            return STEP_BROKEN;
+        }
+        if (mode == FAILOVER_ON) {
+            log_error("%s: [postgres] failover = on, but replication slot \"%s\" could not "
+                      "be made a failover slot",
+                      err, c->pg_slot);
+            return STEP_FATAL;
+        }
+        log_warn("%s: replication slot \"%s\" stays without failover, so a promoted standby "
+                 "will not have it ([postgres] failover = auto)",
+                 err, c->pg_slot);
+        return STEP_OK;
+    }
+    log_info("replication slot \"%s\" was not a failover slot: made it one "
+             "(ALTER_REPLICATION_SLOT ... (FAILOVER true); [postgres] failover = %s), so "
+             "standbys with sync_replication_slots = on keep a copy of it",
+             c->pg_slot, slotcmd_failover_name(mode));
+    return STEP_OK;
+}
+
+/* The slot does not exist: creates it when allowed (a failover slot when
+ * failover); *start = its position. */
+static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *start,
+                             bool failover)
 {
     const struct config *c = s->cfg;
     char err[1024];
@@ -172,11 +233,14 @@ static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *
                   c->pg_slot, fixit_create_slot(fix, sizeof(fix), c->pg_slot, c->pg_plugin));
         return STEP_FATAL;
     }
-    if (stream_create_slot(s->st, c->pg_slot, c->pg_plugin, NULL, NULL, err, sizeof(err)) != 0) {
+    struct slot_create_opts o = {.failover = failover};
+    if (stream_create_slot(s->st, c->pg_slot, c->pg_plugin, &o, NULL, err, sizeof(err)) != 0) {
         log_plugin_error(s, err);
         return STEP_FATAL;
     }
-    log_info("created replication slot \"%s\" (plugin %s)", c->pg_slot, c->pg_plugin);
+    log_info("created replication slot \"%s\" (plugin %s%s)", c->pg_slot, c->pg_plugin,
+             failover ? ", failover: synchronised to standbys with sync_replication_slots = on"
+                      : "");
     if (stream_slot_info(s->st, c->pg_slot, si, err, sizeof(err)) != 0) {
         log_error("%s", err);
         return STEP_FATAL;
@@ -203,7 +267,9 @@ static enum step prepare_stream(struct slot_setup *s)
     struct resume_server srv;
     enum step rc = connect_server(s);
     if (rc == STEP_OK) rc = check_publication_and_plugin(s);
+    bool failover = false;
     if (rc == STEP_OK) rc = read_server(s, &id, &si, &srv);
+    if (rc == STEP_OK) rc = settle_failover(s, &si, &failover);
     if (rc == STEP_OK && s->position)
         rc = s->position(s->position_ctx, id.system, &file, &have_offset);
     if (rc != STEP_OK) return rc;
@@ -220,7 +286,7 @@ static enum step prepare_stream(struct slot_setup *s)
         return STEP_USAGE;
     }
     if (d.note[0]) log_msg(d.note_is_warning ? LOG_WARN : LOG_INFO, "%s", d.note);
-    if (d.verdict == RESUME_NO_SLOT && (rc = create_slot(s, &si, &d.start)) != STEP_OK)
+    if (d.verdict == RESUME_NO_SLOT && (rc = create_slot(s, &si, &d.start, failover)) != STEP_OK)
         return rc;
     resume_identity(&srv, d.start, &s->identity);
     /* The commit time the file holds stays until a newer one is stored. */
@@ -246,9 +312,10 @@ static enum step prepare_stream(struct slot_setup *s)
                s->position ? "committed to Kafka" : "ACKed");
     }
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
-           "streaming slot \"%s\" from %s (%s %s, slot confirmed %s, server at %s, "
+           "streaming slot \"%s\" from %s on %s (%s %s, slot confirmed %s, server at %s, "
            "system %s, timeline %u)",
-           c->pg_slot, a, s->position ? "stored position" : "offset file",
+           c->pg_slot, a, stream_server_label(s->st, (char[300]){0}, 300),
+           s->position ? "stored position" : "offset file",
            have_offset ? "present" : "absent",
            lsn_format(si.confirmed_flush, (char[LSN_STRLEN]){0}),
            lsn_format(id.xlogpos, (char[LSN_STRLEN]){0}), id.system, (unsigned)id.timeline);

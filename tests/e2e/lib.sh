@@ -6,7 +6,7 @@
 #
 #   source "$(dirname "$0")/lib.sh"
 #   e2e_init my_test            # temp dir $T, traps, strict mode
-#   pg_start                    # a throw-away PostgreSQL 15 with the schema
+#   pg_start                    # a throw-away PostgreSQL (15, or OUTBOXD_PG_VERSION) with the schema
 #   broker_start                # the mock Kafka cluster
 #   outboxd_start               # the daemon; waits until its slot is active
 #   psql_q "INSERT ..."
@@ -20,13 +20,27 @@
 #
 # Environment: OUTBOXD_BUILD_DIR (the CMake build dir, default ../../build),
 # OUTBOXD_TEST_PLUGIN (pgoutput), E2E_TIMEOUT (seconds before the watchdog
-# fails the test, default 270), PG_BINDIR (/usr/lib/postgresql/15/bin).
+# fails the test, default 270), OUTBOXD_PG_VERSION (the server's major
+# version: 15, Debian's, the default; 16, 17 or 18, the pinned builds of
+# tests/pg/pg.sh, resolved beforehand with `bash tests/pg/pg.sh resolve N`;
+# pg_start checks the server is that version), PG_BINDIR (the server's
+# bindir; default from OUTBOXD_PG_VERSION). The clients (psql) stay
+# Debian's 15 whatever the server.
 
 E2E_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 E2E_SRC_DIR=$(cd "$E2E_LIB_DIR/../.." && pwd)
 : "${OUTBOXD_BUILD_DIR:=$E2E_SRC_DIR/build}"
 : "${OUTBOXD_TEST_PLUGIN:=pgoutput}"
-: "${PG_BINDIR:=/usr/lib/postgresql/15/bin}"
+: "${OUTBOXD_PG_VERSION:=15}"
+if [[ -z "${PG_BINDIR:-}" ]]; then
+    if [[ "$OUTBOXD_PG_VERSION" == 15 ]]; then
+        PG_BINDIR=/usr/lib/postgresql/15/bin
+    else
+        # Fails naming the resolve command when the build is not cached.
+        PG_BINDIR=$(bash "$E2E_SRC_DIR/tests/pg/pg.sh" bindir "$OUTBOXD_PG_VERSION") || exit 1
+    fi
+fi
+export OUTBOXD_PG_VERSION PG_BINDIR
 export OUTBOXD_BUILD_DIR OUTBOXD_TEST_PLUGIN
 
 E2E_NAME=
@@ -251,7 +265,7 @@ pg_enable_ssl() {
     assert_eq on "$(psql_q "SHOW ssl")" "ssl after reload"
 }
 
-# pg_start: initdb + start a PostgreSQL 15 on a free 127.0.0.1 port, create
+# pg_start: initdb + start a PostgreSQL (PG_BINDIR) on a free 127.0.0.1 port, create
 # the outbox schema, export PGHOST PGPORT PGUSER PGDATABASE PG_CONNINFO.
 pg_start() {
     local pgdata=$T/pgdata port attempt schema
@@ -299,7 +313,10 @@ EOF
     echo "port = $port" >>"$pgdata/postgresql.conf"
     export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
     export PG_CONNINFO="host=127.0.0.1 port=$port user=postgres dbname=postgres"
-    info "PostgreSQL $(psql_q 'SHOW server_version') on 127.0.0.1:$port"
+    info "PostgreSQL $(psql_q 'SHOW server_version') on 127.0.0.1:$port ($PG_BINDIR)"
+    # A matrix test must not pass on another server than the one it names.
+    assert_eq "$OUTBOXD_PG_VERSION" "$(psql_q "SELECT current_setting('server_version_num')::int / 10000")" \
+        "server major version (OUTBOXD_PG_VERSION)"
 
     schema=$E2E_SRC_DIR/sql/outbox.sql
     if [[ -f "$schema" ]]; then
