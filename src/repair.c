@@ -21,6 +21,7 @@
 #include "producer.h"
 #include "repairplan.h"
 #include "resume.h"
+#include "slotcmd.h"
 #include "str.h"
 #include "stream.h"
 
@@ -160,12 +161,21 @@ static const char *slot_state(const struct repair *r)
 
 /* ---- 2. the new slot ---- */
 
-/* Drops an invalidated slot, then creates it with an exported snapshot.
- * 0, or EXIT_FATAL logged. */
+/* Drops an invalidated slot, then creates it with an exported snapshot
+ * (a failover slot when [postgres] failover asks for one). 0, or
+ * EXIT_USAGE / EXIT_FATAL logged. */
 static int make_slot(struct repair *r)
 {
     const struct config *c = r->c;
     char err[1024];
+    /* A failover slot when the daemon would create one ([postgres] failover);
+     * decided before anything is dropped. */
+    int failover = slotcmd_failover_wanted(slotcmd_failover_parse(c->pg_failover),
+                                           stream_server_major(r->st), err, sizeof(err));
+    if (failover < 0) {
+        log_error("repair: %s", err);
+        return EXIT_USAGE;
+    }
     if (r->plan.drop_slot) {
         if (stream_drop_slot(r->st, c->pg_slot, err, sizeof(err)) != 0) {
             log_error("repair: %s", err);
@@ -176,7 +186,7 @@ static int make_slot(struct repair *r)
                  c->pg_slot);
     }
     if ((r->created_at_us = server_now_us(r)) < 0) return EXIT_FATAL;
-    struct slot_create_opts so = {.export_snapshot = true};
+    struct slot_create_opts so = {.export_snapshot = true, .failover = failover == 1};
     if (stream_create_slot(r->st, c->pg_slot, c->pg_plugin, &so, &r->created, err,
                            sizeof(err)) != 0) {
         log_error("repair: %s", err);
@@ -189,10 +199,10 @@ static int make_slot(struct repair *r)
         return EXIT_FATAL;
     }
     char a[LSN_STRLEN];
-    log_info("repair: created replication slot \"%s\" (plugin %s), consistent point %s, "
+    log_info("repair: created replication slot \"%s\" (plugin %s%s), consistent point %s, "
              "snapshot %s",
-             c->pg_slot, c->pg_plugin, lsn_format(r->created.consistent_point, a),
-             r->created.snapshot);
+             c->pg_slot, c->pg_plugin, so.failover ? ", failover" : "",
+             lsn_format(r->created.consistent_point, a), r->created.snapshot);
     return 0;
 }
 
