@@ -94,6 +94,7 @@ struct config {
     bool pg_create_slot;
     bool pg_direct_read; /* read the replication socket itself (stream.c) */
     char *pg_failover;   /* "auto", "on" or "off" (slotcmd_failover_parse()) */
+    bool pg_hot_standby; /* other instances share the slot (README "Hot standby") */
     int pg_status_interval_ms;
     int pg_retry_min_ms; /* reconnect backoff bounds */
     int pg_retry_max_ms;

@@ -70,6 +70,8 @@ struct httpd_view {
     int64_t beat_ms;     /* monotonic ms of the loop's last turn */
     bool ready;
     const char *not_ready; /* why not, when !ready */
+    const char *note;      /* when ready: what it does, if worth saying (a hot
+                            * standby's "standing by: ..."); NULL or "": none */
     int64_t stall_ms;      /* HTTPD_STALL_MS, or less in tests */
     int64_t ready_stall_ms; /* HTTPD_READY_STALL_MS; 0 means that default */
 };
@@ -119,7 +121,8 @@ void httpd_beat(struct httpd *h, int64_t now_ms);
 bool httpd_tick(struct httpd *h, int64_t now_ms, int64_t next_publish_ms);
 
 /* Replaces the snapshot: the metrics text (len bytes, copied) and the
- * readiness verdict (reason copied; ignored when ready). h may be NULL.
+ * readiness verdict (reason copied: why not ready, or, when ready, the
+ * note /readyz adds; NULL: none). h may be NULL.
  * Returns 0, -1 on out of memory (the previous snapshot stays). */
 int httpd_publish(struct httpd *h, const char *metrics, size_t len, bool ready,
                   const char *reason);
@@ -132,8 +135,9 @@ int httpd_from_config(const char *listen, struct httpd **out);
 
 /* For the relays: renders m (m->ready set from not_ready) into tb (reused:
  * emptied first) at Unix time now_us and publishes it with the verdict
- * (not_ready NULL: ready). Logs a warning on out of memory. */
+ * (not_ready NULL: ready, with ready_note if not NULL). Logs a warning on
+ * out of memory. */
 void httpd_publish_metrics(struct httpd *h, struct metrics *m, struct textbuf *tb,
-                           int64_t now_us, const char *not_ready);
+                           int64_t now_us, const char *not_ready, const char *ready_note);
 
 #endif

@@ -45,6 +45,14 @@ enum slot_wal_status {
     WAL_STATUS_LOST,
 };
 
+/* A logical relay's role on its slot (outboxd_role{role}): streaming from
+ * it; standing by while another process holds it (README "Hot standby");
+ * anything else (starting, reconnecting, backing off). */
+enum metrics_role { ROLE_CONNECTING = 0, ROLE_ACTIVE, ROLE_STANDBY, ROLE__COUNT };
+
+/* "connecting", "active", "standby". */
+const char *metrics_role_name(enum metrics_role r);
+
 /* Which relay the metrics describe: the logical one has positions, a slot,
  * heartbeats; the polling one has row outcomes. */
 enum metrics_mode { METRICS_LOGICAL = 0, METRICS_POLLING = 1 };
@@ -105,6 +113,7 @@ struct metrics {
     uint64_t acked_lsn;
     uint64_t confirmed_lsn;
     bool streaming; /* logical: START_REPLICATION done; polling: connected */
+    enum metrics_role role; /* logical */
     bool ready;
     uint64_t polling_rows[PO__COUNT]; /* polling mode */
     struct polling_backlog backlog;   /* polling mode: the periodic backlog query */

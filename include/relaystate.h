@@ -89,6 +89,13 @@ struct relay {
     bool pub_missing_warned;         /* ... and so did the publication check */
     bool server_stopping;            /* the monitor saw the server shut down */
     char stream_err[512];            /* why the last stream broke */
+    /* A hot standby pair (standby.h, README "Hot standby") */
+    bool standby;                    /* the slot is held by another process */
+    int holder_pid;                  /* ... this one (its walsender; 0: unknown) */
+    int64_t standby_since_ms;        /* when this instance began standing by */
+    int64_t standby_log_ms;          /* when "still standing by" is logged next */
+    int64_t fence_ms;                /* this stream's fence (0: none) */
+    bool fenced;                     /* the stream broke at its fence */
     /* [delivery] mode = exactly_once (relaytxn.h) */
     struct ktxn kt;                  /* the Kafka transactions' pacing and position */
     char txn_id[256];                /* the producer's transactional.id */

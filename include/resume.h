@@ -31,6 +31,11 @@ struct resume_server {
     const char *plugin; /* [postgres] plugin */
     bool slot_exists;
     lsn_t slot_confirmed; /* confirmed_flush_lsn (when it exists) */
+    /* [postgres] hot_standby: other outboxd instances share the slot, each
+     * with an offset file of its own. They too confirm only what Kafka
+     * ACKed, so a slot confirmed ahead of this instance's file was moved
+     * by them, not past unsent events: the start takes it over. */
+    bool shared;
 };
 
 /* Fills srv from what IDENTIFY_SYSTEM said (system, timeline, WAL position,
@@ -43,20 +48,23 @@ void resume_server_init(struct resume_server *srv, const char *system, uint32_t 
 enum resume_verdict {
     RESUME_FROM_FILE,   /* the file is this stream's: start at its LSN */
     RESUME_FROM_SLOT,   /* no file: start at the slot's position */
+    RESUME_TAKE_OVER,   /* shared slot, confirmed ahead of the file by another
+                         * instance: start at the slot's position */
     RESUME_NO_SLOT,     /* no file and no slot: create it (if allowed) */
     RESUME_OTHER_STREAM, /* refuse: the file is of another system/db/slot/plugin */
     RESUME_BEYOND_WAL,  /* refuse: the file is ahead of the server's WAL */
-    RESUME_SLOT_AHEAD,  /* refuse: someone else moved the slot past the file */
+    RESUME_SLOT_AHEAD,  /* refuse: someone else moved the slot past the file
+                         * (and the slot is not shared) */
     RESUME_SLOT_LOST,   /* refuse: the file says we streamed a slot that is gone */
 };
 
 struct resume_decision {
     enum resume_verdict verdict;
-    lsn_t start;       /* RESUME_FROM_FILE/SLOT: where to start */
+    lsn_t start;       /* RESUME_FROM_FILE/SLOT, RESUME_TAKE_OVER: where to start */
     bool refused;      /* one of the refusing verdicts: exit 2 */
     char message[1536]; /* refused: the problem, both sides and the way out */
     char note[512];    /* accepted: worth an info line ("" if none): a format
-                        * 1 file to be rewritten, a new timeline */
+                        * 1 file to be rewritten, a new timeline, a take-over */
     bool note_is_warning; /* the new timeline: worth a warning */
 };
 

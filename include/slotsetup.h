@@ -40,6 +40,10 @@ struct slot_setup {
     bool slot_lost;          /* STEP_USAGE: the slot is invalidated, or gone
                               * although the offset file says it was
                               * streamed (outboxd repair, repair.h) */
+    int holder_pid;          /* retry_cause "slot_in_use": the process holding
+                              * the slot (its walsender's pid; 0: not known) */
+    int64_t sender_timeout_ms; /* the walsender's wal_sender_timeout (0: off,
+                                * -1: not known), read before streaming */
     bool prepared;           /* the fields below are set (the slot and the
                               * offset file were read), even if starting
                               * the stream failed afterwards */

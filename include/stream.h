@@ -107,6 +107,10 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
  * such setting), 0 not allowed (err names the fix), -1 on error. */
 int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_t errlen);
 
+/* The walsender's wal_sender_timeout in ms (0: off; -1: not found), read
+ * on this connection before START_REPLICATION. Returns 0 or -1 with err. */
+int stream_sender_timeout(struct stream *s, int64_t *ms, char *err, size_t errlen);
+
 /* SQLSTATE of the last failed statement ("" if none), e.g. "55006" when
  * the slot is active for another process. */
 const char *stream_sqlstate(const struct stream *s);

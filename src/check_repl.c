@@ -191,6 +191,7 @@ static int compare_offset(struct ck *k, PGconn *repl, char *err, size_t errlen)
     resume_server_init(&srv, id.system, id.timeline, id.xlogpos, id.dbname, c->pg_slot,
                        c->pg_plugin);
     srv.slot_exists = PQntuples(r) == 1;
+    srv.shared = c->pg_hot_standby;
     if (srv.slot_exists) lsn_parse(PQgetvalue(r, 0, 0), &srv.slot_confirmed);
     k->slot_confirmed = srv.slot_confirmed;
     if (srv.slot_exists && strcmp(PQgetvalue(r, 0, 1), c->pg_plugin) != 0) {
@@ -227,6 +228,10 @@ static void offset_detail(const struct ck *k, char *out, size_t outlen)
         return;
     }
     lsn_t slot = k->slot_confirmed, file = k->offset.lsn;
+    if (d->verdict == RESUME_TAKE_OVER) { /* hot_standby: the note says it all */
+        snprintf(out, outlen, "%s; %s", f, d->note);
+        return;
+    }
     int n = snprintf(out, outlen, "%s; slot confirmed %s (%s)", f, lsn_format(slot, a),
                      file == slot ? "the same" : "file ahead by ");
     if (file != slot && n > 0 && (size_t)n < outlen) {

@@ -74,6 +74,8 @@ static const struct key_def key_defs[] = {
       "create the slot at start when it does not exist"),
     K("postgres", "direct_read", KT_BOOL, pg_direct_read, "true",
       "read the stream from the socket itself (false: through libpq)"),
+    K("postgres", "hot_standby", KT_BOOL, pg_hot_standby, "false",
+      "other outboxd instances share this slot: wait while one holds it, trust the slot they moved"),
     K("postgres", "failover", KT_STRING, pg_failover, "auto",
       "failover slot (synced to standbys, PostgreSQL 17+): auto (on where the server has it), on or off"),
     K("postgres", "status_interval_ms", KT_MS, pg_status_interval_ms, "1000",

@@ -175,6 +175,8 @@ void httpd_route(const char *method, const char *path, const struct httpd_view *
         int64_t age = loop_age(v, now_ms);
         reply_text(out, 503, "not ready: event loop stalled: last turn %lld.%03lld s ago\n",
                    (long long)(age / 1000), (long long)(age % 1000));
+    } else if (v->ready && v->note && *v->note) {
+        reply_text(out, 200, "ready: %.200s\n", v->note);
     } else if (v->ready) {
         reply_text(out, 200, "ready\n");
     } else {
@@ -193,6 +195,7 @@ struct httpd {
     char *metrics;      /* owned */
     bool ready;
     char not_ready[256];
+    char note[256];
 };
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -220,6 +223,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .beat_ms = atomic_load(&h->beat_ms),
         .ready = h->ready,
         .not_ready = h->not_ready,
+        .note = h->note,
         .stall_ms = HTTPD_STALL_MS,
         .ready_stall_ms = HTTPD_READY_STALL_MS,
     };
@@ -385,7 +389,7 @@ int httpd_from_config(const char *listen, struct httpd **out)
 }
 
 void httpd_publish_metrics(struct httpd *h, struct metrics *m, struct textbuf *tb,
-                           int64_t now_us, const char *not_ready)
+                           int64_t now_us, const char *not_ready, const char *ready_note)
 {
     if (!h) return;
     m->ready = not_ready == NULL;
@@ -393,7 +397,8 @@ void httpd_publish_metrics(struct httpd *h, struct metrics *m, struct textbuf *t
     if (tb->data) tb->data[0] = '\0';
     tb->oom = false;
     if (metrics_render(m, now_us, tb) != 0 ||
-        httpd_publish(h, tb->data, tb->len, not_ready == NULL, not_ready) != 0)
+        httpd_publish(h, tb->data, tb->len, not_ready == NULL,
+                      not_ready ? not_ready : ready_note) != 0)
         log_warn("out of memory while rendering /metrics; serving the previous snapshot");
 }
 
@@ -422,6 +427,7 @@ int httpd_publish(struct httpd *h, const char *metrics, size_t len, bool ready,
     h->metrics = copy;
     h->ready = ready;
     if (!ready) snprintf(h->not_ready, sizeof(h->not_ready), "%s", reason ? reason : "");
+    snprintf(h->note, sizeof(h->note), "%s", ready && reason ? reason : "");
     pthread_mutex_unlock(&h->mu);
     free(old);
     return 0;

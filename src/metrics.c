@@ -372,6 +372,24 @@ static void render_stages(const struct metrics *m, struct textbuf *b)
                              m->stages[i]);
 }
 
+const char *metrics_role_name(enum metrics_role r)
+{
+    static const char *const names[ROLE__COUNT] = {"connecting", "active", "standby"};
+    return r >= 0 && r < ROLE__COUNT ? names[r] : "?";
+}
+
+/* outboxd_role: one series per role, 1 for the current one. */
+static void render_role(const struct metrics *m, struct textbuf *b)
+{
+    family(b, "outboxd_role", "gauge",
+           "1 for this instance's role on the slot: active (streaming from it), standby "
+           "(another process holds it; checked every second), connecting (anything "
+           "else); 0 for the others.");
+    for (int i = 0; i < ROLE__COUNT; i++)
+        tb_printf(b, "outboxd_role{role=\"%s\"} %d\n", metrics_role_name((enum metrics_role)i),
+                  m->role == (enum metrics_role)i);
+}
+
 static void render_state(const struct metrics *m, struct textbuf *b)
 {
     counter_labeled(b, "outboxd_reconnects_total", "cause",
@@ -386,6 +404,7 @@ static void render_state(const struct metrics *m, struct textbuf *b)
     gauge_i(b, "outboxd_streaming",
             "1 while streaming from the replication slot, 0 while (re)connecting.",
             m->streaming);
+    render_role(m, b);
     gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
 }
 

@@ -232,7 +232,7 @@ static void pr_tick(struct pr *r, int64_t now)
     uint64_t rows[PO__COUNT] = {r->n_claimed,        rec[OUT_SENT],    rec[OUT_RETRY],
                                 rec[OUT_QUARANTINE], rec[OUT_RELEASE], r->out.stale};
     memcpy(m->polling_rows, rows, sizeof(rows));
-    httpd_publish_metrics(r->http, m, &r->text, clock_unix_us(), not_ready_reason(r));
+    httpd_publish_metrics(r->http, m, &r->text, clock_unix_us(), not_ready_reason(r), NULL);
     r->next_publish_ms = now + HTTPD_PUBLISH_MS;
 }
 

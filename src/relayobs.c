@@ -16,20 +16,42 @@
  * The loop beats on every turn and publishes a snapshot for the HTTP
  * server's thread every HTTPD_PUBLISH_MS (see httpd.h). */
 
-/* Why the relay is not ready, or NULL when it is. */
+/* The Kafka side of readiness: why not, or NULL. */
+static const char *kafka_not_ready(const struct relay *r)
+{
+    int up = producer_brokers_up(r->prod);
+    if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
+    if (up == 0) return "no Kafka broker reachable";
+    return NULL;
+}
+
+/* Why the relay is not ready, or NULL when it is. A standby (the slot is
+ * held by another process) is ready while it could take over: it reached
+ * the server and sees a Kafka broker. It is doing its job, and a
+ * StatefulSet's rolling update waits for each pod to be ready, so a
+ * standby that never were would stall it (README "Hot standby"). */
 static const char *not_ready_reason(const struct relay *r)
 {
     if (*r->stop) return "shutting down";
     if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
     if (r->pub_lost) return "the outbox table is no longer published: stopping";
+    if (r->standby) return kafka_not_ready(r);
     if (!r->streaming) return "not streaming from the replication slot (connecting)";
     if (r->backoff.failures > 0)
         return "the replication stream keeps failing (not yet up for 5 s since the last "
                "failure)";
-    int up = producer_brokers_up(r->prod);
-    if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
-    if (up == 0) return "no Kafka broker reachable";
-    return NULL;
+    return kafka_not_ready(r);
+}
+
+/* What /readyz adds to "ready" (NULL: nothing): a standby says so. */
+static const char *ready_note(const struct relay *r, char *buf, size_t len)
+{
+    if (!r->standby) return NULL;
+    char pid[32] = "pid unknown";
+    if (r->holder_pid) snprintf(pid, sizeof(pid), "pid %d", r->holder_pid);
+    snprintf(buf, len, "standing by: slot \"%s\" is held by another process (%s)",
+             r->cfg->pg_slot, pid);
+    return buf;
 }
 
 /* Fills the gauges of r->met from the modules that own the values. */
@@ -44,14 +66,17 @@ static void collect_gauges(struct relay *r)
     m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->confirm.stored_lsn;
     m->confirmed_lsn = r->confirm.sent_lsn;
     m->streaming = r->streaming;
+    m->role = r->streaming ? ROLE_ACTIVE : r->standby ? ROLE_STANDBY : ROLE_CONNECTING;
     int64_t t = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
     m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;
 }
 
 void relay_publish(struct relay *r, int64_t now)
 {
+    char note[256];
     collect_gauges(r);
-    httpd_publish_metrics(r->http, &r->met, &r->text, clock_unix_us(), not_ready_reason(r));
+    httpd_publish_metrics(r->http, &r->met, &r->text, clock_unix_us(), not_ready_reason(r),
+                          ready_note(r, note, sizeof(note)));
     r->next_publish_ms = now + HTTPD_PUBLISH_MS;
 }
 
@@ -156,7 +181,7 @@ void relay_seed_metrics(struct metrics *m, bool pub_capped)
     metrics_seed(&m->failed, producer_timed_out_name());
     if (pub_capped) metrics_seed(&m->failed, "NOT_IN_PUBLICATION");
     static const char *const causes[] = {"connect_failed", "connection_lost", "slot_in_use",
-                                         "stream_lost"};
+                                         "stream_lost", "fenced"};
     for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
         metrics_seed(&m->reconnects, causes[i]);
 }

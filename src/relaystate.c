@@ -17,6 +17,49 @@
 #include "relay.h"
 #include "relaytxn.h"
 #include "slotsetup.h"
+#include "standby.h"
+
+/* While standing by, "still standing by" is logged this often. */
+#define STANDBY_LOG_MS 300000
+
+/* ---- the fence (standby.h) ------------------------------------------------ */
+
+/* Whether the stream is past its fence: its last status (or its start)
+ * is older than fence_ms, so the server may have cut it and given the
+ * slot to another instance. Read before every frame is handed on. */
+static bool past_fence(const struct relay *r)
+{
+    int64_t last = r->confirm.last_status_ms > r->stream_up_ms ? r->confirm.last_status_ms
+                                                               : r->stream_up_ms;
+    return standby_fenced(clock_mono_ms(), last, r->fence_ms);
+}
+
+/* The stream is past its fence: nothing more of it goes to Kafka. Says
+ * what was in flight and who delivers it; STEP_BROKEN drops the
+ * connection (enter_recover()), after which the slot is either free again
+ * or held by the other instance (standing by). */
+static enum step fence_stream(struct relay *r)
+{
+    char a[LSN_STRLEN];
+    int64_t last = r->confirm.last_status_ms > r->stream_up_ms ? r->confirm.last_status_ms
+                                                               : r->stream_up_ms;
+    uint64_t inflight = r->trk ? tracker_pending_events(r->trk) : 0;
+    lsn_t confirmed = r->confirm.sent_lsn ? r->confirm.sent_lsn : r->confirm.stored_lsn;
+    r->fenced = true;
+    snprintf(r->stream_err, sizeof(r->stream_err), "fenced");
+    log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(confirmed, a)}),
+           "fenced: no status has gone to the server for %lld ms (this process did not "
+           "run: stopped, frozen or starved), more than the fence of %lld ms (3/4 of the "
+           "walsender's wal_sender_timeout): the server may have cut this stream and given "
+           "slot \"%s\" to another instance. Nothing more is read from this stream: "
+           "dropping the connection. %llu events were in flight (received, not reported "
+           "ACKed: those already handed to librdkafka may still be delivered, as "
+           "duplicates); the slot is confirmed up to %s, and the instance that holds the "
+           "slot delivers everything after it again",
+           (long long)(clock_mono_ms() - last), (long long)r->fence_ms, r->cfg->pg_slot,
+           (unsigned long long)inflight, a);
+    return STEP_BROKEN;
+}
 
 /* ---- streaming ----------------------------------------------------------- */
 
@@ -58,6 +101,8 @@ static enum step read_frames(struct relay *r)
             snprintf(r->stream_err, sizeof(r->stream_err), "%s", err);
             return STEP_BROKEN;
         }
+        /* A stall may have begun anywhere, even inside this batch. */
+        if (past_fence(r)) return fence_stream(r);
         if (i == 0) changes_received_at(&r->chg, clock_unix_us());
         r->wake_bytes += (size_t)len;
         enum step st = on_frame(r, buf, len);
@@ -109,6 +154,7 @@ static enum step stream_health(struct relay *r)
 static enum step stream_turn(struct relay *r)
 {
     enum step rc = STEP_OK;
+    if (past_fence(r)) return fence_stream(r); /* not even the held event */
     if (changes_held(&r->chg)) {
         producer_poll(r->prod, 0);
         rc = changes_resume(&r->chg);
@@ -161,6 +207,41 @@ static void enter_backoff(struct relay *r, const char *what)
     r->state_until_ms = clock_mono_ms() + ms;
 }
 
+/* The slot is held by another process (its walsender pid, 0: unknown):
+ * stand by, checking again every standby_check_ms(), which is not a
+ * failure (the backoff starts over). Said when it starts, when the holder
+ * changes and every STANDBY_LOG_MS. */
+static void enter_standby(struct relay *r, int pid)
+{
+    const struct config *c = r->cfg;
+    int64_t now = clock_mono_ms();
+    int every = standby_check_ms(c->pg_retry_max_ms);
+    bool changed = pid != 0 && pid != r->holder_pid;
+    if (!r->standby) {
+        r->standby_since_ms = now;
+        r->next_publish_ms = 0; /* say so at once */
+    }
+    if (!r->standby || changed || now >= r->standby_log_ms) {
+        if (c->pg_hot_standby)
+            log_info("standing by: replication slot \"%s\" is held by another process "
+                     "(pid %d)%s; checking every %d ms, taking it over when it is free",
+                     c->pg_slot, pid ? pid : r->holder_pid,
+                     r->standby ? " (still)" : "", every);
+        else
+            log_warn("replication slot \"%s\" is in use by another process (pid %d): "
+                     "waiting for it, checking every %d ms. If that is another outboxd "
+                     "instance sharing the slot, set [postgres] hot_standby = true in both "
+                     "(README \"Hot standby\")",
+                     c->pg_slot, pid ? pid : r->holder_pid, every);
+        r->standby_log_ms = now + STANDBY_LOG_MS;
+    }
+    r->standby = true;
+    if (pid) r->holder_pid = pid;
+    backoff_reset(&r->backoff);
+    r->state = RS_BACKOFF;
+    r->state_until_ms = now + every;
+}
+
 /* A graceful stop: stop reading, let outstanding deliveries finish. */
 static void enter_drain(struct relay *r)
 {
@@ -198,6 +279,11 @@ static enum step stream_started(struct relay *r, lsn_t start)
     }
     changes_start(&r->chg, r->trk, r->dec);
     confirmer_stream_started(&r->confirm, start, clock_mono_ms());
+    if (r->standby)
+        log_info("the slot is free: taking it over after standing by for %lld ms",
+                 (long long)(clock_mono_ms() - r->standby_since_ms));
+    r->standby = false;
+    r->holder_pid = 0;
     r->streaming = true;
     r->server_stopping = false;
     r->stream_up_ms = clock_mono_ms();
@@ -235,9 +321,15 @@ static bool connect_step(struct relay *r)
                       1);
         stream_close(r->st);
         r->st = NULL;
+        if (r->retry_cause && strcmp(r->retry_cause, "slot_in_use") == 0) {
+            enter_standby(r, s.holder_pid);
+            return true;
+        }
+        r->standby = false;
         enter_backoff(r, "connecting to the slot");
         return true;
     }
+    r->fence_ms = standby_fence_ms(s.sender_timeout_ms);
     if (rc != STEP_OK) {
         r->slot_lost = s.slot_lost;
         finish(r, step_exit_code(rc)); /* logged; nothing to confirm */
@@ -256,7 +348,8 @@ static bool connect_step(struct relay *r)
  * every event already produced to be reported. */
 static void enter_recover(struct relay *r)
 {
-    metrics_count(&r->met.reconnects, "stream_lost", 1);
+    metrics_count(&r->met.reconnects, r->fenced ? "fenced" : "stream_lost", 1);
+    r->fenced = false;
     /* Checked on the next connection, with a normal query. */
     r->pub_missing_on_stream =
         r->confirm.pub_capped &&

@@ -153,18 +153,42 @@ static bool refuse_position(const struct sides *w, struct resume_decision *out)
         return true;
     }
     if (srv->slot_confirmed <= file->lsn) return false;
+    if (srv->shared) return false; /* take_over() */
     refuse(out, RESUME_SLOT_AHEAD,
            "replication slot \"%s\" is confirmed up to %s, ahead of the offset file "
            "%s at %s (by %s). outboxd writes the file before it confirms, so someone "
            "else moved the slot (pg_replication_slot_advance, a slot dropped and "
            "re-created under the same name, another client on it): events committed "
            "between %s and %s may never have been sent. Run outboxd verify -c %s to "
-           "see what is missing, then outboxd accept-slot -c %s to continue from %s",
+           "see what is missing, then outboxd accept-slot -c %s to continue from %s. "
+           "If the other client is an outboxd instance sharing the slot (a hot "
+           "standby pair), set [postgres] hot_standby = true in both",
            srv->slot, lsn_format(srv->slot_confirmed, a), w->offsets_path,
            lsn_format(file->lsn, b),
            resume_bytes(srv->slot_confirmed - file->lsn, size, sizeof(size)), b, a,
            w->config_path, w->config_path, a);
     return true;
+}
+
+/* A shared slot (hot_standby) confirmed ahead of this instance's file:
+ * another instance streamed it meanwhile, and it confirmed only what
+ * Kafka ACKed, so everything before the slot's position was delivered.
+ * The file's position (and its progress inside a transaction) is stale:
+ * starting there would send again what the other instance sent. */
+static void take_over(const struct sides *w, struct resume_decision *out)
+{
+    const struct resume_server *srv = w->srv;
+    char a[LSN_STRLEN], b[LSN_STRLEN], size[32], earlier[sizeof(out->note)];
+    out->verdict = RESUME_TAKE_OVER;
+    out->start = srv->slot_confirmed;
+    snprintf(earlier, sizeof(earlier), "%s", out->note); /* a new timeline's */
+    snprintf(out->note, sizeof(out->note),
+             "taking over replication slot \"%s\" at %s: another outboxd instance "
+             "sharing it ([postgres] hot_standby = true) confirmed it %s beyond this "
+             "instance's offset file %s (%s); the file is rewritten%s%.200s",
+             srv->slot, lsn_format(srv->slot_confirmed, a),
+             resume_bytes(srv->slot_confirmed - w->file->lsn, size, sizeof(size)),
+             w->offsets_path, lsn_format(w->file->lsn, b), earlier[0] ? "; " : "", earlier);
 }
 
 void resume_server_init(struct resume_server *srv, const char *system, uint32_t timeline,
@@ -201,6 +225,10 @@ void resume_decide(const struct offset_state *file, const struct resume_server *
         return;
     }
     if (refuse_other_stream(&w, out) || refuse_position(&w, out)) return;
+    if (srv->slot_confirmed > file->lsn) { /* shared: refuse_position() let it pass */
+        take_over(&w, out);
+        return;
+    }
     out->verdict = RESUME_FROM_FILE;
     out->start = file->lsn;
 }

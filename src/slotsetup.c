@@ -134,6 +134,7 @@ static enum step read_server(struct slot_setup *s, struct server_ident *id,
                        c->pg_plugin);
     srv->slot_exists = si->exists;
     srv->slot_confirmed = si->confirmed_flush;
+    srv->shared = c->pg_hot_standby;
     if (si->exists && strcmp(si->plugin, c->pg_plugin) != 0) {
         log_error("replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s: "
                   "set plugin = %s or use another slot",
@@ -153,12 +154,27 @@ static enum step read_server(struct slot_setup *s, struct server_ident *id,
         return STEP_USAGE;
     }
     if (si->exists && si->active) {
-        log_warn("replication slot \"%s\" is in use by another process (pid %d)",
-                 c->pg_slot, si->active_pid);
+        /* Not logged here: the relay says it once when it starts standing by
+         * and checks again every standby_check_ms() (standby.h). */
+        s->holder_pid = si->active_pid;
         s->retry_cause = "slot_in_use";
         return STEP_BROKEN;
     }
     return STEP_OK;
+}
+
+/* The walsender's wal_sender_timeout, for the fence (standby.h); unknown
+ * (-1, logged) unless the connection itself failed. */
+static enum step read_sender_timeout(struct slot_setup *s)
+{
+    char err[1024];
+    s->sender_timeout_ms = -1;
+    if (stream_sender_timeout(s->st, &s->sender_timeout_ms, err, sizeof(err)) == 0)
+        return STEP_OK;
+    log_warn("%s: a stall of this process longer than the server's wal_sender_timeout "
+             "is not fenced on this stream (README \"Hot standby\")",
+             err);
+    return stream_broken(s->st) ? STEP_BROKEN : STEP_OK;
 }
 
 /* [postgres] failover against this server (slotcmd.h): *want says whether
@@ -270,6 +286,7 @@ static enum step prepare_stream(struct slot_setup *s)
     bool failover = false;
     if (rc == STEP_OK) rc = read_server(s, &id, &si, &srv);
     if (rc == STEP_OK) rc = settle_failover(s, &si, &failover);
+    if (rc == STEP_OK) rc = read_sender_timeout(s);
     if (rc == STEP_OK && s->position)
         rc = s->position(s->position_ctx, id.system, &file, &have_offset);
     if (rc != STEP_OK) return rc;
@@ -293,7 +310,8 @@ static enum step prepare_stream(struct slot_setup *s)
     if (d.verdict == RESUME_FROM_FILE) s->identity.commit_time_us = file.commit_time_us;
     /* Absent, format 1 or from an older timeline: write it as this stream's
      * at the first status. */
-    s->rewrite_offset = !have_offset || !file.has_identity || file.timeline != id.timeline;
+    s->rewrite_offset = !have_offset || !file.has_identity || file.timeline != id.timeline ||
+                        d.verdict == RESUME_TAKE_OVER;
     s->have_offset = have_offset;
     s->stored_lsn = have_offset ? file.lsn : 0;
     s->start = d.start;
@@ -344,9 +362,14 @@ enum step slot_open_stream(struct slot_setup *s)
     if (s->streamed && s->acked_lsn > from) from = s->acked_lsn;
     if (stream_start(s->st, &t, from, err, sizeof(err)) != 0) {
         bool in_use = strcmp(stream_sqlstate(s->st), "55006") == 0;
-        if (in_use || stream_broken(s->st)) {
+        if (in_use) { /* taken since read_server() looked: the relay says so */
+            log_debug("%s", err);
+            s->holder_pid = 0;
+            s->retry_cause = "slot_in_use";
+            return STEP_BROKEN;
+        }
+        if (stream_broken(s->st)) {
             log_warn("%s", err);
-            if (in_use) s->retry_cause = "slot_in_use";
             return STEP_BROKEN;
         }
         if (s->pub_capped && slot_says_publication_missing(err, c->pg_publication))

@@ -572,6 +572,20 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
     return 0;
 }
 
+int stream_sender_timeout(struct stream *s, int64_t *ms, char *err, size_t errlen)
+{
+    /* The session's own value: wal_sender_timeout may be set per role or
+     * in the conninfo's options, and this walsender is the one it governs. */
+    PGresult *r = run(s,
+                      "SELECT setting::bigint FROM pg_catalog.pg_settings "
+                      "WHERE name = 'wal_sender_timeout'",
+                      PGRES_TUPLES_OK, "reading wal_sender_timeout", err, errlen);
+    if (!r) return -1;
+    *ms = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
+    return 0;
+}
+
 int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_t errlen)
 {
     PGresult *r = PQexec(s->conn, "SHOW output_plugin_libraries");

@@ -124,7 +124,15 @@ START_TEST(test_route_readyz)
     httpd_route("GET", "/readyz", &v, 10000, &r);
     ck_assert_int_eq(r.status, 200);
     ck_assert_str_eq(r.body, "ready\n");
-    v.ready = false;
+    v.note = "standing by: slot \"s\" is held by another process (pid 7)";
+    httpd_route("GET", "/readyz", &v, 10000, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body,
+                     "ready: standing by: slot \"s\" is held by another process (pid 7)\n");
+    v.ready = false; /* the note is only said when ready */
+    httpd_route("GET", "/readyz", &v, 10000, &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_null(strstr(r.body, "standing by"));
     v.not_ready = "no Kafka broker reachable";
     httpd_route("GET", "/readyz", &v, 10000, &r);
     ck_assert_int_eq(r.status, 503);

@@ -124,6 +124,64 @@ START_TEST(test_slot_ahead_refused)
 }
 END_TEST
 
+/* hot_standby: a shared slot confirmed ahead of the file was moved by the
+ * other instance: taken over at the slot's position, with a note; what
+ * is refused without it stays refused with it. */
+START_TEST(test_shared_slot_taken_over)
+{
+    struct resume_server s = server();
+    s.shared = true;
+    struct offset_state f = file_of(&s, 0x1A1C00);
+    f.has_progress = true; /* stale: inside a transaction the other one finished */
+    f.txn_lsn = 0x1A1D00;
+    f.txn_acked = 3;
+    struct resume_decision d;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(!d.refused);
+    ck_assert_int_eq(d.verdict, RESUME_TAKE_OVER);
+    ck_assert_uint_eq(d.start, 0x1A2000);
+    ck_assert_msg(strstr(d.note, "taking over") && strstr(d.note, "0/1A2000") &&
+                      strstr(d.note, "0/1A1C00") && strstr(d.note, "1 kB") &&
+                      strstr(d.note, "hot_standby = true"),
+                  "%s", d.note);
+    ck_assert(!d.note_is_warning);
+    /* a new timeline's warning is kept with it */
+    s.timeline = 2;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_TAKE_OVER);
+    ck_assert_msg(strstr(d.note, "taking over") && strstr(d.note, "timeline is 2"), "%s",
+                  d.note);
+    ck_assert(d.note_is_warning);
+    s.timeline = 1;
+    /* the file at or ahead of the slot: the file, as without sharing */
+    f.lsn = 0x1A2000;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    ck_assert_uint_eq(d.start, 0x1A2000);
+    f.lsn = 0x1A3000;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    ck_assert_uint_eq(d.start, 0x1A3000);
+    /* still refused: another stream, beyond the WAL, a lost slot */
+    f.lsn = 0x1A1C00;
+    snprintf(f.slot, sizeof(f.slot), "other");
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_OTHER_STREAM);
+    f = file_of(&s, UINT64_MAX);
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_BEYOND_WAL);
+    f = file_of(&s, 0x1A1C00);
+    s.slot_exists = false;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_SLOT_LOST);
+    /* not shared: refused, and the refusal names the key */
+    s = server();
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_SLOT_AHEAD);
+    ck_assert_msg(strstr(d.message, "hot_standby = true"), "%s", d.message);
+}
+END_TEST
+
 START_TEST(test_slot_lost)
 {
     struct resume_server s = server();
@@ -204,6 +262,7 @@ int main(void)
     tcase_add_loop_test(tc, test_other_stream_refused, 0, 4);
     tcase_add_test(tc, test_beyond_wal_refused);
     tcase_add_test(tc, test_slot_ahead_refused);
+    tcase_add_test(tc, test_shared_slot_taken_over);
     tcase_add_test(tc, test_slot_lost);
     tcase_add_test(tc, test_notes);
     tcase_add_test(tc, test_clamp_flush);

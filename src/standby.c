@@ -1,0 +1,22 @@
+/*
+ * standby.c - a hot standby pair's check interval and fence (standby.h).
+ */
+#include "standby.h"
+
+int standby_check_ms(int retry_max_ms)
+{
+    return retry_max_ms > 0 && retry_max_ms < STANDBY_CHECK_MS ? retry_max_ms
+                                                               : STANDBY_CHECK_MS;
+}
+
+int64_t standby_fence_ms(int64_t sender_timeout_ms)
+{
+    if (sender_timeout_ms <= 0) return 0;
+    int64_t f = sender_timeout_ms * STANDBY_FENCE_NUM / STANDBY_FENCE_DEN;
+    return f > 0 ? f : 1;
+}
+
+bool standby_fenced(int64_t now_ms, int64_t last_status_ms, int64_t fence_ms)
+{
+    return fence_ms > 0 && now_ms - last_status_ms > fence_ms;
+}

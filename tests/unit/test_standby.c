@@ -1,0 +1,59 @@
+/*
+ * test_standby.c - the hot standby's check interval and fence
+ * (include/standby.h).
+ */
+#include <check.h>
+#include <stdlib.h>
+
+#include "standby.h"
+
+START_TEST(test_check_interval)
+{
+    ck_assert_int_eq(standby_check_ms(30000), 1000); /* not the 30 s backoff */
+    ck_assert_int_eq(standby_check_ms(1000), 1000);
+    ck_assert_int_eq(standby_check_ms(300), 300); /* a shorter retry_max_ms wins */
+    ck_assert_int_eq(standby_check_ms(0), 1000);
+}
+END_TEST
+
+START_TEST(test_fence_interval)
+{
+    ck_assert_int_eq(standby_fence_ms(60000), 45000); /* the server's default */
+    ck_assert_int_eq(standby_fence_ms(4000), 3000);
+    ck_assert_int_eq(standby_fence_ms(1), 1);
+    ck_assert_int_eq(standby_fence_ms(0), 0);  /* the server never cuts: no fence */
+    ck_assert_int_eq(standby_fence_ms(-1), 0); /* unknown */
+    /* always below the timeout, above half of it (the server asks for a
+     * reply after half the timeout, so a live stream is never fenced) */
+    for (int64_t t = 4; t < 200000; t += 997) {
+        int64_t f = standby_fence_ms(t);
+        ck_assert_msg(f < t && f > t / 2, "timeout %lld: fence %lld", (long long)t,
+                      (long long)f);
+    }
+}
+END_TEST
+
+START_TEST(test_fenced)
+{
+    ck_assert(!standby_fenced(10000, 7000, 3000)); /* exactly the fence: not yet */
+    ck_assert(standby_fenced(10001, 7000, 3000));
+    ck_assert(!standby_fenced(10000, 9999, 3000));
+    ck_assert(!standby_fenced(1000000, 0, 0)); /* no fence */
+    ck_assert(!standby_fenced(5000, 6000, 3000)); /* a status "from the future" */
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("standby");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_check_interval);
+    tcase_add_test(tc, test_fence_interval);
+    tcase_add_test(tc, test_fenced);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
