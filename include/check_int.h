@@ -1,7 +1,7 @@
 /*
  * check_int.h - what the parts of `outboxd check` share (internal to
- * check.c, check_report.c, check_pg.c, check_repl.c, check_failover.c and
- * check_kafka.c; the public face is check.h): the state of one run, the
+ * check.c, check_report.c, check_pg.c, check_repl.c, check_repair.c,
+ * check_failover.c and check_kafka.c; the public face is check.h): the state of one run, the
  * report lines, the catalog queries on the check's connection, and each
  * part's checks in the order check_run() calls them.
  */
@@ -143,6 +143,10 @@ PGconn *check_replication_connection(struct ck *k);
 void check_plugin_installed(struct ck *k, PGconn *repl);
 void check_offset_file(struct ck *k, PGconn *repl);
 void check_slot(struct ck *k);
+
+/* check_repair.c: whether outboxd repair could close a gap after a slot
+ * loss (a time source; rows kept). */
+void check_repairable(struct ck *k);
 
 /* check_failover.c: failover slots (PostgreSQL 17+) on the primary and on
  * the standbys a multi-host conninfo lists. */

@@ -103,6 +103,7 @@ static const struct {
     {"offset file", true},
     {"slot", true},
     {"slot not invalidated", true},
+    {"gap repair", true},
     {"failover slot", true},
     {"synchronized_standby_slots", true},
     {"standbys", true},
@@ -182,6 +183,7 @@ static void run_logical(struct ck *k)
     check_offset_file(k, repl);
     PQfinish(repl);
     check_slot(k);
+    check_repairable(k);
     check_failover(k);
     check_broker(k);
     check_topics(k);

@@ -58,8 +58,18 @@ repair_cmd() {
 
 create_other_table
 
+# check_line STATUS: outboxd check's "gap repair" line must have STATUS.
+check_line() {
+    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${@:2}" >"$T/check.out" 2>&1 || true
+    grep -E 'gap repair' "$T/check.out" >&2 || true
+    grep -qE "^$1 +gap repair" "$T/check.out" || fail "check: the gap repair line is not '$1'"
+}
+
 step "phase 1: the slot invalidated while outboxd is stopped"
 outboxd_start
+check_line ok
+grep -qE '^ok +gap repair.*rows are kept; track_commit_timestamp = on' "$T/check.out" ||
+    fail "check does not say the rows are kept and commit timestamps are tracked"
 load 200 p1a
 sleep 3 # p1a ends more than repair_margin (1 s) before the last ACKed commit
 load 20 p1z
@@ -122,6 +132,10 @@ load 100 p2a
 psql_q "SELECT pg_drop_replication_slot('outboxd')" >/dev/null
 load 100 p2b
 
+check_line warn
+grep -qE 'repair_column' "$T/check.out" || fail "check's warning does not name repair_column"
+check_line ok --set outbox.repair_column=created_at
+
 step "without a time source, repair is refused and names both fixes"
 repair_cmd
 assert_eq 2 "$REPAIR_RC" "repair without track_commit_timestamp or repair_column"
@@ -154,4 +168,14 @@ KDUMP_TIMEOUT_MS=60000 kdump_all >"$T/all.jsonl"
 messages=$(wc -l <"$T/all.jsonl")
 faults_verify "$rows" "$messages"
 info "$rows events, $messages messages: $VERIFY_NOTE"
+
+step "an outbox whose rows are deleted: check warns that repair cannot bring them back"
+psql_q "DELETE FROM public.outbox_events WHERE aggregate_id LIKE 'p2c-%'" >/dev/null
+for ((i = 0; i < 50; i++)); do
+    [[ $(psql_q "SELECT n_tup_del > 0 FROM pg_stat_user_tables WHERE relid = 'public.outbox_events'::regclass") == t ]] && break
+    sleep 0.2
+done
+check_line warn --set outbox.repair_column=created_at
+grep -qE 'rows are deleted from the outbox table' "$T/check.out" ||
+    fail "check does not say the rows are deleted"
 e2e_pass

@@ -198,9 +198,10 @@ START_TEST(test_config_failed)
     int lines = 0;
     for (char *p = out; *p; p = strchr(p, '\n') + 1, lines++)
         ck_assert_msg(!strncmp(p, "FAIL ", 5) || !strncmp(p, "skip ", 5), "line: %s", p);
-    /* configuration + 17 later checks (check.c's later_checks, the three of
-     * failover slots included) */
-    ck_assert_int_eq(lines, 18);
+    /* configuration + 18 later checks (check.c's later_checks, the three of
+     * failover slots and gap repair's included) */
+    ck_assert_int_eq(lines, 19);
+    ck_assert_ptr_nonnull(strstr(out, "skip gap repair: "));
     ck_assert_ptr_nonnull(strstr(out, "skip failover slot: "));
     ck_assert_ptr_nonnull(strstr(out, "skip synchronized_standby_slots: "));
     ck_assert_ptr_nonnull(strstr(out, "skip standbys: "));

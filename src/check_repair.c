@@ -1,0 +1,93 @@
+/*
+ * check_repair.c - whether `outboxd repair` (repair.h) could close the gap
+ * if the slot were lost: it needs a way to tell which rows were committed
+ * after the last ACKed transaction (track_commit_timestamp, or [outbox]
+ * repair_column), and the rows themselves (an outbox whose rows are
+ * deleted right after insert keeps nothing to re-publish).
+ */
+#include "check_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether the outbox table has column name. */
+static bool table_has(const struct ck *k, const char *name)
+{
+    for (int i = 0; i < k->ncols; i++)
+        if (strcmp(k->cols[i].name, name) == 0) return true;
+    return false;
+}
+
+/* How many rows were deleted from the outbox table since the statistics
+ * were reset (pg_stat_user_tables.n_tup_del), -1 when unknown. */
+static long long rows_deleted(struct ck *k)
+{
+    char err[1024];
+    const char *params[] = {k->oid};
+    PGresult *r = ck_query(k,
+                           "SELECT n_tup_del FROM pg_catalog.pg_stat_user_tables "
+                           "WHERE relid = $1::oid",
+                           1, params, err, sizeof(err));
+    long long n = r && PQntuples(r) == 1 ? atoll(PQgetvalue(r, 0, 0)) : -1;
+    PQclear(r);
+    return n;
+}
+
+/* The time source: track_commit_timestamp, else the column. Returns a
+ * description (static or in buf), or NULL after reporting a FAIL/warn. */
+static const char *time_source(struct ck *k, const char *what, char *buf, size_t len)
+{
+    const struct config *c = k->cfg;
+    char err[1024];
+    PGresult *r = ck_query(k, "SHOW track_commit_timestamp", 0, NULL, err, sizeof(err));
+    bool on = r && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "on") == 0;
+    PQclear(r);
+    if (on) return "track_commit_timestamp = on (rows by their commit time)";
+    if (c->outbox_repair_column && *c->outbox_repair_column) {
+        if (k->table_ok && !table_has(k, c->outbox_repair_column)) {
+            ck_report(k, CHECK_FAIL, what, "set [outbox] repair_column to a column of the table",
+                      "[outbox] repair_column = %s: the outbox table has no such column",
+                      c->outbox_repair_column);
+            return NULL;
+        }
+        snprintf(buf, len, "repair_column = %s, margin %lld s", c->outbox_repair_column,
+                 (long long)(c->outbox_repair_margin_ms / 1000));
+        return buf;
+    }
+    ck_report(k, CHECK_WARN, what,
+              "ALTER SYSTEM SET track_commit_timestamp = on (takes a restart), or set [outbox] "
+              "repair_column to an insert-time column such as created_at",
+              "if the slot were lost, outboxd repair could not tell which rows to send "
+              "again: track_commit_timestamp is off and [outbox] repair_column is not set");
+    return NULL;
+}
+
+void check_repairable(struct ck *k)
+{
+    const struct config *c = k->cfg;
+    const char *what = "gap repair";
+    char src[256];
+    if (!k->pg_ok) return ck_skip(k, what, "no connection to postgres");
+    if (c->delivery_mode == DELIVERY_EXACTLY_ONCE) {
+        ck_report(k, CHECK_WARN, what,
+                  "after a slot loss, re-publish with outboxd verify's list of missing events",
+                  "outboxd repair does not support [delivery] mode = exactly_once yet");
+        return;
+    }
+    const char *how = time_source(k, what, src, sizeof(src));
+    if (!how) return;
+    long long deleted = k->table_ok ? rows_deleted(k) : -1;
+    if (deleted > 0) {
+        ck_report(k, CHECK_WARN, what,
+                  "keep outbox rows longer than a slot loss may take to repair (delete only "
+                  "rows older than a retention period, e.g. a day)",
+                  "rows are deleted from the outbox table (%lld since the statistics were "
+                  "reset): outboxd repair can re-publish only rows still there; %s; "
+                  "on_slot_loss = %s",
+                  deleted, how, c->pg_on_slot_loss);
+        return;
+    }
+    ck_report(k, CHECK_OK, what, NULL, "rows are kept%s; %s; on_slot_loss = %s",
+              deleted < 0 ? " (deletes not known)" : "", how, c->pg_on_slot_loss);
+}
