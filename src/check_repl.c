@@ -362,10 +362,10 @@ static void slot_not_invalidated(struct ck *k, const char *vwhat)
     if (strcmp(k->slot_wal_status, "lost") == 0) {
         snprintf(
             fix, sizeof(fix),
-            "drop it with SELECT pg_drop_replication_slot('%s'), remove the offset file "
-            "%s and start outboxd to re-create it; events committed since may need a "
-            "re-sync: check with outboxd verify",
-            c->pg_slot, c->offsets_file);
+            "stop outboxd and run outboxd repair -c %s: it re-publishes the rows "
+            "committed since the last ACKed transaction and creates slot \"%s\" again "
+            "(README \"Gap repair\")",
+            c->path ? c->path : "FILE", c->pg_slot);
         ck_report(
             k, CHECK_FAIL, vwhat, fix,
             "the slot is invalidated (wal_status = lost): the server removed WAL it still "

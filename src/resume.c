@@ -87,8 +87,10 @@ static void refuse_slot_lost(const struct sides *w, struct resume_decision *out)
            "A failover to a server without the slot, or a mistyped [postgres] slot, "
            "are the usual causes; a dropped slot is the other one. outboxd does not "
            "re-create it: that would silently skip every event committed since. "
-           "Fix the slot name or the conninfo; or, to start afresh from now, run "
-           "outboxd verify -c %s to see what is missing, then move %s away",
+           "Fix the slot name or the conninfo; or run outboxd repair -c %s to "
+           "re-publish from the outbox table what was committed since and create the "
+           "slot again (or set [postgres] on_slot_loss = repair; README \"Gap repair\"); "
+           "or, to start afresh from now, move %s away",
            srv->slot, srv->system, srv->database, w->offsets_path,
            file->has_identity ? "" : lsn_format(file->lsn, a),
            file->has_identity ? w->fdesc : "", other ? " (another system)" : "",
