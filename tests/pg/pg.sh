@@ -59,11 +59,12 @@ check_runs_as_pg() {
     local major=$1 bin=$2 out d
     if [[ $(id -u) -eq 0 ]] && id "$PG_USER" >/dev/null 2>&1; then
         if ! out=$(runuser -u "$PG_USER" -- "$bin/postgres" --version 2>&1); then
-            d=$bin
-            while [[ "$d" != / ]]; do
+            # Name the outermost directory postgres cannot enter.
+            d=
+            for part in ${bin//\// }; do
+                d+=/$part
                 runuser -u "$PG_USER" -- test -x "$d" ||
-                    die "user $PG_USER cannot traverse $d ($(stat -c %A "$d")): set OUTBOXD_PG_CACHE to a directory it can reach"
-                d=$(dirname "$d")
+                    die "user $PG_USER cannot traverse $d ($(stat -c '%A %U' "$d")): set OUTBOXD_PG_CACHE to a directory it can reach"
             done
             die "user $PG_USER cannot run $bin/postgres: $out"
         fi
