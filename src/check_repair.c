@@ -34,8 +34,22 @@ static long long rows_deleted(struct ck *k)
     return n;
 }
 
+/* Whether [outbox] repair_column was set (file, environment, --set), not
+ * left at its default. */
+static bool column_set_explicitly(const struct config *c)
+{
+    for (size_t i = 0; i < config_key_count(); i++) {
+        const struct config_key *k = config_key_at(i);
+        if (!strcmp(k->section, "outbox") && !strcmp(k->key, "repair_column"))
+            return c->source[i] != CONFIG_SRC_DEFAULT && c->source[i] != CONFIG_SRC_PRESET;
+    }
+    return false;
+}
+
 /* The time source: track_commit_timestamp, else the column. Returns a
- * description (static or in buf), or NULL after reporting a FAIL/warn. */
+ * description (static or in buf), or NULL after reporting a FAIL/warn. A
+ * default column the table does not have is no source (a FAIL only when
+ * it was set). */
 static const char *time_source(struct ck *k, const char *what, char *buf, size_t len)
 {
     const struct config *c = k->cfg;
@@ -44,14 +58,17 @@ static const char *time_source(struct ck *k, const char *what, char *buf, size_t
     bool on = r && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "on") == 0;
     PQclear(r);
     if (on) return "track_commit_timestamp = on (rows by their commit time)";
-    if (c->outbox_repair_column && *c->outbox_repair_column) {
-        if (k->table_ok && !table_has(k, c->outbox_repair_column)) {
+    const char *col = c->outbox_repair_column;
+    if (col && *col && k->table_ok && !table_has(k, col) && !column_set_explicitly(c))
+        col = NULL;
+    if (col && *col) {
+        if (k->table_ok && !table_has(k, col)) {
             ck_report(k, CHECK_FAIL, what, "set [outbox] repair_column to a column of the table",
                       "[outbox] repair_column = %s: the outbox table has no such column",
                       c->outbox_repair_column);
             return NULL;
         }
-        snprintf(buf, len, "repair_column = %s, margin %lld s", c->outbox_repair_column,
+        snprintf(buf, len, "repair_column = %s, margin %lld s", col,
                  (long long)(c->outbox_repair_margin_ms / 1000));
         return buf;
     }

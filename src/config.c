@@ -118,8 +118,8 @@ static const struct key_def key_defs[] = {
       "column of a tracing span context (Properties text): its entries become headers"),
     K("outbox", "value_converter", KT_STRING, outbox_value_converter, "string",
       "string: the payload's text; json: as Connect's JsonConverter (envelope fields)"),
-    K("outbox", "repair_column", KT_PATH, outbox_repair_column, NULL,
-      "repair without track_commit_timestamp: a column of the insert time (created_at)"),
+    K("outbox", "repair_column", KT_PATH, outbox_repair_column, "created_at",
+      "repair without track_commit_timestamp: the column of each row's insert time"),
     K("outbox", "repair_margin", KT_DURATION, outbox_repair_margin_ms, "1m",
       "repair re-sends rows from this long before the last ACKed commit time"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
@@ -569,6 +569,7 @@ static const char *const debezium_preset[][2] = {
     {"column.payload", "payload"},
     {"headers", "event_id:id"},
     {"span_context_column", "tracingspancontext"},
+    {"repair_column", ""}, /* Debezium's table has no insert time */
 };
 #define NPRESET_KEYS (sizeof(debezium_preset) / sizeof(debezium_preset[0]))
 
@@ -1038,14 +1039,14 @@ int config_validate(const struct config *c, char *err, size_t errlen)
         snprintf(err, errlen, "[postgres] plugin: unknown plugin \"%s\"", c->pg_plugin);
         return -1;
     }
-    if (strcmp(c->pg_on_slot_loss, "halt") != 0 && strcmp(c->pg_on_slot_loss, "repair") != 0) {
-        snprintf(err, errlen, "[postgres] on_slot_loss: \"%s\" is not one of halt|repair",
-                 c->pg_on_slot_loss);
-        return -1;
-    }
     if (slotcmd_failover_parse(c->pg_failover) < 0) {
         snprintf(err, errlen, "[postgres] failover: \"%s\" is not one of auto|on|off",
                  c->pg_failover);
+        return -1;
+    }
+    if (strcmp(c->pg_on_slot_loss, "halt") != 0 && strcmp(c->pg_on_slot_loss, "repair") != 0) {
+        snprintf(err, errlen, "[postgres] on_slot_loss: \"%s\" is not one of halt|repair",
+                 c->pg_on_slot_loss);
         return -1;
     }
     if (c->pg_retry_min_ms > c->pg_retry_max_ms) {

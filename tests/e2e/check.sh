@@ -323,7 +323,7 @@ psql_q "CHECKPOINT"
 assert_sql "SELECT wal_status = 'lost' FROM pg_replication_slots WHERE slot_name = 'lost_slot'" \
     "slot lost_slot is invalidated"
 run_check 1 lost_slot --set postgres.slot=lost_slot --set "offsets.file=$T/lost.offset"
-expect_line lost_slot "^FAIL slot \"lost_slot\" not invalidated: the slot is invalidated \(wal_status = lost\).*; drop it with SELECT pg_drop_replication_slot\('lost_slot'\), remove the offset file .* and start outboxd to re-create it; events committed since may need a re-sync: check with outboxd verify$"
+expect_line lost_slot "^FAIL slot \"lost_slot\" not invalidated: the slot is invalidated \(wal_status = lost\).*; stop outboxd and run outboxd repair -c .*: it re-publishes the rows committed since the last ACKed transaction and creates slot \"lost_slot\" again \(README \"Gap repair\"\)$"
 psql_q "SELECT pg_drop_replication_slot('lost_slot')" >/dev/null
 psql_q "ALTER SYSTEM RESET max_slot_wal_keep_size"
 psql_q "SELECT pg_reload_conf()" >/dev/null

@@ -10,7 +10,7 @@
 #      slot again; outboxd streams on.
 #   2. dropped: pg_drop_replication_slot while outboxd is stopped, writers go
 #      on; track_commit_timestamp off, so the boundary is [outbox]
-#      repair_column = created_at; the daemon, with [postgres] on_slot_loss
+#      repair_column (its default, created_at); the daemon, with [postgres] on_slot_loss
 #      = repair, repairs by itself at start and streams on.
 #   3. refusals: repair of a usable slot does nothing (exit 0); repair while
 #      outboxd streams is refused (exit 2); without a time source it is
@@ -132,12 +132,14 @@ load 100 p2a
 psql_q "SELECT pg_drop_replication_slot('outboxd')" >/dev/null
 load 100 p2b
 
-check_line warn
+check_line warn --set outbox.repair_column=
 grep -qE 'repair_column' "$T/check.out" || fail "check's warning does not name repair_column"
-check_line ok --set outbox.repair_column=created_at
+check_line ok # the default repair_column, created_at
+grep -qE '^ok +gap repair.*repair_column = created_at' "$T/check.out" ||
+    fail "check does not name the default repair_column"
 
 step "without a time source, repair is refused and names both fixes"
-repair_cmd
+repair_cmd --set outbox.repair_column=
 assert_eq 2 "$REPAIR_RC" "repair without track_commit_timestamp or repair_column"
 grep -q 'track_commit_timestamp.*repair_column\|repair_column.*track_commit_timestamp' "$T/repair.err" ||
     fail "the refusal does not name both fixes"
@@ -147,8 +149,7 @@ outboxd_start --no-wait
 outboxd_wait_exit 30 || fail "outboxd did not exit on the dropped slot"
 assert_eq 2 "$OUTBOXD_RC" "exit status on a dropped slot"
 
-outboxd_start --set postgres.on_slot_loss=repair --set outbox.repair_column=created_at \
-    --set outbox.repair_margin=30s
+outboxd_start --set postgres.on_slot_loss=repair --set outbox.repair_margin=30s
 # The slot is active from its creation on, while the repair still sends.
 for ((i = 0; i < 600; i++)); do
     grep -q 'repair: slot "outboxd" was missing; re-published' "$T/outboxd.log" && break
@@ -175,7 +176,7 @@ for ((i = 0; i < 50; i++)); do
     [[ $(psql_q "SELECT n_tup_del > 0 FROM pg_stat_user_tables WHERE relid = 'public.outbox_events'::regclass") == t ]] && break
     sleep 0.2
 done
-check_line warn --set outbox.repair_column=created_at
+check_line warn
 grep -qE 'rows are deleted from the outbox table' "$T/check.out" ||
     fail "check does not say the rows are deleted"
 e2e_pass
