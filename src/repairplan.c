@@ -29,6 +29,14 @@ static void conclude(struct repair_plan *out, enum repair_action a, const char *
  * first) or missing. False when that already concluded the plan. */
 static bool judge_slot(const struct repair_facts *f, struct repair_plan *out)
 {
+    if (!f->slot_exists && !f->file && f->at_start && !f->since_us) {
+        conclude(out, REPAIR_NOT_NEEDED,
+                 "replication slot \"%s\" does not exist and there is no offset file: "
+                 "nothing was streamed yet, so nothing can be missing; outboxd creates the "
+                 "slot",
+                 f->slot);
+        return false;
+    }
     if (!f->slot_exists) return true;
     if (f->slot_active && f->at_start) {
         conclude(out, REPAIR_NOT_NEEDED,

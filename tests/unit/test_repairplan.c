@@ -147,6 +147,26 @@ START_TEST(test_no_commit_time_needs_since)
 }
 END_TEST
 
+START_TEST(test_fresh_start_needs_nothing)
+{
+    /* The daemon's first start: no slot, no file. */
+    F.file = NULL;
+    F.at_start = true;
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_NOT_NEEDED);
+    ck_assert_ptr_nonnull(strstr(P.message, "nothing was streamed yet"));
+    /* A file says something was streamed: that is a loss to repair. */
+    F.file = &file;
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_RUN);
+    /* The command without a file still needs --since. */
+    F.file = NULL;
+    F.at_start = false;
+    decide();
+    ck_assert_int_eq(P.action, REPAIR_REFUSED);
+}
+END_TEST
+
 START_TEST(test_since_overrides_file)
 {
     F.since_us = T0 - 10 * INT64_C(1000000);
@@ -221,6 +241,7 @@ int main(void)
     tcase_add_test(tc, test_column_when_no_commit_ts);
     tcase_add_test(tc, test_no_time_source_refused);
     tcase_add_test(tc, test_no_commit_time_needs_since);
+    tcase_add_test(tc, test_fresh_start_needs_nothing);
     tcase_add_test(tc, test_since_overrides_file);
     tcase_add_test(tc, test_other_stream_refused);
     tcase_add_test(tc, test_sql);

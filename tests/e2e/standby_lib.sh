@@ -1,0 +1,103 @@
+# shellcheck shell=bash
+#
+# tests/e2e/standby_lib.sh - a primary with a physical streaming standby,
+# for the tests of the database's own failures (failover_slots.sh on
+# PostgreSQL 17, failover_repair.sh on 15). Source it after lib.sh.
+#
+#   pg_start                         # the primary (lib.sh)
+#   standby_create standby1 [LINE...] # a standby on physical slot standby1;
+#                                    # LINEs go to its postgresql.conf
+#   at "$P2" "SELECT pg_is_in_recovery()"
+#   primary_kill                     # SIGKILL of the postmaster and children
+#   standby_promote
+#
+# The standby is a copy of the primary's data directory taken after a
+# clean stop (Debian's pg_basebackup is 15 and refuses a newer server), so
+# both have the same system identifier, and the promoted standby starts a
+# new timeline. Sets P1 and P2 (the ports) and SB (the standby's data
+# directory); the standby is stopped at exit like the primary.
+
+# at PORT SQL: one query on the server at PORT (not following the primary).
+at() { PGTARGETSESSIONATTRS=any psql -XAtq -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -c "$2"; }
+
+_standby_cleanup() {
+    local rc=$?
+    if [[ -n "${SB:-}" && -f "$SB/postmaster.pid" ]]; then
+        _as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -m immediate -w -t 30 stop >/dev/null 2>&1
+    fi
+    (exit "$rc")
+    _e2e_cleanup
+}
+
+# standby_create PHYS [CONF_LINE...]: stops the primary (started by
+# pg_start), copies it to $T/standby, configures the copy as a hot standby
+# streaming from the primary on physical slot PHYS (created here) with the
+# extra postgresql.conf lines given, starts both and waits until the
+# standby streams.
+standby_create() {
+    local phys=${1:?standby_create PHYS} i line
+    shift
+    P1=$PGPORT
+    SB=$T/standby
+    trap _standby_cleanup EXIT
+    at "$P1" "SELECT pg_create_physical_replication_slot('$phys', true)" >/dev/null
+    pg_stop
+    step "copying the primary's data directory to the standby"
+    cp -a "$T/pgdata" "$SB"
+    rm -rf "${SB:?}/pg_replslot/$phys" "$SB/postmaster.pid" # the primary's own slot
+    mkdir -p "$T/pgsock2"
+    [[ $(id -u) -ne 0 ]] || chown postgres "$T/pgsock2"
+    P2=$(_free_port)
+    while [[ $P2 == "$P1" ]]; do P2=$(_free_port); done
+    cat >>"$SB/postgresql.conf" <<EOF
+
+# the standby (standby_lib.sh)
+port = $P2
+unix_socket_directories = '$T/pgsock2'
+primary_conninfo = 'host=127.0.0.1 port=$P1 user=postgres dbname=postgres application_name=$phys'
+primary_slot_name = '$phys'
+hot_standby = on
+EOF
+    for line in "$@"; do echo "$line" >>"$SB/postgresql.conf"; done
+    touch "$SB/standby.signal"
+    [[ $(id -u) -ne 0 ]] || chown postgres "$SB/standby.signal"
+}
+
+# standby_start: starts the primary again and the standby (after
+# standby_create and any change to the primary's configuration), and
+# waits until the standby streams.
+standby_start() {
+    _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -l "$T/postgres.log" -w -t 60 -o "$PG_CTL_OPTS" \
+        start >>"$T/pg_ctl.log" 2>&1 || fail "the primary did not start again"
+    _as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -l "$T/standby.log" -w -t 60 -o "$PG_CTL_OPTS" \
+        start >>"$T/pg_ctl.log" 2>&1 ||
+        { tail -n 20 "$T/standby.log" >&2; fail "the standby did not start"; }
+    for ((i = 0; i < 100; i++)); do
+        [[ $(at "$P1" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == 1 ]] && break
+        sleep 0.2
+    done
+    assert_eq 1 "$(at "$P1" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" \
+        "standbys streaming from the primary"
+    assert_eq t "$(at "$P2" "SELECT pg_is_in_recovery()")" "the standby is in recovery"
+}
+
+# primary_kill: SIGKILL of the primary's postmaster and its children (a
+# crash); sets KILL_T (epoch ms).
+primary_kill() {
+    local pm
+    pm=$(head -n 1 "$T/pgdata/postmaster.pid")
+    KILL_T=$(date +%s%3N)
+    # shellcheck disable=SC2046 # the children's pids, one word each
+    kill -KILL "$pm" $(pgrep -P "$pm") 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do kill -0 "$pm" 2>/dev/null || break; sleep 0.1; done
+    ! kill -0 "$pm" 2>/dev/null || fail "the primary's postmaster survived SIGKILL"
+}
+
+# standby_promote: pg_ctl promote; sets PROMOTE_T (epoch ms).
+standby_promote() {
+    step "promoting the standby"
+    _as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -w -t 60 promote >>"$T/pg_ctl.log" 2>&1 ||
+        fail "pg_ctl promote failed"
+    PROMOTE_T=$(date +%s%3N)
+    assert_eq f "$(at "$P2" "SELECT pg_is_in_recovery()")" "the standby is promoted"
+}
