@@ -193,6 +193,10 @@ bool producer_txn_ready(const struct producer *p);
  * abort, for one) end only this client. */
 bool producer_txn_must_stop(struct producer *p);
 
+/* Whether the client's fatal error is a newer instance's fence (its
+ * init_transactions with the same transactional.id). */
+bool producer_txn_fenced(struct producer *p);
+
 /* Purges and destroys the transactional client (its purged messages are
  * reported first, with errors); producer_txn_init() makes a new one, whose
  * init_transactions aborts what this one left open. */

@@ -73,6 +73,13 @@ enum step relaytxn_turn(struct relay *r);
 /* Caps what the confirmer sees at the committed position. */
 void relaytxn_cap(const struct relay *r, struct confirm_view *v);
 
+/* The slot is held by another process (relaystate.c enter_standby(), with
+ * no stream and nothing open): this instance's client is closed (the
+ * holder, if it is the other instance of a hot standby pair, fences it
+ * anyway), and the next start reads the progress topic afresh, since the
+ * holder commits meanwhile. */
+void relaytxn_stand_by(struct relay *r);
+
 /* Aborts the open transaction, discards its reports and the tracker: the
  * next stream starts from the committed position. STEP_OK or STEP_FATAL. */
 enum step relaytxn_reset(struct relay *r);

@@ -410,6 +410,14 @@ bool producer_txn_must_stop(struct producer *p)
     }
 }
 
+bool producer_txn_fenced(struct producer *p)
+{
+    if (!p->rk) return false;
+    rd_kafka_resp_err_t e = rd_kafka_fatal_error(p->rk, NULL, 0);
+    return e == RD_KAFKA_RESP_ERR__FENCED || e == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+           e == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
 void producer_txn_discard(struct producer *p)
 {
     if (p->rk) {

@@ -10,6 +10,7 @@
 #include "fixit.h"
 #include "kstats.h"
 #include "log.h"
+#include "relaytxn.h"
 #include "signals.h"
 
 /* ---- observability -------------------------------------------------------
@@ -27,15 +28,18 @@ static const char *kafka_not_ready(const struct relay *r)
 
 /* Why the relay is not ready, or NULL when it is. A standby (the slot is
  * held by another process) is ready while it could take over: it reached
- * the server and sees a Kafka broker. It is doing its job, and a
- * StatefulSet's rolling update waits for each pod to be ready, so a
- * standby that never were would stall it (README "Hot standby"). */
+ * the server and sees a Kafka broker (in exactly_once it has no Kafka
+ * client before the take-over: the server is all it can see). It is doing
+ * its job, and a StatefulSet's rolling update waits for each pod to be
+ * ready, so a standby that never were would stall it (README "Hot
+ * standby"). */
 static const char *not_ready_reason(const struct relay *r)
 {
     if (*r->stop) return "shutting down";
     if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
     if (r->pub_lost) return "the outbox table is no longer published: stopping";
-    if (r->standby) return kafka_not_ready(r);
+    if (r->standby)
+        return relaytxn_on(r) && !producer_txn_ready(r->prod) ? NULL : kafka_not_ready(r);
     if (!r->streaming) return "not streaming from the replication slot (connecting)";
     if (r->backoff.failures > 0)
         return "the replication stream keeps failing (not yet up for 5 s since the last "

@@ -46,7 +46,7 @@ static enum step fence_stream(struct relay *r)
     uint64_t inflight = r->trk ? tracker_pending_events(r->trk) : 0;
     lsn_t confirmed = r->confirm.sent_lsn ? r->confirm.sent_lsn : r->confirm.stored_lsn;
     r->fenced = true;
-    snprintf(r->stream_err, sizeof(r->stream_err), "fenced");
+    snprintf(r->stream_err, sizeof(r->stream_err), "replication stream fenced after a stall");
     log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(confirmed, a)}),
            "fenced: no status has gone to the server for %lld ms (this process did not "
            "run: stopped, frozen or starved), more than the fence of %lld ms (3/4 of the "
@@ -220,6 +220,7 @@ static void enter_standby(struct relay *r, int pid)
     if (!r->standby) {
         r->standby_since_ms = now;
         r->next_publish_ms = 0; /* say so at once */
+        if (relaytxn_on(r)) relaytxn_stand_by(r);
     }
     if (!r->standby || changed || now >= r->standby_log_ms) {
         if (c->pg_hot_standby)

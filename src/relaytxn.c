@@ -155,12 +155,48 @@ bool relaytxn_holds_stream(const struct relay *r)
     return relaytxn_on(r) && r->kt.committing;
 }
 
+/* [postgres] hot_standby: a client fenced by a newer one with the same
+ * transactional.id is the other instance of the pair taking the slot over
+ * (after this one stalled: README "Hot standby"); its init_transactions
+ * aborted what this one had open. Not fatal: the client is discarded, the
+ * stream starts over, finds the slot held and stands by, and a new client
+ * is made if this instance takes the slot back. Returns whether it was. */
+static bool discard_fenced_client(struct relay *r, const char *err)
+{
+    if (!r->cfg->pg_hot_standby || !producer_txn_fenced(r->prod)) return false;
+    log_warn("%s: another outboxd instance with transactional.id %s took the slot over "
+             "([postgres] hot_standby), and the broker aborted this one's open transaction; "
+             "its client is discarded (a new one is made at the next take-over)",
+             err, r->txn_id);
+    r->txn_discard = true;
+    producer_txn_discard(r->prod);
+    r->txn_discard = false;
+    r->kt.have_committed = false; /* the other one commits now: read them at the take-over */
+    return true;
+}
+
+void relaytxn_stand_by(struct relay *r)
+{
+    /* The holder commits from now on: at the take-over the position is the
+     * progress topic's again, not what this instance committed last. */
+    r->kt.have_committed = false;
+    if (!producer_txn_ready(r->prod)) return;
+    log_info("exactly_once: standing by, so this instance's transactional client is closed; "
+             "a new one is made at the take-over (its init_transactions fences the other "
+             "instance's)");
+    r->txn_discard = true;
+    producer_txn_discard(r->prod);
+    r->txn_discard = false;
+}
+
 /* After a fatal error of the transactional client (err): false when it was
- * fenced or is not authorized (stop); else the client is replaced (a new
- * one's init_transactions aborts what this one left open) and true. */
+ * fenced or is not authorized (stop), unless hot_standby explains the
+ * fence; else the client is replaced (a new one's init_transactions aborts
+ * what this one left open) and true. */
 static bool replace_failed_client(struct relay *r, const char *err)
 {
     char a[LSN_STRLEN];
+    if (discard_fenced_client(r, err)) return true;
     if (producer_txn_must_stop(r->prod)) return false;
     log_kv(LOG_ERROR, LOG_FIELDS({"lsn", lsn_format(r->kt.committed.lsn, a)}),
            "%s: the transactional client %s failed for good; a new one aborts its open "
