@@ -36,6 +36,11 @@ struct resume_server {
      * ACKed, so a slot confirmed ahead of this instance's file was moved
      * by them, not past unsent events: the start takes it over. */
     bool shared;
+    /* The offset file is of an older timeline than the server's (a promoted
+     * standby): where that timeline ended in this server's history
+     * (TIMELINE_HISTORY, resume_timeline_end()); 0 when unknown or the
+     * timelines are the same. */
+    lsn_t file_timeline_end;
 };
 
 /* Fills srv from what IDENTIFY_SYSTEM said (system, timeline, WAL position,
@@ -56,6 +61,8 @@ enum resume_verdict {
     RESUME_SLOT_AHEAD,  /* refuse: someone else moved the slot past the file
                          * (and the slot is not shared) */
     RESUME_SLOT_LOST,   /* refuse: the file says we streamed a slot that is gone */
+    RESUME_OLD_TIMELINE, /* refuse: the server is on an older timeline than the
+                          * file: an old primary that came back after a failover */
 };
 
 struct resume_decision {
@@ -63,9 +70,12 @@ struct resume_decision {
     lsn_t start;       /* RESUME_FROM_FILE/SLOT, RESUME_TAKE_OVER: where to start */
     bool refused;      /* one of the refusing verdicts: exit 2 */
     char message[1536]; /* refused: the problem, both sides and the way out */
-    char note[512];    /* accepted: worth an info line ("" if none): a format
+    char note[1024];   /* accepted: worth an info line ("" if none): a format
                         * 1 file to be rewritten, a new timeline, a take-over */
     bool note_is_warning; /* the new timeline: worth a warning */
+    bool forked;       /* the file's position is past where its timeline ended
+                        * on this server: start is that end, not the file's
+                        * position (what lay between is not on this server) */
 };
 
 /* Decides for file (NULL when there is none). config_path names the
@@ -73,6 +83,12 @@ struct resume_decision {
 void resume_decide(const struct offset_state *file, const struct resume_server *srv,
                    const char *offsets_path, const char *config_path,
                    struct resume_decision *out);
+
+/* From the content of a timeline history file (TIMELINE_HISTORY: lines
+ * "parent_tli<TAB>switchpoint<TAB>reason"): where timeline tli ended in
+ * that history. Returns true with *end, false when tli is not one of its
+ * ancestors (or the text is not a history). */
+bool resume_timeline_end(const char *history, uint32_t tli, lsn_t *end);
 
 /* The state to write for lsn on srv's stream. */
 void resume_identity(const struct resume_server *srv, lsn_t lsn, struct offset_state *out);

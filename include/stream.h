@@ -64,6 +64,14 @@ struct slot_created {
     char snapshot[64];      /* the exported snapshot's name ("" if none) */
 };
 
+/* TIMELINE_HISTORY tli: the content of the server's history file of
+ * timeline tli (which timelines led to it and where each ended), as text.
+ * Returns it (the caller frees it), or NULL with err (timeline 1 has no
+ * history file). */
+char *stream_timeline_history(struct stream *s, uint32_t tli, char *err, size_t errlen);
+char *stream_timeline_history_conn(struct pg_conn *conn, uint32_t tli, char *err,
+                                   size_t errlen);
+
 /* CREATE_REPLICATION_SLOT slot LOGICAL plugin (options o; NULL: no snapshot,
  * no failover). out (may be NULL) gets the answer. Returns 0 or -1 with err. */
 int stream_create_slot(struct stream *s, const char *slot, const char *plugin,

@@ -190,6 +190,14 @@ static int compare_offset(struct ck *k, PGconn *repl, char *err, size_t errlen)
     struct resume_server srv;
     resume_server_init(&srv, id.system, id.timeline, id.xlogpos, id.dbname, c->pg_slot,
                        c->pg_plugin);
+    if (k->have_offset && k->offset.has_identity && k->offset.timeline < id.timeline) {
+        /* A promoted server: where the file's timeline ended here (resume.h). */
+        char herr[256];
+        char *history = stream_timeline_history_conn(repl, id.timeline, herr, sizeof(herr));
+        if (history)
+            resume_timeline_end(history, k->offset.timeline, &srv.file_timeline_end);
+        free(history);
+    }
     srv.slot_exists = PQntuples(r) == 1;
     srv.shared = c->pg_hot_standby;
     if (srv.slot_exists) lsn_parse(PQgetvalue(r, 0, 0), &srv.slot_confirmed);

@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 char *resume_bytes(uint64_t n, char *out, size_t outlen)
@@ -124,6 +125,19 @@ static bool refuse_other_stream(const struct sides *w, struct resume_decision *o
                lsn_format(srv->slot_confirmed, a));
         return true;
     }
+    if (file->timeline > srv->timeline) {
+        refuse(out, RESUME_OLD_TIMELINE,
+               "this server is on timeline %u, but the offset file %s was written on "
+               "timeline %u of the same system: outboxd already streamed from a server "
+               "promoted after this one, so this is an old primary running again after "
+               "a failover (two primaries). Its WAL after the promotion is not the "
+               "history outboxd follows; nothing is read from it. Stop it or make it a "
+               "standby of the current primary, and point [postgres] conninfo at the "
+               "current primary (with several hosts: target_session_attrs=read-write "
+               "takes the first writable one listed)",
+               (unsigned)srv->timeline, w->offsets_path, (unsigned)file->timeline);
+        return true;
+    }
     out->note_is_warning = file->timeline != srv->timeline;
     if (file->timeline != srv->timeline)
         snprintf(out->note, sizeof(out->note),
@@ -206,6 +220,62 @@ void resume_server_init(struct resume_server *srv, const char *system, uint32_t 
     srv->plugin = plugin;
 }
 
+/* Whether the file's position lies past the point where its (older)
+ * timeline ended on this server: a standby promoted before it had
+ * received what outboxd had already streamed from the old primary. */
+static bool past_fork(const struct offset_state *file, const struct resume_server *srv)
+{
+    return file->has_identity && file->timeline < srv->timeline &&
+           srv->file_timeline_end != 0 && file->lsn > srv->file_timeline_end;
+}
+
+/* The note of a start at the fork (past_fork()). */
+static void note_fork(const struct sides *w, struct resume_decision *out)
+{
+    char a[LSN_STRLEN], b[LSN_STRLEN], size[32];
+    const struct offset_state *file = w->file;
+    const struct resume_server *srv = w->srv;
+    out->forked = true;
+    out->note_is_warning = true;
+    snprintf(out->note, sizeof(out->note),
+             "the offset file %s is at %s on timeline %u, but on this server (promoted: "
+             "timeline %u) timeline %u ended at %s: the %s of WAL in between never reached "
+             "it. The events outboxd published from there are in Kafka, but their rows "
+             "are not in this database (outboxd verify -c %s counts them as unknown); "
+             "synchronized_standby_slots on the primary prevents this (README, Failover "
+             "slots). Streaming continues from %s, where this server's history goes on",
+             w->offsets_path, lsn_format(file->lsn, a), (unsigned)file->timeline,
+             (unsigned)srv->timeline, (unsigned)file->timeline,
+             lsn_format(srv->file_timeline_end, b),
+             resume_bytes(file->lsn - srv->file_timeline_end, size, sizeof(size)),
+             w->config_path, b);
+}
+
+bool resume_timeline_end(const char *history, uint32_t tli, lsn_t *end)
+{
+    for (const char *p = history; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char line[256];
+        if (len < sizeof(line)) {
+            memcpy(line, p, len);
+            line[len] = '\0';
+            char *tab = strchr(line, '\t');
+            if (tab && line[0] != '#') {
+                *tab = '\0';
+                char *lsn = tab + 1, *tab2 = strchr(lsn, '\t');
+                if (tab2) *tab2 = '\0';
+                char *stop;
+                unsigned long t = strtoul(line, &stop, 10);
+                if (*stop == '\0' && stop != line && t == tli && lsn_parse(lsn, end))
+                    return true;
+            }
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return false;
+}
+
 void resume_decide(const struct offset_state *file, const struct resume_server *srv,
                    const char *offsets_path, const char *config_path,
                    struct resume_decision *out)
@@ -226,13 +296,21 @@ void resume_decide(const struct offset_state *file, const struct resume_server *
         refuse_slot_lost(&w, out);
         return;
     }
-    if (refuse_other_stream(&w, out) || refuse_position(&w, out)) return;
-    if (srv->slot_confirmed > file->lsn) { /* shared: refuse_position() let it pass */
+    if (refuse_other_stream(&w, out)) return;
+    /* Past the fork: judged (and started) at the fork instead. */
+    struct offset_state at = *file;
+    if (past_fork(file, srv)) {
+        at.lsn = srv->file_timeline_end;
+        note_fork(&w, out);
+        w.file = &at;
+    }
+    if (refuse_position(&w, out)) return;
+    if (srv->slot_confirmed > at.lsn) { /* shared: refuse_position() let it pass */
         take_over(&w, out);
         return;
     }
     out->verdict = RESUME_FROM_FILE;
-    out->start = file->lsn;
+    out->start = at.lsn;
 }
 
 lsn_t resume_clamp_flush(lsn_t stored, lsn_t received, lsn_t start)

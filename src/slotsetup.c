@@ -6,6 +6,7 @@
 #include "slotsetup.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "connerr.h"
@@ -235,6 +236,31 @@ static enum step settle_failover(struct slot_setup *s, const struct slot_info *s
     return STEP_OK;
 }
 
+/* The offset file is of an older timeline than the server (a promoted
+ * standby): where that timeline ended in this server's history, into
+ * srv->file_timeline_end, so that resume_decide() can tell a position past
+ * the fork. Unknown (0, the decision as before) when the history cannot be
+ * read, unless the connection failed. */
+static enum step read_fork(struct slot_setup *s, const struct offset_state *file,
+                           const struct server_ident *id, struct resume_server *srv)
+{
+    char err[1024];
+    if (!file->has_identity || file->timeline >= id->timeline) return STEP_OK;
+    char *history = stream_timeline_history(s->st, id->timeline, err, sizeof(err));
+    if (!history) {
+        log_warn("%s: where timeline %u ended on this server is unknown, so the offset "
+                 "file's position is taken as it is",
+                 err, (unsigned)file->timeline);
+        return stream_broken(s->st) ? STEP_BROKEN : STEP_OK;
+    }
+    if (!resume_timeline_end(history, file->timeline, &srv->file_timeline_end))
+        log_warn("timeline %u (the offset file's) is not in the history of this server's "
+                 "timeline %u",
+                 (unsigned)file->timeline, (unsigned)id->timeline);
+    free(history);
+    return STEP_OK;
+}
+
 /* The slot does not exist: creates it when allowed (a failover slot when
  * failover); *start = its position. */
 static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *start,
@@ -289,6 +315,7 @@ static enum step prepare_stream(struct slot_setup *s)
     if (rc == STEP_OK) rc = read_sender_timeout(s);
     if (rc == STEP_OK && s->position)
         rc = s->position(s->position_ctx, id.system, &file, &have_offset);
+    if (rc == STEP_OK && have_offset) rc = read_fork(s, &file, &id, &srv);
     if (rc != STEP_OK) return rc;
     if (!have_offset && s->streamed && !si.exists) {
         /* Streaming, but nothing stored yet: what was streamed is the file. */
@@ -303,23 +330,36 @@ static enum step prepare_stream(struct slot_setup *s)
         return STEP_USAGE;
     }
     if (d.note[0]) log_msg(d.note_is_warning ? LOG_WARN : LOG_INFO, "%s", d.note);
+    if (d.forked && s->streamed && s->acked_lsn > d.start) {
+        /* This process counted ACKs up to acked_lsn on the old timeline; the
+         * new one reuses those positions, so its tracker cannot go on. Nothing
+         * is confirmed to this server: a fresh start streams from the fork. */
+        log_error("this process has ACKed up to %s on the old timeline, past the fork at "
+                  "%s: it exits (1, restarted by systemd) so that a fresh start streams "
+                  "from the fork",
+                  lsn_format(s->acked_lsn, a), lsn_format(d.start, (char[LSN_STRLEN]){0}));
+        return STEP_FATAL;
+    }
     if (d.verdict == RESUME_NO_SLOT && (rc = create_slot(s, &si, &d.start, failover)) != STEP_OK)
         return rc;
     resume_identity(&srv, d.start, &s->identity);
     /* The commit time the file holds stays until a newer one is stored. */
-    if (d.verdict == RESUME_FROM_FILE) s->identity.commit_time_us = file.commit_time_us;
+    if (d.verdict == RESUME_FROM_FILE && !d.forked)
+        s->identity.commit_time_us = file.commit_time_us;
     /* Absent, format 1 or from an older timeline: write it as this stream's
      * at the first status. */
     s->rewrite_offset = !have_offset || !file.has_identity || file.timeline != id.timeline ||
                         d.verdict == RESUME_TAKE_OVER;
     s->have_offset = have_offset;
-    s->stored_lsn = have_offset ? file.lsn : 0;
+    /* Past a fork the file's position is not this server's: the fork is. */
+    s->stored_lsn = !have_offset ? 0 : d.forked ? d.start : file.lsn;
     s->start = d.start;
     s->prepared = true;
     /* The progress is the transaction's identity (its commit LSN) and a
      * count: it holds whatever precedes it, but only the first stream
      * takes it from the file (later ones have the tracker). */
-    s->resume_inside = !s->streamed && d.verdict == RESUME_FROM_FILE && file.has_progress;
+    s->resume_inside =
+        !s->streamed && d.verdict == RESUME_FROM_FILE && !d.forked && file.has_progress;
     if (s->resume_inside) {
         s->resume_progress = (struct tracker_progress){file.txn_lsn, file.txn_acked};
         log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(file.txn_lsn, a)}),

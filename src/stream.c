@@ -161,6 +161,29 @@ int stream_identify_conn(struct pg_conn *conn, struct server_ident *out, char *e
     return 0;
 }
 
+char *stream_timeline_history_conn(struct pg_conn *conn, uint32_t tli, char *err,
+                                   size_t errlen)
+{
+    char sql[64];
+    snprintf(sql, sizeof(sql), "TIMELINE_HISTORY %u", (unsigned)tli);
+    PGresult *r = PQexec(conn, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) < 2) {
+        pgconn_message(conn, r, NULL, "TIMELINE_HISTORY", err, errlen);
+        PQclear(r);
+        return NULL;
+    }
+    /* The file's bytes as they are (text), whatever the column's type. */
+    char *out = strndup(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1));
+    if (!out) snprintf(err, errlen, "TIMELINE_HISTORY: out of memory");
+    PQclear(r);
+    return out;
+}
+
+char *stream_timeline_history(struct stream *s, uint32_t tli, char *err, size_t errlen)
+{
+    return stream_timeline_history_conn(s->conn, tli, err, errlen);
+}
+
 int stream_identify(struct stream *s, struct server_ident *out, char *err, size_t errlen)
 {
     s->sqlstate[0] = '\0';

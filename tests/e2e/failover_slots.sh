@@ -16,8 +16,11 @@
 #
 # Then: three writers (load.sh) write; once the standby holds a synced copy
 # of the slot (pg_replication_slots.synced, not temporary, its confirmed
-# position recent) the primary is killed with SIGKILL (postmaster and its
-# children: a crash) and the standby promoted (pg_ctl promote). outboxd
+# position recent), the primary's walsender to the standby is stopped
+# (SIGSTOP) for LAG_S seconds so that the primary runs ahead of the
+# standby, the primary is killed
+# with SIGKILL (postmaster and its children: a crash) while the standby
+# lags, and the standby promoted (pg_ctl promote). outboxd
 # must reconnect to it by itself (never exiting) and stream from the
 # synced slot; the writers follow the same way (libpq's multi-host
 # PGHOST/PGPORT). The time from the kill to streaming again is measured.
@@ -37,7 +40,8 @@
 #
 # Usage: failover_slots.sh [--no-standby-slots]
 # Knobs: WRITERS (3), LOAD_BEFORE_S (12: load before the kill),
-# LOAD_AFTER_S (8: load on the promoted server), LOAD_PAUSE (0.1).
+# LOAD_AFTER_S (8: load on the promoted server), LOAD_PAUSE (0.1), LAG_S
+# (3: the standby's WAL receiver is stopped this long before the kill).
 STANDBY_SLOTS=1
 while (($#)); do
     case $1 in
@@ -50,6 +54,7 @@ done
 : "${LOAD_BEFORE_S:=12}"
 : "${LOAD_AFTER_S:=8}"
 : "${LOAD_PAUSE:=0.1}"
+: "${LAG_S:=3}"
 export LOAD_PAUSE
 export E2E_KAFKA=real OUTBOXD_PG_VERSION=17
 : "${E2E_TIMEOUT:=300}"
@@ -186,6 +191,18 @@ grep -qE "^ok +standby 127.0.0.1:$P2" "$T/check.out" ||
 
 # ---------------------------------------------------------------- failover
 
+# The standby falls behind (the primary's walsender to it stopped for LAG_S
+# seconds, as a slow network would do; stopping the standby's receiver
+# instead is not enough: the socket buffers still deliver what was sent)
+# while the writers go on: the primary's WAL runs ahead of the standby's.
+# With synchronized_standby_slots outboxd cannot receive past the standby
+# meanwhile; without it, it can.
+sender=$(at "$P1" "SELECT pid FROM pg_stat_replication WHERE application_name = '$PHYS'")
+[[ -n $sender ]] || fail "no walsender streams to the standby"
+step "stopping the primary's walsender to the standby (pid $sender) for ${LAG_S}s under load"
+confirmed_before=$(at "$P1" "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'")
+kill -STOP "$sender"
+sleep "$LAG_S"
 old_pm=$(head -n 1 "$T/pgdata/postmaster.pid")
 old_sender=$(at "$P1" "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$SLOT'")
 primary_lsn=$(at "$P1" "SELECT pg_current_wal_lsn()")
@@ -196,8 +213,15 @@ kill_t=$(date +%s%3N)
 kill -KILL "$old_pm" $(pgrep -P "$old_pm") 2>/dev/null || true
 for ((i = 0; i < 50; i++)); do kill -0 "$old_pm" 2>/dev/null || break; sleep 0.1; done
 ! kill -0 "$old_pm" 2>/dev/null || fail "the primary's postmaster survived SIGKILL"
+info "while the standby lagged, the slot's confirmed position moved from $confirmed_before to $(awk -F= '/^lsn=/ { print $2 }' "$T/outboxd.offset") (offset file)"
 standby_lsn=$(at "$P2" "SELECT pg_last_wal_receive_lsn()")
-info "the standby had received up to $standby_lsn (the primary was at $primary_lsn or later)"
+file_lsn=$(offset_file_lsn)
+info "the standby had received up to $standby_lsn (the primary was at $primary_lsn or later); outboxd's offset file is at $file_lsn"
+if ((STANDBY_SLOTS)); then
+    # The guarantee of synchronized_standby_slots: nothing past the standby.
+    [[ $(at "$P2" "SELECT '$standby_lsn'::pg_lsn >= '$file_lsn'::pg_lsn") == t ]] ||
+        fail "outboxd's offset file ($file_lsn) is past what the standby received ($standby_lsn)"
+fi
 
 step "promoting the standby"
 _as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -w -t 60 promote >>"$T/pg_ctl.log" 2>&1 || fail "pg_ctl promote failed"
@@ -207,7 +231,20 @@ timeline=$(PGTARGETSESSIONATTRS=any psql -XAt "host=127.0.0.1 port=$P2 user=post
 assert_eq 2 "$timeline" "the promoted server's timeline"
 
 # outboxd must stream again from the promoted server's slot, by itself.
+# Without synchronized_standby_slots it may have ACKed past the fork; it
+# then exits 1 to start afresh from there (resume.c): restarted here as
+# systemd would, and counted.
+FORK_RESTARTS=0
 while :; do
+    if ((!STANDBY_SLOTS)) && [[ -n $OUTBOXD_PID ]] && ! kill -0 "$OUTBOXD_PID" 2>/dev/null; then
+        OUTBOXD_RC=0
+        wait "$OUTBOXD_PID" || OUTBOXD_RC=$?
+        OUTBOXD_PID=
+        [[ $OUTBOXD_RC -eq 1 ]] || fail "outboxd exited with status $OUTBOXD_RC after the failover"
+        info "outboxd exited 1 after the failover: $(grep -ao 'ERROR: this process has ACKed[^;]*' "$T/outboxd.log" | tail -n 1 | cut -c1-200)"
+        FORK_RESTARTS=$((FORK_RESTARTS + 1))
+        outboxd_start --no-wait "${OUTBOXD_ARGS[@]}"
+    fi
     outboxd_assert_running
     pid=$(at "$P2" "SELECT coalesce(active_pid::text, '') FROM pg_replication_slots WHERE slot_name = '$SLOT'" || true)
     [[ -n $pid ]] && break
@@ -218,7 +255,13 @@ done
 back_t=$(date +%s%3N)
 info "outboxd streams from the promoted server (walsender $pid): $((back_t - kill_t)) ms after the kill, $((back_t - promote_t)) ms after the promotion"
 grep -q "the server's timeline is 2, the offset file's 1" "$T/outboxd.log" ||
+    grep -q "on timeline 1, but on this server (promoted: timeline 2)" "$T/outboxd.log" ||
     fail "outboxd's log does not note the new timeline"
+FORK_NOTE=$(grep -ao "WARN: the offset file [^ ]* is at [^ ]* on timeline 1, but on this server.*" "$T/outboxd.log" | head -n 1 | cut -c1-400 || true)
+[[ -z $FORK_NOTE ]] || info "outboxd: $FORK_NOTE"
+if ((STANDBY_SLOTS)) && [[ -n $FORK_NOTE ]]; then
+    fail "with synchronized_standby_slots outboxd found its position past the fork"
+fi
 
 sleep "$LOAD_AFTER_S"
 load_running || fail "the writers stopped after the failover"
@@ -242,7 +285,7 @@ unknown=$(jq -r .unknown "$T/verify.json")
 order=$(jq -r .order_violations "$T/verify.json")
 dups=$(jq -r .duplicates "$T/verify.json")
 dup_events=$(jq -r .duplicate_events "$T/verify.json")
-summary="PostgreSQL $(at "$P2" 'SHOW server_version'), synchronized_standby_slots=$( ((STANDBY_SLOTS)) && echo "'$PHYS'" || echo "''"); kill -> streaming again $((back_t - kill_t)) ms (promotion -> streaming $((back_t - promote_t)) ms); rows=$rows messages=$messages missing=$missing unknown(in Kafka, not in the promoted table)=$unknown order_violations=$order duplicates=$dups ($dup_events events); load $stats; verify exit $vrc"
+summary="PostgreSQL $(at "$P2" 'SHOW server_version'), synchronized_standby_slots=$( ((STANDBY_SLOTS)) && echo "'$PHYS'" || echo "''"); kill -> streaming again $((back_t - kill_t)) ms (promotion -> streaming $((back_t - promote_t)) ms); rows=$rows messages=$messages missing=$missing unknown(in Kafka, not in the promoted table)=$unknown order_violations=$order duplicates=$dups ($dup_events events); restarts after the fork=$FORK_RESTARTS; load $stats; verify exit $vrc"
 step "summary: $summary"
 echo "$summary" >"$T/summary.txt"
 if ((STANDBY_SLOTS)); then

@@ -220,6 +220,85 @@ START_TEST(test_notes)
 }
 END_TEST
 
+/* A standby promoted before it had what outboxd streamed from the old
+ * primary: the file (timeline 1) is past where timeline 1 ended on the
+ * promoted server (timeline 2). The start is that end, not the file. */
+START_TEST(test_past_the_fork)
+{
+    struct resume_server s = server();
+    struct offset_state f = file_of(&s, 0x4000000); /* timeline 1 */
+    s.timeline = 2;
+    s.wal_end = 0x3900000; /* the file is even beyond the new WAL */
+    s.slot_confirmed = 0x3000000; /* the synced slot, behind the fork */
+    s.file_timeline_end = 0x3800000;
+    struct resume_decision d;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_msg(!d.refused, "%s", d.message);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    ck_assert(d.forked);
+    ck_assert_uint_eq(d.start, 0x3800000);
+    ck_assert(d.note_is_warning);
+    ck_assert_msg(strstr(d.note, "0/4000000 on timeline 1") && strstr(d.note, "0/3800000") &&
+                      strstr(d.note, "unknown") && strstr(d.note, "synchronized_standby_slots"),
+                  "%s", d.note);
+    /* without the history (unknown end) the old refusal stands */
+    s.file_timeline_end = 0;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_BEYOND_WAL);
+    /* within the old timeline's part of the history: the file as is */
+    s.file_timeline_end = 0x4000000;
+    s.wal_end = 0x5000000;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    ck_assert(!d.forked);
+    ck_assert_uint_eq(d.start, 0x4000000);
+    ck_assert_msg(strstr(d.note, "timeline is 2"), "%s", d.note);
+    /* the slot confirmed past the fork: someone else moved it */
+    s.file_timeline_end = 0x3800000;
+    s.slot_confirmed = 0x3850000;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_SLOT_AHEAD);
+}
+END_TEST
+
+/* The server is on an older timeline than the file: an old primary. */
+START_TEST(test_old_timeline_refused)
+{
+    struct resume_server s = server();
+    struct offset_state f = file_of(&s, 0x10000);
+    f.timeline = 3;
+    s.timeline = 2;
+    struct resume_decision d;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(d.refused);
+    ck_assert_int_eq(d.verdict, RESUME_OLD_TIMELINE);
+    ck_assert_msg(strstr(d.message, "timeline 2") && strstr(d.message, "timeline 3") &&
+                      strstr(d.message, "old primary"),
+                  "%s", d.message);
+}
+END_TEST
+
+START_TEST(test_timeline_history)
+{
+    lsn_t end = 0;
+    const char *h = "1\t0/3000158\tno recovery target specified\n"
+                    "\n"
+                    "2\t0/5A00000\tbefore 2026-12-03 17:00:00+00\n";
+    ck_assert(resume_timeline_end(h, 1, &end));
+    ck_assert_uint_eq(end, 0x3000158);
+    ck_assert(resume_timeline_end(h, 2, &end));
+    ck_assert_uint_eq(end, 0x5A00000);
+    ck_assert(!resume_timeline_end(h, 3, &end));
+    ck_assert(!resume_timeline_end("", 1, &end));
+    ck_assert(!resume_timeline_end(NULL, 1, &end));
+    ck_assert(!resume_timeline_end("12\t0/1\tx\n", 1, &end)); /* 12 is not 1 */
+    ck_assert(!resume_timeline_end("1\tgarbage\tx\n", 1, &end));
+    /* no trailing newline, no reason */
+    ck_assert(resume_timeline_end("1\t0/16B3740", 1, &end));
+    ck_assert_uint_eq(end, 0x16B3740);
+}
+END_TEST
+
 START_TEST(test_clamp_flush)
 {
     ck_assert_uint_eq(resume_clamp_flush(100, 200, 50), 100);
@@ -265,6 +344,9 @@ int main(void)
     tcase_add_test(tc, test_shared_slot_taken_over);
     tcase_add_test(tc, test_slot_lost);
     tcase_add_test(tc, test_notes);
+    tcase_add_test(tc, test_past_the_fork);
+    tcase_add_test(tc, test_old_timeline_refused);
+    tcase_add_test(tc, test_timeline_history);
     tcase_add_test(tc, test_clamp_flush);
     tcase_add_test(tc, test_write_due);
     tcase_add_test(tc, test_bytes);
