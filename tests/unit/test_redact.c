@@ -69,6 +69,30 @@ START_TEST(test_conn_error)
 }
 END_TEST
 
+/* A multi-host conninfo (failover: host=a,b target_session_attrs=...):
+ * libpq's message has one part per server, each on its own lines; the one
+ * password is masked in all of them, in both conninfo forms. */
+START_TEST(test_conn_error_multi_host)
+{
+    char b[512];
+    const char *msg = "connection to server at \"a\" (10.0.0.1), port 5432 failed: "
+                      "Connection refused\n\tIs the server running on that host?\n"
+                      "connection to server at \"b\" (10.0.0.2), port 5433 failed: "
+                      "FATAL:  password authentication failed for user \"S3cr3t\"\n";
+    redact_conn_error("host=a,b port=5432,5433 password=S3cr3t "
+                      "target_session_attrs=read-write",
+                      msg, b, sizeof(b));
+    ck_assert_ptr_null(strstr(b, "S3cr3t"));
+    ck_assert_ptr_nonnull(strstr(b, "port 5432 failed: Connection refused Is the server"));
+    ck_assert_ptr_nonnull(strstr(b, "port 5433 failed: FATAL:  password"));
+    ck_assert_ptr_null(strchr(b, '\n'));
+    redact_conn_error("postgresql://u:S3cr3t@a:5432,b:5433/app?target_session_attrs=read-write",
+                      msg, b, sizeof(b));
+    ck_assert_ptr_null(strstr(b, "S3cr3t"));
+    ck_assert_ptr_nonnull(strstr(b, "user \"********\""));
+}
+END_TEST
+
 static Suite *redact_suite(void)
 {
     Suite *s = suite_create("redact");
@@ -76,6 +100,7 @@ static Suite *redact_suite(void)
     tcase_add_test(tc, test_strip_quoted);
     tcase_add_test(tc, test_mask);
     tcase_add_test(tc, test_conn_error);
+    tcase_add_test(tc, test_conn_error_multi_host);
     suite_add_tcase(s, tc);
     return s;
 }
