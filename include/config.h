@@ -101,6 +101,8 @@ struct config {
     int pg_heartbeat_interval_ms; /* 0: no heartbeat message */
     int pg_monitor_interval_ms;   /* slot lag / wal_status query period */
     char *pg_on_slot_loss;        /* "halt" or "repair" (README "Gap repair") */
+    int64_t pg_halt_linger_ms;    /* halt: /readyz and /metrics say so this long,
+                                   * then exit 2 */
 
     /* [outbox] */
     int outbox_preset; /* OUTBOX_PRESET_*: sets the defaults of the keys below */

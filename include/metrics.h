@@ -113,6 +113,7 @@ struct metrics {
     uint64_t acked_lsn;
     uint64_t confirmed_lsn;
     bool streaming; /* logical: START_REPLICATION done; polling: connected */
+    bool slot_lost; /* logical: halted on a lost slot (README "Gap repair") */
     enum metrics_role role; /* logical */
     bool ready;
     uint64_t polling_rows[PO__COUNT]; /* polling mode */

@@ -50,6 +50,9 @@ enum relay_state {
     RS_RECOVER, /* the stream broke: wait for the outstanding deliveries */
     RS_DRAIN,   /* stopping: wait for them, PRODUCER_SHUTDOWN_FLUSH_MS at most */
     RS_PROVE,   /* stopping, pgoutput: a last publication check (FINAL_PROOF_MS) */
+    RS_HALTED,  /* the slot is lost ([postgres] on_slot_loss = halt): nothing
+                 * streams; /readyz and /metrics say why until state_until_ms
+                 * ([postgres] halt_linger) or a stop, then exit 2 */
     RS_DONE,    /* exit with exit_code */
 };
 

@@ -90,6 +90,8 @@ static const struct key_def key_defs[] = {
       "slot lag / wal_status query period (at least 100 ms)"),
     K("postgres", "on_slot_loss", KT_STRING, pg_on_slot_loss, "halt",
       "the slot is gone or invalidated: halt (exit 2, run outboxd repair) or repair"),
+    K("postgres", "halt_linger", KT_DURATION, pg_halt_linger_ms, "5m",
+      "on_slot_loss = halt: /readyz and /metrics say why this long, then exit 2 (0: at once)"),
     K("outbox", "preset", KT_PRESET, outbox_preset, "outboxd",
       "outboxd, or debezium: the Outbox Event Router's table and messages (the keys below)"),
     K("outbox", "table", KT_STRING, outbox_table, "public.outbox_events",

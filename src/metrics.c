@@ -405,6 +405,8 @@ static void render_state(const struct metrics *m, struct textbuf *b)
             "1 while streaming from the replication slot, 0 while (re)connecting.",
             m->streaming);
     render_role(m, b);
+    gauge_i(b, "outboxd_slot_lost", "1 while halted because the replication slot is "
+            "invalidated or missing (outboxd repair closes the gap), else 0.", m->slot_lost);
     gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
 }
 

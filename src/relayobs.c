@@ -38,6 +38,9 @@ static const char *not_ready_reason(const struct relay *r)
     if (*r->stop) return "shutting down";
     if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
     if (r->pub_lost) return "the outbox table is no longer published: stopping";
+    if (r->slot_lost)
+        return "the replication slot is lost (invalidated or missing): halted; run outboxd "
+               "repair (README \"Gap repair\")";
     if (r->standby)
         return relaytxn_on(r) && !producer_txn_ready(r->prod) ? NULL : kafka_not_ready(r);
     if (!r->streaming) return "not streaming from the replication slot (connecting)";
@@ -70,6 +73,7 @@ static void collect_gauges(struct relay *r)
     m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->confirm.stored_lsn;
     m->confirmed_lsn = r->confirm.sent_lsn;
     m->streaming = r->streaming;
+    m->slot_lost = r->slot_lost;
     m->role = r->streaming ? ROLE_ACTIVE : r->standby ? ROLE_STANDBY : ROLE_CONNECTING;
     int64_t t = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
     m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;

@@ -243,6 +243,36 @@ static void enter_standby(struct relay *r, int pid)
     r->state_until_ms = now + every;
 }
 
+/* The slot is lost (slotsetup.c logged why). With on_slot_loss = repair
+ * the relay ends at once (main.c repairs); with halt, an operator must act:
+ * the relay streams nothing but keeps /readyz (503, the reason) and
+ * /metrics (outboxd_slot_lost 1) up for halt_linger, so the alert fires and
+ * whoever looks sees why, then exits 2. Nothing is retried. */
+static void enter_halted(struct relay *r)
+{
+    const struct config *c = r->cfg;
+    if (strcmp(c->pg_on_slot_loss, "halt") != 0 || c->pg_halt_linger_ms <= 0 ||
+        !*c->http_listen) {
+        finish(r, EXIT_USAGE);
+        return;
+    }
+    log_info("halted: serving /readyz and /metrics with the reason for %lld s, then exiting "
+             "with status 2 ([postgres] halt_linger)",
+             (long long)(c->pg_halt_linger_ms / 1000));
+    r->next_publish_ms = 0; /* say so at once */
+    r->state = RS_HALTED;
+    r->state_until_ms = clock_mono_ms() + c->pg_halt_linger_ms;
+}
+
+/* RS_HALTED: until halt_linger passed or a stop; exit 2 either way. */
+static bool halted_step(struct relay *r)
+{
+    producer_poll(r->prod, 0);
+    if (!*r->stop && clock_mono_ms() < r->state_until_ms) return true;
+    finish(r, EXIT_USAGE);
+    return false;
+}
+
 /* A graceful stop: stop reading, let outstanding deliveries finish. */
 static void enter_drain(struct relay *r)
 {
@@ -333,6 +363,10 @@ static bool connect_step(struct relay *r)
     r->fence_ms = standby_fence_ms(s.sender_timeout_ms);
     if (rc != STEP_OK) {
         r->slot_lost = s.slot_lost;
+        if (r->slot_lost) {
+            enter_halted(r);
+            return false;
+        }
         finish(r, step_exit_code(rc)); /* logged; nothing to confirm */
         return false;
     }
@@ -525,6 +559,7 @@ bool relay_step(struct relay *r)
     case RS_RECOVER: return recover_step(r);
     case RS_DRAIN: return drain_step(r);
     case RS_PROVE: return prove_step(r);
+    case RS_HALTED: return halted_step(r);
     case RS_DONE: break;
     }
     return false;

@@ -82,9 +82,20 @@ churn_until_lost
 load 100 p1c # after the invalidation too
 gap_rows=$(psql_q "SELECT count(*) FROM public.outbox_events WHERE aggregate_id LIKE 'p1b-%' OR aggregate_id LIKE 'p1c-%'")
 
-step "outboxd refuses an invalidated slot at once, exit 2, no retry"
+step "outboxd refuses an invalidated slot at once: halted, /readyz and the metric say why, exit 2, no retry"
 t0=$SECONDS
-outboxd_start --no-wait
+outboxd_start --no-wait --set postgres.halt_linger=4s
+for ((i = 0; i < 100; i++)); do
+    grep -q 'halted: serving /readyz' "$T/outboxd.log" && [[ -n $(outboxd_http_port) ]] && break
+    sleep 0.1
+done
+sleep 0.5 # the first snapshot after the halt
+http_get /readyz >"$T/readyz.out"
+body=$(cat "$T/readyz.out")
+assert_eq 503 "$HTTP_STATUS" "/readyz while halted"
+[[ $body == *"replication slot is lost"*"outboxd repair"* ]] || fail "/readyz does not say why: $body"
+assert_eq 1 "$(metric_value outboxd_slot_lost)" "outboxd_slot_lost while halted"
+assert_eq 0 "$(metric_value outboxd_streaming)" "outboxd_streaming while halted"
 outboxd_wait_exit 30 || fail "outboxd did not exit on the invalidated slot"
 assert_eq 2 "$OUTBOXD_RC" "exit status on an invalidated slot"
 ((SECONDS - t0 <= 15)) || fail "outboxd took $((SECONDS - t0)) s to give up"
@@ -144,8 +155,8 @@ assert_eq 2 "$REPAIR_RC" "repair without track_commit_timestamp or repair_column
 grep -q 'track_commit_timestamp.*repair_column\|repair_column.*track_commit_timestamp' "$T/repair.err" ||
     fail "the refusal does not name both fixes"
 
-step "the daemon stops on the dropped slot with on_slot_loss = halt (exit 2)"
-outboxd_start --no-wait
+step "the daemon stops on the dropped slot with on_slot_loss = halt (exit 2 at once: halt_linger 0)"
+outboxd_start --no-wait --set postgres.halt_linger=0s
 outboxd_wait_exit 30 || fail "outboxd did not exit on the dropped slot"
 assert_eq 2 "$OUTBOXD_RC" "exit status on a dropped slot"
 
