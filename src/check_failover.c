@@ -195,6 +195,8 @@ static PGconn *connect_one(struct ck *k, const struct pghost *h, char *err, size
     if (h->host[0]) keys[n] = "host", vals[n++] = h->host;
     if (h->hostaddr[0]) keys[n] = "hostaddr", vals[n++] = h->hostaddr;
     if (h->port[0]) keys[n] = "port", vals[n++] = h->port;
+    /* Explicitly: PGTARGETSESSIONATTRS would otherwise refuse the standbys. */
+    keys[n] = "target_session_attrs", vals[n++] = "any";
     keys[n] = "fallback_application_name", vals[n++] = "outboxd-check";
     keys[n] = NULL, vals[n] = NULL;
     PGconn *c = PQconnectdbParams(keys, vals, 0);
@@ -444,26 +446,33 @@ void check_failover(struct ck *k)
     const struct config *c = k->cfg;
     char err[1024];
     enum failover_mode mode = (enum failover_mode)slotcmd_failover_parse(c->pg_failover);
-    const char *why = !k->pg_ok                ? "no connection to postgres"
-                      : (int)mode < 0          ? "[postgres] failover is not valid"
-                      : mode == FAILOVER_OFF   ? "[postgres] failover = off"
-                                               : NULL;
-    int major = k->server_version / 10000;
-    int want = why ? 0 : slotcmd_failover_wanted(mode, major, err, sizeof(err));
-    if (!why && want < 0) {
-        ck_report(k, CHECK_FAIL, W_SLOT, NULL, "%s", err);
-        why = "failover slots need PostgreSQL 17";
-    } else if (!why && want == 0) {
-        snprintf(err, sizeof(err),
-                 "PostgreSQL %d has no failover slots ([postgres] failover = auto: off "
-                 "here): a promoted standby will not have the slot (README, Gap repair)",
-                 major);
-        why = err;
-    }
+    const char *why = !k->pg_ok ? "no connection to postgres"
+                      : (int)mode < 0 ? "[postgres] failover is not valid"
+                                      : NULL;
     if (why) {
-        if (want >= 0) ck_skip(k, W_SLOT, why);
+        ck_skip(k, W_SLOT, why);
         ck_skip(k, W_SSS, why);
         ck_skip(k, W_STANDBYS, why);
+        return;
+    }
+    int major = k->server_version / 10000;
+    int want = slotcmd_failover_wanted(mode, major, err, sizeof(err));
+    if (want < 0) {
+        ck_report(k, CHECK_FAIL, W_SLOT, NULL, "%s", err);
+        ck_skip(k, W_SSS, "failover slots need PostgreSQL 17");
+        ck_skip(k, W_STANDBYS, "failover slots need PostgreSQL 17");
+        return;
+    }
+    if (want == 0) { /* nothing to set up: one line that says why */
+        if (mode == FAILOVER_OFF)
+            ck_report(k, CHECK_OK, W_SLOT, NULL,
+                      "not asked for ([postgres] failover = off): a promoted standby will "
+                      "not have the slot (README, Gap repair)");
+        else
+            ck_report(k, CHECK_OK, W_SLOT, NULL,
+                      "PostgreSQL %d has none ([postgres] failover = auto: off here): a "
+                      "promoted standby will not have the slot (README, Gap repair)",
+                      major);
         return;
     }
     char v[8];
@@ -488,8 +497,9 @@ void check_failover(struct ck *k)
     primary_facts(k, &f);
     if (mode == FAILOVER_AUTO && f.attached == 0 && n == 1) {
         /* No standby anywhere in sight: nothing to warn about under auto. */
-        ck_skip(k, W_SSS, "no standby streams from this primary");
-        ck_skip(k, W_STANDBYS, "no standby streams from this primary");
+        ck_report(k, CHECK_OK, W_STANDBYS, NULL,
+                  "none streams from this primary and [postgres] conninfo names one "
+                  "server: nothing to synchronise the slot to");
         return;
     }
     standby_slots(k, &f);
