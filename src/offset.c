@@ -51,8 +51,8 @@ static int escape_into(const char *s, char *buf, size_t buflen, size_t *pos)
     return 0;
 }
 
-/* The keys of formats 2 and 3, in the order written; the last two are
- * format 3's progress. */
+/* The keys of formats 2 to 4, in the order written: the identity, format
+ * 3's progress, format 4's commit time. */
 enum {
     K_FORMAT, K_LSN, K_SYSTEM, K_TIMELINE, K_DATABASE, K_SLOT, K_PLUGIN, K_TXN, K_TXN_ACKED,
     K_COMMIT_TIME, K_COUNT
@@ -215,7 +215,7 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
     if (memchr(text, '=', len) == NULL) {
         if (parse_bare_lsn(text, len, out)) return 0;
         snprintf(err, errlen, "it holds neither an LSN (format 1, like 16/B374D848) nor "
-                              "key=value lines (formats 2 and 3)");
+                              "key=value lines (formats 2 to 4)");
         return -1;
     }
     bool seen[K_COUNT] = {false};

@@ -9,7 +9,7 @@
 #    then `outboxd accept-slot` rewrites the file and a restart streams from
 #    the slot;
 #  - v1: a bare-LSN file (what older versions wrote) is accepted and
-#    rewritten in format 2;
+#    rewritten with its identity (format 4, with the ACKed commit time);
 #  - corrupt: a corrupt file exits 2 (it used to exit 1 and be restarted);
 #  - lost_slot: the file's slot does not exist on this server: exit 2, the
 #    message says what is known (not "was dropped"), the slot is not
@@ -42,7 +42,8 @@ expect_exit() {
     local want=$1 re=$2 from i
     shift 2
     from=$(wc -l <"$T/outboxd.log" 2>/dev/null || echo 0)
-    outboxd_start --no-wait "$@"
+    # A lost slot halts for halt_linger (README "Gap repair"): at once here.
+    outboxd_start --no-wait --set postgres.halt_linger=0s "$@"
     for ((i = 0; i < 300; i++)); do
         kill -0 "$OUTBOXD_PID" 2>/dev/null || break
         sleep 0.1
@@ -83,14 +84,16 @@ cp "$T/outboxd.offset" "$T/good.offset"
 sed 's/^/        | /' "$T/outboxd.offset" >&2
 
 if want v1; then
-    step "v1: a bare-LSN file is read, then rewritten in format 2"
+    step "v1: a bare-LSN file is read, then rewritten with its identity (format 4: an event was ACKed, its commit time is kept)"
     offset_file_lsn "$T/good.offset" >"$T/outboxd.offset"
     outboxd_start
     e2=$(event)
     wait_caught_up 60
     outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
     grep -q 'has format 1 (a bare LSN' "$T/outboxd.log" || fail "no log line says the file has format 1"
-    grep -qx 'format=2' "$T/outboxd.offset" || fail "the file was not rewritten in format 2: $(cat "$T/outboxd.offset")"
+    grep -qx 'format=4' "$T/outboxd.offset" || fail "the file was not rewritten in format 4: $(cat "$T/outboxd.offset")"
+    grep -qE '^commit_time=20[0-9]{2}-[0-9]{2}-[0-9]{2} [0-9:.]{15}\+00$' "$T/outboxd.offset" ||
+        fail "the rewritten file has no commit_time: $(cat "$T/outboxd.offset")"
     grep -qx 'slot=outboxd' "$T/outboxd.offset" || fail "the rewritten file names no slot"
     lsn_ge "$(offset_file_lsn)" "$(confirmed_of outboxd)" || fail "the rewritten file is behind the slot"
     in_kafka "$e2" || fail "event $e2 did not arrive"
