@@ -46,6 +46,12 @@
 #define STREAM_OBUF 4096
 /* How long stream_finish() waits for the server to end the copy. */
 #define STREAM_FINISH_MS 5000
+/* libpq's connect_timeout for the replication connection, unless the
+ * conninfo sets one. It applies to each server of a multi-host conninfo:
+ * a primary that died without a trace (no RST: a host down, a network
+ * cut) costs this long before the next server is tried, not the kernel's
+ * TCP connect timeout (about two minutes). */
+#define STREAM_CONNECT_TIMEOUT_S 10
 
 struct stream {
     PGconn *conn;
@@ -66,8 +72,10 @@ struct stream *stream_connect(const char *conninfo, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    s->conn = pgconn_connect(
-        &(struct pgconn_opts){.conninfo = conninfo, .app_name = "outboxd", .replication = true});
+    s->conn = pgconn_connect(&(struct pgconn_opts){.conninfo = conninfo,
+                                                   .app_name = "outboxd",
+                                                   .timeout_s = STREAM_CONNECT_TIMEOUT_S,
+                                                   .replication = true});
     if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
         pgconn_message(s->conn, NULL, conninfo, "cannot connect to postgres", err, errlen);
         stream_close(s);
