@@ -125,6 +125,7 @@ START_TEST(test_every_family_announced)
         {"outboxd_heartbeats_sent_total", "counter"},
         {"outboxd_heartbeats_received_total", "counter"},
         {"outboxd_streaming", "gauge"},
+        {"outboxd_role", "gauge"},
         {"outboxd_ready", "gauge"},
     };
     char line[128];
@@ -165,6 +166,26 @@ START_TEST(test_info_and_gauges)
     ck_line(t, "outboxd_produced_bytes_total 1234");
     ck_line(t, "outboxd_streaming 1");
     ck_line(t, "outboxd_ready 0");
+}
+END_TEST
+
+/* outboxd_role: every role has a series, 1 for the current one only. */
+START_TEST(test_role)
+{
+    const char *t = render(0); /* zeroed: connecting */
+    ck_line(t, "outboxd_role{role=\"connecting\"} 1");
+    ck_line(t, "outboxd_role{role=\"active\"} 0");
+    ck_line(t, "outboxd_role{role=\"standby\"} 0");
+    m.role = ROLE_STANDBY;
+    t = render(0);
+    ck_line(t, "outboxd_role{role=\"connecting\"} 0");
+    ck_line(t, "outboxd_role{role=\"active\"} 0");
+    ck_line(t, "outboxd_role{role=\"standby\"} 1");
+    m.role = ROLE_ACTIVE;
+    t = render(0);
+    ck_line(t, "outboxd_role{role=\"active\"} 1");
+    ck_line(t, "outboxd_role{role=\"standby\"} 0");
+    ck_assert_str_eq(metrics_role_name(ROLE__COUNT), "?");
 }
 END_TEST
 
@@ -362,6 +383,7 @@ int main(void)
     tcase_add_test(tc, test_label_escaping);
     tcase_add_test(tc, test_every_family_announced);
     tcase_add_test(tc, test_info_and_gauges);
+    tcase_add_test(tc, test_role);
     tcase_add_test(tc, test_unknown_values_absent);
     tcase_add_test(tc, test_slot_and_lag);
     tcase_add_test(tc, test_wal_status_parse);
