@@ -68,72 +68,23 @@ fi
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/load.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/faults_lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/standby_lib.sh"
 if ((STANDBY_SLOTS)); then e2e_init failover_slots; else e2e_init failover_slots_unsynced; fi
 SLOT=${OUTBOXD_SLOT:-outboxd}
 PHYS=standby1
 SIGTERMS=0 # faults_drain counts its SIGTERM
-SB=$T/standby
-
-# The standby is stopped at exit as well as the primary (lib.sh's cleanup).
-_failover_cleanup() {
-    local rc=$?
-    set +eE
-    trap - ERR
-    if [[ -f "$SB/postmaster.pid" ]]; then
-        _as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -m immediate -w -t 30 stop >/dev/null 2>&1
-    fi
-    (exit "$rc")
-    _e2e_cleanup
-}
-trap _failover_cleanup EXIT
-
-# at PORT SQL: one query on the server at PORT (not following the primary).
-at() { PGTARGETSESSIONATTRS=any psql -XAtq -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -c "$2"; }
 
 # ---------------------------------------------------------------- servers
 
 pg_start
-P1=$PGPORT
 load_setup 200 4
-at "$P1" "SELECT pg_create_physical_replication_slot('$PHYS', true)" >/dev/null
-pg_stop
-
-step "copying the primary's data directory to the standby"
-cp -a "$T/pgdata" "$SB"
-rm -rf "$SB/pg_replslot/$PHYS" "$SB/postmaster.pid" # the primary's own slot
-mkdir -p "$T/pgsock2"
-[[ $(id -u) -ne 0 ]] || chown postgres "$T/pgsock2"
-P2=$(_free_port)
-while [[ $P2 == "$P1" ]]; do P2=$(_free_port); done
-cat >>"$SB/postgresql.conf" <<EOF
-
-# the standby (failover_slots.sh)
-port = $P2
-unix_socket_directories = '$T/pgsock2'
-primary_conninfo = 'host=127.0.0.1 port=$P1 user=postgres dbname=postgres application_name=standby1'
-primary_slot_name = '$PHYS'
-hot_standby = on
-hot_standby_feedback = on
-sync_replication_slots = on
-EOF
-touch "$SB/standby.signal"
-[[ $(id -u) -ne 0 ]] || chown postgres "$SB/standby.signal"
+standby_create "$PHYS" "hot_standby_feedback = on" "sync_replication_slots = on"
 if ((STANDBY_SLOTS)); then
     # Only on the primary: on the promoted standby it would name a slot that
     # does not exist there, and its logical walsenders would wait for it.
     echo "synchronized_standby_slots = '$PHYS'" >>"$T/pgdata/postgresql.conf"
 fi
-_as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -l "$T/postgres.log" -w -t 60 -o "$PG_CTL_OPTS" \
-    start >>"$T/pg_ctl.log" 2>&1 || fail "the primary did not start again"
-_as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -l "$T/standby.log" -w -t 60 -o "$PG_CTL_OPTS" \
-    start >>"$T/pg_ctl.log" 2>&1 || { tail -n 20 "$T/standby.log" >&2; fail "the standby did not start"; }
-for ((i = 0; i < 100; i++)); do
-    [[ $(at "$P1" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == 1 ]] && break
-    sleep 0.2
-done
-assert_eq 1 "$(at "$P1" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" \
-    "standbys streaming from the primary"
-assert_eq t "$(at "$P2" "SELECT pg_is_in_recovery()")" "the standby is in recovery"
+standby_start
 
 # From here on psql (the writers, lib.sh's helpers) and outboxd follow the
 # primary: both hosts listed, the read-write one taken.
@@ -203,16 +154,12 @@ step "stopping the primary's walsender to the standby (pid $sender) for ${LAG_S}
 confirmed_before=$(at "$P1" "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'")
 kill -STOP "$sender"
 sleep "$LAG_S"
-old_pm=$(head -n 1 "$T/pgdata/postmaster.pid")
 old_sender=$(at "$P1" "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$SLOT'")
 primary_lsn=$(at "$P1" "SELECT pg_current_wal_lsn()")
-step "kill -9 of the primary (postmaster $old_pm and its children) at $primary_lsn, outboxd's walsender $old_sender"
+step "kill -9 of the primary at $primary_lsn, outboxd's walsender $old_sender"
 fault_mark primary_kill
-kill_t=$(date +%s%3N)
-# shellcheck disable=SC2046 # the children's pids, one word each
-kill -KILL "$old_pm" $(pgrep -P "$old_pm") 2>/dev/null || true
-for ((i = 0; i < 50; i++)); do kill -0 "$old_pm" 2>/dev/null || break; sleep 0.1; done
-! kill -0 "$old_pm" 2>/dev/null || fail "the primary's postmaster survived SIGKILL"
+primary_kill
+kill_t=$KILL_T
 info "while the standby lagged, the slot's confirmed position moved from $confirmed_before to $(awk -F= '/^lsn=/ { print $2 }' "$T/outboxd.offset") (offset file)"
 standby_lsn=$(at "$P2" "SELECT pg_last_wal_receive_lsn()")
 file_lsn=$(offset_file_lsn)
@@ -223,10 +170,8 @@ if ((STANDBY_SLOTS)); then
         fail "outboxd's offset file ($file_lsn) is past what the standby received ($standby_lsn)"
 fi
 
-step "promoting the standby"
-_as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -w -t 60 promote >>"$T/pg_ctl.log" 2>&1 || fail "pg_ctl promote failed"
-promote_t=$(date +%s%3N)
-assert_eq f "$(at "$P2" "SELECT pg_is_in_recovery()")" "the standby is promoted"
+standby_promote
+promote_t=$PROMOTE_T
 timeline=$(PGTARGETSESSIONATTRS=any psql -XAt "host=127.0.0.1 port=$P2 user=postgres dbname=postgres replication=database" -c IDENTIFY_SYSTEM | cut -d'|' -f2)
 assert_eq 2 "$timeline" "the promoted server's timeline"
 
@@ -272,19 +217,9 @@ faults_drain
 
 # ---------------------------------------------------------------- judge
 
-step "outboxd verify against the promoted server's table"
-vrc=0
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" --json >"$T/verify.json" \
-    2>"$T/verify.err" || vrc=$?
-jq -c '{rows, messages, missing, duplicates, duplicate_events, unknown, order_violations, ok}' \
-    "$T/verify.json" >&2 || { cat "$T/verify.err" >&2; fail "outboxd verify gave no JSON (exit $vrc)"; }
-rows=$(jq -r .rows "$T/verify.json")
-messages=$(jq -r .messages "$T/verify.json")
-missing=$(jq -r .missing "$T/verify.json")
-unknown=$(jq -r .unknown "$T/verify.json")
-order=$(jq -r .order_violations "$T/verify.json")
-dups=$(jq -r .duplicates "$T/verify.json")
-dup_events=$(jq -r .duplicate_events "$T/verify.json")
+verify_promoted
+vrc=$V_RC rows=$V_ROWS messages=$V_MESSAGES missing=$V_MISSING unknown=$V_UNKNOWN
+order=$V_ORDER dups=$V_DUPS dup_events=$V_DUP_EVENTS
 summary="PostgreSQL $(at "$P2" 'SHOW server_version'), synchronized_standby_slots=$( ((STANDBY_SLOTS)) && echo "'$PHYS'" || echo "''"); kill -> streaming again $((back_t - kill_t)) ms (promotion -> streaming $((back_t - promote_t)) ms); rows=$rows messages=$messages missing=$missing unknown(in Kafka, not in the promoted table)=$unknown order_violations=$order duplicates=$dups ($dup_events events); restarts after the fork=$FORK_RESTARTS; load $stats; verify exit $vrc"
 step "summary: $summary"
 echo "$summary" >"$T/summary.txt"

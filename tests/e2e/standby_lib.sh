@@ -10,6 +10,7 @@
 #   at "$P2" "SELECT pg_is_in_recovery()"
 #   primary_kill                     # SIGKILL of the postmaster and children
 #   standby_promote
+#   verify_promoted                  # outboxd verify against its table
 #
 # The standby is a copy of the primary's data directory taken after a
 # clean stop (Debian's pg_basebackup is 15 and refuses a newer server), so
@@ -22,6 +23,8 @@ at() { PGTARGETSESSIONATTRS=any psql -XAtq -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$
 
 _standby_cleanup() {
     local rc=$?
+    set +eE
+    trap - ERR
     if [[ -n "${SB:-}" && -f "$SB/postmaster.pid" ]]; then
         _as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -m immediate -w -t 30 stop >/dev/null 2>&1
     fi
@@ -100,4 +103,26 @@ standby_promote() {
         fail "pg_ctl promote failed"
     PROMOTE_T=$(date +%s%3N)
     assert_eq f "$(at "$P2" "SELECT pg_is_in_recovery()")" "the standby is promoted"
+}
+
+# verify_promoted: `outboxd verify --json` (the test's outboxd.ini and
+# OUTBOXD_ARGS) against the table of the server outboxd follows (the
+# promoted one); prints the counts and sets V_RC (verify's exit status),
+# V_ROWS, V_MESSAGES, V_MISSING, V_UNKNOWN (in Kafka, not in the table),
+# V_ORDER, V_DUPS and V_DUP_EVENTS. Judging them is the caller's.
+verify_promoted() {
+    local v=$T/verify.json
+    step "outboxd verify against the promoted server's table"
+    V_RC=0
+    "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" --json >"$v" \
+        2>"$T/verify.err" || V_RC=$?
+    jq -c '{rows, messages, missing, duplicates, duplicate_events, unknown, order_violations, ok}' \
+        "$v" >&2 || { cat "$T/verify.err" >&2; fail "outboxd verify gave no JSON (exit $V_RC)"; }
+    V_ROWS=$(jq -r .rows "$v")
+    V_MESSAGES=$(jq -r .messages "$v")
+    V_MISSING=$(jq -r .missing "$v")
+    V_UNKNOWN=$(jq -r .unknown "$v")
+    V_ORDER=$(jq -r .order_violations "$v")
+    V_DUPS=$(jq -r .duplicates "$v")
+    V_DUP_EVENTS=$(jq -r .duplicate_events "$v")
 }
