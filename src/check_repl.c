@@ -352,6 +352,11 @@ static void slot_usable(struct ck *k, const char *what, const PGresult *r)
         ck_report(k, CHECK_FAIL, what, fix,
                   "replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s",
                   c->pg_slot, plugin, c->pg_plugin);
+    } else if (active && c->pg_hot_standby) {
+        ck_report(k, CHECK_OK, what, NULL,
+                  "in use by another process (pid %d): with hot_standby = true this instance "
+                  "stands by and takes the slot over when it is free",
+                  pid);
     } else if (active) {
         ck_report(
             k, CHECK_WARN, what,

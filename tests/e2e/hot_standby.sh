@@ -210,6 +210,10 @@ inst_start b
 assert_roles a
 grep -q 'standing by: replication slot "outboxd" is held by another process' "${LOG[b]}" ||
     fail "b did not log that it stands by"
+"$OUTBOXD_BUILD_DIR/outboxd" check -c "${INI[b]}" >"$T/check_b.out" 2>&1 ||
+    { cat "$T/check_b.out" >&2; fail "outboxd check of b's configuration failed"; }
+grep -E '^ok .*in use by another process \(pid [0-9]+\): with hot_standby = true this instance stands by' \
+    "$T/check_b.out" >&2 || { cat "$T/check_b.out" >&2; fail "outboxd check does not say b stands by"; }
 
 fault_mark none
 load_start "$WRITERS" 240
