@@ -115,6 +115,12 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
  * such setting), 0 not allowed (err names the fix), -1 on error. */
 int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_t errlen);
 
+/* SHOW name (a setting outboxd names, not user input) into out. Returns 0
+ * or -1 with err (the SQLSTATE in stream_sqlstate(): 42704, no such
+ * setting). */
+int stream_show(struct stream *s, const char *name, char *out, size_t outlen, char *err,
+                size_t errlen);
+
 /* The walsender's wal_sender_timeout in ms (0: off; -1: not found), read
  * on this connection before START_REPLICATION. Returns 0 or -1 with err. */
 int stream_sender_timeout(struct stream *s, int64_t *ms, char *err, size_t errlen);

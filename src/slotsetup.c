@@ -178,6 +178,26 @@ static enum step read_sender_timeout(struct slot_setup *s)
     return stream_broken(s->st) ? STEP_BROKEN : STEP_OK;
 }
 
+/* A failover slot, but the primary's synchronized_standby_slots is empty:
+ * the walsender may send outboxd changes no standby has yet, so a promoted
+ * standby can lack events already in Kafka. Said once per process (every
+ * reconnect asks again, quietly); outboxd check says it too. */
+static void warn_standby_slots(struct slot_setup *s)
+{
+    static bool warned;
+    char v[512], err[512];
+    if (warned || stream_show(s->st, "synchronized_standby_slots", v, sizeof(v), err,
+                              sizeof(err)) != 0 || v[0])
+        return;
+    warned = true;
+    log_warn("replication slot \"%s\" is a failover slot, but this primary's "
+             "synchronized_standby_slots is empty: outboxd may publish events a standby "
+             "has not received yet, which a promoted standby then lacks. Name the "
+             "standbys' physical slots in it (ALTER SYSTEM SET synchronized_standby_slots "
+             "= '...'; SELECT pg_reload_conf(); README, Failover slots)",
+             s->cfg->pg_slot);
+}
+
 /* [postgres] failover against this server (slotcmd.h): *want says whether
  * the slot should be a failover slot; failover = on below PostgreSQL 17 is
  * STEP_USAGE. An existing slot that should be one and is not is made one
@@ -196,6 +216,7 @@ static enum step settle_failover(struct slot_setup *s, const struct slot_info *s
         return STEP_USAGE;
     }
     *want = w == 1;
+    if (*want) warn_standby_slots(s);
     if (!si->exists) return STEP_OK;
     switch (slotcmd_failover_action(*want, si->failover, major)) {
     case SLOT_FAILOVER_KEEP:

@@ -603,6 +603,18 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
     return 0;
 }
 
+int stream_show(struct stream *s, const char *name, char *out, size_t outlen, char *err,
+                size_t errlen)
+{
+    char sql[128];
+    snprintf(sql, sizeof(sql), "SHOW %s", name); /* name: outboxd's own constants */
+    PGresult *r = run(s, sql, PGRES_TUPLES_OK, sql, err, errlen);
+    if (!r) return -1;
+    snprintf(out, outlen, "%s", PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "");
+    PQclear(r);
+    return 0;
+}
+
 int stream_sender_timeout(struct stream *s, int64_t *ms, char *err, size_t errlen)
 {
     /* The session's own value: wal_sender_timeout may be set per role or

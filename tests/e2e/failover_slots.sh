@@ -99,6 +99,13 @@ assert_eq t "$(at "$P1" "SELECT failover FROM pg_replication_slots WHERE slot_na
     "the slot is a failover slot on the primary"
 grep -q "created replication slot \"$SLOT\" (plugin $OUTBOXD_TEST_PLUGIN, failover" "$T/outboxd.log" ||
     fail "outboxd's log does not say it created a failover slot"
+if ((STANDBY_SLOTS)); then
+    ! grep -q "synchronized_standby_slots is empty" "$T/outboxd.log" ||
+        fail "outboxd warns of an empty synchronized_standby_slots that is set"
+else
+    grep -q "WARN: replication slot \"$SLOT\" is a failover slot, but this primary's synchronized_standby_slots is empty" "$T/outboxd.log" ||
+        fail "outboxd does not warn of the empty synchronized_standby_slots"
+fi
 
 # ---------------------------------------------------------------- load
 
