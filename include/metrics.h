@@ -122,6 +122,7 @@ struct metrics {
     bool slot_seen; /* false until the first answer */
     int64_t slot_lag_bytes;
     enum slot_wal_status slot_wal_status;
+    bool slot_failover; /* a failover slot (PostgreSQL 17+, README "Failover slots") */
     /* commit time (Unix epoch us) of the newest transaction whose events
      * were all ACKed; 0 before the first */
     int64_t acked_commit_time_us;

@@ -62,6 +62,7 @@ struct monitor_report {
     bool slot_found;     /* ... and the slot exists */
     int64_t lag_bytes;   /* -1 when the slot has no confirmed position */
     char wal_status[16]; /* "" when NULL */
+    bool failover;       /* a failover slot (false below PostgreSQL 17) */
     bool heartbeat_sent; /* a heartbeat was written */
     bool pub_answer;     /* a publication check was answered (fields below) */
     bool pub_found;      /* ... the publication exists */

@@ -293,6 +293,10 @@ static void render_positions(const struct metrics *m, struct textbuf *b)
         for (int i = WAL_STATUS_RESERVED; i <= WAL_STATUS_LOST; i++)
             tb_printf(b, "outboxd_slot_wal_status{status=\"%s\"} %d\n", wal_status_names[i],
                       (int)m->slot_wal_status == i);
+    family(b, "outboxd_slot_failover", "gauge",
+           "1 when the slot is a failover slot, synchronised to standbys with "
+           "sync_replication_slots (PostgreSQL 17+), else 0.");
+    if (m->slot_seen) tb_printf(b, "outboxd_slot_failover %d\n", m->slot_failover ? 1 : 0);
     counter_u(b, "outboxd_monitor_errors_total",
               "Failures of the monitoring connection (slot query, heartbeat): connect "
               "or query errors.",

@@ -137,9 +137,12 @@ static const char *query_name(enum mon_query q)
     "SELECT p.pubinsert, EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "        \
     "WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3) "             \
     "FROM pg_catalog.pg_publication p WHERE p.pubname = $1"
+/* failover through to_jsonb: the column exists from PostgreSQL 17 on, and
+ * one statement serves every version (NULL, so false, below). */
 #define SQL_SLOT                                                                           \
-    "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, wal_status "  \
-    "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1"
+    "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, wal_status, " \
+    "coalesce((to_jsonb(s) ->> 'failover')::boolean, false) "                              \
+    "FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1"
 #define SQL_HEARTBEAT "SELECT pg_catalog.pg_logical_emit_message(false, $1, $2)"
 
 static int send_sql(struct monitor *m, const char *sql, int nparams, const char *const *params)
@@ -204,6 +207,7 @@ static void take_result(struct monitor *m, PGresult *res, struct monitor_report 
     out->lag_bytes = PQgetisnull(res, 0, 0) ? -1 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     snprintf(out->wal_status, sizeof(out->wal_status), "%s",
              PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+    out->failover = PQnfields(res) > 2 && PQgetvalue(res, 0, 2)[0] == 't';
 }
 
 static void continue_query(struct monitor *m, int64_t now_ms, struct monitor_report *out)

@@ -150,6 +150,7 @@ static void monitor_tick(struct relay *r, int64_t now)
         m->slot_seen = rep.slot_found && rep.lag_bytes >= 0;
         m->slot_lag_bytes = rep.lag_bytes;
         m->slot_wal_status = metrics_wal_status_parse(rep.wal_status);
+        m->slot_failover = rep.failover;
     }
     if (rep.heartbeat_sent) m->heartbeats_sent++;
     if (rep.failed) m->monitor_errors++;

@@ -99,6 +99,11 @@ assert_eq t "$(at "$P1" "SELECT failover FROM pg_replication_slots WHERE slot_na
     "the slot is a failover slot on the primary"
 grep -q "created replication slot \"$SLOT\" (plugin $OUTBOXD_TEST_PLUGIN, failover" "$T/outboxd.log" ||
     fail "outboxd's log does not say it created a failover slot"
+for ((i = 0; i < 100; i++)); do
+    [[ $(metric_value outboxd_slot_failover) == 1 ]] && break
+    sleep 0.1
+done
+assert_eq 1 "$(metric_value outboxd_slot_failover)" "outboxd_slot_failover"
 if ((STANDBY_SLOTS)); then
     ! grep -q "synchronized_standby_slots is empty" "$T/outboxd.log" ||
         fail "outboxd warns of an empty synchronized_standby_slots that is set"

@@ -117,6 +117,7 @@ START_TEST(test_every_family_announced)
         {"outboxd_offset_writes_total", "counter"},
         {"outboxd_slot_lag_bytes", "gauge"},
         {"outboxd_slot_wal_status", "gauge"},
+        {"outboxd_slot_failover", "gauge"},
         {"outboxd_monitor_errors_total", "counter"},
         {"outboxd_replication_lag_seconds", "gauge"},
         {"outboxd_commit_to_ack_seconds", "histogram"},
@@ -197,6 +198,7 @@ START_TEST(test_unknown_values_absent)
     ck_assert_ptr_null(strstr(t, "outboxd_kafka_brokers_up"));
     ck_assert_ptr_null(strstr(t, "\noutboxd_slot_lag_bytes "));
     ck_assert_ptr_null(strstr(t, "\noutboxd_slot_wal_status{"));
+    ck_assert_ptr_null(strstr(t, "\noutboxd_slot_failover "));
     ck_assert_ptr_null(strstr(t, "\noutboxd_replication_lag_seconds "));
     ck_line(t, "# TYPE outboxd_slot_lag_bytes gauge");
 }
@@ -214,7 +216,10 @@ START_TEST(test_slot_and_lag)
     ck_line(t, "outboxd_slot_wal_status{status=\"extended\"} 1");
     ck_line(t, "outboxd_slot_wal_status{status=\"unreserved\"} 0");
     ck_line(t, "outboxd_slot_wal_status{status=\"lost\"} 0");
+    ck_line(t, "outboxd_slot_failover 0");
     ck_line(t, "outboxd_replication_lag_seconds 2.500001");
+    m.slot_failover = true;
+    ck_line(render(INT64_C(1700000002500001)), "outboxd_slot_failover 1");
     /* a clock behind the commit time: a negative lag, not garbage */
     t = render(INT64_C(1699999999000000));
     ck_line(t, "outboxd_replication_lag_seconds -1.000000");
