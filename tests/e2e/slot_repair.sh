@@ -12,7 +12,11 @@
 #      on; track_commit_timestamp off, so the boundary is [outbox]
 #      repair_column (its default, created_at); the daemon, with [postgres] on_slot_loss
 #      = repair, repairs by itself at start and streams on.
-#   3. refusals: repair of a usable slot does nothing (exit 0); repair while
+#   3. invalidated under the running daemon: SIGSTOP (it reads and
+#      confirms nothing), writers, WAL churn until the slot is lost, SIGCONT:
+#      the stream is gone, the reconnect finds the slot lost, and with
+#      on_slot_loss = repair the daemon repairs and streams on.
+#   4. refusals: repair of a usable slot does nothing (exit 0); repair while
 #      outboxd streams is refused (exit 2); without a time source it is
 #      refused (exit 2) and names both fixes.
 # Each phase's writer keeps committing while outboxd is down and after it
@@ -170,6 +174,25 @@ done
 grep -q 'repair: slot "outboxd" was missing; re-published' "$T/outboxd.log" ||
     fail "the daemon did not report its repair"
 load 100 p2c
+wait_caught_up 120
+
+step "phase 3: the slot invalidated while the daemon streams it (stalled: SIGSTOP); on_slot_loss = repair"
+kill -STOP "$OUTBOXD_PID"
+load 100 p3a # committed while the slot falls behind: read by no one
+churn_until_lost
+load 50 p3b
+kill -CONT "$OUTBOXD_PID"
+for ((i = 0; i < 600; i++)); do
+    grep -q 'repair: slot "outboxd" was invalidated (wal_status = lost); re-published' \
+        "$T/outboxd.log" && break
+    outboxd_assert_running
+    sleep 0.1
+done
+grep -q 'repair: slot "outboxd" was invalidated (wal_status = lost); re-published' "$T/outboxd.log" ||
+    fail "the daemon did not repair the slot invalidated under it"
+grep -q 'the replication slot was lost: repairing' "$T/outboxd.log" ||
+    fail "the daemon did not say it repairs a slot lost while running"
+load 50 p3c
 wait_caught_up 120
 outboxd_stop || fail "outboxd exited $OUTBOXD_RC on SIGTERM"
 
