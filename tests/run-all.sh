@@ -21,9 +21,11 @@ rm -f build/Testing/Temporary/CTestCostData.txt
 # Likewise the PostgreSQL 16-18 matrix (label pgmatrix) runs only its
 # representative subset per version here; the rest of it has the label
 # pgmatrix_full (tests/CMakeLists.txt, README "Tested PostgreSQL versions").
+# And the tests with the label full_only: copies kept out of CI for its
+# time budget, each with its reason beside it in tests/CMakeLists.txt.
 exclude=()
 if [[ "${OUTBOXD_TESTS:-}" != full ]]; then
-    exclude=(-LE 'mock_dup|pgmatrix_full')
+    exclude=(-LE 'mock_dup|pgmatrix_full|full_only')
     echo "run-all: not running the mock-broker copies of tests that run on real Kafka too" \
         "(label mock_dup; OUTBOXD_TESTS=full tests/run-all.sh runs them):"
     ctest --test-dir build -N -L mock_dup | sed -n 's/^ *Test *#[0-9]*: /  /p'
@@ -31,6 +33,9 @@ if [[ "${OUTBOXD_TESTS:-}" != full ]]; then
         "(label pgmatrix_full; OUTBOXD_TESTS=full tests/run-all.sh runs them):"
     # -FA: not the resolves ctest would add as the fixtures these need (they run).
     ctest --test-dir build -N -L pgmatrix_full -FA '.*' | sed -n 's/^ *Test *#[0-9]*: /  /p'
+    echo "run-all: not running the copies of tests left to the full run for the CI budget" \
+        "(label full_only, each says why in tests/CMakeLists.txt; OUTBOXD_TESTS=full runs them):"
+    ctest --test-dir build -N -L full_only -FA '.*' | sed -n 's/^ *Test *#[0-9]*: /  /p'
 fi
 exec ctest --test-dir build --output-on-failure --no-tests=error --no-label-summary \
     "${exclude[@]}" "$@"
