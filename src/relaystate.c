@@ -24,14 +24,20 @@
 
 /* ---- the fence (standby.h) ------------------------------------------------ */
 
+/* When the server last heard from this stream at the latest: its last
+ * status, or its start (monotonic ms). */
+static int64_t last_status_or_start(const struct relay *r)
+{
+    return r->confirm.last_status_ms > r->stream_up_ms ? r->confirm.last_status_ms
+                                                       : r->stream_up_ms;
+}
+
 /* Whether the stream is past its fence: its last status (or its start)
  * is older than fence_ms, so the server may have cut it and given the
  * slot to another instance. Read before every frame is handed on. */
 static bool past_fence(const struct relay *r)
 {
-    int64_t last = r->confirm.last_status_ms > r->stream_up_ms ? r->confirm.last_status_ms
-                                                               : r->stream_up_ms;
-    return standby_fenced(clock_mono_ms(), last, r->fence_ms);
+    return standby_fenced(clock_mono_ms(), last_status_or_start(r), r->fence_ms);
 }
 
 /* The stream is past its fence: nothing more of it goes to Kafka. Says
@@ -41,8 +47,7 @@ static bool past_fence(const struct relay *r)
 static enum step fence_stream(struct relay *r)
 {
     char a[LSN_STRLEN];
-    int64_t last = r->confirm.last_status_ms > r->stream_up_ms ? r->confirm.last_status_ms
-                                                               : r->stream_up_ms;
+    int64_t last = last_status_or_start(r);
     uint64_t inflight = r->trk ? tracker_pending_events(r->trk) : 0;
     lsn_t confirmed = r->confirm.sent_lsn ? r->confirm.sent_lsn : r->confirm.stored_lsn;
     r->fenced = true;
