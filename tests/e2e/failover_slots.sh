@@ -24,8 +24,10 @@
 # must reconnect to it by itself (never exiting) and stream from the
 # synced slot; the writers follow the same way (libpq's multi-host
 # PGHOST/PGPORT). The time from the kill to streaming again is measured.
-# After the load, outboxd drains and stops, and `outboxd verify` judges
-# against the PROMOTED server's table: 0 missing and 0 out of order;
+# After the load, outboxd drains and stops, and `outboxd verify` (and, with
+# synchronized_standby_slots, the independent consumer of lib.sh's
+# check_delivery) judges against the PROMOTED server's table: 0 missing and
+# 0 out of order;
 # duplicates are counted. Transactions the writers committed on the old
 # primary that never reached the standby are in neither the new table nor
 # Kafka; events in Kafka that the new table lacks are "unknown" to verify
@@ -84,6 +86,10 @@ if ((STANDBY_SLOTS)); then
     # does not exist there, and its logical walsenders would wait for it.
     echo "synchronized_standby_slots = '$PHYS'" >>"$T/pgdata/postgresql.conf"
 fi
+# Kafka first: the standby's slot sync worker naps longer (up to 30 s) the
+# longer it has nothing to sync, so outboxd creates its slot soon after
+# the standby starts.
+broker_start
 standby_start
 
 # From here on psql (the writers, lib.sh's helpers) and outboxd follow the
@@ -92,7 +98,6 @@ export PGHOST=127.0.0.1,127.0.0.1 PGPORT=$P1,$P2 PGTARGETSESSIONATTRS=read-write
 export PG_CONNINFO="host=127.0.0.1,127.0.0.1 port=$P1,$P2 user=postgres dbname=postgres target_session_attrs=read-write"
 info "primary 127.0.0.1:$P1, standby 127.0.0.1:$P2; conninfo: $PG_CONNINFO"
 
-broker_start
 OUTBOXD_ARGS=(--set postgres.failover=on --set postgres.retry_max_ms=1000)
 outboxd_start "${OUTBOXD_ARGS[@]}"
 assert_eq t "$(at "$P1" "SELECT failover FROM pg_replication_slots WHERE slot_name = '$SLOT'")" \
@@ -236,6 +241,9 @@ summary="PostgreSQL $(at "$P2" 'SHOW server_version'), synchronized_standby_slot
 step "summary: $summary"
 echo "$summary" >"$T/summary.txt"
 if ((STANDBY_SLOTS)); then
+    # The independent consumer too (lib.sh): every row of the promoted
+    # table arrived, nothing else, headers and per-key order.
+    check_delivery
     [[ $vrc -eq 0 ]] || { cat "$T/verify.err" >&2; fail "outboxd verify exited $vrc (0 = clean)"; }
     assert_eq 0 "$missing" "missing events"
     assert_eq 0 "$order" "order violations"
