@@ -36,6 +36,7 @@
 #include "log.h"
 #include "pgconn.h"
 #include "pgwire.h"
+#include "pubnotice.h"
 #include "replproto.h"
 #include "slotcmd.h"
 
@@ -63,7 +64,29 @@ struct stream {
     char obuf[STREAM_OBUF]; /* direct: bytes to send, olen of them */
     size_t olen;
     char *copy; /* libpq: the CopyData buffer handed out last (PQfreemem) */
+    char pub[128]; /* pgoutput: the publication streamed, "" before stream_start */
+    /* libpq: the stream error of a "skipped loading publication" notice the
+     * notice receiver saw (pubnotice.h), "" if none. */
+    char pub_skip_err[1024];
 };
+
+/* libpq's notices on the replication connection: logged like the direct
+ * reader's, and PostgreSQL 18's skipped publication kept for stream_read()
+ * to end the stream with (pubnotice.h). */
+static void on_notice(void *arg, const PGresult *r)
+{
+    struct stream *s = arg;
+    const char *text = PQresultErrorMessage(r);
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    if (s->pub[0] && !s->pub_skip_err[0] && pubnotice_is_skip(text, state ? state : "")) {
+        pubnotice_stream_error(s->pub, text, s->pub_skip_err, sizeof(s->pub_skip_err));
+        return;
+    }
+    char line[768];
+    snprintf(line, sizeof(line), "%s", text ? text : "");
+    line[strcspn(line, "\n")] = '\0';
+    log_warn("server notice: %s", line);
+}
 
 struct stream *stream_connect(const char *conninfo, char *err, size_t errlen)
 {
@@ -81,6 +104,7 @@ struct stream *stream_connect(const char *conninfo, char *err, size_t errlen)
         stream_close(s);
         return NULL;
     }
+    PQsetNoticeReceiver(s->conn, on_notice, s);
     return s;
 }
 
@@ -463,10 +487,18 @@ static int direct_other(struct stream *s, const struct pgwire_msg *m, const char
 {
     char text[768];
     switch (m->type) {
-    case 'N':
-        pgwire_error_text(m->body, m->len, text, sizeof(text), (char[6]){0});
+    case 'N': {
+        char state[6] = {0};
+        pgwire_error_text(m->body, m->len, text, sizeof(text), state);
+        if (s->pub[0] && pubnotice_is_skip(text, state)) {
+            /* Nothing after it is read: the slot is not confirmed past the
+             * changes the server skipped (pubnotice.h). */
+            pubnotice_stream_error(s->pub, text, err, errlen);
+            return -1;
+        }
         log_warn("server notice: %s", text);
         return 0;
+    }
     case 'S': /* ParameterStatus */
     case 'A': /* NotificationResponse */
         return 0;
@@ -590,6 +622,9 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
         pgconn_message(s->conn, NULL, NULL, "START_REPLICATION", err, errlen);
         return -1;
     }
+    snprintf(s->pub, sizeof(s->pub), "%s",
+             t->plugin == PLUGIN_PGOUTPUT && t->publication ? t->publication : "");
+    s->pub_skip_err[0] = '\0';
     /* Only libpq can read an encrypted connection's bytes. */
     s->direct = t->direct_read && !PQsslInUse(s->conn) && !PQgssEncInUse(s->conn);
     if (s->direct) return start_direct(s, sql, err, errlen);
@@ -714,6 +749,13 @@ int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen
             return -1;
         }
         n = PQgetCopyData(s->conn, buf, 1);
+    }
+    if (s->pub_skip_err[0]) {
+        /* The notice came before this message: nothing from here on. */
+        if (n > 0) PQfreemem(*buf);
+        *buf = NULL;
+        snprintf(err, errlen, "%s", s->pub_skip_err);
+        return -1;
     }
     if (n > 0) {
         s->copy = *buf;

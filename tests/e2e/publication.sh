@@ -8,8 +8,10 @@
 #     committed meanwhile (as the message says): verify lists them missing.
 #  2. DROP + CREATE PUBLICATION (with a change in between) and a restart:
 #     the stream fails with "publication does not exist" although the
-#     publication exists: outboxd exits 1 within seconds with the
-#     explanation; the fix it names (pg_replication_slot_advance) works.
+#     publication exists (PostgreSQL 18: the server only warns "skipped
+#     loading publication" and goes on, and outboxd ends the stream at that
+#     notice): outboxd exits 1 within seconds with the explanation; the fix
+#     it names (pg_replication_slot_advance) works.
 #  3. Streams that start and die at once (the walsender killed every 0.5 s)
 #     while events flow: the backoff grows (attempt numbers never start over,
 #     few connections in 12 s), /readyz never says ready meanwhile; once the
