@@ -2,6 +2,7 @@
 # Server-side set-up mistakes end before streaming, with the exit code the
 # interface promises and a message that names the problem and the fix:
 #  - message.max.bytes above queue.buffering.max.kbytes * 1024: exit 2;
+#  - [postgres] failover = on below PostgreSQL 17: exit 2, no slot created;
 #  - an existing slot made with another plugin than configured: exit 2;
 #  - the publication missing (pgoutput): exit 1;
 #  - the slot missing with create_slot = false: exit 1;
@@ -33,6 +34,17 @@ expect_exit() {
 # between the two would pass the size check and then wait for ever
 expect_exit 2 'message.max.bytes = 20000000 is larger than queue.buffering.max.kbytes = 16384' \
     --set kafka.message.max.bytes=20000000
+
+# [postgres] failover = on needs failover slots (PostgreSQL 17): below 17
+# it is exit 2 naming the server's version, before any slot is created
+major=$(psql_q "SELECT current_setting('server_version_num')::int / 10000")
+if ((major < 17)); then
+    OUTBOXD_TEST_PLUGIN=pgoutput OUTBOXD_SLOT=failover_on \
+        expect_exit 2 "failover = on, but the server is PostgreSQL $major: failover slots need PostgreSQL 17 or later" \
+        --set postgres.failover=on
+    assert_sql "SELECT count(*) = 0 FROM pg_replication_slots WHERE slot_name = 'failover_on'" \
+        "no slot was created"
+fi
 
 psql_q "SELECT pg_create_logical_replication_slot('made_by_pgoutput', 'pgoutput')" >/dev/null
 before=$(psql_q "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'made_by_pgoutput'")
