@@ -19,19 +19,23 @@ static bool table_has(const struct ck *k, const char *name)
     return false;
 }
 
-/* How many rows were deleted from the outbox table since the statistics
- * were reset (pg_stat_user_tables.n_tup_del), -1 when unknown. */
-static long long rows_deleted(struct ck *k)
+/* Rows inserted into and deleted from the outbox table since the
+ * statistics were reset (pg_stat_user_tables). False when unknown. */
+static bool row_counts(struct ck *k, long long *inserted, long long *deleted)
 {
     char err[1024];
     const char *params[] = {k->oid};
     PGresult *r = ck_query(k,
-                           "SELECT n_tup_del FROM pg_catalog.pg_stat_user_tables "
+                           "SELECT n_tup_ins, n_tup_del FROM pg_catalog.pg_stat_user_tables "
                            "WHERE relid = $1::oid",
                            1, params, err, sizeof(err));
-    long long n = r && PQntuples(r) == 1 ? atoll(PQgetvalue(r, 0, 0)) : -1;
+    bool ok = r && PQntuples(r) == 1;
+    if (ok) {
+        *inserted = atoll(PQgetvalue(r, 0, 0));
+        *deleted = atoll(PQgetvalue(r, 0, 1));
+    }
     PQclear(r);
-    return n;
+    return ok;
 }
 
 /* Whether [outbox] repair_column was set (file, environment, --set), not
@@ -94,17 +98,23 @@ void check_repairable(struct ck *k)
     }
     const char *how = time_source(k, what, src, sizeof(src));
     if (!how) return;
-    long long deleted = k->table_ok ? rows_deleted(k) : -1;
-    if (deleted > 0) {
+    /* Most inserted rows deleted: the application deletes after insert (or
+     * keeps rows only briefly), and a lost slot's events are gone with them.
+     * A few deletes (a retention that removes old rows) are fine. */
+    long long ins = 0, del = 0;
+    bool known = k->table_ok && row_counts(k, &ins, &del);
+    if (known && del > 0 && del * 2 > ins) {
         ck_report(k, CHECK_WARN, what,
-                  "keep outbox rows longer than a slot loss may take to repair (delete only "
-                  "rows older than a retention period, e.g. a day)",
-                  "rows are deleted from the outbox table (%lld since the statistics were "
-                  "reset): outboxd repair can re-publish only rows still there; %s; "
-                  "on_slot_loss = %s",
-                  deleted, how, c->pg_on_slot_loss);
+                  "keep outbox rows longer than a slot loss may take to notice and repair "
+                  "(delete only rows older than a retention period, e.g. a day)",
+                  "most rows are deleted from the outbox table (%lld of %lld inserted since "
+                  "the statistics were reset): outboxd repair can re-publish only rows "
+                  "still there; %s; on_slot_loss = %s",
+                  del, ins, how, c->pg_on_slot_loss);
         return;
     }
-    ck_report(k, CHECK_OK, what, NULL, "rows are kept%s; %s; on_slot_loss = %s",
-              deleted < 0 ? " (deletes not known)" : "", how, c->pg_on_slot_loss);
+    char kept[96] = " (deletes not known)";
+    if (known) snprintf(kept, sizeof(kept), " (%lld of %lld inserted deleted)", del, ins);
+    ck_report(k, CHECK_OK, what, NULL, "rows are kept%s; %s; on_slot_loss = %s", kept, how,
+              c->pg_on_slot_loss);
 }

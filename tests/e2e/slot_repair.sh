@@ -72,7 +72,7 @@ check_line() {
 step "phase 1: the slot invalidated while outboxd is stopped"
 outboxd_start
 check_line ok
-grep -qE '^ok +gap repair.*rows are kept; track_commit_timestamp = on' "$T/check.out" ||
+grep -qE '^ok +gap repair.*rows are kept \(0 of [0-9]+ inserted deleted\); track_commit_timestamp = on' "$T/check.out" ||
     fail "check does not say the rows are kept and commit timestamps are tracked"
 load 200 p1a
 sleep 3 # p1a ends more than repair_margin (1 s) before the last ACKed commit
@@ -205,12 +205,12 @@ faults_verify "$rows" "$messages"
 info "$rows events, $messages messages: $VERIFY_NOTE"
 
 step "an outbox whose rows are deleted: check warns that repair cannot bring them back"
-psql_q "DELETE FROM public.outbox_events WHERE aggregate_id LIKE 'p2c-%'" >/dev/null
+psql_q "DELETE FROM public.outbox_events WHERE aggregate_id NOT LIKE 'p1a-%'" >/dev/null
 for ((i = 0; i < 50; i++)); do
     [[ $(psql_q "SELECT n_tup_del > 0 FROM pg_stat_user_tables WHERE relid = 'public.outbox_events'::regclass") == t ]] && break
     sleep 0.2
 done
 check_line warn
-grep -qE 'rows are deleted from the outbox table' "$T/check.out" ||
+grep -qE 'most rows are deleted from the outbox table' "$T/check.out" ||
     fail "check does not say the rows are deleted"
 e2e_pass
