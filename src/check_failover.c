@@ -435,6 +435,7 @@ static int conninfo_hosts(const struct ck *k, struct pghost *hosts, bool *read_w
         if (!strcmp(o->keyword, "port")) port = o->val;
         if (!strcmp(o->keyword, "target_session_attrs")) tsa = o->val;
     }
+    if (!tsa || !*tsa) tsa = getenv("PGTARGETSESSIONATTRS"); /* libpq's default */
     *read_write = tsa && (!strcmp(tsa, "read-write") || !strcmp(tsa, "primary"));
     int n = pghosts_split(host, addr, port, hosts, PGHOSTS_MAX, err, errlen);
     PQconninfoFree(opts);

@@ -157,6 +157,20 @@ fi
 grep -qE "^ok +standby 127.0.0.1:$P2" "$T/check.out" ||
     fail "check: the standby at 127.0.0.1:$P2 was not found ready for failover"
 
+# A listed server that does not answer, and a list without
+# target_session_attrs (nor PGTARGETSESSIONATTRS): said, not hidden.
+dead=$(_free_port)
+env -u PGTARGETSESSIONATTRS "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" \
+    --set "postgres.conninfo=host=127.0.0.1,127.0.0.1,127.0.0.1 port=$P1,$P2,$dead user=postgres dbname=postgres" \
+    >"$T/check2.out" 2>&1 || true
+grep -iE 'failover|standby' "$T/check2.out" >&2 || true
+grep -qE "^warn +standby 127.0.0.1:$dead: not reachable, so not checked" "$T/check2.out" ||
+    fail "check: no warning for the listed server that does not answer"
+grep -qE "^ok +standby 127.0.0.1:$P2: " "$T/check2.out" ||
+    fail "check: the standby is not checked beside an unreachable server"
+grep -qE '^FAIL +standbys: \[postgres\] conninfo lists 3 servers without target_session_attrs' "$T/check2.out" ||
+    fail "check: no FAIL for several servers without target_session_attrs"
+
 # ---------------------------------------------------------------- failover
 
 # The standby falls behind (the primary's walsender to it stopped for LAG_S
