@@ -205,6 +205,11 @@ static bool replace_failed_client(struct relay *r, const char *err)
     r->txn_discard = true;
     producer_txn_discard(r->prod);
     r->txn_discard = false;
+    /* A commit of the old client may have completed at the broker after it
+     * gave up waiting (all brokers down during commit_transaction): the
+     * position is read again from the progress topic, after the new
+     * client's init_transactions has finished or aborted it. */
+    r->kt.have_committed = false;
     return true;
 }
 
@@ -286,7 +291,11 @@ static enum step abort_open(struct relay *r, int wait_ms)
     r->txn_discard = true;
     if (producer_txn_open(r->prod)) {
         rc = producer_txn_abort(r->prod, wait_ms, err, sizeof(err));
-        if (rc == PRODUCER_TXN_FATAL && replace_failed_client(r, err)) rc = PRODUCER_TXN_OK;
+        /* Any failed abort, fatal or not (after a commit_transaction that
+         * timed out, librdkafka refuses the abort with _CONFLICT: the commit
+         * is still in progress), is left to a new client, whose
+         * init_transactions settles what this one left open. */
+        if (rc != PRODUCER_TXN_OK && replace_failed_client(r, err)) rc = PRODUCER_TXN_OK;
         if (rc != PRODUCER_TXN_OK) log_error("%s (transactional.id %s)", err, r->txn_id);
     }
     int64_t until = clock_mono_ms() + wait_ms;
