@@ -118,6 +118,10 @@ int stream_plugin_allowed(struct stream *s, const char *plugin, char *err, size_
 /* SHOW name (a setting outboxd names, not user input) into out. Returns 0
  * or -1 with err (the SQLSTATE in stream_sqlstate(): 42704, no such
  * setting). */
+/* Whether the server has a standby to fail over to: a physical slot, or a
+ * walsender streaming to one (pg_stat_replication). 0, or -1 with err. */
+int stream_has_standby(struct stream *s, bool *has, char *err, size_t errlen);
+
 int stream_show(struct stream *s, const char *name, char *out, size_t outlen, char *err,
                 size_t errlen);
 

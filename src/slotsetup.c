@@ -181,13 +181,18 @@ static enum step read_sender_timeout(struct slot_setup *s)
 /* A failover slot, but the primary's synchronized_standby_slots is empty:
  * the walsender may send outboxd changes no standby has yet, so a promoted
  * standby can lack events already in Kafka. Said once per process (every
- * reconnect asks again, quietly); outboxd check says it too. */
+ * reconnect asks again, quietly), and only when the server has a standby
+ * (a physical slot or a streaming walsender); outboxd check says it too. */
 static void warn_standby_slots(struct slot_setup *s)
 {
     static bool warned;
     char v[512], err[512];
+    bool standby = false;
+    /* A primary with no standby has nothing to fail over to: no warning on
+     * every start of a standalone server under failover = auto. */
     if (warned || stream_show(s->st, "synchronized_standby_slots", v, sizeof(v), err,
-                              sizeof(err)) != 0 || v[0])
+                              sizeof(err)) != 0 || v[0] ||
+        stream_has_standby(s->st, &standby, err, sizeof(err)) != 0 || !standby)
         return;
     warned = true;
     log_warn("replication slot \"%s\" is a failover slot, but this primary's "

@@ -650,6 +650,19 @@ int stream_show(struct stream *s, const char *name, char *out, size_t outlen, ch
     return 0;
 }
 
+int stream_has_standby(struct stream *s, bool *has, char *err, size_t errlen)
+{
+    PGresult *r = run(s,
+                      "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots "
+                      "WHERE slot_type = 'physical') OR EXISTS (SELECT 1 FROM "
+                      "pg_catalog.pg_stat_replication)",
+                      PGRES_TUPLES_OK, "looking for standbys", err, errlen);
+    if (!r) return -1;
+    *has = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    return 0;
+}
+
 int stream_sender_timeout(struct stream *s, int64_t *ms, char *err, size_t errlen)
 {
     /* The session's own value: wal_sender_timeout may be set per role or
