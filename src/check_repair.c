@@ -11,14 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Whether the outbox table has column name. */
-static bool table_has(const struct ck *k, const char *name)
-{
-    for (int i = 0; i < k->ncols; i++)
-        if (strcmp(k->cols[i].name, name) == 0) return true;
-    return false;
-}
-
 /* Rows inserted into and deleted from the outbox table since the
  * statistics were reset (pg_stat_user_tables). False when unknown. */
 static bool row_counts(struct ck *k, long long *inserted, long long *deleted)
@@ -63,10 +55,10 @@ static const char *time_source(struct ck *k, const char *what, char *buf, size_t
     PQclear(r);
     if (on) return "track_commit_timestamp = on (rows by their commit time)";
     const char *col = c->outbox_repair_column;
-    if (col && *col && k->table_ok && !table_has(k, col) && !column_set_explicitly(c))
+    if (col && *col && k->table_ok && !ck_find_col(k, col) && !column_set_explicitly(c))
         col = NULL;
     if (col && *col) {
-        if (k->table_ok && !table_has(k, col)) {
+        if (k->table_ok && !ck_find_col(k, col)) {
             ck_report(k, CHECK_FAIL, what, "set [outbox] repair_column to a column of the table",
                       "[outbox] repair_column = %s: the outbox table has no such column",
                       c->outbox_repair_column);

@@ -18,6 +18,7 @@
 #include "offset.h"
 #include "outbox.h"
 #include "pgconn.h"
+#include "polldb.h"
 #include "producer.h"
 #include "repairplan.h"
 #include "resume.h"
@@ -58,18 +59,15 @@ struct repair {
 
 /* ---- statements on the normal connection ---- */
 
-/* Runs sql with params; the result when its status is expect, else NULL
- * after logging what (the caller PQclears). */
+/* Runs sql with params (polldb_exec()); the result when its status is
+ * expect, else NULL after logging what failed (the caller PQclears). */
 static PGresult *db_exec(struct repair *r, const char *what, const char *sql, int n,
                          const char *const *params, ExecStatusType expect)
 {
-    PGresult *res = PQexecParams(r->db, sql, n, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) == expect) return res;
-    char msg[1024];
-    pgconn_message(r->db, res, r->c->pg_conninfo, what, msg, sizeof(msg));
-    log_error("repair: %s", msg);
-    PQclear(res);
-    return NULL;
+    struct polldb_error e;
+    PGresult *res = polldb_exec(r->db, r->c->pg_conninfo, what, sql, n, params, expect, &e);
+    if (!res) log_error("repair: %s: %s", what, e.msg);
+    return res;
 }
 
 /* One value of a one-row query into out (NULL: ""). 0, or -1 logged. */
