@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install and the systemd recipe (README, "systemd"):
-#  - the README's commands, run as root as written (no sudo in them), with
+# Install and the systemd recipe (deploy/README.md, "systemd"):
+#  - that section's commands, run as root as written (no sudo in them), with
 #    /etc and /usr/local moved under $T/root and the systemctl line left
 #    out: `cmake --install` puts the binary (0755), the unit, the SQL files
 #    and the sample configuration (0644) in place, the installed unit's
@@ -11,7 +11,7 @@
 #    dynamic-user range; DynamicUser=yes) without supplementary groups, in
 #    its WorkingDirectory = StateDirectory owned by that uid with
 #    StateDirectoryMode, under its UMask: the daemon reads the ini the
-#    README installed, streams, delivers, writes its offset file there
+#    recipe installed, streams, delivers, writes its offset file there
 #    (0600), reloads on the unit's ExecReload command and exits 0 on
 #    SIGTERM.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -29,10 +29,10 @@ unit_value() { sed -n "s/^$1=//p" "$UNIT" | tail -n 1; }
 # mode_of FILE: octal mode.
 mode_of() { stat -c %a "$1"; }
 
-step "the README's systemd commands, as root, under $R"
+step "deploy/README.md's systemd commands, as root, under $R"
 awk '/^### systemd$/ { s = 1 } s && /^```sh$/ { c = 1; next } c && /^```$/ { exit } c' \
-    "$E2E_SRC_DIR/README.md" >"$T/recipe.sh"
-[[ -s "$T/recipe.sh" ]] || fail "no sh block in the README's systemd section"
+    "$E2E_SRC_DIR/deploy/README.md" >"$T/recipe.sh"
+[[ -s "$T/recipe.sh" ]] || fail "no sh block in deploy/README.md's systemd section"
 cat "$T/recipe.sh" >&2
 grep -Eq '(^|[;&|] *)sudo ' "$T/recipe.sh" && fail "the recipe uses sudo (minimal images have none)"
 grep -q '^systemctl daemon-reload && systemctl enable --now outboxd' "$T/recipe.sh" ||
