@@ -2,7 +2,7 @@
 # tests/e2e/failover_repair.sh - a PostgreSQL 15 primary fails over to a
 # standby that has no copy of the slot (no failover slots before 17), and
 # outboxd closes the gap by itself with [postgres] on_slot_loss = repair
-# (README "Gap repair"), on a real Kafka broker.
+# (deploy/README.md "Gap repair"), on a real Kafka broker.
 #
 # A primary (track_commit_timestamp = on) and a physical streaming standby
 # (standby_lib.sh); outboxd's conninfo names both with
@@ -20,7 +20,7 @@
 # is asynchronous) are in neither the new table nor, unless outboxd had
 # sent them, Kafka: such events are "unknown" to verify and reported as
 # their own figure, not failed (no setting of outboxd can bring back what
-# the promoted server does not have; README); so are the order violations
+# the promoted server does not have; deploy/README.md); so are the order violations
 # that follow from them (the writers reuse those events' aggregate
 # versions), while order is judged in a run without them.
 : "${WRITERS:=3}"
@@ -105,6 +105,6 @@ assert_eq 0 "$V_MISSING" "missing events"
 if ((V_UNKNOWN == 0)); then
     assert_eq 0 "$V_ORDER" "order violations"
 else
-    info "the old primary published $V_UNKNOWN events the promoted server does not have (asynchronous replication, README \"Gap repair\"); order violations $V_ORDER, reported, not judged: $(jq -c '.order_examples[:3]' "$T/verify.json")"
+    info "the old primary published $V_UNKNOWN events the promoted server does not have (asynchronous replication, deploy/README.md \"Gap repair\"); order violations $V_ORDER, reported, not judged: $(jq -c '.order_examples[:3]' "$T/verify.json")"
 fi
 e2e_pass

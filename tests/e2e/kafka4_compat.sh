@@ -57,7 +57,7 @@ done
 say "Kafka $version with librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?'): case seen:"
 for r in "${results[@]}"; do say "  $r"; done
 if [[ "${results[*]}" == *FAILS* ]]; then
-    say "RESULT: partly incompatible (reported, not a CI failure: README, \"About the broker in tests\")"
+    say "RESULT: partly incompatible (reported, not a CI failure: tests/README.md, \"About the broker in tests\")"
 else
     say "RESULT: all $ran parts work on Kafka $version"
 fi

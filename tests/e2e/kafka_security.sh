@@ -5,7 +5,7 @@
 # broker's certificate (SAN IP:127.0.0.1) are made with openssl here; the
 # broker reads them as PEM (ssl.keystore.type = PEM); the SCRAM credential
 # is added when the storage is formatted. E2E_KAFKA=real always.
-#  1. TLS: outboxd with the README's settings delivers every event.
+#  1. TLS: outboxd with deploy/README.md's settings delivers every event.
 #  2. SASL_SSL with SCRAM-SHA-512: the same; the password appears in no
 #     output (log, outboxd check, /metrics).
 #  3. a wrong password: exit 2 with a line naming the authentication

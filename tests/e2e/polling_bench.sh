@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Polling mode throughput (not part of ctest; the figures in the README):
+# Polling mode throughput (not part of ctest; the figures in sql/README.md, Polling mode figures):
 #  1. a backlog of BENCH_EVENTS events over BENCH_KEYS aggregates, on top of
 #     BENCH_SENT old SENT rows, drained by 1 relay and then (new backlog) by
 #     3 relays;
