@@ -53,6 +53,7 @@
 #include "latency.h"
 #include "metrics.h"
 #include "outbox.h"
+#include "outboxset.h"
 #include "producer.h"
 #include "replproto.h"
 #include "sink.h"
@@ -61,7 +62,7 @@
 
 struct changes {
     const struct config *cfg;
-    struct outbox_map *map; /* borrowed */
+    struct outbox_set *outboxes; /* borrowed: the tables, the map of each */
     struct decoder *dec;    /* borrowed; replaced on every stream */
     struct tracker *trk;    /* borrowed; set by changes_start() */
     struct metrics *met;    /* borrowed */
@@ -91,7 +92,7 @@ struct changes {
 
 /* Sets c up; met's latency pointers are set to c's histograms. Free with
  * changes_free(). */
-void changes_init(struct changes *c, const struct config *cfg, struct outbox_map *map,
+void changes_init(struct changes *c, const struct config *cfg, struct outbox_set *outboxes,
                   struct metrics *met, struct sink out);
 void changes_free(struct changes *c);
 

@@ -41,6 +41,12 @@ struct ck {
 
     /* configuration */
     bool config_ok;
+    /* The outbox section the per-table checks look at (ck_select()); label
+     * "[outbox.NAME]" is added to their lines when there are named
+     * sections, else NULL. */
+    const struct outbox_spec *spec;
+    const char *label;
+    char labelbuf[160];
     struct outbox_map map;
     bool map_ok;
     char *tcols[MAX_TEMPLATE_COLUMNS];

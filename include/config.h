@@ -3,6 +3,10 @@
  *
  * Precedence: --set section.key=value > OUTBOXD_<SECTION>_<KEY> environment
  * variable (upper case, dots as '_') > file > built-in default.
+ * A named outbox section [outbox.NAME] is --set outbox.NAME.key=value and
+ * OUTBOXD_OUTBOX_<NAME>_<KEY> (NAME upper-cased, '-' as '_'; it matches
+ * the file's section case-insensitively, or makes the section, in lower
+ * case, when the file has none).
  * [kafka] keys are not interpreted: they go to librdkafka as they are, on
  * top of outboxd's own defaults (enable.idempotence=true, acks=all,
  * partitioner=murmur2_random).
@@ -15,6 +19,7 @@
 #include <stdint.h>
 
 #include "outbox.h"
+#include "outboxset.h"
 
 /* [errors] policy: what to do with an event that cannot be published. */
 enum { ERRORS_HALT = 0, ERRORS_DLQ = 1 };
@@ -36,6 +41,7 @@ enum config_source {
     CONFIG_SRC_SET,
     CONFIG_SRC_SECRET_FILE, /* read from password_file / sasl.password_file */
     CONFIG_SRC_PRESET,      /* [outbox] preset's value for a key not set otherwise */
+    CONFIG_SRC_INHERITED,   /* [outbox.NAME]: the value set in the plain [outbox] */
 };
 
 /* "default", "file", "environment", "--set", "secret file". */
@@ -72,6 +78,34 @@ bool config_kafka_key_secret(const char *key);
 
 #define CONFIG_MAX_KEYS 64
 
+/* One outbox section, [outbox] or [outbox.NAME]: everything that is per
+ * table (the table, its column mapping, topic template, headers, ...).
+ *
+ * With no [outbox.NAME] section the plain [outbox] is the one table, as
+ * it always was. With named sections every [outbox.NAME] is a table, and
+ * a key set in [outbox] (file, environment, --set) is the default of
+ * every named section that does not set it itself, preset included; the
+ * plain section's table must then be unset. A key's value in a named
+ * section: set in the section > set in [outbox] > the section's preset >
+ * built-in default. */
+struct outbox_spec {
+    char *name; /* NAME of [outbox.NAME]; NULL: the plain [outbox]. Owned. */
+    /* Where each [outbox] key (by config_key_at() index) came from. */
+    unsigned char source[CONFIG_MAX_KEYS];
+    int preset; /* OUTBOX_PRESET_*: sets the defaults of the keys below */
+    char *table;
+    char *topic;
+    char *columns[OC__COUNT];
+    char *headers;   /* FIELD[:NAME], ... (outbox_map_set_headers()) */
+    char *placement; /* COLUMN:header[:NAME], ...; NULL: none */
+    bool tombstone_on_empty; /* an empty payload: a null value */
+    char *span_column;       /* tracing span-context column; NULL: none */
+    char *value_converter;   /* "string" or "json" (outbox_map_set_value_json()) */
+    char *repair_column;     /* repair's time column when track_commit_timestamp
+                              * is off (e.g. created_at); NULL: none */
+    int64_t repair_margin_ms; /* repair re-sends from this much before the boundary */
+};
+
 struct kv {
     char *key;   /* owned */
     char *value; /* owned */
@@ -104,19 +138,13 @@ struct config {
     int64_t pg_halt_linger_ms;    /* halt: /readyz and /metrics say so this long,
                                    * then exit 2 */
 
-    /* [outbox] */
-    int outbox_preset; /* OUTBOX_PRESET_*: sets the defaults of the keys below */
-    char *outbox_table;
-    char *outbox_topic;
-    char *outbox_columns[OC__COUNT];
-    char *outbox_headers;   /* FIELD[:NAME], ... (outbox_map_set_headers()) */
-    char *outbox_placement; /* COLUMN:header[:NAME], ...; NULL: none */
-    bool outbox_tombstone_on_empty; /* an empty payload: a null value */
-    char *outbox_span_column;       /* tracing span-context column; NULL: none */
-    char *outbox_value_converter;   /* "string" or "json" (outbox_map_set_value_json()) */
-    char *outbox_repair_column;     /* repair's time column when track_commit_timestamp
-                                     * is off (e.g. created_at); NULL: none */
-    int64_t outbox_repair_margin_ms; /* repair re-sends from this much before the boundary */
+    /* [outbox]: the one outbox table when there are no [outbox.NAME]
+     * sections; with them, the defaults every named section inherits (its
+     * table key must then be unset). Use config_outbox_at(). */
+    struct outbox_spec outbox;
+    /* [outbox.NAME] sections, in order of first appearance; owned. */
+    struct outbox_spec *outboxes;
+    size_t noutboxes;
 
     /* [kafka]: in order of first appearance; later sets replace values. */
     struct kv *kafka;
@@ -160,12 +188,31 @@ struct config {
     char *poll_notify_channel;          /* LISTEN channel */
 };
 
-/* Fills c with the built-in defaults. Returns 0, -1 on out of memory. */
-/* Builds the outbox map the [outbox] section describes (table, columns,
- * topic template, headers) into m. 0, or -1 with the reason in err. The
- * caller frees m with outbox_map_free(). */
-int config_outbox_map(const struct config *c, struct outbox_map *m, char *err, size_t errlen);
+/* The outbox sections in use: the [outbox.NAME] sections in the order
+ * they first appeared, or the plain [outbox] when there are none. */
+size_t config_outbox_count(const struct config *c);
+const struct outbox_spec *config_outbox_at(const struct config *c, size_t i);
 
+/* The index of the section in use named name (NULL or "": the only one,
+ * or the plain [outbox]), or -1 with a reason in err naming the sections. */
+int config_outbox_find(const struct config *c, const char *name, char *err, size_t errlen);
+
+/* "[outbox]" or "[outbox.NAME]" into buf; returns buf. */
+const char *config_outbox_label(const struct outbox_spec *s, char *buf, size_t buflen);
+
+/* Builds the outbox map section s describes (table, columns, topic
+ * template, headers) into m. 0, or -1 with the reason in err (naming the
+ * section). The caller frees m with outbox_map_free(). */
+int config_outbox_map(const struct outbox_spec *s, struct outbox_map *m, char *err,
+                      size_t errlen);
+
+/* The maps of every section in use, in config_outbox_at() order, into
+ * set (outbox_set_init()). 0, or -1 with err. The caller frees set with
+ * outbox_set_free(). */
+int config_outbox_set(const struct config *c, struct outbox_set *set, char *err,
+                      size_t errlen);
+
+/* Fills c with the built-in defaults. Returns 0, -1 on out of memory. */
 int config_init(struct config *c);
 void config_free(struct config *c);
 
@@ -208,6 +255,10 @@ int config_load_secrets(struct config *c, char *err, size_t errlen);
 /* The value of key i as a file would say it (durations with their unit,
  * "" when unset), secrets masked, into out. Returns out. */
 const char *config_key_value(const struct config *c, size_t i, char *out, size_t outlen);
+
+/* The same for an [outbox] key (section "outbox") of outbox section s. */
+const char *config_outbox_key_value(const struct outbox_spec *s, size_t i, char *out,
+                                    size_t outlen);
 
 /* True when the file loaded set a key holding a secret (a conninfo with a
  * password, a [kafka] secret property). */

@@ -53,7 +53,9 @@ struct monitor_config {
     int interval_ms;  /* slot query period (> 0) */
     int heartbeat_ms; /* 0: no heartbeat */
     const char *publication; /* NULL: no publication check (wal2json) */
-    const char *schema, *table; /* the outbox table, for the check */
+    /* The outbox tables, for the check: text[] literals of their schemas
+     * and names, in the same order (outbox_set_array()). */
+    const char *schemas, *tables;
 };
 
 /* What one monitor_step() found out. */
@@ -67,7 +69,7 @@ struct monitor_report {
     bool pub_answer;     /* a publication check was answered (fields below) */
     bool pub_found;      /* ... the publication exists */
     bool pub_insert;     /* ... it publishes inserts */
-    bool pub_member;     /* ... the outbox table is in it */
+    bool pub_member;     /* ... every outbox table is in it */
     lsn_t pub_lsn;       /* ... all of this holds for commits before this LSN */
     bool failed;         /* a connection or query failed (logged) */
     bool server_stopping; /* ... because the server is shutting down */

@@ -59,7 +59,9 @@ enum relay_state {
 struct relay {
     const struct config *cfg;
     volatile sig_atomic_t *stop;
-    struct outbox_map map;
+    struct outbox_set outboxes; /* the outbox tables (config_outbox_set()) */
+    char *tables;               /* "schema.table, ..." of them, for messages */
+    char *pub_schemas, *pub_tables; /* their text[] literals (monitor.h) */
     struct decoder *dec;
     struct tracker *trk;
     struct producer *prod;

@@ -20,7 +20,7 @@
 struct slot_setup {
     /* In: */
     const struct config *cfg;
-    const struct outbox_map *map;
+    const struct outbox_set *outboxes;
     bool pub_capped;            /* pgoutput: publication membership is proven */
     bool pub_missing_on_stream; /* the last stream failed on a missing publication */
     bool streamed;              /* a stream ran before (the tracker exists) */

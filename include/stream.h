@@ -12,6 +12,7 @@
 
 #include "decoder.h"
 #include "lsn.h"
+#include "outboxset.h"
 #include "slotcmd.h" /* struct slot_create_opts */
 
 struct stream;
@@ -97,8 +98,7 @@ struct stream_target {
     const char *slot;
     const char *publication; /* pgoutput */
     bool messages;           /* pgoutput: also logical messages (heartbeats) */
-    const char *schema;      /* wal2json: server-side filter on the outbox */
-    const char *table;
+    const struct outbox_set *outboxes; /* wal2json: server-side filter on the outbox tables */
     bool direct_read; /* read the socket itself unless encrypted (stream.c) */
 };
 

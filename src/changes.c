@@ -12,12 +12,12 @@
 #include "log.h"
 #include "monitor.h"
 
-void changes_init(struct changes *c, const struct config *cfg, struct outbox_map *map,
+void changes_init(struct changes *c, const struct config *cfg, struct outbox_set *outboxes,
                   struct metrics *met, struct sink out)
 {
     memset(c, 0, sizeof(*c));
     c->cfg = cfg;
-    c->map = map;
+    c->outboxes = outboxes;
     c->met = met;
     c->out = out;
     deadletter_init(&c->dlq, cfg, met, out);
@@ -223,14 +223,15 @@ static enum step on_insert(struct changes *c, const struct repl_msg *m)
 {
     char err[512];
     const struct relation *rel = m->u.tuple.rel;
-    if (!outbox_is_table(c->map, rel)) return STEP_OK;
+    int which = outbox_set_find(c->outboxes, rel);
+    if (which < 0) return STEP_OK;
     if (c->cur_seq == 0) {
         log_error("protocol error: INSERT into %s.%s outside a transaction", rel->nspname,
                   rel->relname);
         return STEP_FATAL;
     }
     if (skip_event(c)) return STEP_OK;
-    int built = outbox_event_build(c->map, rel, m->u.tuple.values, m->u.tuple.nvalues,
+    int built = outbox_event_build(&c->outboxes->maps[which], rel, m->u.tuple.values, m->u.tuple.nvalues,
                                    c->cur_commit_lsn, &c->ev, err, sizeof(err));
     if (tracker_event_sent(c->trk, c->cur_seq, &c->cur_tag) != 0) {
         log_error("internal: event outside a transaction");

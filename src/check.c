@@ -49,6 +49,52 @@ bad:
     return -1;
 }
 
+/* ---- the outbox section the per-table checks look at ---- */
+
+/* Frees what the per-table checks found for the section before. */
+static void ck_unselect(struct ck *k)
+{
+    ck_free_cols(k);
+    for (int i = 0; i < k->ntcols; i++)
+        free(k->tcols[i]);
+    k->ntcols = 0;
+    if (k->map_ok) outbox_map_free(&k->map);
+    k->map_ok = false;
+    k->table_exists = k->can_select = k->table_ok = false;
+    k->relkind = 0;
+    k->oid[0] = '\0';
+    k->label = NULL;
+}
+
+/* Makes outbox section i (config_outbox_at()) the one the per-table
+ * checks look at: its map and topic template columns. Returns false when
+ * its map does not build (the per-table checks then skip); err says why. */
+static bool ck_select(struct ck *k, size_t i, char *err, size_t errlen)
+{
+    ck_unselect(k);
+    k->spec = config_outbox_at(k->cfg, i);
+    if (k->spec->name) k->label = config_outbox_label(k->spec, k->labelbuf, sizeof(k->labelbuf));
+    k->map_ok = config_outbox_map(k->spec, &k->map, err, errlen) == 0;
+    if (!k->map_ok) return false;
+    k->ntcols = check_template_columns(k->spec->topic, k->tcols, MAX_TEMPLATE_COLUMNS);
+    if (k->ntcols >= 0) return true;
+    k->ntcols = 0;
+    snprintf(err, errlen, "%s topic uses more than %d columns",
+             config_outbox_label(k->spec, (char[160]){0}, 160), MAX_TEMPLATE_COLUMNS);
+    return true;
+}
+
+/* Runs check on every outbox section in turn. */
+static void for_each_outbox(struct ck *k, void (*check)(struct ck *))
+{
+    char err[1024];
+    for (size_t i = 0; i < config_outbox_count(k->cfg); i++) {
+        ck_select(k, i, err, sizeof(err));
+        check(k);
+    }
+    k->label = NULL;
+}
+
 /* ---- 1. configuration ---- */
 
 static void check_config(struct ck *k)
@@ -58,17 +104,15 @@ static void check_config(struct ck *k)
     char err[1024];
     int mark = ck_begin(k);
 
-    if (config_outbox_map(c, &k->map, err, sizeof(err)) == 0) {
-        k->map_ok = true;
-        k->ntcols = check_template_columns(c->outbox_topic, k->tcols, MAX_TEMPLATE_COLUMNS);
-        if (k->ntcols < 0) {
-            k->ntcols = 0;
-            ck_report(k, CHECK_FAIL, what, "use fewer ${column} references",
-                      "[outbox] topic uses more than %d columns", MAX_TEMPLATE_COLUMNS);
-        }
-    } else {
-        ck_report(k, CHECK_FAIL, what, "correct [outbox] table (schema.table) or topic",
-                  "%s", err);
+    for (size_t i = 0; i < config_outbox_count(c); i++) {
+        err[0] = '\0';
+        bool built = ck_select(k, i, err, sizeof(err));
+        k->label = NULL;
+        if (!built)
+            ck_report(k, CHECK_FAIL, what, "correct the table (schema.table) or topic", "%s",
+                      err);
+        else if (*err)
+            ck_report(k, CHECK_FAIL, what, "use fewer ${column} references", "%s", err);
     }
 
     check_kafka_config(k, what);
@@ -124,10 +168,23 @@ static void ck_free(struct ck *k)
 {
     check_kafka_free(k);
     PQfinish(k->pg);
-    ck_free_cols(k);
-    for (int i = 0; i < k->ntcols; i++)
-        free(k->tcols[i]);
-    if (k->map_ok) outbox_map_free(&k->map);
+    ck_unselect(k);
+}
+
+/* The per-table checks of each mode: the role's rights on the table, the
+ * table, and its publication (logical) or its polling columns. */
+static void check_logical_outbox(struct ck *k)
+{
+    check_role(k);
+    check_table(k);
+    check_publication(k);
+}
+
+static void check_polling_outbox(struct ck *k)
+{
+    check_role(k);
+    check_table(k);
+    check_polling_table(k);
 }
 
 /* The daemon's start-up checks: it validated its configuration and built
@@ -135,22 +192,11 @@ static void ck_free(struct ck *k)
 static void run_startup(struct ck *k)
 {
     const struct config *cfg = k->cfg;
-    char err[1024];
-    k->map_ok = config_outbox_map(cfg, &k->map, err, sizeof(err)) == 0;
-    if (k->map_ok) {
-        k->ntcols =
-            check_template_columns(cfg->outbox_topic, k->tcols, MAX_TEMPLATE_COLUMNS);
-        if (k->ntcols < 0) k->ntcols = 0;
-    }
     check_connection(k);
     if (!k->pg_ok) return;
     if (cfg->source_mode != SOURCE_POLLING) check_wal_level(k);
-    check_role(k);
-    check_table(k);
-    if (cfg->source_mode == SOURCE_POLLING)
-        check_polling_table(k);
-    else
-        check_publication(k);
+    for_each_outbox(k, cfg->source_mode == SOURCE_POLLING ? check_polling_outbox
+                                                          : check_logical_outbox);
 }
 
 /* `outboxd check` in polling mode ([source] mode = polling). */
@@ -158,9 +204,7 @@ static void run_polling(struct ck *k)
 {
     check_config(k);
     check_connection(k);
-    check_role(k);
-    check_table(k);
-    check_polling_table(k);
+    for_each_outbox(k, check_polling_outbox);
     check_polling_backlog(k);
     skip_replication_checks(k);
     check_broker(k);
@@ -174,19 +218,20 @@ static void run_logical(struct ck *k)
     check_connection(k);
     check_wal_level(k);
     check_capacity(k);
-    check_role(k);
-    check_table(k);
-    check_publication(k);
+    for_each_outbox(k, check_logical_outbox);
     check_plugin_allowed(k);
     PGconn *repl = check_replication_connection(k);
     check_plugin_installed(k, repl);
     check_offset_file(k, repl);
     PQfinish(repl);
     check_slot(k);
-    check_repairable(k);
+    if (config_outbox_count(k->cfg) > 1)
+        check_repairable(k); /* says repair serves one table */
+    else
+        for_each_outbox(k, check_repairable);
     check_failover(k);
     check_broker(k);
-    check_topics(k);
+    for_each_outbox(k, check_topics);
     check_progress_topic(k);
 }
 

@@ -538,7 +538,7 @@ static void check_template_in_table(struct ck *k, const char *what)
                  column_hint(k, k->tcols[i], hint, sizeof(hint)));
         ck_report(k, CHECK_FAIL, what, fix,
                   "[outbox] topic \"%s\" uses ${%s}, which is not a column of the table",
-                  k->cfg->outbox_topic, k->tcols[i]);
+                  k->spec->topic, k->tcols[i]);
     }
 }
 
@@ -830,7 +830,7 @@ void check_publication(struct ck *k)
     if (k->map_ok)
         ck_table_sql(k, n.tsql, sizeof(n.tsql));
     else
-        snprintf(n.tsql, sizeof(n.tsql), "%s", c->outbox_table);
+        snprintf(n.tsql, sizeof(n.tsql), "%s", k->spec->table);
     int mark = ck_begin(k);
     if (publication_publishes(k, &n) <= 0) return;
     if (k->map_ok && k->table_exists) {

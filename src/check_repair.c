@@ -32,12 +32,12 @@ static bool row_counts(struct ck *k, long long *inserted, long long *deleted)
 
 /* Whether [outbox] repair_column was set (file, environment, --set), not
  * left at its default. */
-static bool column_set_explicitly(const struct config *c)
+static bool column_set_explicitly(const struct outbox_spec *s)
 {
     for (size_t i = 0; i < config_key_count(); i++) {
         const struct config_key *k = config_key_at(i);
         if (!strcmp(k->section, "outbox") && !strcmp(k->key, "repair_column"))
-            return c->source[i] != CONFIG_SRC_DEFAULT && c->source[i] != CONFIG_SRC_PRESET;
+            return s->source[i] != CONFIG_SRC_DEFAULT && s->source[i] != CONFIG_SRC_PRESET;
     }
     return false;
 }
@@ -48,24 +48,24 @@ static bool column_set_explicitly(const struct config *c)
  * it was set). */
 static const char *time_source(struct ck *k, const char *what, char *buf, size_t len)
 {
-    const struct config *c = k->cfg;
+    const struct outbox_spec *c = k->spec;
     char err[1024];
     PGresult *r = ck_query(k, "SHOW track_commit_timestamp", 0, NULL, err, sizeof(err));
     bool on = r && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "on") == 0;
     PQclear(r);
     if (on) return "track_commit_timestamp = on (rows by their commit time)";
-    const char *col = c->outbox_repair_column;
+    const char *col = c->repair_column;
     if (col && *col && k->table_ok && !ck_find_col(k, col) && !column_set_explicitly(c))
         col = NULL;
     if (col && *col) {
         if (k->table_ok && !ck_find_col(k, col)) {
             ck_report(k, CHECK_FAIL, what, "set [outbox] repair_column to a column of the table",
                       "[outbox] repair_column = %s: the outbox table has no such column",
-                      c->outbox_repair_column);
+                      c->repair_column);
             return NULL;
         }
         snprintf(buf, len, "repair_column = %s, margin %lld s", col,
-                 (long long)(c->outbox_repair_margin_ms / 1000));
+                 (long long)(c->repair_margin_ms / 1000));
         return buf;
     }
     ck_report(k, CHECK_WARN, what,
@@ -89,6 +89,13 @@ void check_repairable(struct ck *k)
         ck_report(k, CHECK_OK, what, NULL,
                   "not available with [delivery] mode = exactly_once (README, Gap repair): "
                   "after a slot loss outboxd halts, and outboxd verify lists what is missing");
+        return;
+    }
+    if (c->noutboxes > 1) {
+        ck_report(k, CHECK_OK, what, NULL,
+                  "not available with several [outbox.NAME] sections: outboxd repair serves "
+                  "one outbox table; after a slot loss outboxd halts, and outboxd verify "
+                  "lists what is missing from every table");
         return;
     }
     const char *how = time_source(k, what, src, sizeof(src));

@@ -25,7 +25,11 @@ char *check_format_line(char *out, size_t outlen, enum check_status st, const ch
 static void emit(struct ck *k, enum check_status st, const char *what, const char *problem,
                  const char *fix)
 {
-    char line[4096];
+    char line[4096], named[512];
+    if (k->label) {
+        snprintf(named, sizeof(named), "%s %s", what, k->label);
+        what = named;
+    }
     if (st == CHECK_FAIL) k->nfail++;
     if (st == CHECK_FAIL || st == CHECK_WARN) k->said++;
     if (k->quiet) {

@@ -32,6 +32,31 @@ static void effective_kafka(const struct config *c, FILE *out)
         if (!config_kafka_get(c, k)) print_kv(out, k, v, "default");
 }
 
+/* The keys of one outbox section. */
+static void effective_outbox(const struct outbox_spec *s, FILE *out)
+{
+    char value[4096];
+    for (size_t i = 0; i < config_key_count(); i++)
+        if (!strcmp(config_key_at(i)->section, "outbox"))
+            print_kv(out, config_key_at(i)->key,
+                     config_outbox_key_value(s, i, value, sizeof(value)),
+                     config_source_name((enum config_source)s->source[i]));
+}
+
+/* [outbox], then each [outbox.NAME] (whose keys say "[outbox]" when they
+ * come from the plain section). */
+static void effective_outboxes(const struct config *c, FILE *out)
+{
+    if (c->noutboxes)
+        fprintf(out, "; the defaults of the [outbox.NAME] sections below (each names its "
+                     "table)\n");
+    effective_outbox(&c->outbox, out);
+    for (size_t i = 0; i < c->noutboxes; i++) {
+        fprintf(out, "\n[outbox.%s]\n", c->outboxes[i].name);
+        effective_outbox(&c->outboxes[i], out);
+    }
+}
+
 void confdoc_effective(const struct config *c, FILE *out)
 {
     char value[4096];
@@ -42,6 +67,10 @@ void confdoc_effective(const struct config *c, FILE *out)
         fprintf(out, "\n[%s]\n", config_section_at(s));
         if (!strcmp(config_section_at(s), "kafka")) {
             effective_kafka(c, out);
+            continue;
+        }
+        if (!strcmp(config_section_at(s), "outbox")) {
+            effective_outboxes(c, out);
             continue;
         }
         for (size_t i = 0; i < config_key_count(); i++) {

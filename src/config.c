@@ -54,6 +54,9 @@ struct key_def {
 
 #define CFG(field) offsetof(struct config, field)
 #define K(sec, key, type, field, def, meaning) {{sec, key, def, meaning, NULL}, type, CFG(field)}
+/* An [outbox] key: its field is in struct outbox_spec (one per section). */
+#define KO(key, type, field, def, meaning)                                                   \
+    {{"outbox", key, def, meaning, NULL}, type, offsetof(struct outbox_spec, field)}
 #define KX(sec, key, type, field, example, meaning)                                          \
     {{sec, key, NULL, meaning, example}, type, CFG(field)}
 
@@ -92,37 +95,37 @@ static const struct key_def key_defs[] = {
       "the slot is gone or invalidated: halt (exit 2, run outboxd repair) or repair"),
     K("postgres", "halt_linger", KT_DURATION, pg_halt_linger_ms, "5m",
       "on_slot_loss = halt: /readyz and /metrics say why this long, then exit 2 (0: at once)"),
-    K("outbox", "preset", KT_PRESET, outbox_preset, "outboxd",
+    KO("preset", KT_PRESET, preset, "outboxd",
       "outboxd, or debezium: the Outbox Event Router's table and messages (the keys below)"),
-    K("outbox", "table", KT_STRING, outbox_table, "public.outbox_events",
+    KO("table", KT_STRING, table, "public.outbox_events",
       "the outbox table (schema.table)"),
-    K("outbox", "topic", KT_STRING, outbox_topic, "outbox.event.${aggregate_type}",
+    KO("topic", KT_STRING, topic, "outbox.event.${aggregate_type}",
       "topic template; ${column} is replaced by the row's value"),
-    K("outbox", "column.event_id", KT_STRING, outbox_columns[OC_EVENT_ID], "event_id",
+    KO("column.event_id", KT_STRING, columns[OC_EVENT_ID], "event_id",
       "column of the event id (header event_id)"),
-    K("outbox", "column.aggregate_type", KT_STRING, outbox_columns[OC_AGGREGATE_TYPE],
+    KO("column.aggregate_type", KT_STRING, columns[OC_AGGREGATE_TYPE],
       "aggregate_type", "column of the aggregate type (header aggregate_type)"),
-    K("outbox", "column.aggregate_id", KT_STRING, outbox_columns[OC_AGGREGATE_ID],
+    KO("column.aggregate_id", KT_STRING, columns[OC_AGGREGATE_ID],
       "aggregate_id", "column of the aggregate id (the message key)"),
-    K("outbox", "column.aggregate_version", KT_STRING, outbox_columns[OC_AGGREGATE_VERSION],
+    KO("column.aggregate_version", KT_STRING, columns[OC_AGGREGATE_VERSION],
       "aggregate_version", "column of the aggregate version (header aggregate_version)"),
-    K("outbox", "column.event_type", KT_STRING, outbox_columns[OC_EVENT_TYPE], "event_type",
+    KO("column.event_type", KT_STRING, columns[OC_EVENT_TYPE], "event_type",
       "column of the event type (header event_type)"),
-    K("outbox", "column.payload", KT_STRING, outbox_columns[OC_PAYLOAD], "payload",
+    KO("column.payload", KT_STRING, columns[OC_PAYLOAD], "payload",
       "column of the payload (the message value)"),
-    K("outbox", "headers", KT_STRING, outbox_headers, OUTBOX_HEADERS_DEFAULT,
+    KO("headers", KT_STRING, headers, OUTBOX_HEADERS_DEFAULT,
       "headers, FIELD[:NAME], ... (FIELD: a column.* key's name or commit_lsn), or none"),
-    K("outbox", "additional_placement", KT_PATH, outbox_placement, NULL,
+    KO("additional_placement", KT_PATH, placement, NULL,
       "more columns as headers: COLUMN:header[:NAME], ... (Debezium's syntax)"),
-    K("outbox", "tombstone_on_empty_payload", KT_BOOL, outbox_tombstone_on_empty, "false",
+    KO("tombstone_on_empty_payload", KT_BOOL, tombstone_on_empty, "false",
       "an empty payload is sent as a null value (a tombstone), like a NULL one"),
-    K("outbox", "span_context_column", KT_PATH, outbox_span_column, NULL,
+    KO("span_context_column", KT_PATH, span_column, NULL,
       "column of a tracing span context (Properties text): its entries become headers"),
-    K("outbox", "value_converter", KT_STRING, outbox_value_converter, "string",
+    KO("value_converter", KT_STRING, value_converter, "string",
       "string: the payload's text; json: as Connect's JsonConverter (envelope fields)"),
-    K("outbox", "repair_column", KT_PATH, outbox_repair_column, "created_at",
+    KO("repair_column", KT_PATH, repair_column, "created_at",
       "repair without track_commit_timestamp: the column of each row's insert time"),
-    K("outbox", "repair_margin", KT_DURATION, outbox_repair_margin_ms, "1m",
+    KO("repair_margin", KT_DURATION, repair_margin_ms, "1m",
       "repair re-sends rows from this long before the last ACKed commit time"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
       "offset file: the last position whose events were all ACKed"),
@@ -184,6 +187,7 @@ const char *config_source_name(enum config_source s)
     case CONFIG_SRC_SET: return "--set";
     case CONFIG_SRC_SECRET_FILE: return "secret file";
     case CONFIG_SRC_PRESET: return "[outbox] preset";
+    case CONFIG_SRC_INHERITED: return "[outbox]";
     }
     return "?";
 }
@@ -311,9 +315,17 @@ bool config_kafka_key_secret(const char *key)
            !strcmp(key, "sasl.oauthbearer.config") || !strcmp(key, "ssl.key.pem");
 }
 
-static char **str_field(struct config *c, const struct key_def *d)
+static bool is_outbox_key(const struct key_def *d) { return !strcmp(d->doc.section, "outbox"); }
+
+/* Key d's field: in s for an [outbox] key, else in c. */
+static void *field_at(struct config *c, struct outbox_spec *s, const struct key_def *d)
 {
-    return (char **)((char *)c + d->offset);
+    return is_outbox_key(d) ? (char *)s + d->offset : (char *)c + d->offset;
+}
+
+static char **str_field(struct config *c, struct outbox_spec *s, const struct key_def *d)
+{
+    return (char **)field_at(c, s, d);
 }
 
 static int set_string(char **field, const char *value)
@@ -366,15 +378,33 @@ static int parse_ms(const char *v, long min, int *out, char *why, size_t whylen)
     return 0;
 }
 
+static int set_known(struct config *c, struct outbox_spec *s, const struct key_def *d,
+                     const char *value, char *err, size_t errlen);
+
+/* Gives s's [outbox] keys their built-in defaults. 0, or -1. */
+static int spec_defaults(struct config *c, struct outbox_spec *s)
+{
+    char err[256];
+    for (size_t i = 0; i < NKEYS; i++)
+        if (is_outbox_key(&key_defs[i]) && key_defs[i].doc.def) {
+            if (set_known(c, s, &key_defs[i], key_defs[i].doc.def, err, sizeof(err)) != 0)
+                return -1;
+            s->source[i] = CONFIG_SRC_DEFAULT;
+        }
+    return 0;
+}
+
 int config_init(struct config *c)
 {
     char err[256];
     memset(c, 0, sizeof(*c));
     c->loading = CONFIG_SRC_DEFAULT;
     for (size_t i = 0; i < NKEYS; i++)
-        if (key_defs[i].doc.def && config_set(c, key_defs[i].doc.section, key_defs[i].doc.key,
-                                              key_defs[i].doc.def, err, sizeof(err)) != 0)
+        if (!is_outbox_key(&key_defs[i]) && key_defs[i].doc.def &&
+            config_set(c, key_defs[i].doc.section, key_defs[i].doc.key, key_defs[i].doc.def,
+                       err, sizeof(err)) != 0)
             goto fail;
+    if (spec_defaults(c, &c->outbox) != 0) goto fail;
     for (size_t i = 0; i < NKAFKA_DEFAULTS; i++)
         if (config_set(c, "kafka", kafka_defaults[i][0], kafka_defaults[i][1], err,
                        sizeof(err)) != 0)
@@ -390,14 +420,28 @@ static bool is_string_type(enum key_type t)
     return t == KT_STRING || t == KT_PLUGIN || t == KT_LISTEN || t == KT_PATH;
 }
 
-void config_free(struct config *c)
+/* Frees the strings of c's keys (s NULL) or of s's [outbox] keys. */
+static void free_strings(struct config *c, struct outbox_spec *s)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (is_string_type(key_defs[i].type)) {
-            char **f = str_field(c, &key_defs[i]);
+        if (is_string_type(key_defs[i].type) && is_outbox_key(&key_defs[i]) == (s != NULL)) {
+            char **f = str_field(c, s, &key_defs[i]);
             free(*f);
             *f = NULL;
         }
+}
+
+void config_free(struct config *c)
+{
+    free_strings(c, NULL);
+    free_strings(c, &c->outbox);
+    for (size_t i = 0; i < c->noutboxes; i++) {
+        free_strings(c, &c->outboxes[i]);
+        free(c->outboxes[i].name);
+    }
+    free(c->outboxes);
+    c->outboxes = NULL;
+    c->noutboxes = 0;
     free(c->kafka_sasl_password_file);
     c->kafka_sasl_password_file = NULL;
     for (size_t i = 0; i < c->nkafka; i++) {
@@ -575,25 +619,24 @@ static const char *const debezium_preset[][2] = {
 };
 #define NPRESET_KEYS (sizeof(debezium_preset) / sizeof(debezium_preset[0]))
 
-static int set_known(struct config *c, const struct key_def *d, const char *value,
-                     char *err, size_t errlen);
-
-/* Gives each [outbox] key the preset governs the preset's value, unless it
+/* Gives each key of s the preset governs the preset's value, unless it
  * was set by the file, the environment or --set (before or after the
- * preset: a later set replaces it, and a later preset skips it). */
-static int apply_preset(struct config *c, int preset, char *err, size_t errlen)
+ * preset: a later set replaces it, and a later preset skips it), or
+ * inherited from the plain [outbox]. */
+static int apply_preset(struct config *c, struct outbox_spec *s, int preset, char *err,
+                        size_t errlen)
 {
     for (size_t k = 0; k < NPRESET_KEYS; k++)
         for (size_t i = 0; i < NKEYS; i++) {
             const struct key_def *d = &key_defs[i];
             if (strcmp(d->doc.section, "outbox") || strcmp(d->doc.key, debezium_preset[k][0]))
                 continue;
-            if (c->source[i] != CONFIG_SRC_DEFAULT && c->source[i] != CONFIG_SRC_PRESET) break;
+            if (s->source[i] != CONFIG_SRC_DEFAULT && s->source[i] != CONFIG_SRC_PRESET) break;
             const char *v = preset == OUTBOX_PRESET_DEBEZIUM ? debezium_preset[k][1]
                             : d->doc.def                     ? d->doc.def
                                                              : ""; /* KT_PATH: unset */
-            if (set_known(c, d, v, err, errlen) != 0) return -1;
-            c->source[i] = preset == OUTBOX_PRESET_DEBEZIUM ? CONFIG_SRC_PRESET
+            if (set_known(c, s, d, v, err, errlen) != 0) return -1;
+            s->source[i] = preset == OUTBOX_PRESET_DEBEZIUM ? CONFIG_SRC_PRESET
                                                             : CONFIG_SRC_DEFAULT;
             break;
         }
@@ -601,8 +644,8 @@ static int apply_preset(struct config *c, int preset, char *err, size_t errlen)
 }
 
 /* The keys whose value is one of a few words, stored as an enum. */
-static int set_enum(struct config *c, const struct key_def *d, const char *value, char *err,
-                    size_t errlen)
+static int set_enum(struct config *c, struct outbox_spec *s, const struct key_def *d,
+                    const char *value, char *err, size_t errlen)
 {
     static const char *const modes[] = {"logical", "polling"};
     static const char *const policies[] = {"halt", "dlq"};
@@ -611,8 +654,8 @@ static int set_enum(struct config *c, const struct key_def *d, const char *value
     switch (d->type) {
     case KT_PRESET:
         if ((i = parse_choice(d, value, presets, 2, err, errlen)) < 0) return -1;
-        c->outbox_preset = i;
-        return apply_preset(c, i, err, errlen);
+        s->preset = i;
+        return apply_preset(c, s, i, err, errlen);
     case KT_DELIVERY:
         if ((i = parse_choice(d, value, deliveries, 2, err, errlen)) < 0) return -1;
         c->delivery_mode = i == 1 ? DELIVERY_EXACTLY_ONCE : DELIVERY_AT_LEAST_ONCE;
@@ -640,10 +683,10 @@ static int set_enum(struct config *c, const struct key_def *d, const char *value
 }
 
 /* The keys whose value is a number: a boolean, a count, milliseconds. */
-static int set_number(struct config *c, const struct key_def *d, const char *value,
-                      char *err, size_t errlen)
+static int set_number(struct config *c, struct outbox_spec *s, const struct key_def *d,
+                      const char *value, char *err, size_t errlen)
 {
-    void *field = (char *)c + d->offset;
+    void *field = field_at(c, s, d);
     char why[200];
     int64_t ms;
     switch (d->type) {
@@ -669,16 +712,16 @@ static int set_number(struct config *c, const struct key_def *d, const char *val
 }
 
 /* The keys whose value is kept as a string, after its check. */
-static int set_text(struct config *c, const struct key_def *d, const char *value, char *err,
-                    size_t errlen)
+static int set_text(struct config *c, struct outbox_spec *s, const struct key_def *d,
+                    const char *value, char *err, size_t errlen)
 {
     char why[256];
     struct listen_addr la;
     switch (d->type) {
     case KT_PATH:
         if (*value == '\0') { /* empty: unset */
-            free(*str_field(c, d));
-            *str_field(c, d) = NULL;
+            free(*str_field(c, s, d));
+            *str_field(c, s, d) = NULL;
             return 0;
         }
         break;
@@ -697,15 +740,15 @@ static int set_text(struct config *c, const struct key_def *d, const char *value
             return key_error(err, errlen, d, "%s", why);
         break;
     }
-    if (set_string(str_field(c, d), value) != 0) {
+    if (set_string(str_field(c, s, d), value) != 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     return 0;
 }
 
-static int set_known(struct config *c, const struct key_def *d, const char *value,
-                     char *err, size_t errlen)
+static int set_known(struct config *c, struct outbox_spec *s, const struct key_def *d,
+                     const char *value, char *err, size_t errlen)
 {
     switch (d->type) {
     case KT_MODE:
@@ -714,25 +757,195 @@ static int set_known(struct config *c, const struct key_def *d, const char *valu
     case KT_POLICY:
     case KT_LOGFORMAT:
     case KT_LOGLEVEL:
-        return set_enum(c, d, value, err, errlen);
+        return set_enum(c, s, d, value, err, errlen);
     case KT_DURATION:
     case KT_MS:
     case KT_MS0:
     case KT_BOOL:
     case KT_POSINT:
-        return set_number(c, d, value, err, errlen);
+        return set_number(c, s, d, value, err, errlen);
     case KT_PATH:
     case KT_STRING:
     case KT_PLUGIN:
     case KT_LISTEN:
-        return set_text(c, d, value, err, errlen);
+        return set_text(c, s, d, value, err, errlen);
     }
+    return -1;
+}
+
+/* "unknown key \"KEY\" in section [LABEL]", with the closest key of
+ * section (the key table's) if it looks like a typo; returns -1. */
+static int unknown_key(const char *section, const char *label, const char *key, char *err,
+                       size_t errlen)
+{
+    const char *cands[NKEYS];
+    size_t ncands = 0;
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(key_defs[i].doc.section, section) == 0) cands[ncands++] = key_defs[i].doc.key;
+    const char *hint = str_suggest(key, cands, ncands);
+    if (hint)
+        snprintf(err, errlen, "unknown key \"%s\" in section [%s]; did you mean \"%s\"?", key,
+                 label, hint);
+    else
+        snprintf(err, errlen, "unknown key \"%s\" in section [%s]", key, label);
+    return -1;
+}
+
+static size_t key_index(const char *section, const char *key)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(key_defs[i].doc.section, section) && !strcmp(key_defs[i].doc.key, key))
+            return i;
+    return NKEYS;
+}
+
+/* ---- outbox sections ------------------------------------------------------ */
+
+/* [outbox.NAME]: NAME is [A-Za-z0-9_-]+ (it names the section in messages,
+ * metrics and `republish --outbox`, and has an environment spelling). */
+static bool outbox_name_valid(const char *name)
+{
+    return *name && strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789_-") == strlen(name);
+}
+
+static bool set_explicitly(unsigned char src)
+{
+    return src == CONFIG_SRC_FILE || src == CONFIG_SRC_ENV || src == CONFIG_SRC_SET;
+}
+
+static const char *spec_key_value(const struct outbox_spec *s, size_t i, char *out,
+                                  size_t outlen);
+
+/* Named section n takes key i from the plain [outbox] when the plain
+ * section set it and n did not; never the table (each named section names
+ * its own). */
+static int inherit_key(struct config *c, struct outbox_spec *n, size_t i, char *err,
+                       size_t errlen)
+{
+    const struct key_def *d = &key_defs[i];
+    if (!set_explicitly(c->outbox.source[i]) || set_explicitly(n->source[i]) ||
+        !strcmp(d->doc.key, "table"))
+        return 0;
+    char v[4096];
+    spec_key_value(&c->outbox, i, v, sizeof(v));
+    if (set_known(c, n, d, v, err, errlen) != 0) return -1;
+    n->source[i] = CONFIG_SRC_INHERITED;
+    return 0;
+}
+
+/* The named section called name, made (defaults, then what the plain
+ * [outbox] sets) when there is none yet; NULL with err on out of memory. */
+static struct outbox_spec *named_outbox(struct config *c, const char *name, char *err,
+                                        size_t errlen)
+{
+    for (size_t i = 0; i < c->noutboxes; i++)
+        if (!strcmp(c->outboxes[i].name, name)) return &c->outboxes[i];
+    struct outbox_spec *a = realloc(c->outboxes, (c->noutboxes + 1) * sizeof(*a));
+    if (!a) goto oom;
+    c->outboxes = a;
+    struct outbox_spec *n = &a[c->noutboxes];
+    memset(n, 0, sizeof(*n));
+    c->noutboxes++;
+    if (!(n->name = strdup(name)) || spec_defaults(c, n) != 0) goto oom;
+    for (size_t i = 0; i < NKEYS; i++)
+        if (is_outbox_key(&key_defs[i]) && inherit_key(c, n, i, err, errlen) != 0) return NULL;
+    return n;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+}
+
+/* Sets key of [outbox.NAME]. */
+static int set_named(struct config *c, const char *name, const char *key, const char *value,
+                     char *err, size_t errlen)
+{
+    char label[128];
+    snprintf(label, sizeof(label), "outbox.%s", name);
+    if (!outbox_name_valid(name)) {
+        snprintf(err, errlen,
+                 "[%s]: \"%s\" is not a section name: NAME of [outbox.NAME] is letters, "
+                 "digits, '_' and '-'",
+                 label, name);
+        return -1;
+    }
+    size_t i = key_index("outbox", key);
+    if (i == NKEYS) return unknown_key("outbox", label, key, err, errlen);
+    struct outbox_spec *n = named_outbox(c, name, err, errlen);
+    if (!n) return -1;
+    if (set_known(c, n, &key_defs[i], value, err, errlen) != 0) {
+        /* key_error() says "[outbox] key: ...": name the section. */
+        if (!strncmp(err, "[outbox]", 8)) {
+            char why[512];
+            snprintf(why, sizeof(why), "%s", err + 8);
+            snprintf(err, errlen, "[%s]%s", label, why);
+        }
+        return -1;
+    }
+    n->source[i] = (unsigned char)c->loading;
+    return 0;
+}
+
+/* Sets key i of the plain [outbox], and of every named section that
+ * inherits it. */
+static int set_plain_outbox(struct config *c, size_t i, const char *value, char *err,
+                            size_t errlen)
+{
+    if (set_known(c, &c->outbox, &key_defs[i], value, err, errlen) != 0) return -1;
+    c->outbox.source[i] = (unsigned char)c->loading;
+    for (size_t k = 0; k < c->noutboxes; k++)
+        if (inherit_key(c, &c->outboxes[k], i, err, errlen) != 0) return -1;
+    return 0;
+}
+
+size_t config_outbox_count(const struct config *c)
+{
+    return c->noutboxes ? c->noutboxes : 1;
+}
+
+const struct outbox_spec *config_outbox_at(const struct config *c, size_t i)
+{
+    if (!c->noutboxes) return i == 0 ? &c->outbox : NULL;
+    return i < c->noutboxes ? &c->outboxes[i] : NULL;
+}
+
+const char *config_outbox_label(const struct outbox_spec *s, char *buf, size_t buflen)
+{
+    if (s->name)
+        snprintf(buf, buflen, "[outbox.%s]", s->name);
+    else
+        snprintf(buf, buflen, "[outbox]");
+    return buf;
+}
+
+int config_outbox_find(const struct config *c, const char *name, char *err, size_t errlen)
+{
+    size_t n = config_outbox_count(c);
+    if (!name || !*name) {
+        if (n == 1) return 0;
+    } else {
+        for (size_t i = 0; i < c->noutboxes; i++)
+            if (!strcmp(c->outboxes[i].name, name)) return (int)i;
+    }
+    char list[512] = "";
+    for (size_t i = 0; i < c->noutboxes; i++)
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
+                 c->outboxes[i].name);
+    if (!c->noutboxes)
+        snprintf(err, errlen, "no outbox section \"%s\": the configuration has the plain "
+                 "[outbox] only (leave the name out)", name);
+    else if (!name || !*name)
+        snprintf(err, errlen, "the configuration has several outbox sections: name one "
+                 "(%s)", list);
+    else
+        snprintf(err, errlen, "no section [outbox.%s] (the outbox sections: %s)", name, list);
     return -1;
 }
 
 int config_set(struct config *c, const char *section, const char *key,
                const char *value, char *err, size_t errlen)
 {
+    if (!strncmp(section, "outbox.", 7)) return set_named(c, section + 7, key, value, err, errlen);
     if (!section_known(section)) {
         char list[160];
         known_section_list(list, sizeof(list));
@@ -760,25 +973,12 @@ int config_set(struct config *c, const char *section, const char *key,
         }
         return 0;
     }
-    for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(key_defs[i].doc.section, section) == 0 &&
-            strcmp(key_defs[i].doc.key, key) == 0) {
-            if (set_known(c, &key_defs[i], value, err, errlen) != 0) return -1;
-            c->source[i] = (unsigned char)c->loading;
-            return 0;
-        }
-    /* The closest known key of the section, if it looks like a typo. */
-    const char *cands[NKEYS];
-    size_t ncands = 0;
-    for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(key_defs[i].doc.section, section) == 0) cands[ncands++] = key_defs[i].doc.key;
-    const char *hint = str_suggest(key, cands, ncands);
-    if (hint)
-        snprintf(err, errlen, "unknown key \"%s\" in section [%s]; did you mean \"%s\"?", key,
-                 section, hint);
-    else
-        snprintf(err, errlen, "unknown key \"%s\" in section [%s]", key, section);
-    return -1;
+    size_t i = key_index(section, key);
+    if (i == NKEYS) return unknown_key(section, section, key, err, errlen);
+    if (is_outbox_key(&key_defs[i])) return set_plain_outbox(c, i, value, err, errlen);
+    if (set_known(c, NULL, &key_defs[i], value, err, errlen) != 0) return -1;
+    c->source[i] = (unsigned char)c->loading;
+    return 0;
 }
 
 /* libinih is built without line numbers in the handler and with a fixed
@@ -879,6 +1079,68 @@ static bool env_in_section(const char *e)
     return false;
 }
 
+/* The environment spelling of an [outbox.NAME]'s NAME: upper case, '-' as '_'. */
+static void env_section_name(const char *name, char *out, size_t outlen)
+{
+    size_t n = 0;
+    for (; *name && n + 1 < outlen; name++)
+        out[n++] = *name == '-' ? '_' : (char)toupper((unsigned char)*name);
+    out[n] = '\0';
+}
+
+/* For OUTBOXD_OUTBOX_<NAME>_<KEY>=value (e, not a plain [outbox] key's
+ * variable): the [outbox] key's index, and in name the section's name: a
+ * section already made (file) whose spelling matches, else NAME in lower
+ * case. NKEYS when no [outbox] key ends the variable's name. */
+static size_t env_named_outbox(const struct config *c, const char *e, char *name,
+                               size_t namelen)
+{
+    static const char prefix[] = "OUTBOXD_OUTBOX_";
+    if (strncmp(e, prefix, sizeof(prefix) - 1) != 0) return NKEYS;
+    const char *rest = e + sizeof(prefix) - 1, *eq = strchr(rest, '=');
+    size_t n = eq ? (size_t)(eq - rest) : strlen(rest), best = NKEYS, bestlen = 0;
+    char kname[128];
+    for (size_t i = 0; i < NKEYS; i++) { /* the longest key that ends it */
+        if (!is_outbox_key(&key_defs[i])) continue;
+        env_name("", key_defs[i].doc.key, kname, sizeof(kname)); /* OUTBOXD__KEY */
+        const char *k = kname + 8;                                 /* _KEY */
+        size_t kl = strlen(k);
+        if (n > kl && !strncmp(rest + n - kl, k, kl) && kl > bestlen) best = i, bestlen = kl;
+    }
+    if (best == NKEYS || n - bestlen >= namelen) return NKEYS;
+    char want[128];
+    snprintf(want, sizeof(want), "%.*s", (int)(n - bestlen), rest);
+    for (size_t i = 0; i < c->noutboxes; i++) {
+        char have[128];
+        env_section_name(c->outboxes[i].name, have, sizeof(have));
+        if (!strcmp(have, want)) {
+            snprintf(name, namelen, "%s", c->outboxes[i].name);
+            return best;
+        }
+    }
+    for (size_t i = 0; want[i]; i++) name[i] = (char)tolower((unsigned char)want[i]);
+    name[strlen(want)] = '\0';
+    return best;
+}
+
+/* The OUTBOXD_OUTBOX_<NAME>_<KEY> variables of envp, over [outbox.NAME]. */
+static int load_env_named(struct config *c, char *const *envp, char *err, size_t errlen)
+{
+    char name[128], section[140];
+    for (; envp && *envp; envp++) {
+        const char *eq = strchr(*envp, '=');
+        size_t i = eq ? env_named_outbox(c, *envp, name, sizeof(name)) : NKEYS;
+        if (i == NKEYS) continue;
+        char plain[128];
+        env_name("outbox", key_defs[i].doc.key, plain, sizeof(plain));
+        if (strlen(plain) == (size_t)(eq - *envp) && !strncmp(*envp, plain, strlen(plain)))
+            continue; /* the plain [outbox]'s */
+        snprintf(section, sizeof(section), "outbox.%s", name);
+        if (config_set(c, section, key_defs[i].doc.key, eq + 1, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
 static int load_env(struct config *c, char *const *envp, char *err, size_t errlen)
 {
     char name[128];
@@ -888,6 +1150,7 @@ static int load_env(struct config *c, char *const *envp, char *err, size_t errle
         if (v && config_set(c, key_defs[i].doc.section, key_defs[i].doc.key, v, err, errlen) != 0)
             return -1;
     }
+    if (load_env_named(c, envp, err, errlen) != 0) return -1;
     /* A misspelt key of a known section is an error. A variable that
      * matches no section may belong to something else (a wrapper script's
      * OUTBOXD_BUILD_DIR): it is skipped here, and the caller names it in a
@@ -903,6 +1166,7 @@ static int load_env(struct config *c, char *const *envp, char *err, size_t errle
             env_name(key_defs[i].doc.section, key_defs[i].doc.key, name, sizeof(name));
             if (strlen(name) == n && strncmp(*e, name, n) == 0) known = true;
         }
+        if (env_named_outbox(c, *e, name, sizeof(name)) != NKEYS) known = true;
         if (!known) {
             snprintf(err, errlen, "environment variable %.*s is not a known key", (int)n, *e);
             return -1;
@@ -969,7 +1233,7 @@ int config_apply_set(struct config *c, const char *assignment, char *err, size_t
         snprintf(err, errlen, "--set \"%s\": expected section.key=value", assignment);
         return -1;
     }
-    char section[64], key[256];
+    char section[192], key[256];
     size_t slen = (size_t)(dot - assignment), klen = (size_t)(eq - dot - 1);
     if (slen >= sizeof(section) || klen >= sizeof(key) || klen == 0) {
         snprintf(err, errlen, "--set \"%s\": expected section.key=value", assignment);
@@ -979,6 +1243,17 @@ int config_apply_set(struct config *c, const char *assignment, char *err, size_t
     section[slen] = '\0';
     memcpy(key, dot + 1, klen);
     key[klen] = '\0';
+    /* outbox.NAME.key: a named outbox section ("column.*" keys have a dot
+     * of their own). */
+    char *kdot = strchr(key, '.');
+    if (!strcmp(section, "outbox") && kdot && key_index("outbox", key) == NKEYS &&
+        strncmp(key, "column.", 7) != 0 && slen + 1 + (size_t)(kdot - key) < sizeof(section)) {
+        size_t nlen = (size_t)(kdot - key);
+        section[slen] = '.';
+        memcpy(section + slen + 1, key, nlen);
+        section[slen + 1 + nlen] = '\0';
+        memmove(key, kdot + 1, strlen(kdot + 1) + 1);
+    }
     enum config_source was = c->loading;
     c->loading = CONFIG_SRC_SET;
     int rc = config_set(c, section, key, eq + 1, err, errlen);
@@ -1015,6 +1290,65 @@ static int config_validate_polling(const struct config *c, char *err, size_t err
                      "digits and '_' only", c->poll_notify_channel);
             return -1;
         }
+    return 0;
+}
+
+/* The outbox sections: each one's map builds (table name, topic template,
+ * headers), no two on one table, the plain [outbox] holds no table when
+ * there are named ones, every named one names its table, their
+ * environment spellings differ, and the features that serve one table
+ * only are not asked for several. */
+static int config_validate_outboxes(const struct config *c, char *err, size_t errlen)
+{
+    size_t ti = key_index("outbox", "table");
+    if (c->noutboxes && set_explicitly(c->outbox.source[ti])) {
+        snprintf(err, errlen, "[outbox] table = %s is set and there are [outbox.NAME] "
+                 "sections (%s, ...): with named sections each one names its table; move the "
+                 "table into an [outbox.NAME] section (keys set in [outbox] are the named "
+                 "sections' defaults)", c->outbox.table, c->outboxes[0].name);
+        return -1;
+    }
+    for (size_t i = 0; i < c->noutboxes; i++) {
+        if (c->outboxes[i].source[ti] == CONFIG_SRC_DEFAULT) {
+            snprintf(err, errlen, "[outbox.%s] table is not set: each [outbox.NAME] section "
+                     "names its outbox table (table = schema.table)", c->outboxes[i].name);
+            return -1;
+        }
+        char a[128], b[128];
+        env_section_name(c->outboxes[i].name, a, sizeof(a));
+        for (size_t j = 0; j < i; j++) {
+            env_section_name(c->outboxes[j].name, b, sizeof(b));
+            if (!strcmp(a, b)) {
+                snprintf(err, errlen, "[outbox.%s] and [outbox.%s]: both are OUTBOXD_OUTBOX_%s_* "
+                         "in the environment; rename one", c->outboxes[j].name,
+                         c->outboxes[i].name, a);
+                return -1;
+            }
+        }
+    }
+    struct outbox_set set;
+    if (config_outbox_set(c, &set, err, errlen) != 0) return -1;
+    size_t other;
+    int dup = outbox_set_duplicate(&set, &other);
+    if (dup >= 0)
+        snprintf(err, errlen, "[outbox.%s] and [outbox.%s] are both on the table %s.%s: one "
+                 "table, one section (one topic template per table)", set.names[other],
+                 set.names[dup], set.maps[dup].schema, set.maps[dup].table);
+    outbox_set_free(&set);
+    if (dup >= 0) return -1;
+    if (c->noutboxes < 2) return 0;
+    if (c->source_mode == SOURCE_POLLING) {
+        snprintf(err, errlen, "[source] mode = polling serves one outbox table, and there are "
+                 "%zu [outbox.NAME] sections: run one polling relay per table (each with its "
+                 "own configuration), or use mode = logical", c->noutboxes);
+        return -1;
+    }
+    if (!strcmp(c->pg_on_slot_loss, "repair")) {
+        snprintf(err, errlen, "[postgres] on_slot_loss = repair serves one outbox table, and "
+                 "there are %zu [outbox.NAME] sections: set on_slot_loss = halt (a lost slot "
+                 "then stops the relay; outboxd verify lists what is missing)", c->noutboxes);
+        return -1;
+    }
     return 0;
 }
 
@@ -1074,9 +1408,7 @@ int config_validate(const struct config *c, char *err, size_t errlen)
     }
     if (check_queue_fit(c, err, errlen) != 0 || check_in_flight(c, err, errlen) != 0)
         return -1;
-    struct outbox_map m; /* the table name, topic template and headers parse */
-    if (config_outbox_map(c, &m, err, errlen) != 0) return -1;
-    outbox_map_free(&m);
+    if (config_validate_outboxes(c, err, errlen) != 0) return -1;
     if (c->delivery_mode == DELIVERY_EXACTLY_ONCE && c->source_mode == SOURCE_POLLING) {
         snprintf(err, errlen, "[delivery] mode = exactly_once needs [source] mode = logical: "
                  "the polling relay marks rows SENT, which no Kafka transaction can cover");
@@ -1127,14 +1459,6 @@ int config_load_secrets(struct config *c, char *err, size_t errlen)
     return 0;
 }
 
-static size_t key_index(const char *section, const char *key)
-{
-    for (size_t i = 0; i < NKEYS; i++)
-        if (!strcmp(key_defs[i].doc.section, section) && !strcmp(key_defs[i].doc.key, key))
-            return i;
-    return NKEYS;
-}
-
 /* True when a secret came from source src: the conninfo's password, or a
  * [kafka] secret property. */
 static bool secret_from(const struct config *c, enum config_source src)
@@ -1160,11 +1484,13 @@ bool config_set_holds_secret(const struct config *c)
 
 /* ---- values as written -------------------------------------------------- */
 
-const char *config_key_value(const struct config *c, size_t i, char *out, size_t outlen)
+/* Key i as a file would say it, from c, or from s for an [outbox] key. */
+static const char *key_value(const struct config *c, const struct outbox_spec *s, size_t i,
+                             char *out, size_t outlen)
 {
     static const char *const levels[] = {"error", "warn", "info", "debug"};
     const struct key_def *d = &key_defs[i];
-    const void *f = (const char *)c + d->offset;
+    const void *f = is_outbox_key(d) ? (const char *)s + d->offset : (const char *)c + d->offset;
     out[0] = '\0';
     switch (d->type) {
     case KT_STRING:
@@ -1173,7 +1499,7 @@ const char *config_key_value(const struct config *c, size_t i, char *out, size_t
     case KT_PATH: {
         const char *v = *(char *const *)f;
         if (!v) break;
-        if (f == &c->pg_conninfo)
+        if (c && f == &c->pg_conninfo)
             secret_conninfo_masked(v, out, outlen);
         else
             snprintf(out, outlen, "%s", v);
@@ -1202,32 +1528,80 @@ const char *config_key_value(const struct config *c, size_t i, char *out, size_t
                  c->delivery_mode == DELIVERY_EXACTLY_ONCE ? "exactly_once" : "at_least_once");
         break;
     case KT_PRESET:
-        snprintf(out, outlen, "%s", presets[c->outbox_preset == OUTBOX_PRESET_DEBEZIUM]);
+        snprintf(out, outlen, "%s", presets[s->preset == OUTBOX_PRESET_DEBEZIUM]);
         break;
     }
     return out;
 }
 
+const char *config_key_value(const struct config *c, size_t i, char *out, size_t outlen)
+{
+    return key_value(c, &c->outbox, i, out, outlen);
+}
+
+const char *config_outbox_key_value(const struct outbox_spec *s, size_t i, char *out,
+                                    size_t outlen)
+{
+    return key_value(NULL, s, i, out, outlen);
+}
+
+static const char *spec_key_value(const struct outbox_spec *s, size_t i, char *out,
+                                  size_t outlen)
+{
+    return key_value(NULL, s, i, out, outlen);
+}
+
 /* ---- the outbox map ------------------------------------------------------ */
 
-int config_outbox_map(const struct config *c, struct outbox_map *m, char *err, size_t errlen)
+/* err, prefixed with s's label unless it names a section already. */
+static void label_error(const struct outbox_spec *s, char *err, size_t errlen)
 {
-    if (outbox_map_init(m, c->outbox_table, (const char *const *)c->outbox_columns,
-                        c->outbox_topic, err, errlen) != 0)
-        return -1;
-    m->tombstone_on_empty = c->outbox_tombstone_on_empty;
-    bool json = strcmp(c->outbox_value_converter, "json") == 0;
-    if (!json && strcmp(c->outbox_value_converter, "string") != 0) {
+    if (!s->name || !strncmp(err, "[outbox.", 8)) return;
+    char why[1024], label[128];
+    snprintf(why, sizeof(why), "%s", !strncmp(err, "[outbox] ", 9) ? err + 9 : err);
+    snprintf(err, errlen, "%s %s", config_outbox_label(s, label, sizeof(label)), why);
+}
+
+int config_outbox_map(const struct outbox_spec *s, struct outbox_map *m, char *err,
+                      size_t errlen)
+{
+    if (outbox_map_init(m, s->table, (const char *const *)s->columns, s->topic, err,
+                        errlen) != 0)
+        goto fail_init;
+    m->tombstone_on_empty = s->tombstone_on_empty;
+    bool json = strcmp(s->value_converter, "json") == 0;
+    if (!json && strcmp(s->value_converter, "string") != 0) {
         snprintf(err, errlen, "[outbox] value_converter: \"%s\" is not one of string|json",
-                 c->outbox_value_converter);
+                 s->value_converter);
         goto fail;
     }
-    if (outbox_map_set_headers(m, c->outbox_headers, c->outbox_placement, err, errlen) != 0 ||
+    if (outbox_map_set_headers(m, s->headers, s->placement, err, errlen) != 0 ||
         outbox_map_set_value_json(m, json, err, errlen) != 0 ||
-        outbox_map_set_span_context(m, c->outbox_span_column, err, errlen) != 0)
+        outbox_map_set_span_context(m, s->span_column, err, errlen) != 0)
         goto fail;
     return 0;
 fail:
     outbox_map_free(m);
+fail_init:
+    label_error(s, err, errlen);
+    return -1;
+}
+
+int config_outbox_set(const struct config *c, struct outbox_set *set, char *err,
+                      size_t errlen)
+{
+    outbox_set_init(set);
+    for (size_t i = 0; i < config_outbox_count(c); i++) {
+        const struct outbox_spec *s = config_outbox_at(c, i);
+        struct outbox_map m;
+        if (config_outbox_map(s, &m, err, errlen) != 0) goto fail;
+        if (outbox_set_add(set, &m, s->name) != 0) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    outbox_set_free(set);
     return -1;
 }

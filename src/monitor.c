@@ -134,8 +134,9 @@ static const char *query_name(enum mon_query q)
 /* The monitor's statements, one per mon_query. */
 #define SQL_PUB_LSN "SELECT pg_catalog.pg_current_wal_lsn()::text"
 #define SQL_PUB_MEMBER                                                                     \
-    "SELECT p.pubinsert, EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "        \
-    "WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3) "             \
+    "SELECT p.pubinsert, NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[]) o(s, t) " \
+    "WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "                   \
+    "WHERE t.pubname = p.pubname AND t.schemaname = o.s AND t.tablename = o.t)) "          \
     "FROM pg_catalog.pg_publication p WHERE p.pubname = $1"
 /* failover through to_jsonb: the column exists from PostgreSQL 17 on, and
  * one statement serves every version (NULL, so false, below). */
@@ -161,7 +162,7 @@ static void send_query(struct monitor *m, enum mon_query q, int64_t now_ms,
         m->next_pub_ms = now_ms + m->pub_ms;
     } else if (q == Q_PUB_MEMBER) {
         rc = send_sql(m, SQL_PUB_MEMBER, 3,
-                      (const char *const[]){m->c.publication, m->c.schema, m->c.table});
+                      (const char *const[]){m->c.publication, m->c.schemas, m->c.tables});
     } else if (q == Q_SLOT) {
         rc = send_sql(m, SQL_SLOT, 1, (const char *const[]){m->c.slot});
         m->next_slot_ms = now_ms + m->c.interval_ms;

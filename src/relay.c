@@ -237,9 +237,15 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     r->met.plugin = c->pg_plugin;
     r->met.slot = c->pg_slot;
     r->met.start_time_us = clock_unix_us();
-    if (config_outbox_map(c, &r->map, err, sizeof(err)) != 0) {
-        log_error("[outbox] %s", err);
+    if (config_outbox_set(c, &r->outboxes, err, sizeof(err)) != 0) {
+        log_error("%s", err);
         return EXIT_USAGE;
+    }
+    if (!(r->tables = outbox_set_tables(&r->outboxes)) ||
+        !(r->pub_schemas = outbox_set_array(&r->outboxes, false)) ||
+        !(r->pub_tables = outbox_set_array(&r->outboxes, true))) {
+        log_error("out of memory");
+        return EXIT_FATAL;
     }
     if (!(r->dec = decoder_new((enum plugin_kind)plugin_parse(c->pg_plugin)))) {
         log_error("out of memory");
@@ -254,7 +260,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
      * nothing is confirmed beyond what it proved (confirm.h). */
     confirmer_init(&r->confirm, c->offsets_file, c->pg_status_interval_ms,
                    plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT, confirm_io_stream(&r->st));
-    changes_init(&r->chg, c, &r->map, &r->met, (struct sink){send_to_producer, r});
+    changes_init(&r->chg, c, &r->outboxes, &r->met, (struct sink){send_to_producer, r});
     ktxn_init(&r->kt, (uint64_t)c->delivery_txn_max_events, c->delivery_txn_max_ms);
     relay_seed_metrics(&r->met, r->confirm.pub_capped);
     if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0 ||
@@ -265,8 +271,8 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
                                     .heartbeat_ms = c->pg_heartbeat_interval_ms,
                                     .publication =
                                         r->confirm.pub_capped ? c->pg_publication : NULL,
-                                    .schema = r->map.schema,
-                                    .table = r->map.table};
+                                    .schemas = r->pub_schemas,
+                                    .tables = r->pub_tables};
         if (!(r->mon = monitor_new(&mc))) {
             log_error("out of memory");
             return EXIT_FATAL;
@@ -289,7 +295,10 @@ static void relay_free(struct relay *r)
     stream_close(r->st);
     tracker_free(r->trk);
     decoder_free(r->dec);
-    outbox_map_free(&r->map);
+    outbox_set_free(&r->outboxes);
+    free(r->tables);
+    free(r->pub_schemas);
+    free(r->pub_tables);
 }
 
 /* The loop: every wait of the relay happens in wait_turn(). */

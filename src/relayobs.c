@@ -99,19 +99,23 @@ static void publication_lost(struct relay *r, const struct monitor_report *rep)
     metrics_count(&r->met.failed, "NOT_IN_PUBLICATION", 1);
     if (rep->pub_member)
         fixit_publish_inserts(fix, sizeof(fix), c->pg_publication);
-    else
-        fixit_add_table(fix, sizeof(fix), c->pg_publication, c->outbox_table);
+    else if (r->outboxes.n == 1)
+        fixit_add_table(fix, sizeof(fix), c->pg_publication, r->tables);
+    else /* which one is missing: outboxd check's publication lines say */
+        snprintf(fix, sizeof(fix), "add the missing one with %s (outboxd check names it)",
+                 fixit_add_table((char[256]){0}, 256, c->pg_publication, "TABLE_NAME"));
     lsn_format(r->confirm.proven_lsn, a);
     lsn_format(rep->pub_lsn, b);
     log_kv(LOG_ERROR, LOG_FIELDS({"lsn", a}),
-           "the outbox table %s.%s is no longer published by publication \"%s\" (%s): "
+           "%s %s is no longer published by publication \"%s\" (%s): "
            "pgoutput skips its inserts, so events committed after %s (the last position "
            "where membership was proven; found out at %s) may be missing from Kafka. The "
            "slot is not confirmed past %s. Stopping. Fix: %s; pgoutput will not send the "
            "events committed while the table was out of the publication even then (it "
            "decodes each change with the catalog of its time): list them with outboxd "
            "verify and insert them again",
-           r->map.schema, r->map.table, c->pg_publication,
+           r->outboxes.n == 1 ? "the outbox table" : "one of the outbox tables", r->tables,
+           c->pg_publication,
            rep->pub_member ? "it no longer publishes inserts"
                            : "the table was removed from it",
            a, b, a, fix);

@@ -294,7 +294,7 @@ static void enter_drain(struct relay *r)
 static void setup_from_relay(const struct relay *r, struct slot_setup *s)
 {
     *s = (struct slot_setup){.cfg = r->cfg,
-                             .map = &r->map,
+                             .outboxes = &r->outboxes,
                              .pub_capped = r->confirm.pub_capped,
                              .pub_missing_on_stream = r->pub_missing_on_stream,
                              .streamed = r->trk != NULL,

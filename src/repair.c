@@ -131,8 +131,8 @@ static int read_state(struct repair *r, struct repair_facts *f)
                                .slot_active_pid = r->si.active_pid,
                                .slot_wal_status = r->si.wal_status,
                                .track_commit_timestamp = strcmp(v, "on") == 0,
-                               .time_column = c->outbox_repair_column,
-                               .margin_us = c->outbox_repair_margin_ms * 1000,
+                               .time_column = config_outbox_at(c, 0)->repair_column,
+                               .margin_us = config_outbox_at(c, 0)->repair_margin_ms * 1000,
                                .at_start = r->o->at_start};
     if (r->o->since) {
         char us[32];
@@ -233,7 +233,7 @@ static int db_command(struct repair *r, const char *what, const char *sql, int n
  * 0, or EXIT_FATAL logged. */
 static int open_snapshot(struct repair *r, const char *from)
 {
-    const char *col = r->c->outbox_repair_column;
+    const char *col = config_outbox_at(r->c, 0)->repair_column;
     char *untimed = repair_count_untimed_sql(&r->map, &r->plan, col);
     char *stats = repair_stats_sql(&r->map, &r->plan, col);
     char *sel = repair_select_sql(&r->map, &r->plan, col);
@@ -391,7 +391,7 @@ static void report(const struct repair *r, const char *from)
              r->plan.by == REPAIR_BY_COMMIT_TS ? "committed" : "stamped", from,
              r->plan.from_since ? "--since time" : "last ACKed commit time",
              offset_commit_time_text(r->plan.boundary_us, b, sizeof(b)),
-             r->c->outbox_repair_margin_ms / 1000, r->first_time[0] ? r->first_time : "-",
+             config_outbox_at(r->c, 0)->repair_margin_ms / 1000, r->first_time[0] ? r->first_time : "-",
              r->last_time[0] ? r->last_time : "-", r->untimed,
              r->plan.by == REPAIR_BY_COMMIT_TS ? "commit timestamp" : "time in the column",
              r->untimed ? " (committed before track_commit_timestamp was on, or frozen: check "
@@ -473,7 +473,14 @@ int repair_run(const struct config *cfg, const struct repair_options *o)
                   "(README \"Gap repair\")");
         return EXIT_USAGE;
     }
-    if (config_outbox_map(cfg, &r.map, err, sizeof(err)) != 0) {
+    if (config_outbox_count(cfg) > 1) {
+        log_error("repair: not supported with several [outbox.NAME] sections (%zu): repair "
+                  "serves one outbox table; outboxd verify lists what is missing from every "
+                  "table",
+                  config_outbox_count(cfg));
+        return EXIT_USAGE;
+    }
+    if (config_outbox_map(config_outbox_at(cfg, 0), &r.map, err, sizeof(err)) != 0) {
         log_error("repair: %s", err);
         return EXIT_USAGE;
     }

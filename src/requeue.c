@@ -139,7 +139,8 @@ int poll_requeue_run(const struct config *cfg, char *const *ids, int nids)
 {
     struct requeue q = {.cfg = cfg};
     char err[1024];
-    if (config_outbox_map(cfg, &q.map, err, sizeof(err)) != 0) {
+    if (config_outbox_find(cfg, NULL, err, sizeof(err)) != 0 ||
+        config_outbox_map(config_outbox_at(cfg, 0), &q.map, err, sizeof(err)) != 0) {
         log_error("configuration: %s", err);
         return EXIT_USAGE;
     }

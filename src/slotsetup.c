@@ -101,13 +101,15 @@ static enum step check_publication_and_plugin(struct slot_setup *s)
         return STEP_FATAL;
     }
     if (rc <= 0) {
+        char *tables = outbox_set_tables(s->outboxes);
         if (rc < 0)
             log_error("%s", err);
         else
             log_error("publication \"%s\" does not exist in this database: %s",
                       c->pg_publication,
                       fixit_create_publication(fix, sizeof(fix), c->pg_publication,
-                                               c->outbox_table));
+                                               tables ? tables : "?"));
+        free(tables);
         return STEP_FATAL;
     }
     rc = stream_plugin_allowed(s->st, c->pg_plugin, err, sizeof(err));
@@ -417,8 +419,7 @@ enum step slot_open_stream(struct slot_setup *s)
         .slot = c->pg_slot,
         .publication = c->pg_publication,
         .messages = c->pg_heartbeat_interval_ms > 0,
-        .schema = s->map->schema,
-        .table = s->map->table,
+        .outboxes = s->outboxes,
         .direct_read = c->pg_direct_read,
     };
     /* After a reconnect, stream from what is ACKed: with pgoutput the

@@ -345,8 +345,15 @@ static int plugin_options(struct stream *s, const struct stream_target *t, char 
         PQfreemem(publit);
         return publit ? 0 : -1;
     }
-    char filter[512];
-    wal2json_table_filter(t->schema, t->table, filter, sizeof(filter));
+    char filter[2048];
+    size_t used = 0;
+    for (size_t i = 0; i < t->outboxes->n && used + 2 < sizeof(filter); i++) {
+        if (i) filter[used++] = ',';
+        wal2json_table_filter(t->outboxes->maps[i].schema, t->outboxes->maps[i].table,
+                              filter + used, sizeof(filter) - used);
+        used += strlen(filter + used);
+    }
+    filter[used] = '\0';
     char *lit = PQescapeLiteral(s->conn, filter, strlen(filter));
     if (!lit) return -1;
     /* include-types 'false': outboxd maps columns by name, and a type name
@@ -611,7 +618,7 @@ static void finish_direct(struct stream *s)
 int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, char *err,
                  size_t errlen)
 {
-    char lsn[LSN_STRLEN], options[1024], sql[1400];
+    char lsn[LSN_STRLEN], options[3072], sql[3500];
     char *id = PQescapeIdentifier(s->conn, t->slot, strlen(t->slot));
     int ok = id && plugin_options(s, t, options, sizeof(options)) == 0;
     if (ok)

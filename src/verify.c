@@ -68,7 +68,9 @@ struct part {
 struct verify {
     const struct config *cfg;
     const struct verify_options *opt;
-    struct outbox_map map; /* owned */
+    struct outbox_set set; /* owned: every outbox table */
+    const struct outbox_map *map; /* the table being read (one of set's) */
+    char *tables;          /* owned: "schema.table, ..." of set */
     struct audit *audit;   /* owned */
     PGconn *conn;          /* owned */
     char *qtable;          /* owned: "schema"."table" */
@@ -125,8 +127,11 @@ static int pg_connect(struct verify *v, char *err, size_t errlen)
 /* Quoted "schema"."table" and event_id column. */
 static int pg_quote_names(struct verify *v, char *err, size_t errlen)
 {
-    const char *names[] = {v->map.schema, v->map.table, v->map.columns[OC_EVENT_ID]};
+    const char *names[] = {v->map->schema, v->map->table, v->map->columns[OC_EVENT_ID]};
     char *q[3] = {NULL, NULL, NULL};
+    free(v->qtable);
+    free(v->qevent_id);
+    v->qtable = v->qevent_id = NULL;
     for (int i = 0; i < 3; i++)
         q[i] = PQescapeIdentifier(v->conn, names[i], strlen(names[i]));
     if (q[0] && q[1] && q[2]) {
@@ -170,7 +175,7 @@ static int pg_since(struct verify *v, char *err, size_t errlen)
     if (!has) {
         snprintf(err, errlen,
                  "--since compares created_at, and %s.%s has no created_at column",
-                 v->map.schema, v->map.table);
+                 v->map->schema, v->map->table);
         return EXIT_USAGE;
     }
     char what[256];
@@ -194,8 +199,8 @@ static int find_column(const struct relation *rel, const char *name)
 static int set_layout(struct verify *v, const PGresult *res, char *err, size_t errlen)
 {
     int n = PQnfields(res);
-    v->rel.nspname = v->map.schema;
-    v->rel.relname = v->map.table;
+    v->rel.nspname = v->map->schema;
+    v->rel.relname = v->map->table;
     v->rel.cols = calloc((size_t)n + 1, sizeof(*v->rel.cols));
     v->values = calloc((size_t)n + 1, sizeof(*v->values));
     if (!v->rel.cols || !v->values) goto oom;
@@ -203,13 +208,13 @@ static int set_layout(struct verify *v, const PGresult *res, char *err, size_t e
         if (!(v->rel.cols[v->rel.ncols].name = strdup(PQfname(res, v->rel.ncols))))
             goto oom;
     for (int c = 0; c < OC__COUNT; c++)
-        v->col[c] = find_column(&v->rel, v->map.columns[c]);
+        v->col[c] = find_column(&v->rel, v->map->columns[c]);
     const enum outbox_col required[] = {OC_EVENT_ID, OC_AGGREGATE_ID};
     for (size_t i = 0; i < 2; i++) {
         if (v->col[required[i]] >= 0) continue;
         snprintf(err, errlen, "column \"%s\" (%s) is missing from %s.%s",
-                 v->map.columns[required[i]], outbox_col_name(required[i]), v->map.schema,
-                 v->map.table);
+                 v->map->columns[required[i]], outbox_col_name(required[i]), v->map->schema,
+                 v->map->table);
         return EXIT_FATAL;
     }
     return 0;
@@ -231,7 +236,7 @@ static struct slice value_of(const struct verify *v, int c)
 static const char *row_topic(struct verify *v, char *buf, size_t len)
 {
     char why[512];
-    if (topic_template_render(v->map.topic, &v->rel, v->values, v->rel.ncols, buf, len, why,
+    if (topic_template_render(v->map->topic, &v->rel, v->values, v->rel.ncols, buf, len, why,
                               sizeof(why)) >= 0 &&
         outbox_topic_valid(buf, why, sizeof(why)))
         return buf;
@@ -271,8 +276,8 @@ static void on_rows_result(struct verify *v, PGresult *res, int *rc, char *err,
     if (*rc) return;
     if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK) {
         char what[300];
-        snprintf(what, sizeof(what), "postgres: reading %s.%s", v->map.schema,
-                 v->map.table);
+        snprintf(what, sizeof(what), "postgres: reading %s.%s", v->map->schema,
+                 v->map->table);
         pgconn_message(v->conn, res, NULL, what, err, errlen);
         *rc = EXIT_FATAL;
         return;
@@ -310,6 +315,36 @@ static int pg_read_rows(struct verify *v, char *err, size_t errlen)
         on_rows_result(v, res, &rc, err, errlen);
         PQclear(res);
     }
+    return rc;
+}
+
+/* Forgets the column layout of the last table read. */
+static void free_layout(struct verify *v)
+{
+    for (int i = 0; i < v->rel.ncols; i++)
+        free(v->rel.cols[i].name);
+    free(v->rel.cols);
+    free(v->values);
+    v->rel.cols = NULL;
+    v->rel.ncols = 0;
+    v->values = NULL;
+}
+
+/* Makes table i of the set the one read and looked up. */
+static int pg_use_table(struct verify *v, size_t i, char *err, size_t errlen)
+{
+    free_layout(v);
+    v->map = &v->set.maps[i];
+    return pg_quote_names(v, err, errlen);
+}
+
+/* Every (in-scope) row of table i into the audit. */
+static int pg_read_table(struct verify *v, size_t i, char *err, size_t errlen)
+{
+    int rc = pg_use_table(v, i, err, errlen);
+    if (!rc && v->opt->since) rc = pg_since(v, err, errlen);
+    if (!rc) rc = pg_read_rows(v, err, errlen);
+    if (!rc) log_info("read the outbox table %s.%s", v->map->schema, v->map->table);
     return rc;
 }
 
@@ -395,9 +430,11 @@ static int pg_recheck_unknown(struct verify *v, char *err, size_t errlen)
 {
     size_t n;
     const struct slice *ids = audit_unknown_ids(v->audit, &n);
-    for (size_t i = 0; i < n; i += RECHECK_BATCH) {
-        int rc = recheck_batch(v, ids + i, n - i < RECHECK_BATCH ? n - i : RECHECK_BATCH,
-                               err, errlen);
+    for (size_t t = 0; t < v->set.n; t++) {
+        int rc = v->set.n > 1 ? pg_use_table(v, t, err, errlen) : 0;
+        for (size_t i = 0; !rc && i < n; i += RECHECK_BATCH)
+            rc = recheck_batch(v, ids + i, n - i < RECHECK_BATCH ? n - i : RECHECK_BATCH, err,
+                               errlen);
         if (rc) return rc;
     }
     return 0;
@@ -684,12 +721,16 @@ static int record_message(struct verify *v, const struct part *pt, const rd_kafk
                            .offset = m->offset,
                            .key = {m->key, m->key_len}};
     if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        const char *id = outbox_header_name(&v->map, OC_EVENT_ID);
-        const char *version = outbox_header_name(&v->map, OC_AGGREGATE_VERSION);
-        if (!rd_kafka_header_get_last(hdrs, id, &val, &len) && val)
+        /* The first section whose event_id header the message has (the
+         * sections may name their headers differently). */
+        for (size_t i = 0; i < v->set.n && !am.event_id.data; i++) {
+            const char *id = outbox_header_name(&v->set.maps[i], OC_EVENT_ID);
+            const char *version = outbox_header_name(&v->set.maps[i], OC_AGGREGATE_VERSION);
+            if (rd_kafka_header_get_last(hdrs, id, &val, &len) || !val) continue;
             am.event_id = (struct slice){val, len};
-        if (version && !rd_kafka_header_get_last(hdrs, version, &val, &len) && val)
-            am.has_version = audit_parse_version(val, len, &am.version);
+            if (version && !rd_kafka_header_get_last(hdrs, version, &val, &len) && val)
+                am.has_version = audit_parse_version(val, len, &am.version);
+        }
         if (pt->dlq && !rd_kafka_header_get_last(hdrs, "dlq_error", &val, &len) && val)
             am.dlq_error = (struct slice){val, len};
     }
@@ -830,7 +871,7 @@ static bool report_ok(const struct verify *v, const struct audit_report *r)
 static void print_human(const struct verify *v, const struct audit_report *r)
 {
     FILE *f = stdout;
-    fprintf(f, "outboxd verify: %zu rows of %s.%s", r->rows, v->map.schema, v->map.table);
+    fprintf(f, "outboxd verify: %zu rows of %s", r->rows, v->tables);
     if (v->opt->since) fprintf(f, " created at or after %s", v->opt->since);
     fprintf(f, ", %zu messages in %zu topics (%zu partitions)\n", r->messages, r->topics,
             v->nparts);
@@ -925,7 +966,7 @@ static json_t *json_report(const struct verify *v, const struct audit_report *r)
 {
     json_t *o = json_object();
     bool ok =
-        o && jset(o, "table", json_sprintf("%s.%s", v->map.schema, v->map.table)) &&
+        o && jset(o, "table", json_string(v->tables)) &&
         jset(o, "since", v->opt->since ? json_string(v->opt->since) : json_null()) &&
         jint(o, "rows", (int64_t)r->rows) && jint(o, "messages", (int64_t)r->messages) &&
         jint(o, "topics", (int64_t)r->topics) && jint(o, "missing", (int64_t)r->missing) &&
@@ -1055,14 +1096,21 @@ static int prepare(struct verify *v, char *err, size_t errlen)
         snprintf(err, errlen, "timeout %d ms: must be positive", v->opt->timeout_ms);
         return EXIT_USAGE;
     }
-    if (config_outbox_map(v->cfg, &v->map, err, errlen) != 0)
-        return EXIT_USAGE;
-    if (!outbox_header_name(&v->map, OC_EVENT_ID)) {
-        snprintf(err, errlen,
-                 "[outbox] headers = %s carries no event_id: verify matches messages to rows "
-                 "by it (add event_id, or event_id:NAME)",
-                 v->cfg->outbox_headers);
-        return EXIT_USAGE;
+    if (config_outbox_set(v->cfg, &v->set, err, errlen) != 0) return EXIT_USAGE;
+    for (size_t i = 0; i < v->set.n; i++)
+        if (!outbox_header_name(&v->set.maps[i], OC_EVENT_ID)) {
+            const struct outbox_spec *s = config_outbox_at(v->cfg, i);
+            char label[160];
+            snprintf(err, errlen,
+                     "%s headers = %s carries no event_id: verify matches messages to rows "
+                     "by it (add event_id, or event_id:NAME)",
+                     config_outbox_label(s, label, sizeof(label)), s->headers);
+            return EXIT_USAGE;
+        }
+    v->map = &v->set.maps[0];
+    if (!(v->tables = outbox_set_tables(&v->set))) {
+        snprintf(err, errlen, "out of memory");
+        return EXIT_FATAL;
     }
     if (!(v->audit = audit_new())) {
         snprintf(err, errlen, "out of memory");
@@ -1078,15 +1126,13 @@ static void cleanup(struct verify *v)
         rd_kafka_destroy(v->rk);
     }
     free(v->parts);
-    for (int i = 0; i < v->rel.ncols; i++)
-        free(v->rel.cols[i].name);
-    free(v->rel.cols);
-    free(v->values);
+    free_layout(v);
     free(v->qtable);
     free(v->qevent_id);
     if (v->conn) PQfinish(v->conn);
     audit_free(v->audit);
-    outbox_map_free(&v->map);
+    outbox_set_free(&v->set);
+    free(v->tables);
 }
 
 int verify_run(const struct config *cfg, const struct verify_options *opt)
@@ -1096,10 +1142,7 @@ int verify_run(const struct config *cfg, const struct verify_options *opt)
     char err[1024] = "";
     int rc = prepare(&v, err, sizeof(err));
     if (!rc) rc = pg_connect(&v, err, sizeof(err));
-    if (!rc) rc = pg_quote_names(&v, err, sizeof(err));
-    if (!rc && opt->since) rc = pg_since(&v, err, sizeof(err));
-    if (!rc) rc = pg_read_rows(&v, err, sizeof(err));
-    if (!rc) log_info("read the outbox table %s.%s", v.map.schema, v.map.table);
+    for (size_t i = 0; !rc && i < v.set.n; i++) rc = pg_read_table(&v, i, err, sizeof(err));
     if (!rc) rc = kafka_read(&v, err, sizeof(err));
     if (!rc) rc = run_audit(&v, &r, err, sizeof(err));
     if (!rc && opt->json && print_json(&v, &r) != 0) {

@@ -63,7 +63,7 @@ static const char *const table_cols[] = {"event_id",   "aggregate_type", "aggreg
                                          "aggregate_version", "event_type", "payload"};
 
 static struct config cfg;
-static struct outbox_map map;
+static struct outbox_set outboxes;
 static struct metrics met;
 static struct tracker *trk;
 static struct changes chg;
@@ -75,12 +75,15 @@ static void setup_policy(const char *policy)
     char err[256];
     ck_assert_int_eq(config_init(&cfg), 0);
     ck_assert_int_eq(config_set(&cfg, "errors", "policy", policy, err, sizeof(err)), 0);
+    struct outbox_map map;
     ck_assert_int_eq(outbox_map_init(&map, "public.outbox", columns, "events", err, sizeof(err)),
                      0);
+    outbox_set_init(&outboxes);
+    ck_assert_int_eq(outbox_set_add(&outboxes, &map, NULL), 0);
     metrics_init(&met);
     memset(&fk, 0, sizeof(fk));
     fk.room = -1;
-    changes_init(&chg, &cfg, &map, &met, (struct sink){fake_send, &fk});
+    changes_init(&chg, &cfg, &outboxes, &met, (struct sink){fake_send, &fk});
     ck_assert_ptr_nonnull(trk = tracker_new(100));
     changes_start(&chg, trk, NULL);
     rel = relation_new(16384, "public", "outbox", 'd', 6);
@@ -101,7 +104,7 @@ static void teardown(void)
     changes_free(&chg);
     tracker_free(trk);
     metrics_free(&met);
-    outbox_map_free(&map);
+    outbox_set_free(&outboxes);
     config_free(&cfg);
 }
 

@@ -50,14 +50,14 @@ START_TEST(test_defaults)
     ck_assert_str_eq(C.pg_plugin, "pgoutput");
     ck_assert(C.pg_create_slot == true);
     ck_assert_int_eq(C.pg_status_interval_ms, 1000);
-    ck_assert_str_eq(C.outbox_table, "public.outbox_events");
-    ck_assert_str_eq(C.outbox_topic, "outbox.event.${aggregate_type}");
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "event_id");
-    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_TYPE], "aggregate_type");
-    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_ID], "aggregate_id");
-    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_VERSION], "aggregate_version");
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_TYPE], "event_type");
-    ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "payload");
+    ck_assert_str_eq(C.outbox.table, "public.outbox_events");
+    ck_assert_str_eq(C.outbox.topic, "outbox.event.${aggregate_type}");
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_ID], "event_id");
+    ck_assert_str_eq(C.outbox.columns[OC_AGGREGATE_TYPE], "aggregate_type");
+    ck_assert_str_eq(C.outbox.columns[OC_AGGREGATE_ID], "aggregate_id");
+    ck_assert_str_eq(C.outbox.columns[OC_AGGREGATE_VERSION], "aggregate_version");
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_TYPE], "event_type");
+    ck_assert_str_eq(C.outbox.columns[OC_PAYLOAD], "payload");
     ck_assert_str_eq(C.offsets_file, "outboxd.offset");
     ck_assert_int_eq(C.log_level, LOG_INFO);
 }
@@ -153,9 +153,9 @@ END_TEST
 START_TEST(test_set_outbox)
 {
     ck_assert_int_eq(config_set(&C, "outbox", "table", "app.events", err, sizeof(err)), 0);
-    ck_assert_str_eq(C.outbox_table, "app.events");
+    ck_assert_str_eq(C.outbox.table, "app.events");
     ck_assert_int_eq(config_set(&C, "outbox", "topic", "t.${event_type}", err, sizeof(err)), 0);
-    ck_assert_str_eq(C.outbox_topic, "t.${event_type}");
+    ck_assert_str_eq(C.outbox.topic, "t.${event_type}");
     static const char *const names[OC__COUNT] = {"id", "agg_type", "agg_id",
                                                  "version", "kind", "body"};
     for (int i = 0; i < OC__COUNT; i++) {
@@ -165,7 +165,7 @@ START_TEST(test_set_outbox)
                       "set outbox.%s: %s", key, err);
     }
     for (int i = 0; i < OC__COUNT; i++)
-        ck_assert_str_eq(C.outbox_columns[i], names[i]);
+        ck_assert_str_eq(C.outbox.columns[i], names[i]);
 }
 END_TEST
 
@@ -506,12 +506,12 @@ START_TEST(test_load_file)
     ck_assert_str_eq(C.pg_plugin, "pgoutput");
     ck_assert(C.pg_create_slot == false);
     ck_assert_int_eq(C.pg_status_interval_ms, 2500);
-    ck_assert_str_eq(C.outbox_table, "app.events");
-    ck_assert_str_eq(C.outbox_topic, "events.${aggregate_type}.v1");
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "id");
-    ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "body");
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_TYPE], "event_type");
-    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_ID], "aggregate_id");
+    ck_assert_str_eq(C.outbox.table, "app.events");
+    ck_assert_str_eq(C.outbox.topic, "events.${aggregate_type}.v1");
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_ID], "id");
+    ck_assert_str_eq(C.outbox.columns[OC_PAYLOAD], "body");
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_TYPE], "event_type");
+    ck_assert_str_eq(C.outbox.columns[OC_AGGREGATE_ID], "aggregate_id");
     ck_assert_pstr_eq(config_kafka_get(&C, "bootstrap.servers"), "broker1:9092,broker2:9092");
     ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "1");
     ck_assert_pstr_eq(config_kafka_get(&C, "linger.ms"), "5");
@@ -533,7 +533,7 @@ START_TEST(test_load_file_partial_keeps_defaults)
     ck_assert_str_eq(C.pg_slot, "only_this");
     ck_assert_str_eq(C.pg_publication, "outboxd_pub");
     ck_assert_int_eq(C.pg_status_interval_ms, 1000);
-    ck_assert_str_eq(C.outbox_table, "public.outbox_events");
+    ck_assert_str_eq(C.outbox.table, "public.outbox_events");
     ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "all");
     ck_assert_int_eq(C.log_level, LOG_INFO);
 }
@@ -729,17 +729,17 @@ START_TEST(test_load_env)
     int rc = config_load_env(&C, envp, err, sizeof(err));
     ck_assert_msg(rc == 0, "config_load_env: %s", err);
     ck_assert_str_eq(C.pg_slot, "x");
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "id");
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_ID], "id");
     ck_assert_pstr_eq(config_kafka_get(&C, "bootstrap.servers"), "h:1");
     ck_assert_int_eq(C.pg_status_interval_ms, 333);
     ck_assert(C.pg_create_slot == false);
     ck_assert_pstr_eq(C.pg_conninfo, "host=envhost dbname=d");
     ck_assert_int_eq(C.log_level, LOG_WARN);
     ck_assert_str_eq(C.offsets_file, "/data/off");
-    ck_assert_str_eq(C.outbox_table, "s.t");
+    ck_assert_str_eq(C.outbox.table, "s.t");
     /* Untouched. */
     ck_assert_str_eq(C.pg_publication, "outboxd_pub");
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_TYPE], "event_type");
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_TYPE], "event_type");
     ck_assert_pstr_eq(config_kafka_get(&C, "acks"), "all");
 }
 END_TEST
@@ -831,7 +831,7 @@ START_TEST(test_apply_set)
     ck_assert_int_eq(config_apply_set(&C, "kafka.bootstrap.servers=h:9092", err, sizeof(err)), 0);
     ck_assert_pstr_eq(config_kafka_get(&C, "bootstrap.servers"), "h:9092");
     ck_assert_int_eq(config_apply_set(&C, "outbox.column.event_id=eid", err, sizeof(err)), 0);
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "eid");
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_ID], "eid");
     ck_assert_int_eq(config_apply_set(&C, "postgres.create_slot=0", err, sizeof(err)), 0);
     ck_assert(C.pg_create_slot == false);
     ck_assert_int_eq(config_apply_set(&C, "postgres.status_interval_ms=42", err, sizeof(err)), 0);
@@ -839,7 +839,7 @@ START_TEST(test_apply_set)
     ck_assert_int_eq(config_apply_set(&C, "log.level=error", err, sizeof(err)), 0);
     ck_assert_int_eq(C.log_level, LOG_ERROR);
     ck_assert_int_eq(config_apply_set(&C, "outbox.topic=a.${b}", err, sizeof(err)), 0);
-    ck_assert_str_eq(C.outbox_topic, "a.${b}");
+    ck_assert_str_eq(C.outbox.topic, "a.${b}");
 }
 END_TEST
 
@@ -1135,40 +1135,40 @@ START_TEST(test_outbox_preset)
 {
     char path[64], v[256];
     size_t table = key_at("outbox", "table"), topic = key_at("outbox", "topic");
-    ck_assert_int_eq(C.outbox_preset, OUTBOX_PRESET_OUTBOXD);
-    ck_assert_str_eq(C.outbox_headers, OUTBOX_HEADERS_DEFAULT);
-    ck_assert_ptr_null(C.outbox_placement);
+    ck_assert_int_eq(C.outbox.preset, OUTBOX_PRESET_OUTBOXD);
+    ck_assert_str_eq(C.outbox.headers, OUTBOX_HEADERS_DEFAULT);
+    ck_assert_ptr_null(C.outbox.placement);
     /* the column set before the preset, in the file, stays */
     write_temp("[outbox]\ncolumn.payload = body\npreset = debezium\n", path, sizeof(path));
     ck_assert_int_eq(config_load_file(&C, path, err, sizeof(err)), 0);
     unlink(path);
-    ck_assert_int_eq(C.outbox_preset, OUTBOX_PRESET_DEBEZIUM);
-    ck_assert_str_eq(C.outbox_table, "public.outbox");
-    ck_assert_str_eq(C.outbox_topic, "outbox.event.${aggregatetype}");
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "id");
-    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_TYPE], "aggregatetype");
-    ck_assert_str_eq(C.outbox_columns[OC_AGGREGATE_ID], "aggregateid");
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_TYPE], "type");
-    ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "body");
-    ck_assert_str_eq(C.outbox_headers, "event_id:id");
-    ck_assert_str_eq(C.outbox_span_column, "tracingspancontext");
-    ck_assert_int_eq(C.source[table], CONFIG_SRC_PRESET);
-    ck_assert_int_eq(C.source[key_at("outbox", "column.payload")], CONFIG_SRC_FILE);
+    ck_assert_int_eq(C.outbox.preset, OUTBOX_PRESET_DEBEZIUM);
+    ck_assert_str_eq(C.outbox.table, "public.outbox");
+    ck_assert_str_eq(C.outbox.topic, "outbox.event.${aggregatetype}");
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_ID], "id");
+    ck_assert_str_eq(C.outbox.columns[OC_AGGREGATE_TYPE], "aggregatetype");
+    ck_assert_str_eq(C.outbox.columns[OC_AGGREGATE_ID], "aggregateid");
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_TYPE], "type");
+    ck_assert_str_eq(C.outbox.columns[OC_PAYLOAD], "body");
+    ck_assert_str_eq(C.outbox.headers, "event_id:id");
+    ck_assert_str_eq(C.outbox.span_column, "tracingspancontext");
+    ck_assert_int_eq(C.outbox.source[table], CONFIG_SRC_PRESET);
+    ck_assert_int_eq(C.outbox.source[key_at("outbox", "column.payload")], CONFIG_SRC_FILE);
     ck_assert_str_eq(config_source_name(CONFIG_SRC_PRESET), "[outbox] preset");
     ck_assert_str_eq(config_key_value(&C, key_at("outbox", "preset"), v, sizeof(v)), "debezium");
     /* a key set after the preset wins, and a later preset skips it */
     ck_assert_int_eq(config_apply_set(&C, "outbox.topic=events.${aggregatetype}", err,
                                       sizeof(err)), 0);
     ck_assert_int_eq(config_apply_set(&C, "outbox.preset=outboxd", err, sizeof(err)), 0);
-    ck_assert_str_eq(C.outbox_topic, "events.${aggregatetype}");
-    ck_assert_int_eq(C.source[topic], CONFIG_SRC_SET);
+    ck_assert_str_eq(C.outbox.topic, "events.${aggregatetype}");
+    ck_assert_int_eq(C.outbox.source[topic], CONFIG_SRC_SET);
     /* ... and the keys only the preset set go back to outboxd's defaults */
-    ck_assert_str_eq(C.outbox_table, "public.outbox_events");
-    ck_assert_int_eq(C.source[table], CONFIG_SRC_DEFAULT);
-    ck_assert_str_eq(C.outbox_columns[OC_EVENT_ID], "event_id");
-    ck_assert_str_eq(C.outbox_headers, OUTBOX_HEADERS_DEFAULT);
-    ck_assert_str_eq(C.outbox_columns[OC_PAYLOAD], "body");
-    ck_assert_ptr_null(C.outbox_span_column);
+    ck_assert_str_eq(C.outbox.table, "public.outbox_events");
+    ck_assert_int_eq(C.outbox.source[table], CONFIG_SRC_DEFAULT);
+    ck_assert_str_eq(C.outbox.columns[OC_EVENT_ID], "event_id");
+    ck_assert_str_eq(C.outbox.headers, OUTBOX_HEADERS_DEFAULT);
+    ck_assert_str_eq(C.outbox.columns[OC_PAYLOAD], "body");
+    ck_assert_ptr_null(C.outbox.span_column);
     ck_assert_int_eq(config_set(&C, "outbox", "preset", "Debezium", err, sizeof(err)), -1);
     ERR_HAS("outboxd|debezium");
 }

@@ -55,11 +55,14 @@ static void setup(void)
     r.cfg = &cfg;
     r.stop = &stop_flag;
     metrics_init(&r.met);
-    ck_assert_int_eq(
-        outbox_map_init(&r.map, "public.outbox", columns, "events", err, sizeof(err)), 0);
+    struct outbox_map map;
+    ck_assert_int_eq(outbox_map_init(&map, "public.outbox", columns, "events", err, sizeof(err)),
+                     0);
+    outbox_set_init(&r.outboxes);
+    ck_assert_int_eq(outbox_set_add(&r.outboxes, &map, NULL), 0);
     r.prod = producer_new(&cfg, on_report, &r, err, sizeof(err));
     ck_assert_msg(r.prod != NULL, "producer_new: %s", err);
-    changes_init(&r.chg, &cfg, &r.map, &r.met, (struct sink){send_to, r.prod});
+    changes_init(&r.chg, &cfg, &r.outboxes, &r.met, (struct sink){send_to, r.prod});
     ck_assert_ptr_nonnull(r.trk = tracker_new(100));
     changes_start(&r.chg, r.trk, NULL);
     confirmer_init(&r.confirm, cfg.offsets_file, cfg.pg_status_interval_ms, false,
@@ -80,7 +83,7 @@ static void teardown(void)
     producer_free(r.prod);
     tracker_free(r.trk);
     metrics_free(&r.met);
-    outbox_map_free(&r.map);
+    outbox_set_free(&r.outboxes);
     config_free(&cfg);
     unlink(offsets);
 }

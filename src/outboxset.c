@@ -1,0 +1,113 @@
+/*
+ * outboxset.c - the outbox tables of one relay, and which one a relation
+ * is, cached per relation layout (see outboxset.h).
+ */
+#include "outboxset.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+void outbox_set_init(struct outbox_set *s) { memset(s, 0, sizeof(*s)); }
+
+int outbox_set_add(struct outbox_set *s, struct outbox_map *m, const char *name)
+{
+    struct outbox_map *maps = realloc(s->maps, (s->n + 1) * sizeof(*maps));
+    if (maps) s->maps = maps;
+    char **names = maps ? realloc(s->names, (s->n + 1) * sizeof(*names)) : NULL;
+    if (names) s->names = names;
+    char *copy = name ? strdup(name) : NULL;
+    if (!maps || !names || (name && !copy)) {
+        free(copy);
+        outbox_map_free(m);
+        return -1;
+    }
+    s->maps[s->n] = *m;
+    s->names[s->n] = copy;
+    s->n++;
+    memset(s->seen, 0, sizeof(s->seen)); /* indexes may have changed meaning */
+    return 0;
+}
+
+void outbox_set_free(struct outbox_set *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        outbox_map_free(&s->maps[i]);
+        free(s->names[i]);
+    }
+    free(s->maps);
+    free(s->names);
+    outbox_set_init(s);
+}
+
+static int find_by_name(const struct outbox_set *s, const struct relation *rel)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(rel->relname, s->maps[i].table) == 0 &&
+            strcmp(rel->nspname, s->maps[i].schema) == 0)
+            return (int)i;
+    return -1;
+}
+
+int outbox_set_find(struct outbox_set *s, const struct relation *rel)
+{
+    if (s->n == 1) return outbox_is_table(&s->maps[0], rel) ? 0 : -1;
+    if (rel->layout_id == 0) return find_by_name(s, rel);
+    for (int i = 0; i < OUTBOX_SET_SEEN; i++)
+        if (s->seen[i].layout_id == rel->layout_id) return s->seen[i].index;
+    int index = find_by_name(s, rel);
+    s->seen[s->next_seen].layout_id = rel->layout_id;
+    s->seen[s->next_seen].index = index;
+    s->next_seen = (s->next_seen + 1) % OUTBOX_SET_SEEN;
+    return index;
+}
+
+int outbox_set_duplicate(const struct outbox_set *s, size_t *other)
+{
+    for (size_t i = 1; i < s->n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(s->maps[i].table, s->maps[j].table) &&
+                !strcmp(s->maps[i].schema, s->maps[j].schema)) {
+                *other = j;
+                return (int)i;
+            }
+    return -1;
+}
+
+char *outbox_set_tables(const struct outbox_set *s)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < s->n; i++)
+        len += strlen(s->maps[i].schema) + strlen(s->maps[i].table) + 3;
+    char *out = malloc(len);
+    if (!out) return NULL;
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < s->n; i++)
+        used += (size_t)snprintf(out + used, len - used, "%s%s.%s", i ? ", " : "",
+                                 s->maps[i].schema, s->maps[i].table);
+    return out;
+}
+
+/* An array element in double quotes, '"' and '\\' escaped with '\\'. */
+char *outbox_set_array(const struct outbox_set *s, bool tables)
+{
+    size_t len = 3;
+    for (size_t i = 0; i < s->n; i++)
+        len += 2 * strlen(tables ? s->maps[i].table : s->maps[i].schema) + 3;
+    char *out = malloc(len), *p = out;
+    if (!out) return NULL;
+    *p++ = '{';
+    for (size_t i = 0; i < s->n; i++) {
+        if (i) *p++ = ',';
+        *p++ = '"';
+        for (const char *c = tables ? s->maps[i].table : s->maps[i].schema; *c; c++) {
+            if (*c == '"' || *c == '\\') *p++ = '\\';
+            *p++ = *c;
+        }
+        *p++ = '"';
+    }
+    *p++ = '}';
+    *p = '\0';
+    return out;
+}
