@@ -45,6 +45,10 @@ struct ck {
      * "[outbox.NAME]" is added to their lines when there are named
      * sections, else NULL. */
     const struct outbox_spec *spec;
+    size_t sel;       /* its index (config_outbox_at()) */
+    /* What the table checks found for each section (1: table_ok, 2:
+     * can_select), for the checks after them; owned. */
+    unsigned char *found;
     const char *label;
     char labelbuf[160];
     struct outbox_map map;

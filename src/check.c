@@ -71,8 +71,17 @@ static void ck_unselect(struct ck *k)
  * its map does not build (the per-table checks then skip); err says why. */
 static bool ck_select(struct ck *k, size_t i, char *err, size_t errlen)
 {
+    if (k->spec && k->sel == i) { /* still selected: keep what its checks found */
+        k->label = k->spec->name ? k->labelbuf : NULL;
+        return k->map_ok;
+    }
     ck_unselect(k);
+    k->sel = i;
     k->spec = config_outbox_at(k->cfg, i);
+    if (k->found) { /* for the checks after the table's */
+        k->table_ok = k->found[i] & 1;
+        k->can_select = k->found[i] & 2;
+    }
     if (k->spec->name) k->label = config_outbox_label(k->spec, k->labelbuf, sizeof(k->labelbuf));
     k->map_ok = config_outbox_map(k->spec, &k->map, err, errlen) == 0;
     if (!k->map_ok) return false;
@@ -91,6 +100,7 @@ static void for_each_outbox(struct ck *k, void (*check)(struct ck *))
     for (size_t i = 0; i < config_outbox_count(k->cfg); i++) {
         ck_select(k, i, err, sizeof(err));
         check(k);
+        if (k->found) k->found[i] = (unsigned char)(k->table_ok | k->can_select << 1);
     }
     k->label = NULL;
 }
@@ -106,6 +116,7 @@ static void check_config(struct ck *k)
 
     for (size_t i = 0; i < config_outbox_count(c); i++) {
         err[0] = '\0';
+        k->spec = NULL; /* build each map again, for its error */
         bool built = ck_select(k, i, err, sizeof(err));
         k->label = NULL;
         if (!built)
@@ -169,6 +180,7 @@ static void ck_free(struct ck *k)
     check_kafka_free(k);
     PQfinish(k->pg);
     ck_unselect(k);
+    free(k->found);
 }
 
 /* The per-table checks of each mode: the role's rights on the table, the
@@ -237,7 +249,8 @@ static void run_logical(struct ck *k)
 
 int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
 {
-    struct ck k = {.cfg = cfg, .quiet = quiet_ok, .scope = scope};
+    struct ck k = {.cfg = cfg, .quiet = quiet_ok, .scope = scope,
+                   .found = calloc(config_outbox_count(cfg), 1)};
     if (scope == CHECK_SCOPE_STARTUP)
         run_startup(&k);
     else if (scope == CHECK_SCOPE_CONFIG)
