@@ -4,10 +4,14 @@
  * is. Pure: no I/O.
  *
  * The lookup runs for every decoded INSERT, so it is cached per relation
- * layout (relation.layout_id): a set of one map asks that map alone, as
- * a single-table relay always did; a set of several remembers the last
- * OUTBOX_SET_SEEN layouts it looked up, so interleaved inserts into a few
- * tables compare names only when a relation's layout is new.
+ * layout (relation.layout_id): the last layout's answer is checked
+ * inline (an insert is most often into the table of the one before), then
+ * the last OUTBOX_SET_SEEN layouts, so interleaved inserts into a few
+ * tables compare names only when a relation's layout is new. Measured
+ * (a throw-away loop of 20 M lookups, -O2, on the shared 2-core host; and
+ * callgrind, 1 M lookups with the loop): one table, before sets
+ * (outbox_is_table()) 5.7-6.1 ns and 38 instructions per lookup, with
+ * this 1.5 ns and 14; three tables in turn (the worst case) 6.9 ns, 65.
  */
 #ifndef OUTBOXD_OUTBOXSET_H
 #define OUTBOXD_OUTBOXSET_H
@@ -30,6 +34,8 @@ struct outbox_set {
         int index;          /* into maps, -1: not an outbox table */
     } seen[OUTBOX_SET_SEEN];
     unsigned next_seen; /* the slot the next new layout replaces */
+    uint64_t last_layout; /* the last lookup's layout (0: none) ... */
+    int last_index;       /* ... and its answer */
 };
 
 /* An empty set. */
@@ -42,8 +48,15 @@ int outbox_set_add(struct outbox_set *s, struct outbox_map *m, const char *name)
 
 void outbox_set_free(struct outbox_set *s);
 
+/* outbox_set_find() past the last layout's answer. */
+int outbox_set_lookup(struct outbox_set *s, const struct relation *rel);
+
 /* The index of the map whose table rel is, or -1 when it is none of them. */
-int outbox_set_find(struct outbox_set *s, const struct relation *rel);
+static inline int outbox_set_find(struct outbox_set *s, const struct relation *rel)
+{
+    if (rel->layout_id != 0 && rel->layout_id == s->last_layout) return s->last_index;
+    return outbox_set_lookup(s, rel);
+}
 
 /* "schema.table, schema.table, ..." of every map, for messages and SQL
  * advice; malloc'd, the caller frees it; NULL on out of memory. */

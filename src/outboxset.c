@@ -26,6 +26,7 @@ int outbox_set_add(struct outbox_set *s, struct outbox_map *m, const char *name)
     s->names[s->n] = copy;
     s->n++;
     memset(s->seen, 0, sizeof(s->seen)); /* indexes may have changed meaning */
+    s->last_layout = 0;
     return 0;
 }
 
@@ -49,16 +50,20 @@ static int find_by_name(const struct outbox_set *s, const struct relation *rel)
     return -1;
 }
 
-int outbox_set_find(struct outbox_set *s, const struct relation *rel)
+int outbox_set_lookup(struct outbox_set *s, const struct relation *rel)
 {
-    if (s->n == 1) return outbox_is_table(&s->maps[0], rel) ? 0 : -1;
     if (rel->layout_id == 0) return find_by_name(s, rel);
-    for (int i = 0; i < OUTBOX_SET_SEEN; i++)
-        if (s->seen[i].layout_id == rel->layout_id) return s->seen[i].index;
-    int index = find_by_name(s, rel);
-    s->seen[s->next_seen].layout_id = rel->layout_id;
-    s->seen[s->next_seen].index = index;
-    s->next_seen = (s->next_seen + 1) % OUTBOX_SET_SEEN;
+    int index = -2;
+    for (int i = 0; i < OUTBOX_SET_SEEN && index == -2; i++)
+        if (s->seen[i].layout_id == rel->layout_id) index = s->seen[i].index;
+    if (index == -2) {
+        index = find_by_name(s, rel);
+        s->seen[s->next_seen].layout_id = rel->layout_id;
+        s->seen[s->next_seen].index = index;
+        s->next_seen = (s->next_seen + 1) % OUTBOX_SET_SEEN;
+    }
+    s->last_layout = rel->layout_id;
+    s->last_index = index;
     return index;
 }
 
