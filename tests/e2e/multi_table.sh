@@ -18,7 +18,9 @@
 #  - outboxd verify reads every table: clean, then, with rows written to
 #    audit and billing while outboxd is stopped, exactly those missing;
 #  - a restart resumes from the one offset file: those rows arrive, none
-#    twice, and verify is clean again.
+#    twice, and verify is clean again;
+#  - pgoutput: one of the tables dropped from the publication stops outboxd
+#    (the membership proof covers every table).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init multi_table
 pg_start
@@ -224,5 +226,18 @@ wait_caught_up 60
 compare_all restarted
 run_verify 0 restarted
 assert_eq 0 "$(jq .missing "$T/v.restarted.out")" "verify after the restart: missing"
-outboxd_stop
+
+if [[ $OUTBOXD_TEST_PLUGIN == pgoutput ]]; then
+    step "one table dropped from the publication: outboxd stops, saying so"
+    psql_q "ALTER PUBLICATION outboxd_pub DROP TABLE app.audit_outbox"
+    psql_q "INSERT INTO app.billing_outbox (id, kind, ref, ver, etype, body)
+            VALUES ('00000000-0000-4000-8000-00000000b002', 'Invoice', 'after-drop', 1, 'Late', 'x')"
+    outboxd_wait_exit 20
+    assert_eq 1 "$OUTBOXD_RC" "exit status when one table left the publication"
+    grep -q 'one of the outbox tables .*app.audit_outbox.* is no longer published by publication "outboxd_pub"' \
+        "$T/outboxd.log" || fail "no 'one of the outbox tables ... no longer published' error"
+    info "ok: $(grep -o 'one of the outbox tables [^(]*' "$T/outboxd.log" | tail -n 1)"
+else
+    outboxd_stop
+fi
 e2e_pass
