@@ -391,7 +391,8 @@ static void report(const struct repair *r, const char *from)
              r->plan.by == REPAIR_BY_COMMIT_TS ? "committed" : "stamped", from,
              r->plan.from_since ? "--since time" : "last ACKed commit time",
              offset_commit_time_text(r->plan.boundary_us, b, sizeof(b)),
-             config_outbox_at(r->c, 0)->repair_margin_ms / 1000, r->first_time[0] ? r->first_time : "-",
+             config_outbox_at(r->c, 0)->repair_margin_ms / 1000,
+             r->first_time[0] ? r->first_time : "-",
              r->last_time[0] ? r->last_time : "-", r->untimed,
              r->plan.by == REPAIR_BY_COMMIT_TS ? "commit timestamp" : "time in the column",
              r->untimed ? " (committed before track_commit_timestamp was on, or frozen: check "
