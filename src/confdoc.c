@@ -61,7 +61,8 @@ void confdoc_effective(const struct config *c, FILE *out)
 {
     char value[4096];
     fprintf(out, "; outboxd's effective configuration: key = value ; where it came from "
-                 "(default, file, environment, --set, secret file). Secrets are masked.\n");
+                 "(default, file, environment, --set, secret file; [outbox]: inherited from "
+                 "the plain [outbox] section). Secrets are masked.\n");
     if (c->path) fprintf(out, "; file: %s\n", c->path);
     for (size_t s = 0; config_section_at(s); s++) {
         fprintf(out, "\n[%s]\n", config_section_at(s));
@@ -110,6 +111,14 @@ void confdoc_example(FILE *out)
         if (!strcmp(config_section_at(s), "kafka"))
             fprintf(out, "; Passed to librdkafka as they are (any of its properties), except\n"
                          "; sasl.password_file, which outboxd reads. outboxd's defaults:\n");
+        if (!strcmp(config_section_at(s), "outbox"))
+            fprintf(out,
+                    "; One outbox table. For several, give each an [outbox.NAME] section\n"
+                    "; (NAME: letters, digits, '_', '-') with its table and any key below;\n"
+                    "; a key set here is then the default of every named section, and\n"
+                    "; table is left unset here. One publication, slot and offset file\n"
+                    "; serve them all. Environment: OUTBOXD_OUTBOX_<NAME>_<KEY>; --set\n"
+                    "; outbox.NAME.key=value. Logical replication only, no gap repair.\n");
         if (!strcmp(config_section_at(s), "polling"))
             fprintf(out, "; Used with [source] mode = polling only.\n");
         struct config_key k;
