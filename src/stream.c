@@ -39,6 +39,7 @@
 #include "pubnotice.h"
 #include "replproto.h"
 #include "slotcmd.h"
+#include "str.h"
 
 /* Receive buffer of the direct reader: one recv() takes up to this much. A
  * message larger than it grows the buffer, which shrinks back once empty. */
@@ -327,10 +328,30 @@ static void wal2json_table_filter(const char *schema, const char *table, char *o
     out[n] = '\0';
 }
 
-/* Builds the option list of START_REPLICATION for t into out. Returns 0,
- * or -1 on an escaping failure. */
-static int plugin_options(struct stream *s, const struct stream_target *t, char *out,
-                          size_t outlen)
+/* wal2json's add-tables for every outbox table of t, comma-separated
+ * (malloc'd, the caller frees it; NULL on out of memory). */
+static char *wal2json_tables_filter(const struct stream_target *t)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < t->outboxes->n; i++) /* each byte escaped at most */
+        len += 2 * (strlen(t->outboxes->maps[i].schema) + strlen(t->outboxes->maps[i].table)) + 2;
+    char *filter = malloc(len);
+    if (!filter) return NULL;
+    size_t used = 0;
+    for (size_t i = 0; i < t->outboxes->n; i++) {
+        if (i) filter[used++] = ',';
+        wal2json_table_filter(t->outboxes->maps[i].schema, t->outboxes->maps[i].table,
+                              filter + used, len - used);
+        used += strlen(filter + used);
+    }
+    filter[used] = '\0';
+    return filter;
+}
+
+/* Builds the option list of START_REPLICATION for t into *out (malloc'd,
+ * the caller frees it). Returns 0, or -1 on an escaping failure or out of
+ * memory. */
+static int plugin_options(struct stream *s, const struct stream_target *t, char **out)
 {
     if (t->plugin == PLUGIN_PGOUTPUT) {
         /* publication_names is a comma-separated list of identifiers inside
@@ -339,34 +360,26 @@ static int plugin_options(struct stream *s, const struct stream_target *t, char 
         char *pubid = PQescapeIdentifier(s->conn, t->publication, strlen(t->publication));
         char *publit = pubid ? PQescapeLiteral(s->conn, pubid, strlen(pubid)) : NULL;
         if (publit)
-            snprintf(out, outlen, "proto_version '1', publication_names %s%s", publit,
-                     t->messages ? ", messages 'true'" : "");
+            *out = str_printf("proto_version '1', publication_names %s%s", publit,
+                              t->messages ? ", messages 'true'" : "");
         PQfreemem(pubid);
         PQfreemem(publit);
-        return publit ? 0 : -1;
+        return *out ? 0 : -1;
     }
-    char filter[2048];
-    size_t used = 0;
-    for (size_t i = 0; i < t->outboxes->n && used + 2 < sizeof(filter); i++) {
-        if (i) filter[used++] = ',';
-        wal2json_table_filter(t->outboxes->maps[i].schema, t->outboxes->maps[i].table,
-                              filter + used, sizeof(filter) - used);
-        used += strlen(filter + used);
-    }
-    filter[used] = '\0';
-    char *lit = PQescapeLiteral(s->conn, filter, strlen(filter));
+    char *filter = wal2json_tables_filter(t);
+    char *lit = filter ? PQescapeLiteral(s->conn, filter, strlen(filter)) : NULL;
+    free(filter);
     if (!lit) return -1;
     /* include-types 'false': outboxd maps columns by name, and a type name
      * on every column of every row ("timestamp with time zone") made up
      * 13 % of the benchmark's lines, for the walsender to print and outboxd
      * to parse. */
-    snprintf(out, outlen,
-             "\"format-version\" '2', \"include-transaction\" 'true', "
-             "\"include-lsn\" 'true', \"include-timestamp\" 'true', "
-             "\"include-types\" 'false', \"add-tables\" %s, \"actions\" 'insert'",
-             lit);
+    *out = str_printf("\"format-version\" '2', \"include-transaction\" 'true', "
+                      "\"include-lsn\" 'true', \"include-timestamp\" 'true', "
+                      "\"include-types\" 'false', \"add-tables\" %s, \"actions\" 'insert'",
+                      lit);
     PQfreemem(lit);
-    return 0;
+    return *out ? 0 : -1;
 }
 
 /* ---- the direct reader ---------------------------------------------------- */
@@ -615,26 +628,9 @@ static void finish_direct(struct stream *s)
     }
 }
 
-int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, char *err,
-                 size_t errlen)
+/* START_REPLICATION through libpq, which then reads the stream. */
+static int start_libpq(struct stream *s, const char *sql, char *err, size_t errlen)
 {
-    char lsn[LSN_STRLEN], options[3072], sql[3500];
-    char *id = PQescapeIdentifier(s->conn, t->slot, strlen(t->slot));
-    int ok = id && plugin_options(s, t, options, sizeof(options)) == 0;
-    if (ok)
-        snprintf(sql, sizeof(sql), "START_REPLICATION SLOT %s LOGICAL %s (%s)", id,
-                 lsn_format(start, lsn), options);
-    PQfreemem(id);
-    if (!ok) {
-        pgconn_message(s->conn, NULL, NULL, "START_REPLICATION", err, errlen);
-        return -1;
-    }
-    snprintf(s->pub, sizeof(s->pub), "%s",
-             t->plugin == PLUGIN_PGOUTPUT && t->publication ? t->publication : "");
-    s->pub_skip_err[0] = '\0';
-    /* Only libpq can read an encrypted connection's bytes. */
-    s->direct = t->direct_read && !PQsslInUse(s->conn) && !PQgssEncInUse(s->conn);
-    if (s->direct) return start_direct(s, sql, err, errlen);
     PGresult *r = run(s, sql, PGRES_COPY_BOTH, "START_REPLICATION", err, errlen);
     if (!r) return -1;
     PQclear(r);
@@ -643,6 +639,30 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
         return -1;
     }
     return 0;
+}
+
+int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, char *err,
+                 size_t errlen)
+{
+    char lsn[LSN_STRLEN], *options = NULL, *sql = NULL;
+    char *id = PQescapeIdentifier(s->conn, t->slot, strlen(t->slot));
+    if (id && plugin_options(s, t, &options) == 0)
+        sql = str_printf("START_REPLICATION SLOT %s LOGICAL %s (%s)", id,
+                         lsn_format(start, lsn), options);
+    PQfreemem(id);
+    free(options);
+    if (!sql) {
+        pgconn_message(s->conn, NULL, NULL, "START_REPLICATION", err, errlen);
+        return -1;
+    }
+    snprintf(s->pub, sizeof(s->pub), "%s",
+             t->plugin == PLUGIN_PGOUTPUT && t->publication ? t->publication : "");
+    s->pub_skip_err[0] = '\0';
+    /* Only libpq can read an encrypted connection's bytes. */
+    s->direct = t->direct_read && !PQsslInUse(s->conn) && !PQgssEncInUse(s->conn);
+    int rc = s->direct ? start_direct(s, sql, err, errlen) : start_libpq(s, sql, err, errlen);
+    free(sql);
+    return rc;
 }
 
 int stream_show(struct stream *s, const char *name, char *out, size_t outlen, char *err,
