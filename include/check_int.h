@@ -47,7 +47,7 @@ struct ck {
     const struct outbox_spec *spec;
     size_t sel;       /* its index (config_outbox_at()) */
     /* What the table checks found for each section (1: table_ok, 2:
-     * can_select), for the checks after them; owned. */
+     * can_select, 4: checked), for the checks after them; owned. */
     unsigned char *found;
     const char *label;
     char labelbuf[160];
@@ -133,6 +133,11 @@ const struct colinfo *ck_find_col(const struct ck *k, const char *name);
 
 /* Frees k->cols. */
 void ck_free_cols(struct ck *k);
+
+/* Finds the selected section's table and its columns again, silently (the
+ * role and table checks reported on them before), for the checks after
+ * theirs. */
+void ck_reload_table(struct ck *k);
 
 /* ---- the checks, in order (check.c calls them) ---- */
 

@@ -81,13 +81,17 @@ void repair_plan_decide(const struct repair_facts *f, struct repair_plan *out);
 /* The statements over the table of m (time_column: [outbox] repair_column
  * for REPAIR_BY_COLUMN). Each returns a malloc'd string the caller frees,
  * or NULL when out of memory.
- *   select: every column of the rows at or after $1 (the start as a
- *     timestamptz text, offset_commit_time_text()), in commit order: by
- *     time, then transaction, then ctid (insertion order for an
- *     append-only table);
+ *   select: the rows at or after $1 (the start as a timestamptz text,
+ *     offset_commit_time_text()), in commit order: by time, then
+ *     transaction, then ctid (insertion order for an append-only table);
+ *     first the time in microseconds (REPAIR_COL_US) and the transaction
+ *     (REPAIR_COL_XID), on which several tables' rows are merged, then
+ *     every column of the table;
  *   stats: count, first and last time (text) of the rows select returns;
  *   count_untimed: how many rows have no time (no commit timestamp, or
  *     a NULL column): they cannot be placed before or after the start. */
+#define REPAIR_COL_US "outboxd_repair_us"
+#define REPAIR_COL_XID "outboxd_repair_xid"
 char *repair_select_sql(const struct outbox_map *m, const struct repair_plan *p,
                         const char *time_column);
 char *repair_stats_sql(const struct outbox_map *m, const struct repair_plan *p,

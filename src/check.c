@@ -78,13 +78,14 @@ static bool ck_select(struct ck *k, size_t i, char *err, size_t errlen)
     ck_unselect(k);
     k->sel = i;
     k->spec = config_outbox_at(k->cfg, i);
-    if (k->found) { /* for the checks after the table's */
-        k->table_ok = k->found[i] & 1;
-        k->can_select = k->found[i] & 2;
-    }
     if (k->spec->name) k->label = config_outbox_label(k->spec, k->labelbuf, sizeof(k->labelbuf));
     k->map_ok = config_outbox_map(k->spec, &k->map, err, errlen) == 0;
     if (!k->map_ok) return false;
+    if (k->found && (k->found[i] & 4)) { /* checked: for the checks after the table's */
+        ck_reload_table(k);
+        k->table_ok = k->found[i] & 1;
+        k->can_select = k->found[i] & 2;
+    }
     k->ntcols = check_template_columns(k->spec->topic, k->tcols, MAX_TEMPLATE_COLUMNS);
     if (k->ntcols >= 0) return true;
     k->ntcols = 0;
@@ -100,7 +101,7 @@ static void for_each_outbox(struct ck *k, void (*check)(struct ck *))
     for (size_t i = 0; i < config_outbox_count(k->cfg); i++) {
         ck_select(k, i, err, sizeof(err));
         check(k);
-        if (k->found) k->found[i] = (unsigned char)(k->table_ok | k->can_select << 1);
+        if (k->found) k->found[i] = (unsigned char)(k->table_ok | k->can_select << 1 | 4);
     }
     k->label = NULL;
 }
@@ -237,10 +238,7 @@ static void run_logical(struct ck *k)
     check_offset_file(k, repl);
     PQfinish(repl);
     check_slot(k);
-    if (config_outbox_count(k->cfg) > 1)
-        check_repairable(k); /* says repair serves one table */
-    else
-        for_each_outbox(k, check_repairable);
+    for_each_outbox(k, check_repairable);
     check_failover(k);
     check_broker(k);
     for_each_outbox(k, check_topics);

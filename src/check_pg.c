@@ -552,6 +552,13 @@ static bool table_complete(const struct ck *k)
     return true;
 }
 
+void ck_reload_table(struct ck *k)
+{
+    char err[1024];
+    if (!k->pg_ok || !k->map_ok || lookup_table(k, err, sizeof(err)) != 0) return;
+    if (k->table_exists && load_columns(k, err, sizeof(err)) != 0) ck_free_cols(k);
+}
+
 void check_table(struct ck *k)
 {
     char what[600], err[1024];

@@ -91,13 +91,6 @@ void check_repairable(struct ck *k)
                   "after a slot loss outboxd halts, and outboxd verify lists what is missing");
         return;
     }
-    if (c->noutboxes > 1) {
-        ck_report(k, CHECK_OK, what, NULL,
-                  "not available with several [outbox.NAME] sections: outboxd repair serves "
-                  "one outbox table; after a slot loss outboxd halts, and outboxd verify "
-                  "lists what is missing from every table");
-        return;
-    }
     const char *how = time_source(k, what, src, sizeof(src));
     if (!how) return;
     /* Most inserted rows deleted: the application deletes after insert (or

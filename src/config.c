@@ -1296,8 +1296,8 @@ static int config_validate_polling(const struct config *c, char *err, size_t err
 /* The outbox sections: each one's map builds (table name, topic template,
  * headers), no two on one table, the plain [outbox] holds no table when
  * there are named ones, every named one names its table, their
- * environment spellings differ, and the features that serve one table
- * only are not asked for several. */
+ * environment spellings differ, and polling (one table) is not asked for
+ * several. */
 static int config_validate_outboxes(const struct config *c, char *err, size_t errlen)
 {
     size_t ti = key_index("outbox", "table");
@@ -1341,12 +1341,6 @@ static int config_validate_outboxes(const struct config *c, char *err, size_t er
         snprintf(err, errlen, "[source] mode = polling serves one outbox table, and there are "
                  "%zu [outbox.NAME] sections: run one polling relay per table (each with its "
                  "own configuration), or use mode = logical", c->noutboxes);
-        return -1;
-    }
-    if (!strcmp(c->pg_on_slot_loss, "repair")) {
-        snprintf(err, errlen, "[postgres] on_slot_loss = repair serves one outbox table, and "
-                 "there are %zu [outbox.NAME] sections: set on_slot_loss = halt (a lost slot "
-                 "then stops the relay; outboxd verify lists what is missing)", c->noutboxes);
         return -1;
     }
     return 0;

@@ -34,10 +34,23 @@
  * cannot be delivered in time: that is reported, not waited for). */
 #define REPAIR_ACK_WAIT_MS (10 * 60 * 1000)
 
+/* One outbox table's cursor over the rows to re-publish, in commit order
+ * (repair_select_sql()); several are merged on time and transaction. */
+struct rcursor {
+    char name[48];          /* outboxd_repair_<i> */
+    PGresult *res;          /* the batch fetched last; NULL before the first */
+    int row, n;             /* the next row of res, and its rows */
+    bool last_batch;        /* res was the cursor's last (fewer than REPAIR_FETCH) */
+    struct relation rel;    /* res's columns (names borrowed from res) */
+    struct col_value *vals; /* rel.ncols of them; owned */
+};
+
 struct repair {
     const struct config *c;
     const struct repair_options *o;
-    struct outbox_map map;
+    struct outbox_set set; /* every outbox table */
+    char *tables;          /* "schema.table, ..." of them */
+    struct rcursor *cur;   /* set.n of them; owned */
     struct stream *st;  /* the replication connection: creates the slot and
                          * holds its exported snapshot */
     PGconn *db;         /* a normal connection: reads in the snapshot */
@@ -228,36 +241,56 @@ static int db_command(struct repair *r, const char *what, const char *sql, int n
     return res ? 0 : -1;
 }
 
-/* Opens a transaction in the slot's exported snapshot, counts what it
- * will send and declares the cursor over it. from: the start, as text.
- * 0, or EXIT_FATAL logged. */
-static int open_snapshot(struct repair *r, const char *from)
+/* The first (least) or last (greatest) of two timestamptz texts, into
+ * a (empty: none). 0, or -1 logged. */
+static int pick_time(struct repair *r, char *a, size_t alen, const char *b, bool least)
 {
-    const char *col = config_outbox_at(r->c, 0)->repair_column;
-    char *untimed = repair_count_untimed_sql(&r->map, &r->plan, col);
-    char *stats = repair_stats_sql(&r->map, &r->plan, col);
-    char *sel = repair_select_sql(&r->map, &r->plan, col);
-    char *decl = sel ? str_printf("DECLARE outboxd_repair NO SCROLL CURSOR FOR %s", sel) : NULL;
-    char *snap = PQescapeLiteral(r->db, r->created.snapshot, strlen(r->created.snapshot));
-    char *set = snap ? str_printf("SET TRANSACTION SNAPSHOT %s", snap) : NULL;
+    if (!*b) return 0;
+    if (!*a) {
+        snprintf(a, alen, "%s", b);
+        return 0;
+    }
+    const char *p[2] = {a, b};
+    char v[64];
+    if (db_value(r, "comparing times",
+                 least ? "SELECT least($1::timestamptz, $2::timestamptz)::text"
+                       : "SELECT greatest($1::timestamptz, $2::timestamptz)::text",
+                 2, p, v, sizeof(v)) != 0)
+        return -1;
+    snprintf(a, alen, "%s", v);
+    return 0;
+}
+
+/* Counts what table i will send (its rows without a time, its rows at or
+ * after from, their first and last time) and declares its cursor. 0, or
+ * -1 logged. */
+static int open_table(struct repair *r, size_t i, const char *from)
+{
+    const struct outbox_map *m = &r->set.maps[i];
+    const char *col = config_outbox_at(r->c, i)->repair_column;
+    char *untimed = repair_count_untimed_sql(m, &r->plan, col);
+    char *stats = repair_stats_sql(m, &r->plan, col);
+    char *sel = repair_select_sql(m, &r->plan, col);
+    snprintf(r->cur[i].name, sizeof(r->cur[i].name), "outboxd_repair_%zu", i);
+    char *decl = sel ? str_printf("DECLARE %s NO SCROLL CURSOR FOR %s", r->cur[i].name, sel)
+                     : NULL;
     const char *p[1] = {from};
     char v[64];
     PGresult *res = NULL;
-    int rc = EXIT_FATAL;
-    if (!untimed || !stats || !decl || !set) {
+    int rc = -1;
+    if (!untimed || !stats || !decl) {
         log_error("repair: out of memory");
         goto out;
     }
-    if (db_command(r, "BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL) ||
-        db_command(r, "using the new slot's exported snapshot", set, 0, NULL) ||
-        db_value(r, "counting rows without a time", untimed, 0, NULL, v, sizeof(v)))
+    if (db_value(r, "counting rows without a time", untimed, 0, NULL, v, sizeof(v)))
         goto out;
-    r->untimed = strtoll(v, NULL, 10);
+    r->untimed += strtoll(v, NULL, 10);
     if (!(res = db_exec(r, "counting the rows to re-publish", stats, 1, p, PGRES_TUPLES_OK)))
         goto out;
-    r->selected = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-    snprintf(r->first_time, sizeof(r->first_time), "%s", PQgetvalue(res, 0, 1));
-    snprintf(r->last_time, sizeof(r->last_time), "%s", PQgetvalue(res, 0, 2));
+    r->selected += strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    if (pick_time(r, r->first_time, sizeof(r->first_time), PQgetvalue(res, 0, 1), true) ||
+        pick_time(r, r->last_time, sizeof(r->last_time), PQgetvalue(res, 0, 2), false))
+        goto out;
     if (db_command(r, "selecting the rows to re-publish", decl, 1, p) == 0) rc = 0;
 out:
     PQclear(res);
@@ -265,6 +298,28 @@ out:
     free(stats);
     free(sel);
     free(decl);
+    return rc;
+}
+
+/* Opens a transaction in the slot's exported snapshot, counts what it
+ * will send and declares a cursor over each table. from: the start, as
+ * text. 0, or EXIT_FATAL logged. */
+static int open_snapshot(struct repair *r, const char *from)
+{
+    char *snap = PQescapeLiteral(r->db, r->created.snapshot, strlen(r->created.snapshot));
+    char *set = snap ? str_printf("SET TRANSACTION SNAPSHOT %s", snap) : NULL;
+    int rc = EXIT_FATAL;
+    if (!set || !(r->cur = calloc(r->set.n, sizeof(*r->cur)))) {
+        log_error("repair: out of memory");
+        goto out;
+    }
+    if (db_command(r, "BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL) ||
+        db_command(r, "using the new slot's exported snapshot", set, 0, NULL))
+        goto out;
+    for (size_t i = 0; i < r->set.n; i++)
+        if (open_table(r, i, from) != 0) goto out;
+    rc = 0;
+out:
     free(set);
     PQfreemem(snap);
     return rc;
@@ -288,57 +343,103 @@ static int send_event(struct repair *r, const struct outbox_event *ev)
     return 0;
 }
 
-/* Builds and produces one fetched row. 0, or -1 logged: a row that cannot
- * be published stops the repair (it would have stopped the relay too, or
- * gone to the dead-letter topic then: see the README). */
-static int publish_row(struct repair *r, const PGresult *res, int row, struct relation *rel,
-                       struct col_value *vals)
+/* Builds and produces the next row of table i's cursor. 0, or -1 logged:
+ * a row that cannot be published stops the repair (it would have stopped
+ * the relay too, or gone to the dead-letter topic then: see the README). */
+static int publish_row(struct repair *r, size_t i)
 {
     char err[512];
-    for (int i = 0; i < rel->ncols; i++) {
-        bool null = PQgetisnull(res, row, i);
-        vals[i] = (struct col_value){null ? CV_NULL : CV_TEXT,
-                                     null ? 0 : (uint32_t)PQgetlength(res, row, i),
-                                     null ? NULL : PQgetvalue(res, row, i)};
+    struct rcursor *k = &r->cur[i];
+    const struct outbox_map *m = &r->set.maps[i];
+    for (int c = 0; c < k->rel.ncols; c++) {
+        bool null = PQgetisnull(k->res, k->row, c);
+        k->vals[c] = (struct col_value){null ? CV_NULL : CV_TEXT,
+                                        null ? 0 : (uint32_t)PQgetlength(k->res, k->row, c),
+                                        null ? NULL : PQgetvalue(k->res, k->row, c)};
     }
+    k->row++;
     struct outbox_event ev;
-    if (outbox_event_build(&r->map, rel, vals, rel->ncols, 0, &ev, err, sizeof(err)) != 0) {
-        log_error("repair: a row cannot be published (%s: %s; event_id %.*s): fix or delete "
-                  "the row, then run repair again",
-                  outbox_fault_name(ev.fault), err, (int)ev.event_id.len,
-                  ev.event_id.data ? ev.event_id.data : "");
+    if (outbox_event_build(m, &k->rel, k->vals, k->rel.ncols, 0, &ev, err, sizeof(err)) != 0) {
+        log_error("repair: a row of %s.%s cannot be published (%s: %s; event_id %.*s): fix "
+                  "or delete the row, then run repair again",
+                  m->schema, m->table, outbox_fault_name(ev.fault), err,
+                  (int)ev.event_id.len, ev.event_id.data ? ev.event_id.data : "");
         return -1;
     }
-    outbox_event_drop_lsn_header(&r->map, &ev); /* a row read from the table has none */
+    outbox_event_drop_lsn_header(m, &ev); /* a row read from the table has none */
     return send_event(r, &ev);
 }
 
-/* Fetches and produces every row of the cursor. 0, or EXIT_FATAL logged. */
+/* Fetches table i's next batch when its last one is used up. 0, or -1
+ * logged. */
+static int cursor_fill(struct repair *r, size_t i)
+{
+    struct rcursor *k = &r->cur[i];
+    if (k->row < k->n || k->last_batch) return 0;
+    char fetch[96];
+    snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM %s", REPAIR_FETCH, k->name);
+    PQclear(k->res);
+    if (!(k->res = db_exec(r, "fetching rows", fetch, 0, NULL, PGRES_TUPLES_OK))) return -1;
+    k->n = PQntuples(k->res);
+    k->row = 0;
+    k->last_batch = k->n < REPAIR_FETCH;
+    int ncols = PQnfields(k->res);
+    if (!k->vals) {
+        k->rel = (struct relation){.nspname = r->set.maps[i].schema,
+                                   .relname = r->set.maps[i].table, .ncols = ncols};
+        k->rel.cols = calloc((size_t)ncols + 1, sizeof(*k->rel.cols));
+        k->vals = calloc((size_t)ncols + 1, sizeof(*k->vals));
+        if (!k->rel.cols || !k->vals) {
+            log_error("repair: out of memory");
+            return -1;
+        }
+    }
+    for (int c = 0; c < ncols; c++) k->rel.cols[c].name = PQfname(k->res, c);
+    return 0;
+}
+
+/* The table whose next row comes first in commit order (time, then
+ * transaction; between tables at one time and transaction, the first
+ * section's), or -1 when every cursor is done; -2 on a failed fetch. */
+static int next_table(struct repair *r)
+{
+    int best = -1;
+    long long bt = 0, bx = 0;
+    for (size_t i = 0; i < r->set.n; i++) {
+        struct rcursor *k = &r->cur[i];
+        if (cursor_fill(r, i) != 0) return -2;
+        if (k->row >= k->n) continue;
+        long long t = strtoll(PQgetvalue(k->res, k->row, 0), NULL, 10);
+        long long x = strtoll(PQgetvalue(k->res, k->row, 1), NULL, 10);
+        if (best < 0 || t < bt || (t == bt && x < bx)) best = (int)i, bt = t, bx = x;
+    }
+    return best;
+}
+
+/* Produces every row of the cursors, merged in commit order. 0, or
+ * EXIT_FATAL logged. */
 static int publish_rows(struct repair *r)
 {
-    char fetch[64];
-    snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM outboxd_repair", REPAIR_FETCH);
-    for (;;) {
-        PGresult *res = db_exec(r, "fetching rows", fetch, 0, NULL, PGRES_TUPLES_OK);
-        if (!res) return EXIT_FATAL;
-        int n = PQntuples(res), ncols = PQnfields(res), rc = 0;
-        struct relation rel = {.nspname = r->map.schema, .relname = r->map.table,
-                               .ncols = ncols};
-        rel.cols = calloc((size_t)ncols + 1, sizeof(*rel.cols));
-        struct col_value *vals = calloc((size_t)ncols + 1, sizeof(*vals));
-        if (!rel.cols || !vals) {
-            log_error("repair: out of memory");
-            rc = -1;
-        }
-        for (int i = 0; rc == 0 && i < ncols; i++) rel.cols[i].name = PQfname(res, i);
-        for (int row = 0; rc == 0 && row < n; row++) rc = publish_row(r, res, row, &rel, vals);
-        producer_poll(r->prod, 0);
-        free(rel.cols);
-        free(vals);
-        PQclear(res);
-        if (rc != 0) return EXIT_FATAL;
-        if (n < REPAIR_FETCH) return 0;
+    uint64_t n = 0;
+    int i;
+    while ((i = next_table(r)) >= 0) {
+        if (publish_row(r, (size_t)i) != 0) return EXIT_FATAL;
+        if (++n % REPAIR_FETCH == 0) producer_poll(r->prod, 0);
     }
+    producer_poll(r->prod, 0);
+    return i == -1 ? 0 : EXIT_FATAL;
+}
+
+/* Frees the cursors' batches and buffers. */
+static void free_cursors(struct repair *r)
+{
+    for (size_t i = 0; r->cur && i < r->set.n; i++) {
+        PQclear(r->cur[i].res);
+        free(r->cur[i].rel.cols);
+        free(r->cur[i].vals);
+    }
+    free(r->cur);
+    r->cur = NULL;
 }
 
 /* Waits until every produced event is reported. 0 when all were ACKed,
@@ -424,9 +525,21 @@ static int run(struct repair *r)
         log_error("repair: %s", r->plan.message);
         return EXIT_USAGE;
     }
+    for (size_t i = 0; r->plan.by == REPAIR_BY_COLUMN && i < r->set.n; i++) {
+        const struct outbox_spec *s = config_outbox_at(r->c, i);
+        char label[160];
+        if (s->repair_column && *s->repair_column) continue;
+        log_error("repair: track_commit_timestamp is off and %s repair_column is not set: "
+                  "repair cannot tell which rows of %s.%s were committed after the last ACKed "
+                  "transaction (set it to the table's insert-time column, or turn "
+                  "track_commit_timestamp on)",
+                  config_outbox_label(s, label, sizeof(label)), r->set.maps[i].schema,
+                  r->set.maps[i].table);
+        return EXIT_USAGE;
+    }
     offset_commit_time_text(r->plan.from_us, from, sizeof(from));
-    log_info("repair: slot \"%s\" is %s; re-publishing the rows of %s.%s %s at or after %s",
-             r->c->pg_slot, slot_state(r), r->map.schema, r->map.table,
+    log_info("repair: slot \"%s\" is %s; re-publishing the rows of %s %s at or after %s",
+             r->c->pg_slot, slot_state(r), r->tables,
              r->plan.by == REPAIR_BY_COMMIT_TS ? "committed" : "stamped", from);
     if (!(r->prod = producer_new(r->c, on_delivery, r, err, sizeof(err)))) {
         log_error("repair: kafka: %s", err);
@@ -474,16 +587,14 @@ int repair_run(const struct config *cfg, const struct repair_options *o)
                   "(README \"Gap repair\")");
         return EXIT_USAGE;
     }
-    if (config_outbox_count(cfg) > 1) {
-        log_error("repair: not supported with several [outbox.NAME] sections (%zu): repair "
-                  "serves one outbox table; outboxd verify lists what is missing from every "
-                  "table",
-                  config_outbox_count(cfg));
-        return EXIT_USAGE;
-    }
-    if (config_outbox_map(config_outbox_at(cfg, 0), &r.map, err, sizeof(err)) != 0) {
+    if (config_outbox_set(cfg, &r.set, err, sizeof(err)) != 0) {
         log_error("repair: %s", err);
         return EXIT_USAGE;
+    }
+    if (!(r.tables = outbox_set_tables(&r.set))) {
+        log_error("repair: out of memory");
+        outbox_set_free(&r.set);
+        return EXIT_FATAL;
     }
     rc = run(&r);
     if (rc != EXIT_OK) undo(&r);
@@ -493,6 +604,8 @@ int repair_run(const struct config *cfg, const struct repair_options *o)
     }
     if (r.db) PQfinish(r.db);
     if (r.st) stream_close(r.st);
-    outbox_map_free(&r.map);
+    free_cursors(&r);
+    outbox_set_free(&r.set);
+    free(r.tables);
     return rc;
 }

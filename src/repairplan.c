@@ -161,9 +161,10 @@ char *repair_select_sql(const struct outbox_map *m, const struct repair_plan *p,
      * transaction, by ctid, which is insertion order while rows are only
      * appended. */
     if (te && qt)
-        sql = str_printf("SELECT * FROM %s WHERE %s >= $1::timestamptz "
-                         "ORDER BY %s, xmin::text::bigint, ctid",
-                         qt, te, te);
+        sql = str_printf("SELECT (extract(epoch FROM %s) * 1000000)::bigint AS "
+                         REPAIR_COL_US ", xmin::text::bigint AS " REPAIR_COL_XID ", * FROM %s "
+                         "WHERE %s >= $1::timestamptz ORDER BY %s, xmin::text::bigint, ctid",
+                         te, qt, te, te);
     free(te);
     free(qt);
     return sql;

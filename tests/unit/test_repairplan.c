@@ -202,7 +202,9 @@ START_TEST(test_sql)
     ck_assert_int_eq(outbox_map_init(&m, "app.Out\"box", cols, "t", err, sizeof(err)), 0);
     decide();
     char *s = repair_select_sql(&m, &P, NULL), *c = repair_count_untimed_sql(&m, &P, NULL);
-    ck_assert_str_eq(s, "SELECT * FROM \"app\".\"Out\"\"box\" WHERE "
+    ck_assert_str_eq(s, "SELECT (extract(epoch FROM pg_catalog.pg_xact_commit_timestamp(xmin)) "
+                        "* 1000000)::bigint AS outboxd_repair_us, xmin::text::bigint AS "
+                        "outboxd_repair_xid, * FROM \"app\".\"Out\"\"box\" WHERE "
                         "pg_catalog.pg_xact_commit_timestamp(xmin) >= $1::timestamptz ORDER BY "
                         "pg_catalog.pg_xact_commit_timestamp(xmin), xmin::text::bigint, ctid");
     ck_assert_str_eq(c, "SELECT count(*) FROM \"app\".\"Out\"\"box\" WHERE "
@@ -220,7 +222,9 @@ START_TEST(test_sql)
     decide();
     s = repair_select_sql(&m, &P, F.time_column);
     c = repair_count_untimed_sql(&m, &P, F.time_column);
-    ck_assert_str_eq(s, "SELECT * FROM \"app\".\"Out\"\"box\" WHERE \"created_at\" >= "
+    ck_assert_str_eq(s, "SELECT (extract(epoch FROM \"created_at\") * 1000000)::bigint AS "
+                        "outboxd_repair_us, xmin::text::bigint AS outboxd_repair_xid, * FROM "
+                        "\"app\".\"Out\"\"box\" WHERE \"created_at\" >= "
                         "$1::timestamptz ORDER BY \"created_at\", xmin::text::bigint, ctid");
     ck_assert_str_eq(c, "SELECT count(*) FROM \"app\".\"Out\"\"box\" WHERE \"created_at\" IS NULL");
     free(s);
