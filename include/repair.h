@@ -17,7 +17,11 @@
  *      after it;
  *   3. in that snapshot, produces every row from the boundary on, in
  *      commit order, through the normal producer, topic routing and
- *      headers, and waits until Kafka ACKed every one;
+ *      headers, and waits until Kafka ACKed every one; with several
+ *      outbox tables ([outbox.NAME]) a cursor per table (each with its
+ *      section's repair_column), merged on time and transaction: within
+ *      one transaction, the first section's rows come before the next's
+ *      (the tables do not say in which order the statements ran);
  *   4. writes the offset file for the new slot at its consistent point
  *      (with the commit time taken just before it was created), so the
  *      daemon streams on from there.

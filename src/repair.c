@@ -1,6 +1,6 @@
 /*
  * repair.c - `outboxd repair` (see repair.h): the slot's loss repaired
- * from the outbox table, in an exported snapshot, before streaming on.
+ * from the outbox tables, in an exported snapshot, before streaming on.
  * The decisions are repairplan.c's; this file does the I/O in order:
  * read the state, decide, (drop,) create, re-publish, wait for the ACKs,
  * write the offset file.
