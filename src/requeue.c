@@ -139,8 +139,13 @@ int poll_requeue_run(const struct config *cfg, char *const *ids, int nids)
 {
     struct requeue q = {.cfg = cfg};
     char err[1024];
-    if (config_outbox_find(cfg, NULL, err, sizeof(err)) != 0 ||
-        config_outbox_map(config_outbox_at(cfg, 0), &q.map, err, sizeof(err)) != 0) {
+    if (config_outbox_count(cfg) > 1) {
+        log_error("requeue: the configuration has %zu [outbox.NAME] sections, and requeue "
+                  "serves the one table of [source] mode = polling",
+                  config_outbox_count(cfg));
+        return EXIT_USAGE;
+    }
+    if (config_outbox_map(config_outbox_at(cfg, 0), &q.map, err, sizeof(err)) != 0) {
         log_error("configuration: %s", err);
         return EXIT_USAGE;
     }
