@@ -142,7 +142,9 @@ struct config {
      * sections; with them, the defaults every named section inherits (its
      * table key must then be unset). Use config_outbox_at(). */
     struct outbox_spec outbox;
-    /* [outbox.NAME] sections, in order of first appearance; owned. */
+    /* [outbox.NAME] sections, in order of first appearance: the file's in
+     * file order, then those the environment makes (by name), then
+     * --set's; owned. */
     struct outbox_spec *outboxes;
     size_t noutboxes;
 

@@ -1123,22 +1123,47 @@ static size_t env_named_outbox(const struct config *c, const char *e, char *name
     return best;
 }
 
-/* The OUTBOXD_OUTBOX_<NAME>_<KEY> variables of envp, over [outbox.NAME]. */
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* One OUTBOXD_OUTBOX_<NAME>_<KEY> variable over [outbox.NAME]; 0 when e is
+ * none (or the plain [outbox]'s). 0, or -1 with err. */
+static int load_env_named_one(struct config *c, const char *e, char *err, size_t errlen)
+{
+    char name[128], section[140], plain[128];
+    const char *eq = strchr(e, '=');
+    size_t i = eq ? env_named_outbox(c, e, name, sizeof(name)) : NKEYS;
+    if (i == NKEYS) return 0;
+    env_name("outbox", key_defs[i].doc.key, plain, sizeof(plain));
+    if (strlen(plain) == (size_t)(eq - e) && !strncmp(e, plain, strlen(plain))) return 0;
+    snprintf(section, sizeof(section), "outbox.%s", name);
+    return config_set(c, section, key_defs[i].doc.key, eq + 1, err, errlen);
+}
+
+/* The OUTBOXD_OUTBOX_<NAME>_<KEY> variables of envp, over [outbox.NAME],
+ * in name order: sections the environment makes are in the order of their
+ * names, whatever the environment's order. */
 static int load_env_named(struct config *c, char *const *envp, char *err, size_t errlen)
 {
-    char name[128], section[140];
-    for (; envp && *envp; envp++) {
-        const char *eq = strchr(*envp, '=');
-        size_t i = eq ? env_named_outbox(c, *envp, name, sizeof(name)) : NKEYS;
-        if (i == NKEYS) continue;
-        char plain[128];
-        env_name("outbox", key_defs[i].doc.key, plain, sizeof(plain));
-        if (strlen(plain) == (size_t)(eq - *envp) && !strncmp(*envp, plain, strlen(plain)))
-            continue; /* the plain [outbox]'s */
-        snprintf(section, sizeof(section), "outbox.%s", name);
-        if (config_set(c, section, key_defs[i].doc.key, eq + 1, err, errlen) != 0) return -1;
+    size_t n = 0;
+    for (char *const *e = envp; e && *e; e++)
+        if (!strncmp(*e, "OUTBOXD_OUTBOX_", 15)) n++;
+    if (!n) return 0;
+    const char **vars = malloc(n * sizeof(*vars));
+    if (!vars) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
-    return 0;
+    n = 0;
+    for (char *const *e = envp; *e; e++)
+        if (!strncmp(*e, "OUTBOXD_OUTBOX_", 15)) vars[n++] = *e;
+    qsort(vars, n, sizeof(*vars), cmp_str);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) rc = load_env_named_one(c, vars[i], err, errlen);
+    free(vars);
+    return rc;
 }
 
 static int load_env(struct config *c, char *const *envp, char *err, size_t errlen)

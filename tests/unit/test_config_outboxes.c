@@ -135,7 +135,7 @@ START_TEST(test_env_and_set)
                      0);
     ck_assert_uint_eq(config_outbox_count(&C), 2);
     const struct outbox_spec *b = config_outbox_at(&C, 0), *o = config_outbox_at(&C, 1);
-    ck_assert_str_eq(b->name, "billing-v2");
+    ck_assert_str_eq(b->name, "billing-v2"); /* the file's first */
     ck_assert_str_eq(b->columns[OC_PAYLOAD], "b2");
     ck_assert_int_eq(b->source[key_at("column.payload")], CONFIG_SRC_ENV);
     ck_assert_str_eq(o->name, "orders");
@@ -152,6 +152,20 @@ START_TEST(test_env_and_set)
     char *bad[] = {"OUTBOXD_OUTBOX_ORDERS_TABEL=x", NULL};
     ck_assert_int_eq(config_load_env(&C, bad, err, sizeof(err)), -1);
     ERR_HAS("OUTBOXD_OUTBOX_ORDERS_TABEL");
+}
+END_TEST
+
+/* Sections the environment makes are in the order of their names,
+ * whatever the environment's order. */
+START_TEST(test_env_order)
+{
+    char *envp[] = {"OUTBOXD_OUTBOX_ZED_TABLE=s.z", "OUTBOXD_OUTBOX_ALPHA_TABLE=s.a",
+                    "OUTBOXD_OUTBOX_MID_TABLE=s.m", NULL};
+    ck_assert_int_eq(config_load_env(&C, envp, err, sizeof(err)), 0);
+    ck_assert_uint_eq(config_outbox_count(&C), 3);
+    ck_assert_str_eq(config_outbox_at(&C, 0)->name, "alpha");
+    ck_assert_str_eq(config_outbox_at(&C, 1)->name, "mid");
+    ck_assert_str_eq(config_outbox_at(&C, 2)->name, "zed");
 }
 END_TEST
 
@@ -240,6 +254,7 @@ int main(void)
     tcase_add_test(tc, test_inheritance);
     tcase_add_test(tc, test_preset_inherited);
     tcase_add_test(tc, test_env_and_set);
+    tcase_add_test(tc, test_env_order);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_refused_at_validation);
     tcase_add_test(tc, test_one_named);
