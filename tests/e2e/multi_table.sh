@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Several outbox tables in one relay ([outbox.NAME] sections), on real
-# Kafka, with OUTBOXD_TEST_PLUGIN (pgoutput in CI; wal2json by hand):
+# Kafka, with OUTBOXD_TEST_PLUGIN (real.pgoutput.multi_table in CI; the
+# wal2json copy is full_only):
 #  - three tables, each its own section (set through OUTBOXD_OUTBOX_<NAME>_*
 #    variables): orders (public.outbox_events), audit (app.audit_outbox,
 #    same columns) and billing (app.billing_outbox: other column names, a
 #    text payload, headers under other names); orders and audit route to
 #    the same topic template, billing to its own;
-#  - `outboxd config` names every section and its sources; `outboxd check`
+#  - `outboxd config` names every section and its sources (one key by
+#    --set outbox.NAME.key); `outboxd check`
 #    prints the per-table lines once per section, named;
 #  - interleaved transactions from two sessions writing to all three
 #    tables (some to two in one transaction), and one aggregate whose
