@@ -8,8 +8,8 @@
 #    text payload, headers under other names); orders and audit route to
 #    the same topic template, billing to its own;
 #  - `outboxd config` names every section and its sources (one key by
-#    --set outbox.NAME.key); `outboxd check`
-#    prints the per-table lines once per section, named;
+#    --set outbox.NAME.key); `outboxd check` prints the per-table lines
+#    once per section, named;
 #  - interleaved transactions from two sessions writing to all three
 #    tables (some to two in one transaction), and one aggregate whose
 #    events alternate between orders and audit (one transaction writing
