@@ -90,14 +90,14 @@ char *check_format_line(char *out, size_t outlen, enum check_status st, const ch
  * name (the base type's for a domain), typtype pg_type.typtype ('e' enum,
  * 'b' base...). */
 enum check_type_fit {
-    TYPE_FITS, /* text-like or uuid ids, integer version, json/jsonb/text payload */
+    TYPE_FITS, /* text-like or uuid ids, integer version, json/jsonb/text/bytea payload */
     TYPE_ODD,  /* works (its text form is used) but unusual: a warning */
     TYPE_BAD,  /* almost certainly the wrong column */
 };
 enum check_type_fit check_type_fit(enum outbox_col col, const char *typname, char typtype);
 
 /* The kinds of type check_type_fit() accepts for col, for messages:
- * "text-like or uuid", "an integer type", "json, jsonb or text". */
+ * "text-like or uuid", "an integer type", "json, jsonb, text or bytea". */
 const char *check_type_expected(enum outbox_col col);
 
 /* The column names a topic template refers to (${name}), in order of first

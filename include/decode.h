@@ -47,7 +47,8 @@ enum col_kind {
     CV_NULL = 'n',      /* SQL NULL */
     CV_UNCHANGED = 'u', /* unchanged TOASTed value, not sent */
     CV_TEXT = 't',      /* text output of the type, data/len set */
-    CV_BINARY = 'b',    /* binary send format, data/len set */
+    CV_BINARY = 'b',    /* binary send format, data/len set (wal2json.c: a bytea
+                         * column's bytes, decoded from wal2json's hex) */
 };
 
 struct col_value {

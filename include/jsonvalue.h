@@ -25,16 +25,23 @@ struct jbuf {
     size_t len, cap;
 };
 
-/* How one envelope field is written, from its column's type OID: a JSON
- * number (int2, int4, int8: Connect's INT16/32/64), true/false (bool,
- * from PostgreSQL's t/f), or a string (everything else Debezium hands on
- * as a string: text, varchar, uuid, json, jsonb, ...). */
-enum jv_kind { JV_STRING, JV_NUMBER, JV_BOOL };
+/* How one envelope field (or the payload) is written, from its column's
+ * type OID: a JSON number (int2, int4, int8: Connect's INT16/32/64),
+ * true/false (bool, from PostgreSQL's t/f), a base64 string of the bytes
+ * (bytea: Connect's BYTES, which JsonConverter writes so; Debezium's
+ * binary.handling.mode = bytes, its default), or a string (everything else
+ * Debezium hands on as a string: text, varchar, uuid, json, jsonb, ...). */
+enum jv_kind { JV_STRING, JV_NUMBER, JV_BOOL, JV_BYTES };
 enum jv_kind jsonvalue_kind(uint32_t typid);
 
 /* Appends s[0..len) as a JSON string (quoted, escaped). 0, or -1 on out of
  * memory. */
 int jsonvalue_string(struct jbuf *b, const char *s, size_t len);
+
+/* Appends s[0..len) as a JSON string of its standard base64 (RFC 4648,
+ * with '=' padding), as Jackson writes a byte[]. 0, or -1 on out of
+ * memory. */
+int jsonvalue_base64(struct jbuf *b, const char *s, size_t len);
 
 /* Appends raw bytes. 0, or -1 on out of memory. */
 int jsonvalue_raw(struct jbuf *b, const char *s, size_t len);

@@ -5,14 +5,24 @@
  * decoded relation is the outbox, and turns one inserted row into the
  * message outboxd produces: topic (rendered from a template such as
  * "outbox.event.${aggregate_type}"), key = aggregate_id, value = payload
- * text or NULL, and headers event_id, event_type, aggregate_type,
+ * or NULL, and headers event_id, event_type, aggregate_type,
  * aggregate_id, aggregate_version (if present and not NULL), commit_lsn.
+ *
+ * What a column's value becomes (the payload, a key, a header, a topic
+ * template's ${column}): the bytes of its text output (text, varchar, json,
+ * jsonb as they are; any other type as PostgreSQL prints it: uuid, numbers,
+ * timestamps...), except bytea (type OID 17), whose raw bytes are used:
+ * its text output, hex or escape format, is decoded (bytea.h), and a
+ * decoder that hands on the bytes themselves (CV_BINARY) is taken as it is.
+ * Under value_converter = json a bytea value is a base64 JSON string
+ * (jsonvalue.h), as Kafka Connect's JsonConverter writes BYTES.
  */
 #ifndef OUTBOXD_OUTBOX_H
 #define OUTBOXD_OUTBOX_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "decode.h"
 #include "spanctx.h"
@@ -93,8 +103,9 @@ struct outbox_header {
     struct slice value;
 };
 
-/* One message to produce. Borrows from the row's values; valid as long as
- * they are. */
+/* One message to produce. Borrows from the row's values and from the map's
+ * scratch (decoded bytea values, the JSON value): valid as long as the
+ * values are and until the next outbox_event_build() with the same map. */
 struct outbox_event {
     char topic[OUTBOX_TOPIC_MAX]; /* "" when it could not be rendered or is
                                      not a valid name: see topic_error */
@@ -104,6 +115,10 @@ struct outbox_event {
     struct slice value;
     bool value_null;
     struct slice event_id;
+    /* The record's timestamp (CreateTime), Unix epoch milliseconds; 0: the
+     * producer's clock when it is handed the record (librdkafka's default).
+     * outbox_event_set_commit_time() sets it. */
+    int64_t timestamp_ms;
     int nheaders;
     struct outbox_header headers[OUTBOX_MAX_HEADERS];
     char commit_lsn[LSN_STRLEN];
@@ -146,6 +161,10 @@ struct outbox_map {
     char *span_column; /* owned; NULL: none (outbox_map_set_span_context()) */
     bool value_json;   /* outbox_map_set_value_json() */
     int nenvelope;     /* how many hspecs are envelope fields */
+    /* [outbox] timestamp = commit: the record timestamp is the
+     * transaction's commit time (outbox_event_set_commit_time()). Default
+     * false: produce, the time the producer was handed the record. */
+    bool timestamp_commit;
 };
 
 /* Fills m from a "schema.table" (or "table", meaning public) name, the
@@ -216,6 +235,14 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                        const struct col_value *values, int nvalues,
                        lsn_t commit_lsn, struct outbox_event *ev, char *err,
                        size_t errlen);
+
+/* Under m->timestamp_commit, sets ev's timestamp_ms to commit_time (the
+ * transaction's commit time as decode.h gives it: microseconds since
+ * 2000-01-01 UTC), in Unix milliseconds, rounded down; leaves 0 (the
+ * producer's time) otherwise or when commit_time is 0 (unknown). Call it
+ * after outbox_event_build(). */
+void outbox_event_set_commit_time(const struct outbox_map *m, struct outbox_event *ev,
+                                  int64_t commit_time);
 
 /* Drops the commit LSN's header ([outbox] headers: commit_lsn by default)
  * that outbox_event_build() adds, for an event read from the table (polling

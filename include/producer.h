@@ -2,6 +2,10 @@
  * producer.h - the Kafka side: one librdkafka producer, delivery reports
  * handed back as (tag, error) to a callback.
  *
+ * The record's timestamp is ev->timestamp_ms when set ([outbox] timestamp
+ * = commit, outbox.h), else the time producer_send() is called
+ * (librdkafka's CreateTime default).
+ *
  * Ownership: outboxd passes key, value and headers by copy
  * (RD_KAFKA_MSG_F_COPY), so the caller's buffers may be released as soon as
  * producer_send() returns. The per-message opaque is the caller's 64-bit

@@ -231,9 +231,10 @@ static enum step on_insert(struct changes *c, const struct repl_msg *m)
         return STEP_FATAL;
     }
     if (skip_event(c)) return STEP_OK;
-    int built = outbox_event_build(&c->outboxes->maps[which], rel, m->u.tuple.values,
-                                   m->u.tuple.nvalues, c->cur_commit_lsn, &c->ev, err,
-                                   sizeof(err));
+    const struct outbox_map *map = &c->outboxes->maps[which];
+    int built = outbox_event_build(map, rel, m->u.tuple.values, m->u.tuple.nvalues,
+                                   c->cur_commit_lsn, &c->ev, err, sizeof(err));
+    outbox_event_set_commit_time(map, &c->ev, c->cur_commit_time);
     if (tracker_event_sent(c->trk, c->cur_seq, &c->cur_tag) != 0) {
         log_error("internal: event outside a transaction");
         return STEP_FATAL;

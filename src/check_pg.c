@@ -38,14 +38,15 @@ enum check_type_fit check_type_fit(enum outbox_col col, const char *typname, cha
     static const char *const textlike[] = {"text",   "varchar", "bpchar", "name",
                                            "citext", "uuid",    NULL};
     static const char *const integers[] = {"int2", "int4", "int8", NULL};
-    static const char *const json[] = {"json", "jsonb", "text", NULL};
+    /* bytea: its bytes (outbox.h) */
+    static const char *const payloads[] = {"json", "jsonb", "text", "bytea", NULL};
     static const char *const loose_text[] = {"varchar", "bpchar", "citext", "xml", NULL};
     switch (col) {
     case OC_AGGREGATE_VERSION:
         if (name_in(typname, integers)) return TYPE_FITS;
         return strcmp(typname, "numeric") == 0 ? TYPE_ODD : TYPE_BAD;
     case OC_PAYLOAD:
-        if (name_in(typname, json)) return TYPE_FITS;
+        if (name_in(typname, payloads)) return TYPE_FITS;
         return name_in(typname, loose_text) ? TYPE_ODD : TYPE_BAD;
     default: /* event_id, aggregate_type, aggregate_id, event_type */
         if (typtype == 'e' || name_in(typname, textlike)) return TYPE_FITS;
@@ -60,7 +61,7 @@ const char *check_type_expected(enum outbox_col col)
     case OC_AGGREGATE_VERSION:
         return "an integer type";
     case OC_PAYLOAD:
-        return "json, jsonb or text";
+        return "json, jsonb, text or bytea";
     default:
         return "text-like or uuid";
     }

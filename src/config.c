@@ -123,6 +123,8 @@ static const struct key_def key_defs[] = {
       "column of a tracing span context (Properties text): its entries become headers"),
     KO("value_converter", KT_STRING, value_converter, "string",
       "string: the payload's text; json: as Connect's JsonConverter (envelope fields)"),
+    KO("timestamp", KT_STRING, timestamp, "produce",
+      "record timestamp: produce (when sent to Kafka) or commit (the transaction's commit time)"),
     KO("repair_column", KT_PATH, repair_column, "created_at",
       "repair without track_commit_timestamp: the column of each row's insert time"),
     KO("repair_margin", KT_DURATION, repair_margin_ms, "1m",
@@ -1289,6 +1291,13 @@ int config_apply_set(struct config *c, const char *assignment, char *err, size_t
 /* The [polling] keys that depend on each other (mode = polling only). */
 static int config_validate_polling(const struct config *c, char *err, size_t errlen)
 {
+    if (config_outbox_count(c) > 0 && strcmp(config_outbox_at(c, 0)->timestamp, "commit") == 0) {
+        snprintf(err, errlen,
+                 "[outbox] timestamp = commit needs [source] mode = logical: polling mode "
+                 "reads rows, not the transactions' commit records, so it has no commit time "
+                 "to give (use produce, the default)");
+        return -1;
+    }
     if (c->poll_lease_ms < 1000) {
         snprintf(err, errlen, "[polling] lease: %lld ms is too short (at least 1s: the lease "
                  "must outlast a broker round trip)", (long long)c->poll_lease_ms);
@@ -1592,6 +1601,12 @@ int config_outbox_map(const struct outbox_spec *s, struct outbox_map *m, char *e
     if (!json && strcmp(s->value_converter, "string") != 0) {
         snprintf(err, errlen, "[outbox] value_converter: \"%s\" is not one of string|json",
                  s->value_converter);
+        goto fail;
+    }
+    m->timestamp_commit = strcmp(s->timestamp, "commit") == 0;
+    if (!m->timestamp_commit && strcmp(s->timestamp, "produce") != 0) {
+        snprintf(err, errlen, "[outbox] timestamp: \"%s\" is not one of produce|commit",
+                 s->timestamp);
         goto fail;
     }
     if (outbox_map_set_headers(m, s->headers, s->placement, err, errlen) != 0 ||

@@ -7,7 +7,7 @@
 
 #include "grow.h"
 
-enum { BOOLOID = 16, INT8OID = 20, INT2OID = 21, INT4OID = 23 };
+enum { BOOLOID = 16, BYTEAOID = 17, INT8OID = 20, INT2OID = 21, INT4OID = 23 };
 
 enum jv_kind jsonvalue_kind(uint32_t typid)
 {
@@ -18,6 +18,8 @@ enum jv_kind jsonvalue_kind(uint32_t typid)
         return JV_NUMBER;
     case BOOLOID:
         return JV_BOOL;
+    case BYTEAOID:
+        return JV_BYTES;
     default:
         return JV_STRING;
     }
@@ -108,10 +110,32 @@ static bool is_integer(const char *s, size_t len)
     return true;
 }
 
+int jsonvalue_base64(struct jbuf *b, const char *s, size_t len)
+{
+    static const char b64[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (reserve(b, (len + 2) / 3 * 4 + 2) != 0) return -1;
+    const unsigned char *p = (const unsigned char *)s;
+    char *o = b->data + b->len;
+    *o++ = '"';
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0) |
+                     (i + 2 < len ? p[i + 2] : 0);
+        *o++ = b64[v >> 18 & 63];
+        *o++ = b64[v >> 12 & 63];
+        *o++ = i + 1 < len ? b64[v >> 6 & 63] : '=';
+        *o++ = i + 2 < len ? b64[v & 63] : '=';
+    }
+    *o++ = '"';
+    b->len = (size_t)(o - b->data);
+    return 0;
+}
+
 int jsonvalue_field(struct jbuf *b, enum jv_kind kind, bool is_null, const char *data,
                     size_t len)
 {
     if (is_null) return jsonvalue_raw(b, "null", 4);
+    if (kind == JV_BYTES) return jsonvalue_base64(b, data, len);
     if (kind == JV_NUMBER && is_integer(data, len)) return jsonvalue_raw(b, data, len);
     if (kind == JV_BOOL && len == 1 && (data[0] == 't' || data[0] == 'f'))
         return data[0] == 't' ? jsonvalue_raw(b, "true", 4) : jsonvalue_raw(b, "false", 5);

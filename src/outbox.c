@@ -2,7 +2,8 @@
  * outbox.c - from an inserted outbox row to the Kafka message outboxd
  * produces: topic routing through a ${column} template, the key, the value
  * and the headers. Pure: borrows the decoder's values, allocates nothing
- * per event.
+ * per event (but to grow the map's scratch: decoded bytea values, the
+ * JSON value).
  */
 #include "outbox.h"
 
@@ -11,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytea.h"
+#include "grow.h"
 #include "jsonvalue.h"
+#include "replproto.h"
 #include "str.h"
 
 static const char *const col_names[OC__COUNT] = {
@@ -158,7 +162,14 @@ struct map_cache {
     int col[OC__COUNT]; /* index in the relation, -1 when absent */
     int hcol[OUTBOX_SPEC_HEADERS]; /* the same for hspecs[i] of OUTBOX_HS_COLUMN */
     int span_col;                 /* the span-context column's, -1 when absent */
+    bool has_bytea;               /* the layout has a bytea column */
     struct jbuf value;            /* the JSON value (value_json); owned */
+    /* A row of a layout with a bytea column: its values with each bytea
+     * text decoded (decoded_values()), the bytes in `bytes`; owned. */
+    struct col_value *vals;
+    size_t vals_cap;
+    char *bytes;
+    size_t bytes_cap;
     /* The last rendered topic that passed outbox_topic_valid(): most
      * events go to the topic the previous one went to, and comparing is
      * cheaper than checking every character again. */
@@ -185,6 +196,8 @@ static const struct map_cache *cache_for(const struct outbox_map *m,
                          ? column_index(rel, m->hspecs[i].column)
                          : -1;
     c->span_col = m->span_column ? column_index(rel, m->span_column) : -1;
+    c->has_bytea = false;
+    for (int i = 0; i < rel->ncols; i++) c->has_bytea |= rel->cols[i].typid == BYTEA_OID;
     return c;
 }
 
@@ -228,7 +241,11 @@ void outbox_map_free(struct outbox_map *m)
     for (int i = 0; i < OC__COUNT; i++) free(m->columns[i]);
     topic_template_free(m->topic);
     hspecs_clear(m);
-    if (m->cache) free(m->cache->value.data);
+    if (m->cache) {
+        free(m->cache->value.data);
+        free(m->cache->vals);
+        free(m->cache->bytes);
+    }
     free(m->cache);
     free(m->span_column);
     memset(m, 0, sizeof(*m));
@@ -576,12 +593,14 @@ static int json_value(const struct outbox_map *m, const struct relation *rel,
     struct map_cache *mc = m->cache;
     struct jbuf *b = &mc->value;
     b->len = 0;
+    int pc = mc->col[OC_PAYLOAD];
+    enum jv_kind pkind = pc >= 0 && rel->cols[pc].typid == BYTEA_OID ? JV_BYTES : JV_STRING;
     if (m->nenvelope == 0) {
         if (ev->value_null) return 0;
-        if (jsonvalue_string(b, payload.data, payload.len) != 0) return -1;
+        if (jsonvalue_field(b, pkind, false, payload.data, payload.len) != 0) return -1;
     } else {
         if (jsonvalue_raw(b, "{\"payload\":", 11) != 0 ||
-            jsonvalue_field(b, JV_STRING, !has_payload, payload.data, payload.len) != 0)
+            jsonvalue_field(b, pkind, !has_payload, payload.data, payload.len) != 0)
             return -1;
         for (int i = 0; i < m->nhspecs; i++) {
             const struct outbox_hspec *h = &m->hspecs[i];
@@ -624,6 +643,54 @@ static int add_span_headers(const struct map_cache *mc, const struct col_value *
     return 0;
 }
 
+/* The row's values with each bytea column's text output decoded to its
+ * bytes (bytea.h), in the map's scratch: valid until the next row. values
+ * itself when the layout has no bytea column. NULL with the reason in err
+ * when a bytea text is in neither format, or on out of memory. */
+static const struct col_value *decoded_values(const struct outbox_map *m,
+                                              const struct relation *rel,
+                                              const struct col_value *values, int nvalues,
+                                              char *err, size_t errlen)
+{
+    struct map_cache *mc = m->cache;
+    if (!mc->has_bytea) return values;
+    size_t need = 0, used = 0;
+    for (int i = 0; i < nvalues && i < rel->ncols; i++)
+        if (rel->cols[i].typid == BYTEA_OID && values[i].kind == CV_TEXT)
+            need += BYTEA_DECODED_MAX(values[i].len);
+    if (grow_array((void **)&mc->vals, &mc->vals_cap, (size_t)nvalues + 1,
+                   sizeof(*mc->vals), 16) != 0 ||
+        grow_array((void **)&mc->bytes, &mc->bytes_cap, need + 1, 1, 256) != 0) {
+        snprintf(err, errlen, "out of memory decoding bytea values");
+        return NULL;
+    }
+    for (int i = 0; i < nvalues; i++) {
+        mc->vals[i] = values[i];
+        if (i >= rel->ncols || rel->cols[i].typid != BYTEA_OID || values[i].kind != CV_TEXT)
+            continue;
+        char why[128];
+        long n = bytea_text_decode(values[i].data, values[i].len, mc->bytes + used, why,
+                                   sizeof(why));
+        if (n < 0) {
+            snprintf(err, errlen, "column \"%s\" (bytea): %s", rel->cols[i].name, why);
+            return NULL;
+        }
+        mc->vals[i] = (struct col_value){CV_BINARY, (uint32_t)n, mc->bytes + used};
+        used += (size_t)n;
+    }
+    return mc->vals;
+}
+
+void outbox_event_set_commit_time(const struct outbox_map *m, struct outbox_event *ev,
+                                  int64_t commit_time)
+{
+    /* Rounded down, before and after 1970 alike. */
+    int64_t us = commit_time + PG_EPOCH_OFFSET_US;
+    ev->timestamp_ms = 0;
+    if (m->timestamp_commit && commit_time != 0)
+        ev->timestamp_ms = us >= 0 ? us / 1000 : -((-us + 999) / 1000);
+}
+
 int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                        const struct col_value *values, int nvalues, lsn_t commit_lsn,
                        struct outbox_event *ev, char *err, size_t errlen)
@@ -646,6 +713,8 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
         lc->lsn_valid = true;
     }
     memcpy(ev->commit_lsn, lc->lsn_text, lc->lsn_len + 1);
+    if (!(values = decoded_values(m, rel, values, nvalues, err, errlen)))
+        return poison(ev, OF_SCHEMA, err, errlen, NULL);
     if ((has_id = get_column(m, mc, rel, values, nvalues, OC_EVENT_ID, REQUIRED, &event_id,
                              err, errlen)) < 0 ||
         (has_type = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_TYPE, REQUIRED,

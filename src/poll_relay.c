@@ -588,7 +588,11 @@ static int claim_open(struct pr *r, PGresult *res)
         cl->nrows = 0;
         return -1;
     }
-    for (int i = 0; i < cl->ncols; i++) cl->rel.cols[i].name = PQfname(res, i);
+    /* The types too: a bytea column's text is decoded to its bytes (outbox.h). */
+    for (int i = 0; i < cl->ncols; i++) {
+        cl->rel.cols[i].name = PQfname(res, i);
+        cl->rel.cols[i].typid = (uint32_t)PQftype(res, i);
+    }
     return 0;
 }
 

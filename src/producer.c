@@ -588,7 +588,8 @@ int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t ta
         p->rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_KEY(ev->key_null ? NULL : ev->key.data, ev->key_null ? 0 : ev->key.len),
         RD_KAFKA_V_VALUE(ev->value_null ? NULL : (void *)ev->value.data, value_len),
-        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)(uintptr_t)tag), RD_KAFKA_V_END);
+        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)(uintptr_t)tag),
+        RD_KAFKA_V_TIMESTAMP(ev->timestamp_ms), RD_KAFKA_V_END);
     if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) return PRODUCER_OK; /* h now owned by rk */
     rd_kafka_headers_destroy(h);
     if (rc == RD_KAFKA_RESP_ERR__QUEUE_FULL && rd_kafka_outq_len(p->rk) > 0)
@@ -672,6 +673,10 @@ static const rd_kafka_resp_err_t poison_errs[] = {
     RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC,
     RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
     RD_KAFKA_RESP_ERR__INVALID_ARG,
+    /* The record's timestamp is out of the topic's bounds
+     * (message.timestamp.difference.max.ms, .before.max.ms, .after.max.ms):
+     * a commit time ([outbox] timestamp = commit) older than the bound. */
+    RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP,
 };
 #define NPOISON (sizeof(poison_errs) / sizeof(poison_errs[0]))
 

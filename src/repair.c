@@ -394,7 +394,10 @@ static int cursor_fill(struct repair *r, size_t i)
             return -1;
         }
     }
-    for (int c = 0; c < ncols; c++) k->rel.cols[c].name = PQfname(k->res, c);
+    for (int c = 0; c < ncols; c++) {
+        k->rel.cols[c].name = PQfname(k->res, c);
+        k->rel.cols[c].typid = (uint32_t)PQftype(k->res, c); /* bytea: decoded (outbox.h) */
+    }
     return 0;
 }
 
@@ -596,6 +599,12 @@ int repair_run(const struct config *cfg, const struct repair_options *o)
         outbox_set_free(&r.set);
         return EXIT_FATAL;
     }
+    for (size_t i = 0; i < r.set.n; i++)
+        if (r.set.maps[i].timestamp_commit) {
+            log_info("repair: [outbox] timestamp = commit: the rows it re-publishes carry the "
+                     "time they are sent, as a row read from the table has no commit time");
+            break;
+        }
     rc = run(&r);
     if (rc != EXIT_OK) undo(&r);
     if (r.prod) {

@@ -42,8 +42,10 @@
  * which replaces the old one. wal2json sends no replica identity
  * (replident is 0) and no typmod (-1); typid comes from "typeoid" when
  * present, else from the "type" name for common built-in types, else 0
- * (outboxd's own stream asks for no types, see stream.c: its typids are 0
- * and nothing downstream reads them).
+ * (outboxd's own stream asks for type OIDs only when the outbox table has a
+ * bytea column, see stream.c; else its typids are 0). A bytea value, which
+ * wal2json sends as hex digits without the "\x", is handed on as its
+ * bytes (CV_BINARY, decode_bytea()).
  *
  * Errors are -1 with one line in err: "wal2json <Action>: <reason>", where
  * the reason names the field (and the column, 1-based, inside a row); a
@@ -62,6 +64,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytea.h"
+#include "grow.h"
 #include "relcache.h"
 
 /* Microseconds per second / day, and days from 1970-01-01 to 2000-01-01. */
@@ -122,6 +126,8 @@ struct wal2json_decoder {
     uint32_t next_relid;         /* relid of the next new layout */
     struct col_value *values;    /* scratch for tuple values; owned */
     size_t values_cap;
+    char *bytes;                 /* the row's bytea values, decoded; owned */
+    size_t bytes_cap;
 };
 
 /* What a parser needs besides the decoder: where to write errors. */
@@ -583,6 +589,39 @@ fail:
     return -1;
 }
 
+/* wal2json sends a bytea value as a string of its hex digits, without
+ * the hex format's "\x" (its escape-format text loses bytes the same way:
+ * stream.c sets bytea_output = hex). Such values of the row in d->values
+ * (those of a column whose type OID is bytea's: "typeoid", or "type") are
+ * decoded into d->bytes and handed on as their bytes (CV_BINARY, bytea's
+ * binary form). 0, or -1 with err. */
+static int decode_bytea(struct wal2json_decoder *d, struct ctx *c,
+                        const struct relation *rel)
+{
+    size_t need = 0, used = 0;
+    for (int i = 0; i < rel->ncols; i++)
+        if (rel->cols[i].typid == BYTEA_OID && d->values[i].kind == CV_TEXT)
+            need += d->values[i].len / 2 + 1;
+    if (need == 0) return 0;
+    void *p = d->bytes;
+    if (grow_array(&p, &d->bytes_cap, need, 1, 256) != 0)
+        return fail(c, "out of memory for %zu bytes of bytea values", need);
+    d->bytes = p;
+    for (int i = 0; i < rel->ncols; i++) {
+        struct col_value *v = &d->values[i];
+        if (rel->cols[i].typid != BYTEA_OID || v->kind != CV_TEXT) continue;
+        char why[128];
+        long n = bytea_hex_decode(v->data, v->len, d->bytes + used, why, sizeof(why));
+        if (n < 0) {
+            c->col = i + 1;
+            return fail(c, "bytea \"value\": %s", why);
+        }
+        *v = (struct col_value){CV_BINARY, (uint32_t)n, d->bytes + used};
+        used += (size_t)n;
+    }
+    return 0;
+}
+
 /*
  * A row: "schema" and "table" strings and, under key ("columns" for I/U,
  * "identity" for D), an array of
@@ -631,6 +670,7 @@ static int parse_row(struct wal2json_decoder *d, struct ctx *c, const struct jso
         d->last = rel;
     else if (new_layout(d, c, nsp, table, cols, rel, &rel) < 0)
         return -1;
+    if (decode_bytea(d, c, rel) < 0) return -1;
     out->kind = kind;
     out->u.tuple.rel = rel;
     out->u.tuple.nvalues = (int)n;
@@ -775,6 +815,7 @@ void wal2json_decoder_free(struct wal2json_decoder *d)
     relcache_free(d->rels);
     json_scanner_free(d->js);
     free(d->values);
+    free(d->bytes);
     free(d);
 }
 

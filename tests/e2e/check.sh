@@ -223,7 +223,7 @@ expect_line template_column '^FAIL outbox table public.outbox_events: \[outbox\]
 
 run_check 1 bad_type --set outbox.column.payload=created_at
 one_fail bad_type
-expect_line bad_type '^FAIL outbox table public.outbox_events: column "created_at" \(payload\) is timestamp with time zone, not json, jsonb or text'
+expect_line bad_type '^FAIL outbox table public.outbox_events: column "created_at" \(payload\) is timestamp with time zone, not json, jsonb, text or bytea'
 
 step "the daemon runs the same check at start"
 expect_daemon_exit() {

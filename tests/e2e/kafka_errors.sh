@@ -8,8 +8,11 @@
 #  - MESSAGE_TOO_LARGE: outbox.event.Small has max.message.bytes = 1000,
 #    far below the producer's own message.max.bytes, so only the broker
 #    refuses the event;
-#  - a missing topic (auto.create.topics.enable = false).
-# Under policy = dlq the first two go to outbox.dlq with their code and the
+#  - a missing topic (auto.create.topics.enable = false);
+#  - INVALID_TIMESTAMP: outbox.event.Old has message.timestamp.before.max.ms
+#    = 0, and outboxd runs with [outbox] timestamp = commit on an event
+#    committed before it started: the broker refuses the commit time.
+# Under policy = dlq the first two (and INVALID_TIMESTAMP) go to outbox.dlq with their code and the
 # slot moves on; under halt each stops outboxd with exit 1, a log line
 # naming the event and the code, and the slot not confirmed past it. A
 # missing topic stops outboxd under either policy (exit 1, naming the event
@@ -27,6 +30,7 @@ KAFKA_SH=$E2E_SRC_DIR/tests/kafka/kafka.sh
 step "topics and ACLs"
 "$KAFKA_SH" admin "$E2E_KAFKA_DIR" topic:outbox.event.Order:2 topic:outbox.event.Denied:2 \
     topic:outbox.event.Small:2:max.message.bytes=1000 topic:outbox.dlq:2 \
+    topic:outbox.event.Old:1:message.timestamp.before.max.ms=0 \
     deny:User:ANONYMOUS:WRITE:outbox.event.Denied allow:User:ANONYMOUS:DESCRIBE:outbox.event.Denied \
     allow:User:ANONYMOUS:READ:outbox.event.Denied >"$T/admin.log" 2>&1 ||
     fail "creating topics and ACLs failed: $(cat "$T/admin.log")"
@@ -80,6 +84,23 @@ for k in denied small; do
     [[ "$(jq -r '.headers.commit_lsn' <<<"$m")" == */* ]] || fail "$k: no commit_lsn header"
 done
 outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+
+step "policy dlq, timestamp = commit: a commit time the topic refuses (INVALID_TIMESTAMP) is dead-lettered"
+OUTBOXD_SLOT=old_slot
+psql_q "SELECT pg_create_logical_replication_slot('$OUTBOXD_SLOT', '$OUTBOXD_TEST_PLUGIN')" >/dev/null
+psql_q "INSERT INTO public.outbox_events ($cols) VALUES ('00000000-0000-4000-8000-0000000000b1', 'Old', 'old-1', 1, 'Bad', '{}')"
+psql_q "$(good_sql 20)"
+outboxd_start --set errors.policy=dlq --set outbox.timestamp=commit --set "offsets.file=$T/old.offset"
+wait_caught_up 60
+outboxd_assert_running
+kdump_all >"$T/old.jsonl"
+m=$(jq -c 'select(.topic == "outbox.dlq" and .headers.event_id == "00000000-0000-4000-8000-0000000000b1")' "$T/old.jsonl")
+[[ -n "$m" ]] || fail "the refused event is not in outbox.dlq: $(grep -E 'WARN|ERROR' "$T/outboxd.log" | tail -3)"
+assert_eq INVALID_TIMESTAMP "$(jq -r '.headers.dlq_error' <<<"$m")" "dlq_error of the event with an old commit time"
+assert_eq 1 "$(jq -s '[.[] | select(.topic == "outbox.event.Order" and .key == "good-20")] | length' "$T/old.jsonl")" \
+    "the good event after it delivered"
+outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
+psql_q "SELECT pg_drop_replication_slot('$OUTBOXD_SLOT')" >/dev/null
 
 # halt_case KIND POLICY [outboxd args]: a good event, then a bad one of
 # KIND; outboxd must exit 1 naming it, with its own slot not confirmed past

@@ -7,7 +7,9 @@
 # interval when the trigger is disabled; events of one aggregate from one
 # transaction (equal created_at) arrive in order; message contents; outboxd
 # check in polling mode; outboxd verify; SIGTERM exits 0; configuration
-# errors exit 2.
+# errors exit 2 (timestamp = commit among them: no commit time here); a
+# bytea payload arrives as its bytes, all 256 values, under bytea_output =
+# escape.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/polling_lib.sh"
 e2e_init polling_basic
@@ -29,7 +31,8 @@ grep -q 'ERROR: polling table public.outbox_events: polling mode needs the state
 polling_schema
 
 step "configuration errors exit 2 and name the key"
-for bad in "source.mode=poll" "polling.lease=30" "polling.lease=500ms" "polling.backoff_min=10m"; do
+for bad in "source.mode=poll" "polling.lease=30" "polling.lease=500ms" "polling.backoff_min=10m" \
+    "outbox.timestamp=commit"; do
     rc=0
     "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.bad.ini" --set "$bad" 2>"$T/bad.err" || rc=$?
     assert_eq 2 "$rc" "exit status with --set $bad"
@@ -109,4 +112,15 @@ step "outboxd verify on the polling table"
 polling_verify "$T/verify.json"
 assert_eq "43|43|0|0|0" "$(jq -r '[.rows, .messages, .missing, .duplicates, .order_violations] | map(tostring) | join("|")' "$T/verify.json")" \
     "rows|messages|missing|duplicates|order violations"
+
+step "a bytea payload: its bytes, though the database says bytea_output = escape"
+psql_q "ALTER TABLE public.outbox_events ALTER COLUMN payload TYPE bytea USING convert_to(payload::text, 'UTF8')"
+psql_q "ALTER DATABASE postgres SET bytea_output = 'escape'"
+ins 4 b-1 1 Bin "(SELECT decode(string_agg(lpad(to_hex(i), 2, '0'), '' ORDER BY i), 'hex') FROM generate_series(0, 255) AS i)"
+relay_start C
+wait_rows "event_id = '$(uuid 4)' AND status = 'SENT'" 1 10
+relay_stop C
+"$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Bin >"$T/bin.jsonl" ||
+    fail "outboxd-kdump failed"
+assert_eq "$(printf '%02x' {0..255} | tr -d '\n')" "$(jq -r .value_hex "$T/bin.jsonl")" "all 256 byte values"
 e2e_pass

@@ -91,7 +91,7 @@ static const struct {
     {OC_PAYLOAD, "text", 'b', TYPE_FITS},
     {OC_PAYLOAD, "varchar", 'b', TYPE_ODD},
     {OC_PAYLOAD, "xml", 'b', TYPE_ODD},
-    {OC_PAYLOAD, "bytea", 'b', TYPE_BAD},
+    {OC_PAYLOAD, "bytea", 'b', TYPE_FITS},
     {OC_PAYLOAD, "int8", 'b', TYPE_BAD},
 };
 
@@ -108,7 +108,7 @@ START_TEST(test_type_expected)
 {
     ck_assert_str_eq(check_type_expected(OC_EVENT_ID), "text-like or uuid");
     ck_assert_str_eq(check_type_expected(OC_AGGREGATE_VERSION), "an integer type");
-    ck_assert_str_eq(check_type_expected(OC_PAYLOAD), "json, jsonb or text");
+    ck_assert_str_eq(check_type_expected(OC_PAYLOAD), "json, jsonb, text or bytea");
 }
 END_TEST
 

@@ -1201,6 +1201,35 @@ START_TEST(test_validate_outbox_headers)
 }
 END_TEST
 
+/* [outbox] timestamp: produce (default) or commit, which the map
+ * carries; another value fails validation; polling mode refuses commit
+ * (it has no commit time). */
+START_TEST(test_outbox_timestamp)
+{
+    struct outbox_map m;
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
+    ck_assert_str_eq(C.outbox.timestamp, "produce");
+    ck_assert_int_eq(config_outbox_map(&C.outbox, &m, err, sizeof(err)), 0);
+    ck_assert(!m.timestamp_commit);
+    outbox_map_free(&m);
+    ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "commit", err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_int_eq(config_outbox_map(&C.outbox, &m, err, sizeof(err)), 0);
+    ck_assert(m.timestamp_commit);
+    outbox_map_free(&m);
+    ck_assert_int_eq(config_set(&C, "source", "mode", "polling", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox] timestamp = commit needs [source] mode = logical");
+    ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "produce", err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_int_eq(config_set(&C, "source", "mode", "logical", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "Commit", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox] timestamp: \"Commit\" is not one of produce|commit");
+}
+END_TEST
+
 /* Every key of the table has a meaning, and its default is what
  * config_init() applies (the sample file says the truth). */
 START_TEST(test_key_table_defaults)
@@ -1337,6 +1366,7 @@ int main(void)
     tcase_add_test(tc, test_delivery_keys);
     tcase_add_test(tc, test_outbox_preset);
     tcase_add_test(tc, test_validate_outbox_headers);
+    tcase_add_test(tc, test_outbox_timestamp);
     tcase_add_test(tc, test_password_files);
     tcase_add_test(tc, test_password_file_errors);
     tcase_add_test(tc, test_secret_in_file_and_set);

@@ -1186,6 +1186,166 @@ START_TEST(test_json_value)
 }
 END_TEST
 
+/* A bytea payload (type OID 17): its text output, hex or escape format,
+ * becomes the bytes, all 256 byte values, NUL included; a decoder's bytes
+ * (CV_BINARY) are taken as they are; NULL stays a null value; a text that
+ * is neither format is a schema fault naming the column. Text columns
+ * stay their text, even when it looks like hex. */
+START_TEST(test_build_bytea_payload)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    r->cols[5].typid = 17;
+    char hex[2 + 512 + 1] = "\\x", esc[256 * 4 + 1], raw[256];
+    size_t n = 0;
+    for (int i = 0; i < 256; i++) {
+        raw[i] = (char)i;
+        snprintf(hex + 2 + 2 * i, 3, "%02x", i);
+        if (i == '\\')
+            n += (size_t)snprintf(esc + n, 3, "\\\\");
+        else if (i < 0x20 || i > 0x7e)
+            n += (size_t)snprintf(esc + n, 5, "\\%03o", i);
+        else
+            esc[n++] = (char)i;
+    }
+    esc[n] = '\0';
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("Created"), TXT(hex), TXT("now")};
+    struct outbox_event ev;
+    const char *forms[] = {hex, esc};
+    for (int f = 0; f < 2; f++) {
+        v[5] = TXT(forms[f]);
+        ck_assert_msg(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)) == 0, "%s",
+                      err);
+        ck_assert(!ev.value_null);
+        ck_assert_uint_eq(ev.value.len, 256);
+        ck_assert_mem_eq(ev.value.data, raw, 256);
+        /* the other columns are the row's own, not copies */
+        ck_assert_ptr_eq(ev.key.data, v[2].data);
+        ck_assert_ptr_eq(ev.event_id.data, v[0].data);
+    }
+    v[5] = (struct col_value){CV_BINARY, 3, "\x00\x01\x02"};
+    ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)), 0);
+    ck_assert_ptr_eq(ev.value.data, v[5].data);
+    ck_assert_uint_eq(ev.value.len, 3);
+    v[5] = TXT("\\x");
+    ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)), 0);
+    ck_assert(!ev.value_null);
+    ck_assert_uint_eq(ev.value.len, 0);
+    v[5] = NUL_V;
+    ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)), 0);
+    ck_assert(ev.value_null);
+    v[5] = TXT("\\x0");
+    ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)), -1);
+    ck_assert_int_eq(ev.fault, OF_SCHEMA);
+    ERR_HAS("column \"payload\" (bytea)");
+    ERR_HAS("odd number of digits");
+    rel_free(r);
+    /* The same text in a text column: as it is. */
+    r = rel_new("public", "outbox_events", std_cols, NSTD);
+    v[5] = TXT("\\x00ff");
+    ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)), 0);
+    SLICE_EQ(ev.value, "\\x00ff");
+    rel_free(r);
+}
+END_TEST
+
+/* Two rows of a bytea layout: each event's value is its own row's bytes
+ * (the map's scratch is reused by the next row, not before), and a bytea
+ * column placed in a header is its bytes too. */
+START_TEST(test_build_bytea_rows_and_headers)
+{
+    static const char *const cols[] = {"event_id", "aggregate_type", "aggregate_id",
+                                       "event_type", "payload",        "sig"};
+    ck_assert_int_eq(outbox_map_set_headers(&M, "event_id", "sig:header", err, sizeof(err)),
+                     0);
+    struct relation *r = rel_new("public", "outbox_events", cols, 6);
+    r->cols[4].typid = 17;
+    r->cols[5].typid = 17;
+    struct col_value v[6] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"),
+                             TXT("Created"), TXT("\\x616263"), TXT("\\000\\377")};
+    struct outbox_event ev;
+    ck_assert_msg(outbox_event_build(&M, r, v, 6, 1, &ev, err, sizeof(err)) == 0, "%s", err);
+    SLICE_EQ(ev.value, "abc");
+    ck_assert_int_eq(ev.nheaders, 2);
+    ck_assert_str_eq(ev.headers[1].name, "sig");
+    ck_assert_uint_eq(ev.headers[1].value.len, 2);
+    ck_assert_mem_eq(ev.headers[1].value.data, "\x00\xff", 2);
+    v[4] = TXT("\\x7879");
+    v[5] = NUL_V; /* NULL: no header */
+    ck_assert_int_eq(outbox_event_build(&M, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    SLICE_EQ(ev.value, "xy");
+    ck_assert_int_eq(ev.nheaders, 1);
+    rel_free(r);
+}
+END_TEST
+
+/* value_converter = json: a bytea payload and a bytea envelope field are
+ * base64 strings, as JsonConverter writes Connect's BYTES. */
+START_TEST(test_json_value_bytea)
+{
+    static const char *const cols[] = {"id", "aggregatetype", "aggregateid", "type",
+                                       "payload", "sig"};
+    struct outbox_map m;
+    ck_assert_int_eq(outbox_map_init(&m, "public.outbox", dbz_columns, "t", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(outbox_map_set_headers(&m, "event_id:id", NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(outbox_map_set_value_json(&m, true, err, sizeof(err)), 0);
+    struct relation *r = rel_new("public", "outbox", cols, 6);
+    r->cols[4].typid = 17;
+    r->cols[5].typid = 17;
+    struct col_value v[6] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("T"),
+                             TXT("\\x00ff41"), TXT("\\x6869")};
+    struct outbox_event ev;
+    ck_assert_msg(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)) == 0, "%s", err);
+    SLICE_EQ(ev.value, "\"AP9B\"");
+    v[4] = TXT("\\x0001");
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    SLICE_EQ(ev.value, "\"AAE=\"");
+    ck_assert_int_eq(outbox_map_set_headers(&m, "event_id:id", "sig:envelope", err,
+                                            sizeof(err)), 0);
+    ck_assert_int_eq(outbox_map_set_value_json(&m, true, err, sizeof(err)), 0);
+    v[4] = TXT("\\x61");
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    SLICE_EQ(ev.value, "{\"payload\":\"YQ==\",\"sig\":\"aGk=\"}");
+    v[4] = NUL_V;
+    ck_assert_int_eq(outbox_event_build(&m, r, v, 6, 1, &ev, err, sizeof(err)), 0);
+    SLICE_EQ(ev.value, "{\"payload\":null,\"sig\":\"aGk=\"}");
+    outbox_map_free(&m);
+    rel_free(r);
+}
+END_TEST
+
+/* [outbox] timestamp: produce leaves 0 (the producer's clock); commit
+ * gives the commit time (PostgreSQL epoch microseconds) in Unix ms,
+ * rounded down; an unknown commit time (0) leaves 0. A build clears it. */
+START_TEST(test_event_timestamp)
+{
+    struct relation *r = rel_new("public", "outbox_events", std_cols, NSTD);
+    struct col_value v[NSTD] = {TXT(EVENT_ID), TXT("Order"), TXT("o-1"), TXT("1"),
+                                TXT("Created"), TXT("{}"), TXT("now")};
+    struct outbox_event ev;
+    /* 2026-12-03 20:35:11.870790 UTC = 1796330111870790 us since 1970 */
+    const int64_t commit = INT64_C(1796330111870790) - INT64_C(946684800000000);
+    memset(&ev, 0x5A, sizeof(ev));
+    ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)), 0);
+    ck_assert_int_eq(ev.timestamp_ms, 0);
+    outbox_event_set_commit_time(&M, &ev, commit);
+    ck_assert_int_eq(ev.timestamp_ms, 0); /* produce, the default */
+    M.timestamp_commit = true;
+    outbox_event_set_commit_time(&M, &ev, commit);
+    ck_assert_int_eq(ev.timestamp_ms, INT64_C(1796330111870));
+    outbox_event_set_commit_time(&M, &ev, 0);
+    ck_assert_int_eq(ev.timestamp_ms, 0);
+    /* 1969-12-31 23:59:59.9995: rounded down too */
+    outbox_event_set_commit_time(&M, &ev, INT64_C(-500) - INT64_C(946684800000000));
+    ck_assert_int_eq(ev.timestamp_ms, -1);
+    ev.timestamp_ms = 123;
+    ck_assert_int_eq(outbox_event_build(&M, r, v, NSTD, 1, &ev, err, sizeof(err)), 0);
+    ck_assert_int_eq(ev.timestamp_ms, 0);
+    rel_free(r);
+}
+END_TEST
+
 START_TEST(test_headers_refused)
 {
     static const struct {
@@ -1268,6 +1428,9 @@ int main(void)
     tcase_add_test(tb, test_build_topic_checked_every_event);
     tcase_add_test(tb, test_build_lsn_formats);
     tcase_add_test(tb, test_build_commit_lsn_follows_each_transaction);
+    tcase_add_test(tb, test_build_bytea_payload);
+    tcase_add_test(tb, test_build_bytea_rows_and_headers);
+    tcase_add_test(tb, test_event_timestamp);
     suite_add_tcase(s, tb);
 
     TCase *th = tcase_create("headers");
@@ -1278,6 +1441,7 @@ int main(void)
     tcase_add_test(th, test_tombstone_on_empty_payload);
     tcase_add_test(th, test_span_context);
     tcase_add_test(th, test_json_value);
+    tcase_add_test(th, test_json_value_bytea);
     suite_add_tcase(s, th);
 
     SRunner *sr = srunner_create(s);

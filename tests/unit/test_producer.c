@@ -343,6 +343,7 @@ START_TEST(test_error_classification)
         {RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, "_UNKNOWN_TOPIC"},
         {RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "UNKNOWN_TOPIC_OR_PART"},
         {RD_KAFKA_RESP_ERR__INVALID_ARG, "_INVALID_ARG"},
+        {RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP, "INVALID_TIMESTAMP"},
     };
     /* Broker, network or producer state: never dead-lettered. */
     static const int not_poison[] = {

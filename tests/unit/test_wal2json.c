@@ -367,7 +367,10 @@ START_TEST(test_recorded_types_alter_update_delete)
     check_null(&m.u.tuple.values[10]); /* numeric NaN: wal2json prints null */
     check_null(&m.u.tuple.values[11]); /* float Infinity: likewise */
     check_text(&m.u.tuple.values[12], "{1,2,3}");
-    check_text(&m.u.tuple.values[13], "00ff"); /* wal2json drops the \x */
+    /* wal2json drops the \x of "\x00ff": the decoder hands on the bytes. */
+    ck_assert_int_eq(m.u.tuple.values[13].kind, CV_BINARY);
+    ck_assert_uint_eq(m.u.tuple.values[13].len, 2);
+    ck_assert_mem_eq(m.u.tuple.values[13].data, "\x00\xff", 2);
     check_text(&m.u.tuple.values[14], "{\"a\": 1e5}");
     check_text(&m.u.tuple.values[15], "2024-02-29");
     LINE_OK(l, 4);
@@ -1172,6 +1175,45 @@ START_TEST(test_type_oids)
 }
 END_TEST
 
+/* bytea (typeoid 17, or "type":"bytea"): wal2json's hex digits without
+ * "\x" become the bytes themselves (CV_BINARY), every byte value, two
+ * bytea columns of one row each their own bytes; NULL stays NULL; anything
+ * but an even count of hex digits is an error naming the column. */
+START_TEST(test_bytea_values)
+{
+    char line[1200], hex[513];
+    for (int i = 0; i < 256; i++) snprintf(hex + 2 * i, 3, "%02X", i);
+    snprintf(line, sizeof(line),
+             "{'action':'I','schema':'s','table':'t','columns':["
+             "{'name':'a','typeoid':17,'value':'%s'},"
+             "{'name':'b','type':'bytea','value':'00ff'},"
+             "{'name':'c','typeoid':17,'value':null},"
+             "{'name':'d','typeoid':17,'value':''},"
+             "{'name':'e','typeoid':25,'value':'00ff'}]}",
+             hex);
+    DECODE_OK(line);
+    const struct col_value *v = m.u.tuple.values;
+    ck_assert_int_eq(v[0].kind, CV_BINARY);
+    ck_assert_uint_eq(v[0].len, 256);
+    for (int i = 0; i < 256; i++) ck_assert_int_eq((unsigned char)v[0].data[i], i);
+    ck_assert_int_eq(v[1].kind, CV_BINARY);
+    ck_assert_uint_eq(v[1].len, 2);
+    ck_assert_mem_eq(v[1].data, "\x00\xff", 2);
+    check_null(&v[2]);
+    ck_assert_int_eq(v[3].kind, CV_BINARY);
+    ck_assert_uint_eq(v[3].len, 0);
+    check_text(&v[4], "00ff"); /* text: as it is */
+
+    DECODE_ERR("{'action':'I','schema':'s','table':'t','columns':["
+               "{'name':'a','typeoid':25,'value':'x'},"
+               "{'name':'b','typeoid':17,'value':'0g'}]}",
+               "column 2: bytea \"value\": bytea hex text has a non-hex character at 1");
+    DECODE_ERR("{'action':'I','schema':'s','table':'t','columns':["
+               "{'name':'b','typeoid':17,'value':'\\\\\\\\000'}]}",
+               "bytea hex text has an odd number of digits");
+}
+END_TEST
+
 START_TEST(test_relcache)
 {
     /* The shared cache directly: put/get/remove with churn, against a
@@ -1965,6 +2007,7 @@ static Suite *wal2json_suite(void)
     tcase_add_test(vals, test_booleans_and_null);
     tcase_add_test(vals, test_large_values);
     tcase_add_test(vals, test_special_byte_at_every_offset);
+    tcase_add_test(vals, test_bytea_values);
     suite_add_tcase(s, vals);
 
     tcase_add_checked_fixture(bc, setup, teardown);
