@@ -104,6 +104,19 @@ enum step deadletter_halt(struct deadletter *dl, uint64_t tag, const struct slic
 enum step deadletter_reject(struct deadletter *dl, uint64_t tag, const struct outbox_event *ev,
                             const char *code, const char *reason, bool poison, bool too_large);
 
+/* The dead letter of ev (which failed with code, for reason), into d:
+ * borrows ev's slices, copies its strings. deadletter_reject() sends it;
+ * `outboxd republish` (rowpub.h) too. */
+void deadletter_letter(struct dead_letter *d, uint64_t tag, const struct outbox_event *ev,
+                       const char *code, const char *reason, bool too_large);
+
+/* The DLQ record of d, into ev (to [errors] dlq_topic, with d's headers
+ * and the dlq_* ones, a too-large value truncated); len_text gets the
+ * original value length when the value is truncated ("" otherwise). ev
+ * borrows from d and len_text. Only dl's configuration is used. */
+void deadletter_record(const struct deadletter *dl, const struct dead_letter *d,
+                       struct outbox_event *ev, char len_text[32]);
+
 /* The frame f whose payload dec refused with why; seq is the open
  * transaction (0 if none) whose commit record is at commit_lsn.
  * STEP_OK (dead-lettered), STEP_HELD or STEP_FATAL. */

@@ -99,4 +99,18 @@ char *repair_stats_sql(const struct outbox_map *m, const struct repair_plan *p,
 char *repair_count_untimed_sql(const struct outbox_map *m, const struct repair_plan *p,
                                const char *time_column);
 
+/* Whether the outbox table's rows are deleted after insert, or kept only
+ * briefly, judged from pg_stat_user_tables (REPAIR_ROW_COUNTS_SQL: counts
+ * since the statistics were reset): most inserted rows deleted (n_tup_del
+ * more than half n_tup_ins), or no live row left while rows were inserted
+ * (TRUNCATE does not count in n_tup_del). live < 0: not known. Then repair
+ * and republish find little or nothing to send. A few deletes (a
+ * retention job removing old rows) are fine. */
+bool repair_rows_gone(long long inserted, long long deleted, long long live);
+
+/* n_tup_ins, n_tup_del, n_live_tup of the table of oid $1 (text). */
+#define REPAIR_ROW_COUNTS_SQL                                                              \
+    "SELECT n_tup_ins, n_tup_del, n_live_tup FROM pg_catalog.pg_stat_user_tables "        \
+    "WHERE relid = $1::oid"
+
 #endif

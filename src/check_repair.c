@@ -6,25 +6,24 @@
  * deleted right after insert keeps nothing to re-publish).
  */
 #include "check_int.h"
+#include "repairplan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Rows inserted into and deleted from the outbox table since the
+/* Rows inserted into, deleted from and live in the outbox table since the
  * statistics were reset (pg_stat_user_tables). False when unknown. */
-static bool row_counts(struct ck *k, long long *inserted, long long *deleted)
+static bool row_counts(struct ck *k, long long *inserted, long long *deleted, long long *live)
 {
     char err[1024];
     const char *params[] = {k->oid};
-    PGresult *r = ck_query(k,
-                           "SELECT n_tup_ins, n_tup_del FROM pg_catalog.pg_stat_user_tables "
-                           "WHERE relid = $1::oid",
-                           1, params, err, sizeof(err));
+    PGresult *r = ck_query(k, REPAIR_ROW_COUNTS_SQL, 1, params, err, sizeof(err));
     bool ok = r && PQntuples(r) == 1;
     if (ok) {
         *inserted = atoll(PQgetvalue(r, 0, 0));
         *deleted = atoll(PQgetvalue(r, 0, 1));
+        *live = atoll(PQgetvalue(r, 0, 2));
     }
     PQclear(r);
     return ok;
@@ -93,19 +92,19 @@ void check_repairable(struct ck *k)
     }
     const char *how = time_source(k, what, src, sizeof(src));
     if (!how) return;
-    /* Most inserted rows deleted: the application deletes after insert (or
-     * keeps rows only briefly), and a lost slot's events are gone with them.
-     * A few deletes (a retention that removes old rows) are fine. */
-    long long ins = 0, del = 0;
-    bool known = k->table_ok && row_counts(k, &ins, &del);
-    if (known && del > 0 && del * 2 > ins) {
+    /* Most inserted rows gone (repair_rows_gone()): the application deletes
+     * after insert (or keeps rows only briefly), and a lost slot's events
+     * are gone with them. */
+    long long ins = 0, del = 0, live = -1;
+    bool known = k->table_ok && row_counts(k, &ins, &del, &live);
+    if (known && repair_rows_gone(ins, del, live)) {
         ck_report(k, CHECK_WARN, what,
                   "keep outbox rows longer than a slot loss may take to notice and repair "
                   "(delete only rows older than a retention period, e.g. a day)",
                   "most rows are deleted from the outbox table (%lld of %lld inserted since "
-                  "the statistics were reset): outboxd repair can re-publish only rows "
-                  "still there; %s; on_slot_loss = %s",
-                  del, ins, how, c->pg_on_slot_loss);
+                  "the statistics were reset, %lld live): outboxd repair can re-publish "
+                  "only rows still there; %s; on_slot_loss = %s",
+                  del, ins, live, how, c->pg_on_slot_loss);
         return;
     }
     char kept[96] = " (deletes not known)";

@@ -81,10 +81,8 @@ static const char *dead_letter_label(const struct dead_letter *d, char *out, siz
     return out;
 }
 
-/* The DLQ record of d, into ev; len_text gets the original value length
- * when the value is truncated ("" otherwise). */
-static void dead_letter_event(const struct deadletter *dl, const struct dead_letter *d,
-                              struct outbox_event *ev, char len_text[32])
+void deadletter_record(const struct deadletter *dl, const struct dead_letter *d,
+                       struct outbox_event *ev, char len_text[32])
 {
     memset(ev, 0, sizeof(*ev));
     snprintf(ev->topic, sizeof(ev->topic), "%s", dl->cfg->errors_dlq_topic);
@@ -115,7 +113,7 @@ static enum step dead_letter_send(struct deadletter *dl, const struct dead_lette
     char err[512], len_text[32];
     int kafka_err = -1;
     struct outbox_event ev;
-    dead_letter_event(dl, d, &ev, len_text);
+    deadletter_record(dl, d, &ev, len_text);
     int rc = dl->out.send(dl->out.ctx, &ev, d->tag, &kafka_err, err, sizeof(err));
     if (rc == PRODUCER_QUEUE_FULL) {
         dl->held = d;
@@ -166,7 +164,13 @@ enum step deadletter_reject(struct deadletter *dl, uint64_t tag, const struct ou
     metrics_count(&dl->met->failed, code, 1);
     if (dl->cfg->errors_policy != ERRORS_DLQ || !poison)
         return deadletter_halt(dl, tag, &ev->event_id, ev->commit_lsn, code, reason);
-    struct dead_letter *d = &dl->scratch;
+    deadletter_letter(&dl->scratch, tag, ev, code, reason, too_large);
+    return dead_letter_send(dl, &dl->scratch);
+}
+
+void deadletter_letter(struct dead_letter *d, uint64_t tag, const struct outbox_event *ev,
+                       const char *code, const char *reason, bool too_large)
+{
     *d = (struct dead_letter){.tag = tag,
                               .key = ev->key,
                               .value = ev->value,
@@ -181,7 +185,6 @@ enum step deadletter_reject(struct deadletter *dl, uint64_t tag, const struct ou
     snprintf(d->reason, sizeof(d->reason), "%s", reason);
     snprintf(d->code, sizeof(d->code), "%s", code);
     snprintf(d->commit_lsn, sizeof(d->commit_lsn), "%s", ev->commit_lsn);
-    return dead_letter_send(dl, d);
 }
 
 /* ---- records that cannot be decoded --------------------------------------

@@ -192,3 +192,9 @@ char *repair_count_untimed_sql(const struct outbox_map *m, const struct repair_p
     free(qt);
     return sql;
 }
+
+bool repair_rows_gone(long long inserted, long long deleted, long long live)
+{
+    if (deleted > 0 && deleted * 2 > inserted) return true;
+    return inserted > 0 && live == 0;
+}

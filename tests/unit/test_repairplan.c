@@ -233,6 +233,20 @@ START_TEST(test_sql)
 }
 END_TEST
 
+/* Rows deleted after insert: most inserted deleted, or none live while
+ * some were inserted (TRUNCATE); a retention's few deletes are not. */
+START_TEST(test_rows_gone)
+{
+    ck_assert(repair_rows_gone(1000, 990, 10));
+    ck_assert(repair_rows_gone(1000, 501, -1));
+    ck_assert(!repair_rows_gone(1000, 500, 500));
+    ck_assert(!repair_rows_gone(1000, 10, 990));
+    ck_assert(repair_rows_gone(1000, 0, 0));  /* truncated */
+    ck_assert(!repair_rows_gone(0, 0, 0));    /* nothing inserted yet */
+    ck_assert(!repair_rows_gone(1000, 0, -1)); /* live not known */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("repairplan");
@@ -249,6 +263,7 @@ int main(void)
     tcase_add_test(tc, test_since_overrides_file);
     tcase_add_test(tc, test_other_stream_refused);
     tcase_add_test(tc, test_sql);
+    tcase_add_test(tc, test_rows_gone);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,168 @@
+/*
+ * rowpub.c - outbox rows of a cursor published again (see rowpub.h): the
+ * fetch loop, the mapping of each row, the produce, the ACK accounting.
+ */
+#include "rowpub.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "polldb.h"
+#include "str.h"
+
+void rowpub_on_delivery(void *ctx, const struct delivery_report *dr)
+{
+    struct rowpub *p = ctx;
+    if (dr->err == 0) {
+        p->acked_n++;
+        if (p->acked) p->acked(p->ctx, dr);
+        return;
+    }
+    if (p->failed++ == 0)
+        snprintf(p->failure, sizeof(p->failure), "event %.*s to %s: %s (%s)",
+                 (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "",
+                 dr->topic ? dr->topic : "?", producer_err_name(dr->err),
+                 dr->reason ? dr->reason : "");
+}
+
+/* Remembers ev's id as the last (and, the first time, the first) produced. */
+static void note_id(struct rowpub *p, const struct outbox_event *ev)
+{
+    char id[sizeof(p->last_id)];
+    snprintf(id, sizeof(id), "%.*s", ev->event_id.data ? (int)ev->event_id.len : 0,
+             ev->event_id.data ? ev->event_id.data : "");
+    if (!p->first_id[0]) snprintf(p->first_id, sizeof(p->first_id), "%s", id);
+    snprintf(p->last_id, sizeof(p->last_id), "%s", id);
+}
+
+/* Hands ev to the producer (dry run: prints it), serving reports while its
+ * queue is full. 0, or -1 logged with stopped_at set (refused for good). */
+static int send_event(struct rowpub *p, const struct outbox_event *ev)
+{
+    char err[512];
+    int kafka_err = 0, rc;
+    if (p->dry_run) {
+        printf("%s: would send event %.*s to %s, key %.*s\n", p->who, (int)ev->event_id.len,
+               ev->event_id.data ? ev->event_id.data : "", ev->topic,
+               ev->key_null ? 4 : (int)ev->key.len, ev->key_null ? "NULL" : ev->key.data);
+        p->produced++;
+        note_id(p, ev);
+        return 0;
+    }
+    while ((rc = producer_send(p->prod, ev, p->produced + 1, &kafka_err, err, sizeof(err))) ==
+           PRODUCER_QUEUE_FULL)
+        producer_poll(p->prod, 100);
+    if (rc != PRODUCER_OK) {
+        snprintf(p->stopped_at, sizeof(p->stopped_at), "event %.*s cannot be produced: %s",
+                 (int)ev->event_id.len, ev->event_id.data ? ev->event_id.data : "", err);
+        log_error("%s: %s", p->who, p->stopped_at);
+        return -1;
+    }
+    p->produced++;
+    note_id(p, ev);
+    return 0;
+}
+
+/* A row outbox_event_build() refused (ev, err): dead-lettered when p has a
+ * dead-letter writer and the fault is the row's, else the run stops here.
+ * 0, or -1 logged. */
+static int poison_row(struct rowpub *p, const struct outbox_event *ev, const char *err)
+{
+    const char *code = outbox_fault_name(ev->fault);
+    if (p->dlq && ev->fault != OF_SCHEMA) {
+        struct dead_letter d;
+        struct outbox_event rec;
+        char len_text[32];
+        deadletter_letter(&d, p->produced + 1, ev, code, err, false);
+        deadletter_record(p->dlq, &d, &rec, len_text);
+        log_warn("%s: event %.*s cannot be published (%s: %s): dead-lettered to %s "
+                 "([errors] policy = dlq)",
+                 p->who, (int)ev->event_id.len, ev->event_id.data ? ev->event_id.data : "",
+                 code, err, rec.topic);
+        if (send_event(p, &rec) != 0) return -1;
+        p->dead_lettered++;
+        return 0;
+    }
+    snprintf(p->stopped_at, sizeof(p->stopped_at),
+             "a row cannot be published (%s: %s; event_id %.*s): fix or delete the row, then "
+             "run %s again",
+             code, err, (int)ev->event_id.len, ev->event_id.data ? ev->event_id.data : "",
+             p->who);
+    log_error("%s: %s", p->who, p->stopped_at);
+    return -1;
+}
+
+/* Builds and produces row `row` of res (rel: its columns; vals: room for
+ * them). 0, or -1 logged. */
+static int publish_row(struct rowpub *p, const PGresult *res, int row, struct relation *rel,
+                       struct col_value *vals)
+{
+    char err[512];
+    for (int i = 0; i < rel->ncols; i++) {
+        bool null = PQgetisnull(res, row, i);
+        vals[i] = (struct col_value){null ? CV_NULL : CV_TEXT,
+                                     null ? 0 : (uint32_t)PQgetlength(res, row, i),
+                                     null ? NULL : PQgetvalue(res, row, i)};
+    }
+    struct outbox_event ev;
+    p->rows++;
+    if (outbox_event_build(p->map, rel, vals, rel->ncols, 0, &ev, err, sizeof(err)) != 0)
+        return poison_row(p, &ev, err);
+    outbox_event_drop_lsn_header(p->map, &ev); /* a row read from the table has none */
+    return send_event(p, &ev);
+}
+
+/* Publishes every row of res. 0, or -1 logged. */
+static int publish_result(struct rowpub *p, const PGresult *res)
+{
+    int n = PQntuples(res), ncols = PQnfields(res), rc = 0;
+    struct relation rel = {.nspname = p->map->schema, .relname = p->map->table, .ncols = ncols};
+    rel.cols = calloc((size_t)ncols + 1, sizeof(*rel.cols));
+    struct col_value *vals = calloc((size_t)ncols + 1, sizeof(*vals));
+    if (!rel.cols || !vals) {
+        log_error("%s: out of memory", p->who);
+        rc = -1;
+    }
+    for (int i = 0; rc == 0 && i < ncols; i++) rel.cols[i].name = PQfname(res, i);
+    for (int row = 0; rc == 0 && row < n; row++) rc = publish_row(p, res, row, &rel, vals);
+    if (p->prod) producer_poll(p->prod, 0);
+    free(rel.cols);
+    free(vals);
+    return rc;
+}
+
+int rowpub_cursor(struct rowpub *p, PGconn *db, const char *conninfo, const char *cursor)
+{
+    char *fetch = str_printf("FETCH FORWARD %d FROM %s", ROWPUB_FETCH, cursor);
+    int rc = fetch ? 0 : -1;
+    if (!fetch) log_error("%s: out of memory", p->who);
+    while (rc == 0) {
+        struct polldb_error e;
+        PGresult *res =
+            polldb_exec(db, conninfo, "fetching rows", fetch, 0, NULL, PGRES_TUPLES_OK, &e);
+        if (!res) {
+            log_error("%s: fetching rows: %s", p->who, e.msg);
+            rc = -1;
+            break;
+        }
+        rc = publish_result(p, res);
+        int n = PQntuples(res);
+        PQclear(res);
+        if (n < ROWPUB_FETCH) break;
+    }
+    free(fetch);
+    return rc;
+}
+
+int rowpub_await(struct rowpub *p, int64_t wait_ms)
+{
+    if (p->dry_run) return 0;
+    int64_t until = clock_mono_ms() + wait_ms;
+    while (p->acked_n + p->failed < p->produced && clock_mono_ms() < until)
+        producer_poll(p->prod, 200);
+    return p->failed == 0 && p->acked_n == p->produced ? 0 : -1;
+}
