@@ -11,6 +11,7 @@
  *   outboxd repair               repair_run() (repair.h); the daemon runs
  *                                it first when [postgres] on_slot_loss =
  *                                repair, and again when the slot is lost
+ *   outboxd republish            republish_run() (republish.h)
  *   outboxd config               prints the effective configuration
  *                                (confdoc.h); --example, --doc-table
  *
@@ -43,6 +44,7 @@
 #include "poll_relay.h"
 #include "relay.h"
 #include "repair.h"
+#include "republish.h"
 #include "requeue.h"
 #include "secrets.h"
 #include "signals.h"
@@ -96,11 +98,12 @@ static void exit_codes(FILE *out)
             "Exit codes (the same meaning in every subcommand):\n"
             "  0  success: stopped after a graceful drain (daemon), nothing failed\n"
             "     (check), nothing wrong (verify), done (requeue, accept-slot, repair,\n"
-            "     config)\n"
+            "     republish, config)\n"
             "  1  failed at run time or found problems: a fatal runtime error (daemon;\n"
             "     systemd's Restart=on-failure restarts it), a check FAILed (check),\n"
             "     problems found (verify), an event not requeued (requeue), the\n"
-            "     connection or the write failed (accept-slot, repair)\n"
+            "     connection or the write failed (accept-slot, repair), an event not\n"
+            "     ACKed or not found (republish)\n"
             "  2  needs an operator: bad usage or configuration (every subcommand), a\n"
             "     state only an operator can resolve (the daemon's offset file and slot,\n"
             "     accept-slot's refusals; RestartPreventExitStatus=2 keeps it down)\n");
@@ -116,6 +119,9 @@ static void daemon_usage(FILE *out)
             "       outboxd requeue [-c FILE] [--set ...] EVENT_ID...\n"
             "       outboxd accept-slot [-c FILE] [--set ...]\n"
             "       outboxd repair [-c FILE] [--set ...] [--since TIMESTAMP]\n"
+            "       outboxd republish [-c FILE] [--set ...] [--event-id ID,...]\n"
+            "                         [--aggregate TYPE:ID] [--since TS [--until TS]]\n"
+            "                         [--dry-run]\n"
             "       outboxd config [-c FILE] [--set ...] [--example]\n"
             "       outboxd [SUBCOMMAND] --help | outboxd --version\n"
             "\n"
@@ -233,6 +239,38 @@ static void repair_usage(FILE *out)
     exit_codes(out);
 }
 
+static void republish_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: outboxd republish [-c FILE] [--set section.key=value ...]\n"
+            "                         [--event-id ID[,ID...]]... [--aggregate TYPE:ID]\n"
+            "                         [--since TIMESTAMP [--until TIMESTAMP]] [--dry-run]\n"
+            "\n"
+            "Sends outbox rows to Kafka again, for consumers that lost events: the rows\n"
+            "that match every selection given, read from the outbox table in commit\n"
+            "order (by aggregate_version for one aggregate), mapped and produced as the\n"
+            "relay does ([outbox], [kafka], [errors] policy), then waits for every ACK.\n"
+            "The replication slot and the offset file are not touched: the daemon may\n"
+            "run meanwhile. Consumers get copies: they de-duplicate by event_id. Under\n"
+            "[delivery] mode = exactly_once the copies are produced outside Kafka\n"
+            "transactions. Rows the application deleted cannot be republished.\n"
+            "\n");
+    common_options(out);
+    fprintf(out,
+            "      --event-id ID     these events (repeatable, or comma-separated)\n"
+            "      --aggregate TYPE:ID  one aggregate's events (or --aggregate-type TYPE\n"
+            "                        --aggregate-id ID)\n"
+            "      --since TIMESTAMP rows whose [outbox] repair_column is at or after it\n"
+            "      --until TIMESTAMP ... and before it (PostgreSQL's timestamptz syntax,\n"
+            "                        e.g. '2026-12-03 16:00+00')\n"
+            "      --dry-run         list what would be sent; send nothing\n"
+            "\nExits 0 when every selected event was ACKed by Kafka, 1 when one was not\n"
+            "(a delivery failed or timed out, a row cannot be published under [errors]\n"
+            "policy = halt), an event id was not found or nothing matched (said why:\n"
+            "rows deleted after insert), or a connection failed; 2 for bad arguments.\n");
+    exit_codes(out);
+}
+
 static void config_usage(FILE *out)
 {
     fprintf(out,
@@ -256,7 +294,8 @@ static void config_usage(FILE *out)
 /* ---- subcommands ---------------------------------------------------------- */
 
 enum command {
-    CMD_DAEMON, CMD_CHECK, CMD_VERIFY, CMD_REQUEUE, CMD_ACCEPT, CMD_REPAIR, CMD_CONFIG
+    CMD_DAEMON, CMD_CHECK, CMD_VERIFY, CMD_REQUEUE, CMD_ACCEPT, CMD_REPAIR, CMD_REPUBLISH,
+    CMD_CONFIG
 };
 
 static const struct {
@@ -269,6 +308,7 @@ static const struct {
     {"requeue", CMD_REQUEUE, requeue_usage},
     {"accept-slot", CMD_ACCEPT, accept_slot_usage},
     {"repair", CMD_REPAIR, repair_usage},
+    {"republish", CMD_REPUBLISH, republish_usage},
     {"config", CMD_CONFIG, config_usage},
 };
 
@@ -413,6 +453,7 @@ struct args {
     const char *since;        /* repair --since; NULL: none */
     char **ids;               /* requeue: the EVENT_IDs (into argv); owned array */
     int nids;
+    struct repub_options ropt; /* republish */
 };
 
 /* First pass: the options that need no configuration (--help, --version,
@@ -484,6 +525,9 @@ static int parse_args(struct args *a, int argc, char **argv)
             if (vr < 0) return usage_error(a, "outboxd verify: %s", err);
         } else if (a->cmd == CMD_REPAIR && !strcmp(argv[i], "--since") && i + 1 < argc) {
             a->since = argv[++i];
+        } else if (a->cmd == CMD_REPUBLISH &&
+                   (vr = repub_option(&a->ropt, argc, argv, &i, err, sizeof(err)))) {
+            if (vr < 0) return usage_error(a, "outboxd republish: %s", err);
         } else if (a->cmd == CMD_CHECK && !strcmp(argv[i], "--config-only")) {
             a->config_only = true;
         } else if (a->cmd == CMD_REQUEUE && argv[i][0] != '-') {
@@ -494,6 +538,8 @@ static int parse_args(struct args *a, int argc, char **argv)
     }
     if (a->cmd == CMD_REQUEUE && a->nids == 0)
         return usage_error(a, "outboxd: requeue needs at least one EVENT_ID");
+    if (a->cmd == CMD_REPUBLISH && repub_options_check(&a->ropt, err, sizeof(err)) != 0)
+        return usage_error(a, "outboxd republish: %s", err);
     return EXIT_OK;
 }
 
@@ -562,6 +608,8 @@ static int run_subcommand(const struct config *cfg, const struct args *a)
             return repair_run(cfg, &(struct repair_options){.since = a->since});
         log_error("repair: [source] mode = polling has no slot");
         return EXIT_USAGE;
+    case CMD_REPUBLISH:
+        return republish_run(cfg, &a->ropt);
     default:
         return EXIT_FATAL; /* not a subcommand: main() runs those itself */
     }
@@ -632,5 +680,6 @@ int main(int argc, char **argv)
     }
     config_free(&cfg);
     free(a.ids);
+    repub_options_free(&a.ropt);
     return code;
 }

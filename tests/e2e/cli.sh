@@ -35,7 +35,7 @@ has() {
 }
 
 step "each subcommand has its own --help"
-for sub in check verify requeue accept-slot config; do
+for sub in check verify requeue accept-slot repair republish config; do
     run 0 "help_$sub" "$OUTBOXD" "$sub" --help
     head -n 1 "$T/help_$sub.out" | grep -q "^usage: outboxd $sub " ||
         fail "outboxd $sub --help: first line is \"$(head -n 1 "$T/help_$sub.out")\", not the usage of $sub"
@@ -53,6 +53,10 @@ run 2 bad_check_only "$OUTBOXD" check --config-only -c "$T/typo.ini"
 run 2 bad_verify "$OUTBOXD" verify -c "$T/typo.ini"
 run 2 bad_requeue "$OUTBOXD" requeue -c "$T/typo.ini" 00000000-0000-0000-0000-000000000000
 run 2 bad_accept "$OUTBOXD" accept-slot -c "$T/typo.ini"
+run 2 bad_republish "$OUTBOXD" republish -c "$T/typo.ini" --event-id 00000000-0000-0000-0000-000000000000
+run 2 republish_nothing "$OUTBOXD" republish -c "$T/typo.ini"
+grep -q 'nothing selected: give --event-id, --aggregate or --since' "$T/republish_nothing.err" ||
+    fail "republish without a selection does not say what to give"
 run 2 bad_config "$OUTBOXD" config -c "$T/typo.ini"
 run 2 bad_option "$OUTBOXD" check --bogus
 run 2 bad_kafka "$OUTBOXD" check --config-only --set postgres.conninfo=host=x --set kafka.bootstrap.servers=x:1 --set kafka.bootstrap.server=x
