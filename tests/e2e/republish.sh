@@ -10,7 +10,8 @@
 #      sent have two copies;
 #   3. by event id and by aggregate: exactly those events get one more
 #      copy (counts per event id before and after), the aggregate's in
-#      aggregate_version order; --dry-run sends nothing; an id not in the
+#      aggregate_version order; under [delivery] mode = exactly_once too
+#      (outside transactions); --dry-run sends nothing; an id not in the
 #      table exits 1 naming it; a selection that matches nothing exits 1
 #      saying so;
 #   4. a poison row: [errors] policy = halt exits 1 naming it; policy =
@@ -43,11 +44,12 @@ dump() {
 # count_of FILE ID: copies of event ID in a dump's counts.
 count_of() { awk -v id="$2" '$1 == id {print $2; f = 1} END {if (!f) print 0}' "$1.ids"; }
 
-step "bad arguments exit 2 before anything is read"
 pg_start
 create_load_procedure
 broker_start
 outboxd_start --set kafka.linger.ms=5
+
+step "bad arguments exit 2"
 for args in "" "--until 2026-01-01" "--aggregate Load" "--aggregate-type Load" \
     "--event-id" "--event-id a,,b" "--since x --since y" "--bogus 1"; do
     # shellcheck disable=SC2086
@@ -96,10 +98,10 @@ n_lsn=$(jq -r 'select(.headers.commit_lsn != null) | .headers.event_id' <"$T/d1.
 assert_eq 0 "$n_lsn" "events whose two copies both carry commit_lsn"
 
 step "by event id and by aggregate: exactly those, once more"
-mapfile -t two < <(psql_q "SELECT event_id FROM public.outbox_events WHERE aggregate_id LIKE 'b-%' ORDER BY event_id LIMIT 2")
+agg=b-7
+mapfile -t two < <(psql_q "SELECT event_id FROM public.outbox_events WHERE aggregate_id LIKE 'b-%' AND aggregate_id <> '$agg' ORDER BY event_id LIMIT 2")
 republish --event-id "${two[0]}" --event-id " ${two[1]}"
 assert_eq 0 "$RP_RC" "republish by event id"
-agg=b-7
 agg_rows=$(psql_q "SELECT count(*) FROM public.outbox_events WHERE aggregate_type = 'Load' AND aggregate_id = '$agg'")
 republish --aggregate "Load:$agg"
 assert_eq 0 "$RP_RC" "republish by aggregate"
@@ -107,11 +109,15 @@ grep -q "^republish: sent $agg_rows events" "$T/rp.out" || fail "republish by ag
 republish --aggregate "Load:$agg" --dry-run
 assert_eq 0 "$RP_RC" "republish --dry-run"
 assert_eq "$agg_rows" "$(grep -c '^republish: would send event' "$T/rp.out")" "events --dry-run lists"
+# exactly_once: plain idempotent produce outside transactions; a
+# read_committed consumer (kdump's default) sees the copy.
+republish --event-id "${two[0]}" --set delivery.mode=exactly_once
+assert_eq 0 "$RP_RC" "republish under [delivery] mode = exactly_once"
+grep -q 'outside Kafka transactions' "$T/rp.err" || fail "exactly_once: republish does not say the copies are outside transactions"
 dump "$T/d2.jsonl"
-assert_eq $(($(wc -l <"$T/d1.jsonl") + 2 + agg_rows)) "$(wc -l <"$T/d2.jsonl")" "messages after (the ids' and the aggregate's copies, none from --dry-run)"
-for id in "${two[@]}"; do
-    assert_eq $(($(count_of "$T/d1.jsonl" "$id") + 1)) "$(count_of "$T/d2.jsonl" "$id")" "copies of $id"
-done
+assert_eq $(($(wc -l <"$T/d1.jsonl") + 3 + agg_rows)) "$(wc -l <"$T/d2.jsonl")" "messages after (the ids', exactly_once's and the aggregate's copies, none from --dry-run)"
+assert_eq $(($(count_of "$T/d1.jsonl" "${two[0]}") + 2)) "$(count_of "$T/d2.jsonl" "${two[0]}")" "copies of ${two[0]} (by id, then under exactly_once)"
+assert_eq $(($(count_of "$T/d1.jsonl" "${two[1]}") + 1)) "$(count_of "$T/d2.jsonl" "${two[1]}")" "copies of ${two[1]}"
 psql_q "SELECT event_id FROM public.outbox_events WHERE aggregate_id = '$agg'" >"$T/agg.ids"
 while read -r id; do
     assert_eq $(($(count_of "$T/d1.jsonl" "$id") + 1)) "$(count_of "$T/d2.jsonl" "$id")" "copies of $id (aggregate $agg)"
