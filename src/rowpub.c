@@ -40,60 +40,79 @@ static void note_id(struct rowpub *p, const struct outbox_event *ev)
 }
 
 /* Hands ev to the producer (dry run: prints it), serving reports while its
- * queue is full. 0, or -1 logged with stopped_at set (refused for good). */
-static int send_event(struct rowpub *p, const struct outbox_event *ev)
+ * queue is full. PRODUCER_OK, or PRODUCER_ERROR with librdkafka's code in
+ * *kafka_err and the reason in err (refused for good). */
+static int produce(struct rowpub *p, const struct outbox_event *ev, int *kafka_err, char *err,
+                   size_t errlen)
 {
-    char err[512];
-    int kafka_err = 0, rc;
+    int rc;
     if (p->dry_run) {
         printf("%s: would send event %.*s to %s, key %.*s\n", p->who, (int)ev->event_id.len,
                ev->event_id.data ? ev->event_id.data : "", ev->topic,
                ev->key_null ? 4 : (int)ev->key.len, ev->key_null ? "NULL" : ev->key.data);
-        p->produced++;
-        note_id(p, ev);
-        return 0;
+        rc = PRODUCER_OK;
+    } else {
+        while ((rc = producer_send(p->prod, ev, p->produced + 1, kafka_err, err, errlen)) ==
+               PRODUCER_QUEUE_FULL)
+            producer_poll(p->prod, 100);
     }
-    while ((rc = producer_send(p->prod, ev, p->produced + 1, &kafka_err, err, sizeof(err))) ==
-           PRODUCER_QUEUE_FULL)
-        producer_poll(p->prod, 100);
-    if (rc != PRODUCER_OK) {
-        snprintf(p->stopped_at, sizeof(p->stopped_at), "event %.*s cannot be produced: %s",
-                 (int)ev->event_id.len, ev->event_id.data ? ev->event_id.data : "", err);
-        log_error("%s: %s", p->who, p->stopped_at);
-        return -1;
-    }
+    if (rc != PRODUCER_OK) return PRODUCER_ERROR;
     p->produced++;
     note_id(p, ev);
+    return PRODUCER_OK;
+}
+
+/* Stops the run at ev: what in stopped_at and the log. Returns -1. */
+static int stop_at(struct rowpub *p, const struct outbox_event *ev, const char *what,
+                   const char *code, const char *reason)
+{
+    snprintf(p->stopped_at, sizeof(p->stopped_at), "%s (%s: %s; event_id %.*s)%s", what, code,
+             reason, ev->event_id.data ? (int)ev->event_id.len : 0,
+             ev->event_id.data ? ev->event_id.data : "",
+             ev->fault != OF_NONE ? ": fix or delete the row, then run it again" : "");
+    log_error("%s: %s", p->who, p->stopped_at);
+    return -1;
+}
+
+/* ev cannot be published as it is (code, reason): its dead letter is
+ * produced when p has a dead-letter writer and the fault is the event's
+ * own (poison), as the relay does (deadletter.h); else the run stops
+ * here. 0, or -1 logged. */
+static int reject(struct rowpub *p, const struct outbox_event *ev, const char *code,
+                  const char *reason, bool poison, bool too_large)
+{
+    if (!p->dlq || !poison)
+        return stop_at(p, ev,
+                       ev->fault != OF_NONE ? "a row cannot be published"
+                                            : "an event cannot be produced",
+                       code, reason);
+    struct dead_letter d;
+    struct outbox_event rec;
+    char len_text[32], err[512];
+    int kafka_err = 0;
+    deadletter_letter(&d, p->produced + 1, ev, code, reason, too_large);
+    deadletter_record(p->dlq, &d, &rec, len_text);
+    if (produce(p, &rec, &kafka_err, err, sizeof(err)) != PRODUCER_OK)
+        return stop_at(p, ev, "the dead-letter write failed too", producer_err_name(kafka_err),
+                       err);
+    p->dead_lettered++;
+    log_warn("%s: event %.*s cannot be published (%s: %s): dead-lettered to %s ([errors] "
+             "policy = dlq)",
+             p->who, ev->event_id.data ? (int)ev->event_id.len : 0,
+             ev->event_id.data ? ev->event_id.data : "", code, reason, rec.topic);
     return 0;
 }
 
-/* A row outbox_event_build() refused (ev, err): dead-lettered when p has a
- * dead-letter writer and the fault is the row's, else the run stops here.
- * 0, or -1 logged. */
-static int poison_row(struct rowpub *p, const struct outbox_event *ev, const char *err)
+/* Produces ev; a refusal for good is rejected as the relay does: poison
+ * unless the topic is missing (the operator's to fix). 0, or -1 logged. */
+static int send_event(struct rowpub *p, const struct outbox_event *ev)
 {
-    const char *code = outbox_fault_name(ev->fault);
-    if (p->dlq && ev->fault != OF_SCHEMA) {
-        struct dead_letter d;
-        struct outbox_event rec;
-        char len_text[32];
-        deadletter_letter(&d, p->produced + 1, ev, code, err, false);
-        deadletter_record(p->dlq, &d, &rec, len_text);
-        log_warn("%s: event %.*s cannot be published (%s: %s): dead-lettered to %s "
-                 "([errors] policy = dlq)",
-                 p->who, (int)ev->event_id.len, ev->event_id.data ? ev->event_id.data : "",
-                 code, err, rec.topic);
-        if (send_event(p, &rec) != 0) return -1;
-        p->dead_lettered++;
-        return 0;
-    }
-    snprintf(p->stopped_at, sizeof(p->stopped_at),
-             "a row cannot be published (%s: %s; event_id %.*s): fix or delete the row, then "
-             "run %s again",
-             code, err, (int)ev->event_id.len, ev->event_id.data ? ev->event_id.data : "",
-             p->who);
-    log_error("%s: %s", p->who, p->stopped_at);
-    return -1;
+    char err[512];
+    int kafka_err = 0;
+    if (produce(p, ev, &kafka_err, err, sizeof(err)) == PRODUCER_OK) return 0;
+    return reject(p, ev, producer_err_name(kafka_err), err,
+                  producer_err_is_poison(kafka_err) && !producer_err_is_missing_topic(kafka_err),
+                  producer_err_is_too_large(kafka_err));
 }
 
 /* Builds and produces row `row` of res (rel: its columns; vals: room for
@@ -111,7 +130,7 @@ static int publish_row(struct rowpub *p, const PGresult *res, int row, struct re
     struct outbox_event ev;
     p->rows++;
     if (outbox_event_build(p->map, rel, vals, rel->ncols, 0, &ev, err, sizeof(err)) != 0)
-        return poison_row(p, &ev, err);
+        return reject(p, &ev, outbox_fault_name(ev.fault), err, ev.fault != OF_SCHEMA, false);
     outbox_event_drop_lsn_header(p->map, &ev); /* a row read from the table has none */
     return send_event(p, &ev);
 }

@@ -14,8 +14,9 @@
 #      (outside transactions); --dry-run sends nothing; an id not in the
 #      table exits 1 naming it; a selection that matches nothing exits 1
 #      saying so;
-#   4. a poison row: [errors] policy = halt exits 1 naming it; policy =
-#      dlq dead-letters it (dlq_error header) and exits 0;
+#   4. a poison row, and a row larger than message.max.bytes: [errors]
+#      policy = halt exits 1 naming it; policy = dlq dead-letters it
+#      (dlq_error header; the large value truncated) and exits 0;
 #   5. a topic that does not exist (allow.auto.create.topics = false) and
 #      the broker down: exit 1 within message.timeout.ms, nothing claimed
 #      sent;
@@ -149,15 +150,28 @@ dlq=$("$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.d
     jq -r --arg id "$poison" 'select(.headers.event_id == $id) | .headers.dlq_error')
 assert_eq EMPTY_AGGREGATE_ID "$dlq" "the dead letter's dlq_error"
 
+big=$(psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
+              VALUES (gen_random_uuid(), 'Load', 'big', 'Big', jsonb_build_object('x', repeat('y', 5000))) RETURNING event_id")
+republish --event-id "$big" --set kafka.message.max.bytes=3000
+assert_eq 1 "$RP_RC" "republish of a row larger than message.max.bytes under policy = halt"
+grep -q "an event cannot be produced (MSG_SIZE_TOO_LARGE.*$big" "$T/rp.err" || fail "the too-large event is not named"
+republish --event-id "$big" --set kafka.message.max.bytes=3000 --set errors.policy=dlq
+assert_eq 0 "$RP_RC" "republish of a row larger than message.max.bytes under policy = dlq"
+"$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.dlq --timeout-ms 20000 |
+    jq -r --arg id "$big" 'select(.headers.event_id == $id) | [.headers.dlq_error, .headers.dlq_value_truncated_from] | @tsv' >"$T/big.dlq"
+read -r code from <"$T/big.dlq"
+assert_eq MSG_SIZE_TOO_LARGE "$code" "the too-large row's dead letter's dlq_error"
+[[ -n $from ]] || fail "the too-large row's dead letter does not say its value was truncated"
+
 step "a missing topic, then the broker down: exit 1, nothing claimed sent"
 republish --event-id "${two[0]}" --set outbox.topic=republish.missing \
-    --set kafka.allow.auto.create.topics=false --set kafka.message.timeout.ms=3000
+    --set kafka.allow.auto.create.topics=false --set kafka.message.timeout.ms=2000
 assert_eq 1 "$RP_RC" "republish to a topic that does not exist"
 grep -q 'sent' "$T/rp.out" && fail "republish claimed something sent to a missing topic"
 grep -q 'NOT complete: 0 of 1 selected events were ACKed.*republish.missing' "$T/rp.err" ||
     fail "the failure does not name the topic"
 broker_cmd "down 1"
-republish --aggregate "Load:$agg" --set kafka.message.timeout.ms=3000
+republish --aggregate "Load:$agg" --set kafka.message.timeout.ms=2000
 assert_eq 1 "$RP_RC" "republish with the broker down"
 grep -q 'sent' "$T/rp.out" && fail "republish claimed something sent with the broker down"
 grep -q "NOT complete: 0 of $agg_rows selected events were ACKed" "$T/rp.err" ||
