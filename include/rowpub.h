@@ -29,7 +29,7 @@
 
 struct rowpub {
     /* set by the caller */
-    const struct outbox_map *map;  /* borrowed */
+    const struct outbox_map *map;  /* borrowed: rowpub_cursor()'s table */
     struct producer *prod;         /* borrowed; NULL with dry_run */
     const char *who;               /* "repair", "republish": the log's prefix */
     const struct deadletter *dlq;  /* borrowed; NULL: a poison row stops */
@@ -53,6 +53,13 @@ struct rowpub {
 /* The delivery callback to give producer_new() with the rowpub as ctx:
  * counts each report (acked_n, or failed with the first in failure). */
 void rowpub_on_delivery(void *ctx, const struct delivery_report *dr);
+
+/* Maps and produces row `row` of res, a row of m's table (rel: res's
+ * columns; vals: room for rel->ncols values, overwritten). 0, or -1
+ * logged: the row stopped the run, or the producer refused its event for
+ * good (stopped_at says which). */
+int rowpub_row(struct rowpub *p, const struct outbox_map *m, const PGresult *res, int row,
+               const struct relation *rel, struct col_value *vals);
 
 /* Fetches every row of the open cursor `cursor` on db (ROWPUB_FETCH at a
  * time) and publishes each. 0, or -1 logged: a statement failed, a row

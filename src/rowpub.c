@@ -62,27 +62,29 @@ static int produce(struct rowpub *p, const struct outbox_event *ev, int *kafka_e
     return PRODUCER_OK;
 }
 
-/* Stops the run at ev: what in stopped_at and the log. Returns -1. */
-static int stop_at(struct rowpub *p, const struct outbox_event *ev, const char *what,
-                   const char *code, const char *reason)
+/* Stops the run at ev, of a row of m's table: what in stopped_at and the
+ * log. Returns -1. */
+static int stop_at(struct rowpub *p, const struct outbox_map *m, const struct outbox_event *ev,
+                   const char *what, const char *code, const char *reason)
 {
-    snprintf(p->stopped_at, sizeof(p->stopped_at), "%s (%s: %s; event_id %.*s)%s", what, code,
-             reason, ev->event_id.data ? (int)ev->event_id.len : 0,
+    snprintf(p->stopped_at, sizeof(p->stopped_at), "%s (%s.%s; %s: %s; event_id %.*s)%s",
+             what, m->schema, m->table, code, reason,
+             ev->event_id.data ? (int)ev->event_id.len : 0,
              ev->event_id.data ? ev->event_id.data : "",
              ev->fault != OF_NONE ? ": fix or delete the row, then run it again" : "");
     log_error("%s: %s", p->who, p->stopped_at);
     return -1;
 }
 
-/* ev cannot be published as it is (code, reason): its dead letter is
- * produced when p has a dead-letter writer and the fault is the event's
- * own (poison), as the relay does (deadletter.h); else the run stops
- * here. 0, or -1 logged. */
-static int reject(struct rowpub *p, const struct outbox_event *ev, const char *code,
-                  const char *reason, bool poison, bool too_large)
+/* ev (a row of m's table) cannot be published as it is (code, reason):
+ * its dead letter is produced when p has a dead-letter writer and the
+ * fault is the event's own (poison), as the relay does (deadletter.h);
+ * else the run stops here. 0, or -1 logged. */
+static int reject(struct rowpub *p, const struct outbox_map *m, const struct outbox_event *ev,
+                  const char *code, const char *reason, bool poison, bool too_large)
 {
     if (!p->dlq || !poison)
-        return stop_at(p, ev,
+        return stop_at(p, m, ev,
                        ev->fault != OF_NONE ? "a row cannot be published"
                                             : "an event cannot be produced",
                        code, reason);
@@ -93,8 +95,8 @@ static int reject(struct rowpub *p, const struct outbox_event *ev, const char *c
     deadletter_letter(&d, p->produced + 1, ev, code, reason, too_large);
     deadletter_record(p->dlq, &d, &rec, len_text);
     if (produce(p, &rec, &kafka_err, err, sizeof(err)) != PRODUCER_OK)
-        return stop_at(p, ev, "the dead-letter write failed too", producer_err_name(kafka_err),
-                       err);
+        return stop_at(p, m, ev, "the dead-letter write failed too",
+                       producer_err_name(kafka_err), err);
     p->dead_lettered++;
     log_warn("%s: event %.*s cannot be published (%s: %s): dead-lettered to %s ([errors] "
              "policy = dlq)",
@@ -103,22 +105,22 @@ static int reject(struct rowpub *p, const struct outbox_event *ev, const char *c
     return 0;
 }
 
-/* Produces ev; a refusal for good is rejected as the relay does: poison
- * unless the topic is missing (the operator's to fix). 0, or -1 logged. */
-static int send_event(struct rowpub *p, const struct outbox_event *ev)
+/* Produces ev (a row of m's table); a refusal for good is rejected as the
+ * relay does: poison unless the topic is missing (the operator's to fix).
+ * 0, or -1 logged. */
+static int send_event(struct rowpub *p, const struct outbox_map *m,
+                      const struct outbox_event *ev)
 {
     char err[512];
     int kafka_err = 0;
     if (produce(p, ev, &kafka_err, err, sizeof(err)) == PRODUCER_OK) return 0;
-    return reject(p, ev, producer_err_name(kafka_err), err,
+    return reject(p, m, ev, producer_err_name(kafka_err), err,
                   producer_err_is_poison(kafka_err) && !producer_err_is_missing_topic(kafka_err),
                   producer_err_is_too_large(kafka_err));
 }
 
-/* Builds and produces row `row` of res (rel: its columns; vals: room for
- * them). 0, or -1 logged. */
-static int publish_row(struct rowpub *p, const PGresult *res, int row, struct relation *rel,
-                       struct col_value *vals)
+int rowpub_row(struct rowpub *p, const struct outbox_map *m, const PGresult *res, int row,
+               const struct relation *rel, struct col_value *vals)
 {
     char err[512];
     for (int i = 0; i < rel->ncols; i++) {
@@ -129,10 +131,11 @@ static int publish_row(struct rowpub *p, const PGresult *res, int row, struct re
     }
     struct outbox_event ev;
     p->rows++;
-    if (outbox_event_build(p->map, rel, vals, rel->ncols, 0, &ev, err, sizeof(err)) != 0)
-        return reject(p, &ev, outbox_fault_name(ev.fault), err, ev.fault != OF_SCHEMA, false);
-    outbox_event_drop_lsn_header(p->map, &ev); /* a row read from the table has none */
-    return send_event(p, &ev);
+    if (outbox_event_build(m, rel, vals, rel->ncols, 0, &ev, err, sizeof(err)) != 0)
+        return reject(p, m, &ev, outbox_fault_name(ev.fault), err, ev.fault != OF_SCHEMA,
+                      false);
+    outbox_event_drop_lsn_header(m, &ev); /* a row read from the table has none */
+    return send_event(p, m, &ev);
 }
 
 /* Publishes every row of res. 0, or -1 logged. */
@@ -147,7 +150,7 @@ static int publish_result(struct rowpub *p, const PGresult *res)
         rc = -1;
     }
     for (int i = 0; rc == 0 && i < ncols; i++) rel.cols[i].name = PQfname(res, i);
-    for (int row = 0; rc == 0 && row < n; row++) rc = publish_row(p, res, row, &rel, vals);
+    for (int row = 0; rc == 0 && row < n; row++) rc = rowpub_row(p, p->map, res, row, &rel, vals);
     if (p->prod) producer_poll(p->prod, 0);
     free(rel.cols);
     free(vals);

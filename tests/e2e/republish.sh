@@ -27,11 +27,13 @@ e2e_init republish
 
 OUTBOXD=$OUTBOXD_BUILD_DIR/outboxd
 
-# republish ARGS...: runs outboxd republish with the test's configuration;
-# stdout in $T/rp.out, stderr in $T/rp.err, status in RP_RC.
+# republish ARGS...: runs outboxd republish with the test's configuration
+# (under OUTBOXD_WRAPPER too, e.g. "valgrind --error-exitcode=99", like the
+# daemon); stdout in $T/rp.out, stderr in $T/rp.err, status in RP_RC.
 republish() {
     RP_RC=0
-    "$OUTBOXD" republish -c "$T/outboxd.ini" "$@" >"$T/rp.out" 2>"$T/rp.err" || RP_RC=$?
+    # shellcheck disable=SC2086
+    ${OUTBOXD_WRAPPER:-} "$OUTBOXD" republish -c "$T/outboxd.ini" "$@" >"$T/rp.out" 2>"$T/rp.err" || RP_RC=$?
     sed 's/^/    | /' "$T/rp.out" "$T/rp.err" >&2
 }
 
@@ -143,7 +145,7 @@ poison=$(psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, agg
                  VALUES (gen_random_uuid(), 'Load', '', 'Bad', '{}') RETURNING event_id")
 republish --event-id "$poison"
 assert_eq 1 "$RP_RC" "republish of a poison row under policy = halt"
-grep -q "EMPTY_AGGREGATE_ID.*$poison" "$T/rp.err" || fail "the poison row is not named"
+grep -q "a row cannot be published (public.outbox_events; EMPTY_AGGREGATE_ID.*$poison" "$T/rp.err" || fail "the poison row is not named"
 republish --event-id "$poison" --set errors.policy=dlq
 assert_eq 0 "$RP_RC" "republish of a poison row under policy = dlq"
 dlq=$("$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.dlq --timeout-ms 20000 |
@@ -154,7 +156,7 @@ big=$(psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggreg
               VALUES (gen_random_uuid(), 'Load', 'big', 'Big', jsonb_build_object('x', repeat('y', 5000))) RETURNING event_id")
 republish --event-id "$big" --set kafka.message.max.bytes=3000
 assert_eq 1 "$RP_RC" "republish of a row larger than message.max.bytes under policy = halt"
-grep -q "an event cannot be produced (MSG_SIZE_TOO_LARGE.*$big" "$T/rp.err" || fail "the too-large event is not named"
+grep -q "an event cannot be produced (public.outbox_events; MSG_SIZE_TOO_LARGE.*$big" "$T/rp.err" || fail "the too-large event is not named"
 republish --event-id "$big" --set kafka.message.max.bytes=3000 --set errors.policy=dlq
 assert_eq 0 "$RP_RC" "republish of a row larger than message.max.bytes under policy = dlq"
 "$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.dlq --timeout-ms 20000 |
