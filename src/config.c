@@ -126,7 +126,7 @@ static const struct key_def key_defs[] = {
     KO("timestamp", KT_STRING, timestamp, "produce",
       "record timestamp: produce (when sent to Kafka) or commit (the transaction's commit time)"),
     KO("repair_column", KT_PATH, repair_column, "created_at",
-      "repair without track_commit_timestamp: the column of each row's insert time"),
+      "each row's insert time: repair without track_commit_timestamp; republish --since"),
     KO("repair_margin", KT_DURATION, repair_margin_ms, "1m",
       "repair re-sends rows from this long before the last ACKed commit time"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
