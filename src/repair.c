@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "exitcode.h"
 #include "log.h"
 #include "offset.h"
@@ -22,6 +21,7 @@
 #include "producer.h"
 #include "repairplan.h"
 #include "resume.h"
+#include "rowpub.h"
 #include "slotcmd.h"
 #include "str.h"
 #include "stream.h"
@@ -64,10 +64,10 @@ struct repair {
     struct slot_created created;
     int64_t created_at_us; /* server clock just before the slot was created */
     /* the re-published rows */
-    uint64_t selected, produced, acked, failed;
+    struct rowpub pub;
+    uint64_t selected;
     int64_t untimed;
     char first_time[64], last_time[64]; /* of the rows selected, "" if none */
-    char failure[512]; /* the first delivery failure */
 };
 
 /* ---- statements on the normal connection ---- */
@@ -219,19 +219,6 @@ static int make_slot(struct repair *r)
 
 /* ---- 3. the rows, in the snapshot ---- */
 
-static void on_delivery(void *ctx, const struct delivery_report *dr)
-{
-    struct repair *r = ctx;
-    if (dr->err == 0) {
-        r->acked++;
-        return;
-    }
-    if (r->failed++ == 0)
-        snprintf(r->failure, sizeof(r->failure), "event %.*s to %s: %s (%s)",
-                 (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "", dr->topic ? dr->topic : "?",
-                 producer_err_name(dr->err), dr->reason ? dr->reason : "");
-}
-
 /* Runs a statement that returns nothing. 0, or -1 logged. */
 static int db_command(struct repair *r, const char *what, const char *sql, int n,
                       const char *const *params)
@@ -325,49 +312,14 @@ out:
     return rc;
 }
 
-/* Hands ev to the producer, serving reports while its queue is full.
- * 0, or -1 logged (the producer refused it for good). */
-static int send_event(struct repair *r, const struct outbox_event *ev)
-{
-    char err[512];
-    int kafka_err = 0, rc;
-    while ((rc = producer_send(r->prod, ev, r->produced + 1, &kafka_err, err, sizeof(err))) ==
-           PRODUCER_QUEUE_FULL)
-        producer_poll(r->prod, 100);
-    if (rc != PRODUCER_OK) {
-        log_error("repair: event %.*s cannot be produced: %s", (int)ev->event_id.len,
-                  ev->event_id.data, err);
-        return -1;
-    }
-    r->produced++;
-    return 0;
-}
-
-/* Builds and produces the next row of table i's cursor. 0, or -1 logged:
- * a row that cannot be published stops the repair (it would have stopped
- * the relay too, or gone to the dead-letter topic then: see the README). */
+/* Maps and produces the next row of table i's cursor (rowpub.h). 0, or
+ * -1 logged: a row that cannot be published stops the repair (it would
+ * have stopped the relay too, or gone to the dead-letter topic then: see
+ * the README). */
 static int publish_row(struct repair *r, size_t i)
 {
-    char err[512];
     struct rcursor *k = &r->cur[i];
-    const struct outbox_map *m = &r->set.maps[i];
-    for (int c = 0; c < k->rel.ncols; c++) {
-        bool null = PQgetisnull(k->res, k->row, c);
-        k->vals[c] = (struct col_value){null ? CV_NULL : CV_TEXT,
-                                        null ? 0 : (uint32_t)PQgetlength(k->res, k->row, c),
-                                        null ? NULL : PQgetvalue(k->res, k->row, c)};
-    }
-    k->row++;
-    struct outbox_event ev;
-    if (outbox_event_build(m, &k->rel, k->vals, k->rel.ncols, 0, &ev, err, sizeof(err)) != 0) {
-        log_error("repair: a row of %s.%s cannot be published (%s: %s; event_id %.*s): fix "
-                  "or delete the row, then run repair again",
-                  m->schema, m->table, outbox_fault_name(ev.fault), err,
-                  (int)ev.event_id.len, ev.event_id.data ? ev.event_id.data : "");
-        return -1;
-    }
-    outbox_event_drop_lsn_header(m, &ev); /* a row read from the table has none */
-    return send_event(r, &ev);
+    return rowpub_row(&r->pub, &r->set.maps[i], k->res, k->row++, &k->rel, k->vals);
 }
 
 /* Fetches table i's next batch when its last one is used up. 0, or -1
@@ -449,14 +401,11 @@ static void free_cursors(struct repair *r)
  * else EXIT_FATAL logged. */
 static int await_acks(struct repair *r)
 {
-    int64_t until = clock_mono_ms() + REPAIR_ACK_WAIT_MS;
-    while (r->acked + r->failed < r->produced && clock_mono_ms() < until)
-        producer_poll(r->prod, 200);
-    if (r->failed == 0 && r->acked == r->produced) return 0;
+    if (rowpub_await(&r->pub, REPAIR_ACK_WAIT_MS) == 0) return 0;
     log_error("repair: %" PRIu64 " of %" PRIu64 " events were not ACKed by Kafka (%s): "
               "nothing written; run repair again once Kafka takes them (they are sent again)",
-              r->produced - r->acked, r->produced,
-              r->failed ? r->failure : "no report within the wait");
+              r->pub.produced - r->pub.acked_n, r->pub.produced,
+              r->pub.failed ? r->pub.failure : "no report within the wait");
     return EXIT_FATAL;
 }
 
@@ -491,7 +440,7 @@ static void report(const struct repair *r, const char *from)
              "%s: the %s %s less repair_margin %" PRId64 " s), committed from %s to %s, all "
              "ACKed; %" PRId64 " rows have no %s and were not re-published%s; new slot at "
              "consistent point %s; offset file %s written: outboxd streams on from there",
-             r->c->pg_slot, slot_state(r), r->produced,
+             r->c->pg_slot, slot_state(r), r->pub.produced,
              r->plan.by == REPAIR_BY_COMMIT_TS ? "committed" : "stamped", from,
              r->plan.from_since ? "--since time" : "last ACKed commit time",
              offset_commit_time_text(r->plan.boundary_us, b, sizeof(b)),
@@ -544,18 +493,20 @@ static int run(struct repair *r)
     log_info("repair: slot \"%s\" is %s; re-publishing the rows of %s %s at or after %s",
              r->c->pg_slot, slot_state(r), r->tables,
              r->plan.by == REPAIR_BY_COMMIT_TS ? "committed" : "stamped", from);
-    if (!(r->prod = producer_new(r->c, on_delivery, r, err, sizeof(err)))) {
+    r->pub = (struct rowpub){.who = "repair"};
+    if (!(r->prod = producer_new(r->c, rowpub_on_delivery, &r->pub, err, sizeof(err)))) {
         log_error("repair: kafka: %s", err);
         return EXIT_FATAL;
     }
+    r->pub.prod = r->prod;
     if ((rc = make_slot(r)) || (rc = open_snapshot(r, from)) || (rc = publish_rows(r)) ||
         (rc = await_acks(r)))
         return rc;
     if (db_command(r, "COMMIT", "COMMIT", 0, NULL) != 0) return EXIT_FATAL;
-    if (r->produced != r->selected) {
+    if (r->pub.produced != r->selected) {
         log_error("repair: %" PRIu64 " rows were selected but %" PRIu64 " produced: nothing "
                   "written",
-                  r->selected, r->produced);
+                  r->selected, r->pub.produced);
         return EXIT_FATAL;
     }
     if ((rc = write_offset(r))) return rc;
