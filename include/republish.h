@@ -1,7 +1,8 @@
 /*
  * republish.h - `outboxd republish`: outbox rows sent to Kafka again, for
  * consumers that lost events, selected by event id, by aggregate, or by a
- * time range on [outbox] repair_column (repubsel.h), ANDed.
+ * time range on [outbox] repair_column (repubsel.h), ANDed, from the table
+ * of one outbox section (--outbox NAME: needed when there are several).
  *
  * The rows are read from the outbox table (one REPEATABLE READ snapshot:
  * the count and the rows agree) in a stable order (repubsel.h), mapped as

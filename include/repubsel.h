@@ -11,6 +11,8 @@
  *   --since TS [--until TS]   [outbox] repair_column at or after TS (and
  *                             before TS): timestamps PostgreSQL reads,
  *                             e.g. '2026-12-03 16:00+00'
+ *   --outbox NAME             the table of [outbox.NAME] (needed when there
+ *                             are several outbox sections)
  *   --dry-run                 list what would be sent, send nothing
  *
  * Order of the rows (the order they are produced in):
@@ -36,6 +38,8 @@ struct repub_options {
     const char *agg_id;     /* --aggregate: points into agg_buf */
     char *agg_buf;          /* owned: --aggregate TYPE:ID, split */
     const char *since, *until; /* borrowed from argv; NULL: none */
+    const char *outbox;     /* --outbox NAME: the [outbox.NAME] section; NULL: the
+                             * only one (or the plain [outbox]) */
     bool dry_run;
 };
 

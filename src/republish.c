@@ -35,7 +35,7 @@ struct topic_count {
 
 struct republish {
     const struct config *c;
-    const struct outbox_spec *spec; /* the outbox section */
+    const struct outbox_spec *spec; /* the outbox section (--outbox) */
     struct config plain; /* c, but at_least_once: the producer's (exactly_once) */
     const struct repub_options *o;
     struct outbox_map map;
@@ -289,9 +289,9 @@ static void report(const struct republish *r, int code)
 static int prepare(struct republish *r)
 {
     char err[1024];
-    int i = config_outbox_find(r->c, NULL, err, sizeof(err));
+    int i = config_outbox_find(r->c, r->o->outbox, err, sizeof(err));
     if (i < 0) {
-        log_error("republish: %s", err);
+        log_error("republish: --outbox: %s", err);
         return EXIT_USAGE;
     }
     r->spec = config_outbox_at(r->c, (size_t)i);

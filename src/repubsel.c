@@ -94,8 +94,8 @@ int repub_option(struct repub_options *o, int argc, char **argv, int *i, char *e
         o->dry_run = true;
         return 1;
     }
-    static const char *const valued[] = {"--event-id",     "--aggregate", "--aggregate-type",
-                                         "--aggregate-id", "--since",     "--until"};
+    static const char *const valued[] = {"--event-id", "--aggregate", "--aggregate-type",
+                                         "--aggregate-id", "--since", "--until", "--outbox"};
     size_t k = 0;
     while (k < sizeof(valued) / sizeof(valued[0]) && strcmp(opt, valued[k])) k++;
     if (k == sizeof(valued) / sizeof(valued[0])) return 0;
@@ -111,7 +111,8 @@ int repub_option(struct repub_options *o, int argc, char **argv, int *i, char *e
     case 2: rc = set_once(&o->agg_type, opt, v, err, errlen); break;
     case 3: rc = set_once(&o->agg_id, opt, v, err, errlen); break;
     case 4: rc = set_once(&o->since, opt, v, err, errlen); break;
-    default: rc = set_once(&o->until, opt, v, err, errlen); break;
+    case 5: rc = set_once(&o->until, opt, v, err, errlen); break;
+    default: rc = set_once(&o->outbox, opt, v, err, errlen); break;
     }
     return rc == 0 ? 1 : -1;
 }

@@ -11,7 +11,9 @@
 #   3. by event id and by aggregate: exactly those events get one more
 #      copy (counts per event id before and after), the aggregate's in
 #      aggregate_version order; under [delivery] mode = exactly_once too
-#      (outside transactions); --dry-run sends nothing; an id not in the
+#      (outside transactions); --dry-run sends nothing; --outbox NAME
+#      picks one of several [outbox.NAME] sections (and is needed then);
+#      an id not in the
 #      table exits 1 naming it; a selection that matches nothing exits 1
 #      saying so;
 #   4. a poison row, and a row larger than message.max.bytes: [errors]
@@ -130,6 +132,15 @@ jq -r --arg a "$agg" 'select(.key == $a) | .headers.aggregate_version' <"$T/d2.j
     tail -n "$agg_rows" >"$T/agg.versions"
 sort -n "$T/agg.versions" | diff -q - "$T/agg.versions" >/dev/null ||
     fail "the aggregate's copies are not in aggregate_version order: $(tr '\n' ' ' <"$T/agg.versions")"
+
+# Several outbox sections: --outbox NAME picks one, and is needed.
+two_sections=(--set outbox.one.table=public.outbox_events --set outbox.two.table=public.outbox_two)
+republish "${two_sections[@]}" --event-id "${two[0]}" --dry-run
+assert_eq 2 "$RP_RC" "republish without --outbox when there are two outbox sections"
+grep -q 'several outbox sections: name one (one, two)' "$T/rp.err" || fail "the outbox sections are not named"
+republish "${two_sections[@]}" --outbox one --event-id "${two[0]}" --dry-run
+assert_eq 0 "$RP_RC" "republish --outbox one"
+assert_eq 1 "$(grep -c "^republish: would send event ${two[0]} " "$T/rp.out")" "events --outbox one --dry-run lists"
 
 missing=$(psql_q "SELECT gen_random_uuid()")
 republish --event-id "${two[0]},$missing"

@@ -65,6 +65,19 @@ START_TEST(test_aggregate_split_at_first_colon)
 }
 END_TEST
 
+START_TEST(test_outbox_section)
+{
+    const char *w[] = {"--outbox", "orders", "--event-id", "a", NULL};
+    ck_assert_int_eq(parse(w), 0);
+    ck_assert_str_eq(O.outbox, "orders");
+    const char *twice[] = {"--outbox", "a", "--outbox", "b", "--event-id", "a", NULL};
+    teardown();
+    setup();
+    ck_assert_int_eq(parse(twice), -1);
+    ck_assert_ptr_nonnull(strstr(err, "--outbox given twice"));
+}
+END_TEST
+
 START_TEST(test_aggregate_two_options)
 {
     const char *w[] = {"--aggregate-type", "a:b", "--aggregate-id", "7", NULL};
@@ -227,6 +240,7 @@ int main(void)
     tcase_add_test(tc, test_empty_id_refused);
     tcase_add_test(tc, test_aggregate_split_at_first_colon);
     tcase_add_test(tc, test_aggregate_two_options);
+    tcase_add_test(tc, test_outbox_section);
     tcase_add_test(tc, test_bad_selections_refused);
     tcase_add_test(tc, test_other_words_not_taken);
     suite_add_tcase(s, tc);
