@@ -308,6 +308,9 @@ static int prepare(struct republish *r)
         return EXIT_FATAL;
     }
     repub_describe(r->o, r->spec->repair_column, r->what, sizeof(r->what));
+    if (r->map.timestamp_commit)
+        log_info("republish: [outbox] timestamp = commit: the copies carry the time they are "
+                 "sent, as a row read from the table has no commit time");
     /* exactly_once: outside transactions (republish.h) */
     r->plain = *r->c;
     r->plain.delivery_mode = DELIVERY_AT_LEAST_ONCE;

@@ -149,7 +149,11 @@ static int publish_result(struct rowpub *p, const PGresult *res)
         log_error("%s: out of memory", p->who);
         rc = -1;
     }
-    for (int i = 0; rc == 0 && i < ncols; i++) rel.cols[i].name = PQfname(res, i);
+    /* The types too: a bytea column's text is decoded to its bytes (outbox.h). */
+    for (int i = 0; rc == 0 && i < ncols; i++) {
+        rel.cols[i].name = PQfname(res, i);
+        rel.cols[i].typid = (uint32_t)PQftype(res, i);
+    }
     for (int row = 0; rc == 0 && row < n; row++) rc = rowpub_row(p, p->map, res, row, &rel, vals);
     if (p->prod) producer_poll(p->prod, 0);
     free(rel.cols);
