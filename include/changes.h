@@ -14,6 +14,17 @@
  * commits nothing more is skipped. If a transaction committed after X
  * streams first, X will not come and nothing is skipped (logged).
  *
+ * Outbox messages (the table-less outbox, emitmsg.h): a transactional
+ * logical decoding message whose prefix is a map's message_prefix is an
+ * event like an inserted row, in stream order with the rows (statement
+ * order inside a transaction): counted in the tracker, skipped on resume,
+ * held under backpressure (the held event borrows the message's content
+ * and the emitmsg reader's buffers, which stay valid while nothing more is
+ * read), dead-lettered or halted on when its content cannot be read. A
+ * non-transactional one is not published (it is not atomic with the
+ * business change): outboxd_messages_ignored_total{reason=
+ * "non_transactional"} counts it, and the first is logged.
+ *
  * Backpressure: when the sink says the queue is full, the event that did
  * not fit is held here and the call returns STEP_HELD. The caller then
  * reads nothing more from the stream - so the stream's buffer and the
@@ -50,6 +61,7 @@
 #include "deadletter.h"
 #include "decode.h"
 #include "decoder.h"
+#include "emitmsg.h"
 #include "latency.h"
 #include "metrics.h"
 #include "outbox.h"
@@ -72,6 +84,9 @@ struct changes {
     uint64_t cur_tag;     /* delivery tag of ev (tracker.h) */
     lsn_t cur_commit_lsn; /* its commit record LSN (Begin final_lsn) */
     struct outbox_event ev; /* the event being produced; kept while held */
+    struct emitmsg **emit;  /* owned: a reader per map (outboxes->n), each made at
+                             * its map's first outbox message; NULL: none yet */
+    bool nontx_logged;      /* a non-transactional outbox message was logged */
     bool ev_held;           /* ev met a full queue: changes_resume() */
     uint64_t events_produced;
     /* resuming inside a transaction (changes_skip_first()) */

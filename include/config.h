@@ -94,6 +94,7 @@ struct outbox_spec {
     unsigned char source[CONFIG_MAX_KEYS];
     int preset; /* OUTBOX_PRESET_*: sets the defaults of the keys below */
     char *table;
+    char *message_prefix; /* table-less events with this prefix (emitmsg.h); NULL: off */
     char *topic;
     char *columns[OC__COUNT];
     char *headers;   /* FIELD[:NAME], ... (outbox_map_set_headers()) */

@@ -97,6 +97,8 @@ struct metrics {
     struct labeled_counter failed;        /* by reason */
     struct labeled_counter dead_lettered; /* by reason */
     struct labeled_counter reconnects;    /* by cause */
+    /* outbox messages (emitmsg.h) not published, by reason: non_transactional */
+    struct labeled_counter messages_ignored;
     uint64_t produced_bytes;
     uint64_t heartbeats_sent;
     uint64_t heartbeats_seen; /* came back in the stream */

@@ -88,6 +88,7 @@ enum outbox_fault {
     OF_NULL_EVENT_TYPE,
     OF_BAD_TOPIC,         /* template cannot render, or an invalid topic name */
     OF_BAD_SPAN_CONTEXT,  /* the span-context column cannot be read (spanctx.h) */
+    OF_BAD_MESSAGE,       /* an outbox message's content cannot be read (emitmsg.h) */
     OF__COUNT             /* (the number of faults, for loops over them) */
 };
 
@@ -165,6 +166,7 @@ struct outbox_map {
      * transaction's commit time (outbox_event_set_commit_time()). Default
      * false: produce, the time the producer was handed the record. */
     bool timestamp_commit;
+    char *message_prefix; /* owned; NULL: no table-less events (emitmsg.h) */
 };
 
 /* Fills m from a "schema.table" (or "table", meaning public) name, the
@@ -211,6 +213,12 @@ int outbox_map_set_value_json(struct outbox_map *m, bool json, char *err, size_t
  * (out of memory) with err. */
 int outbox_map_set_span_context(struct outbox_map *m, const char *column, char *err,
                                 size_t errlen);
+
+/* The prefix of the logical decoding messages that are events of this
+ * outbox too (outbox_emit(), emitmsg.h); NULL or "": none. Refused (-1,
+ * err) when it is the heartbeat's prefix. 0, or -1 with err. */
+int outbox_map_set_message_prefix(struct outbox_map *m, const char *prefix, char *err,
+                                  size_t errlen);
 
 /* The name of the first header carrying source (an enum outbox_col or
  * OUTBOX_HS_COMMIT_LSN), or NULL when no header carries it (verify finds

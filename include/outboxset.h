@@ -58,6 +58,20 @@ static inline int outbox_set_find(struct outbox_set *s, const struct relation *r
     return outbox_set_lookup(s, rel);
 }
 
+/* The index of the map whose message_prefix is prefix (the section whose
+ * outbox messages those are, emitmsg.h), or -1 when none has it (or
+ * prefix is NULL). A loop over the maps: a message is rarer than a row,
+ * and sections are few. */
+int outbox_set_find_prefix(const struct outbox_set *s, const char *prefix);
+
+/* Whether any map has a message_prefix (pgoutput must send messages). */
+bool outbox_set_has_prefix(const struct outbox_set *s);
+
+/* The index of the first map whose message_prefix is the same as
+ * another's, else -1 (a message must belong to one section); *other is
+ * the earlier one. */
+int outbox_set_duplicate_prefix(const struct outbox_set *s, size_t *other);
+
 /* "schema.table, schema.table, ..." of every map, for messages and SQL
  * advice; malloc'd, the caller frees it; NULL on out of memory. */
 char *outbox_set_tables(const struct outbox_set *s);

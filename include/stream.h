@@ -97,7 +97,7 @@ struct stream_target {
     enum plugin_kind plugin;
     const char *slot;
     const char *publication; /* pgoutput */
-    bool messages;           /* pgoutput: also logical messages (heartbeats) */
+    bool messages;           /* pgoutput: also logical messages (heartbeats, outbox_emit()) */
     const struct outbox_set *outboxes; /* wal2json: server-side filter on the outbox tables */
     bool direct_read; /* read the socket itself unless encrypted (stream.c) */
 };

@@ -6,6 +6,7 @@
  */
 #include "changes.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -26,7 +27,13 @@ void changes_init(struct changes *c, const struct config *cfg, struct outbox_set
     if (cfg->pg_heartbeat_interval_ms > 0) met->heartbeat_rtt = &c->heartbeat_rtt;
 }
 
-void changes_free(struct changes *c) { deadletter_free(&c->dlq); }
+void changes_free(struct changes *c)
+{
+    deadletter_free(&c->dlq);
+    for (size_t i = 0; c->emit && i < c->outboxes->n; i++) emitmsg_free(c->emit[i]);
+    free(c->emit);
+    c->emit = NULL;
+}
 
 void changes_start(struct changes *c, struct tracker *trk, struct decoder *dec)
 {
@@ -219,6 +226,21 @@ static enum step send_event(struct changes *c)
         producer_err_is_too_large(kafka_err));
 }
 
+/* The event just built into c->ev (built: outbox_event_build()'s result,
+ * err its reason) is counted in the open transaction and sent, or
+ * dead-lettered or halted on. */
+static enum step produce_built(struct changes *c, int built, const char *err)
+{
+    if (tracker_event_sent(c->trk, c->cur_seq, &c->cur_tag) != 0) {
+        log_error("internal: event outside a transaction");
+        return STEP_FATAL;
+    }
+    c->recv_events++;
+    if (built == 0) return send_event(c);
+    return deadletter_reject(&c->dlq, c->cur_tag, &c->ev, outbox_fault_name(c->ev.fault), err,
+                             c->ev.fault != OF_SCHEMA, false);
+}
+
 static enum step on_insert(struct changes *c, const struct repl_msg *m)
 {
     char err[512];
@@ -235,14 +257,64 @@ static enum step on_insert(struct changes *c, const struct repl_msg *m)
     int built = outbox_event_build(map, rel, m->u.tuple.values, m->u.tuple.nvalues,
                                    c->cur_commit_lsn, &c->ev, err, sizeof(err));
     outbox_event_set_commit_time(map, &c->ev, c->cur_commit_time);
-    if (tracker_event_sent(c->trk, c->cur_seq, &c->cur_tag) != 0) {
-        log_error("internal: event outside a transaction");
+    return produce_built(c, built, err);
+}
+
+/* The message reader of map which, made at its first message (NULL on out
+ * of memory). */
+static struct emitmsg *emit_reader(struct changes *c, int which)
+{
+    if (!c->emit && !(c->emit = calloc(c->outboxes->n, sizeof(*c->emit)))) return NULL;
+    const struct outbox_map *map = &c->outboxes->maps[which];
+    if (!c->emit[which]) c->emit[which] = emitmsg_new(map, map->message_prefix);
+    return c->emit[which];
+}
+
+/* A transactional message of map which's prefix: an event like a row. */
+static enum step on_outbox_message(struct changes *c, const struct repl_msg *m, int which)
+{
+    char err[512];
+    if (c->cur_seq == 0) {
+        log_error("protocol error: transactional message \"%s\" outside a transaction",
+                  m->u.message.prefix);
         return STEP_FATAL;
     }
-    c->recv_events++;
-    if (built == 0) return send_event(c);
-    return deadletter_reject(&c->dlq, c->cur_tag, &c->ev, outbox_fault_name(c->ev.fault), err,
-                             c->ev.fault != OF_SCHEMA, false);
+    struct emitmsg *reader = emit_reader(c, which);
+    if (!reader) {
+        log_error("out of memory");
+        return STEP_FATAL;
+    }
+    if (skip_event(c)) return STEP_OK;
+    const struct outbox_map *map = &c->outboxes->maps[which];
+    int built = emitmsg_event_build(reader, map, m->u.message.content, m->u.message.len,
+                                    c->cur_commit_lsn, &c->ev, err, sizeof(err));
+    outbox_event_set_commit_time(map, &c->ev, c->cur_commit_time);
+    if (built != 0 && c->ev.fault == OF_BAD_MESSAGE) {
+        size_t n = strlen(err);
+        snprintf(err + n, sizeof(err) - n,
+                 " (message prefix \"%s\"; the format is in sql/README.md)",
+                 m->u.message.prefix);
+    }
+    return produce_built(c, built, err);
+}
+
+/* A non-transactional message of the outbox's prefix: not an event, since
+ * it is written even when the business change rolls back. Counted; the
+ * first is logged. */
+static enum step on_non_transactional(struct changes *c, const struct repl_msg *m)
+{
+    char lsn[LSN_STRLEN];
+    metrics_count(&c->met->messages_ignored, "non_transactional", 1);
+    if (c->nontx_logged) return STEP_OK;
+    c->nontx_logged = true;
+    log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(m->u.message.lsn, lsn)}),
+           "a non-transactional message with prefix \"%s\" at %s is not published: it is "
+           "written even if the transaction around it rolls back, so it is not atomic with "
+           "the business change (call pg_logical_emit_message(true, ...), as outbox_emit() "
+           "does); outboxd_messages_ignored_total{reason=\"non_transactional\"} counts "
+           "these, this is logged once",
+           m->u.message.prefix, lsn);
+    return STEP_OK;
 }
 
 /* A heartbeat of ours came back on the stream: its round trip. */
@@ -265,6 +337,10 @@ enum step changes_on_message(struct changes *c, const struct repl_msg *m)
     case RM_INSERT: return on_insert(c, m);
     case RM_MESSAGE: {
         int64_t sent_us;
+        int which = outbox_set_find_prefix(c->outboxes, m->u.message.prefix);
+        if (which >= 0)
+            return (m->u.message.flags & 1) ? on_outbox_message(c, m, which)
+                                            : on_non_transactional(c, m);
         if (heartbeat_parse(m->u.message.prefix, m->u.message.content, m->u.message.len,
                             c->cfg->pg_slot, &sent_us))
             on_heartbeat(c, sent_us);

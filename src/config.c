@@ -99,6 +99,8 @@ static const struct key_def key_defs[] = {
       "outboxd, or debezium: the Outbox Event Router's table and messages (the keys below)"),
     KO("table", KT_STRING, table, "public.outbox_events",
       "the outbox table (schema.table)"),
+    KO("message_prefix", KT_PATH, message_prefix, NULL,
+       "also publish outbox_emit() messages of this prefix (sql/outbox_emit.sql; unset: off)"),
     KO("topic", KT_STRING, topic, "outbox.event.${aggregate_type}",
       "topic template; ${column} is replaced by the row's value"),
     KO("column.event_id", KT_STRING, columns[OC_EVENT_ID], "event_id",
@@ -1332,6 +1334,24 @@ static int config_validate_polling(const struct config *c, char *err, size_t err
  * there are named ones, every named one names its table, their
  * environment spellings differ, and polling (one table) is not asked for
  * several. */
+/* Sections dup and other of set have the same message_prefix: err says so
+ * (and, when both inherit it from [outbox], where to set it instead). */
+static void prefix_error(const struct config *c, const struct outbox_set *set, size_t dup,
+                         size_t other, char *err, size_t errlen)
+{
+    size_t pi = key_index("outbox", "message_prefix");
+    /* two maps: named sections, in c->outboxes' order */
+    bool inherited = c->outboxes[dup].source[pi] == CONFIG_SRC_INHERITED ||
+                     c->outboxes[other].source[pi] == CONFIG_SRC_INHERITED;
+    snprintf(err, errlen,
+             "[outbox.%s] and [outbox.%s] both have message_prefix = %s: a message belongs to "
+             "one section, so each section needs its own prefix%s",
+             set->names[other], set->names[dup], set->maps[dup].message_prefix,
+             inherited ? " (inherited from [outbox]: set message_prefix in each "
+                         "[outbox.NAME] section that has messages, not in [outbox])"
+                       : "");
+}
+
 static int config_validate_outboxes(const struct config *c, char *err, size_t errlen)
 {
     size_t ti = key_index("outbox", "table");
@@ -1368,6 +1388,15 @@ static int config_validate_outboxes(const struct config *c, char *err, size_t er
         snprintf(err, errlen, "[outbox.%s] and [outbox.%s] are both on the table %s.%s: one "
                  "table, one section (one topic template per table)", set.names[other],
                  set.names[dup], set.maps[dup].schema, set.maps[dup].table);
+    if (dup < 0 && (dup = outbox_set_duplicate_prefix(&set, &other)) >= 0)
+        prefix_error(c, &set, (size_t)dup, other, err, errlen);
+    if (dup < 0 && c->source_mode == SOURCE_POLLING && outbox_set_has_prefix(&set)) {
+        snprintf(err, errlen,
+                 "[outbox] message_prefix needs [source] mode = logical: polling reads the "
+                 "outbox table, and logical decoding messages are only in the replication "
+                 "stream (unset message_prefix, or use mode = logical)");
+        dup = 0;
+    }
     outbox_set_free(&set);
     if (dup >= 0) return -1;
     if (c->noutboxes < 2) return 0;
@@ -1611,7 +1640,8 @@ int config_outbox_map(const struct outbox_spec *s, struct outbox_map *m, char *e
     }
     if (outbox_map_set_headers(m, s->headers, s->placement, err, errlen) != 0 ||
         outbox_map_set_value_json(m, json, err, errlen) != 0 ||
-        outbox_map_set_span_context(m, s->span_column, err, errlen) != 0)
+        outbox_map_set_span_context(m, s->span_column, err, errlen) != 0 ||
+        outbox_map_set_message_prefix(m, s->message_prefix, err, errlen) != 0)
         goto fail;
     return 0;
 fail:

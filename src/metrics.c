@@ -40,6 +40,7 @@ void metrics_free(struct metrics *m)
     counter_free(&m->failed);
     counter_free(&m->dead_lettered);
     counter_free(&m->reconnects);
+    counter_free(&m->messages_ignored);
 }
 
 /* Index of label in c, or c->n. */
@@ -405,6 +406,10 @@ static void render_state(const struct metrics *m, struct textbuf *b)
     counter_u(b, "outboxd_heartbeats_received_total",
               "Heartbeat messages of this slot seen back on the replication stream.",
               m->heartbeats_seen);
+    counter_labeled(b, "outboxd_messages_ignored_total", "reason",
+                    "Messages with [outbox] message_prefix not published, by reason "
+                    "(non_transactional: not atomic with the business change).",
+                    &m->messages_ignored);
     gauge_i(b, "outboxd_streaming",
             "1 while streaming from the replication slot, 0 while (re)connecting.",
             m->streaming);

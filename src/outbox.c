@@ -15,6 +15,7 @@
 #include "bytea.h"
 #include "grow.h"
 #include "jsonvalue.h"
+#include "monitor.h" /* HEARTBEAT_PREFIX */
 #include "replproto.h"
 #include "str.h"
 
@@ -248,6 +249,7 @@ void outbox_map_free(struct outbox_map *m)
     }
     free(m->cache);
     free(m->span_column);
+    free(m->message_prefix);
     memset(m, 0, sizeof(*m));
 }
 
@@ -407,6 +409,26 @@ int outbox_map_set_span_context(struct outbox_map *m, const char *column, char *
     return 0;
 }
 
+int outbox_map_set_message_prefix(struct outbox_map *m, const char *prefix, char *err,
+                                  size_t errlen)
+{
+    free(m->message_prefix);
+    m->message_prefix = NULL;
+    if (!prefix || !*prefix) return 0;
+    if (strcmp(prefix, HEARTBEAT_PREFIX) == 0) {
+        snprintf(err, errlen,
+                 "[outbox] message_prefix \"%s\" is the prefix of outboxd's heartbeats; "
+                 "choose another (outbox_emit()'s default is \"outbox\")",
+                 prefix);
+        return -1;
+    }
+    if (!(m->message_prefix = strdup(prefix))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 const char *outbox_header_name(const struct outbox_map *m, int source)
 {
     for (int i = 0; i < m->nhspecs; i++)
@@ -520,6 +542,7 @@ const char *outbox_fault_name(enum outbox_fault f)
         [OF_NULL_EVENT_TYPE] = "NULL_EVENT_TYPE",
         [OF_BAD_TOPIC] = "BAD_TOPIC",
         [OF_BAD_SPAN_CONTEXT] = "BAD_SPAN_CONTEXT",
+        [OF_BAD_MESSAGE] = "BAD_MESSAGE",
     };
     return (size_t)f < sizeof(names) / sizeof(names[0]) && names[f] ? names[f] : "?";
 }

@@ -79,6 +79,36 @@ int outbox_set_duplicate(const struct outbox_set *s, size_t *other)
     return -1;
 }
 
+int outbox_set_find_prefix(const struct outbox_set *s, const char *prefix)
+{
+    if (!prefix) return -1;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->maps[i].message_prefix && !strcmp(s->maps[i].message_prefix, prefix))
+            return (int)i;
+    return -1;
+}
+
+bool outbox_set_has_prefix(const struct outbox_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->maps[i].message_prefix) return true;
+    return false;
+}
+
+int outbox_set_duplicate_prefix(const struct outbox_set *s, size_t *other)
+{
+    for (size_t i = 1; i < s->n; i++) {
+        if (!s->maps[i].message_prefix) continue;
+        for (size_t j = 0; j < i; j++)
+            if (s->maps[j].message_prefix &&
+                !strcmp(s->maps[i].message_prefix, s->maps[j].message_prefix)) {
+                *other = j;
+                return (int)i;
+            }
+    }
+    return -1;
+}
+
 char *outbox_set_tables(const struct outbox_set *s)
 {
     size_t len = 1;

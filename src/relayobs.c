@@ -193,6 +193,7 @@ void relay_seed_metrics(struct metrics *m, bool pub_capped)
     }
     metrics_seed(&m->failed, producer_timed_out_name());
     if (pub_capped) metrics_seed(&m->failed, "NOT_IN_PUBLICATION");
+    metrics_seed(&m->messages_ignored, "non_transactional");
     static const char *const causes[] = {"connect_failed", "connection_lost", "slot_in_use",
                                          "stream_lost", "fenced"};
     for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)

@@ -418,7 +418,7 @@ enum step slot_open_stream(struct slot_setup *s)
         .plugin = (enum plugin_kind)plugin_parse(c->pg_plugin),
         .slot = c->pg_slot,
         .publication = c->pg_publication,
-        .messages = c->pg_heartbeat_interval_ms > 0,
+        .messages = c->pg_heartbeat_interval_ms > 0 || outbox_set_has_prefix(s->outboxes),
         .outboxes = s->outboxes,
         .direct_read = c->pg_direct_read,
     };

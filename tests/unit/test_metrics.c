@@ -125,6 +125,7 @@ START_TEST(test_every_family_announced)
         {"outboxd_reconnects_total", "counter"},
         {"outboxd_heartbeats_sent_total", "counter"},
         {"outboxd_heartbeats_received_total", "counter"},
+        {"outboxd_messages_ignored_total", "counter"},
         {"outboxd_streaming", "gauge"},
         {"outboxd_role", "gauge"},
         {"outboxd_ready", "gauge"},
