@@ -151,6 +151,9 @@ void check_polling_table(struct ck *k);
 void check_polling_backlog(struct ck *k);
 void check_publication(struct ck *k);
 
+/* check_emit.c: [outbox] message_prefix (no line when unset). */
+void check_messages(struct ck *k);
+
 /* check_repl.c: logical replication itself. check_replication_connection()
  * returns the replication connection (the caller PQfinishes it) or NULL. */
 void check_plugin_allowed(struct ck *k);

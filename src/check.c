@@ -185,12 +185,14 @@ static void ck_free(struct ck *k)
 }
 
 /* The per-table checks of each mode: the role's rights on the table, the
- * table, and its publication (logical) or its polling columns. */
+ * table, and its publication and messages (logical) or its polling
+ * columns. */
 static void check_logical_outbox(struct ck *k)
 {
     check_role(k);
     check_table(k);
     check_publication(k);
+    check_messages(k);
 }
 
 static void check_polling_outbox(struct ck *k)

@@ -75,6 +75,15 @@ static const char *time_source(struct ck *k, const char *what, char *buf, size_t
     return NULL;
 }
 
+/* What repair cannot do when events also come from messages. */
+static const char *no_message_repair(const struct ck *k)
+{
+    return k->map_ok && k->map.message_prefix
+               ? "; events of outbox_emit() messages (this section's message_prefix) have no "
+                 "row: repair cannot send them again"
+               : "";
+}
+
 void check_repairable(struct ck *k)
 {
     const struct config *c = k->cfg;
@@ -103,12 +112,12 @@ void check_repairable(struct ck *k)
                   "(delete only rows older than a retention period, e.g. a day)",
                   "most rows are deleted from the outbox table (%lld of %lld inserted since "
                   "the statistics were reset, %lld live): outboxd repair can re-publish "
-                  "only rows still there; %s; on_slot_loss = %s",
-                  del, ins, live, how, c->pg_on_slot_loss);
+                  "only rows still there; %s; on_slot_loss = %s%s",
+                  del, ins, live, how, c->pg_on_slot_loss, no_message_repair(k));
         return;
     }
     char kept[96] = " (deletes not known)";
     if (known) snprintf(kept, sizeof(kept), " (%lld of %lld inserted deleted)", del, ins);
-    ck_report(k, CHECK_OK, what, NULL, "rows are kept%s; %s; on_slot_loss = %s", kept, how,
-              c->pg_on_slot_loss);
+    ck_report(k, CHECK_OK, what, NULL, "rows are kept%s; %s; on_slot_loss = %s%s", kept, how,
+              c->pg_on_slot_loss, no_message_repair(k));
 }

@@ -431,15 +431,28 @@ static int write_offset(struct repair *r)
 
 /* ---- the run ---- */
 
+/* "a, b": the sections' message prefixes (outbox_emit() events have no
+ * row to re-publish); "" when none has one. */
+static void message_prefixes(const struct repair *r, char *out, size_t outlen)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < r->set.n && used < outlen; i++)
+        if (r->set.maps[i].message_prefix)
+            used += (size_t)snprintf(out + used, outlen - used, "%s%s", used ? ", " : "",
+                                     r->set.maps[i].message_prefix);
+}
+
 /* What was done, one paragraph: stdout for the command, the log at start. */
 static void report(const struct repair *r, const char *from)
 {
-    char a[LSN_STRLEN], b[64], text[2048];
+    char a[LSN_STRLEN], b[64], text[2048], prefixes[256];
+    message_prefixes(r, prefixes, sizeof(prefixes));
     snprintf(text, sizeof(text),
              "repair: slot \"%s\" was %s; re-published %" PRIu64 " events (rows %s at or after "
              "%s: the %s %s less repair_margin %" PRId64 " s), committed from %s to %s, all "
              "ACKed; %" PRId64 " rows have no %s and were not re-published%s; new slot at "
-             "consistent point %s; offset file %s written: outboxd streams on from there",
+             "consistent point %s; offset file %s written: outboxd streams on from there%s%s%s",
              r->c->pg_slot, slot_state(r), r->pub.produced,
              r->plan.by == REPAIR_BY_COMMIT_TS ? "committed" : "stamped", from,
              r->plan.from_since ? "--since time" : "last ACKed commit time",
@@ -451,7 +464,11 @@ static void report(const struct repair *r, const char *from)
              r->untimed ? " (committed before track_commit_timestamp was on, or frozen: check "
                           "them with outboxd verify)"
                         : "",
-             lsn_format(r->created.consistent_point, a), r->c->offsets_file);
+             lsn_format(r->created.consistent_point, a), r->c->offsets_file,
+             *prefixes ? "; events of outbox_emit() messages (message_prefix " : "", prefixes,
+             *prefixes ? ") committed in the gap have no row and were NOT sent again: they "
+                         "are lost with the slot"
+                       : "");
     if (r->o->at_start)
         log_info("%s", text);
     else

@@ -862,6 +862,41 @@ static void print_examples(FILE *f, const struct audit_report *r, enum audit_kin
         print_example(f, k, &r->examples[k][i]);
 }
 
+/* Per section with [outbox] message_prefix: its message events have no
+ * row, so verify cannot tell them from another producer's or find the
+ * missing ones. */
+static void print_message_note(const struct verify *v, FILE *f)
+{
+    char label[160];
+    for (size_t i = 0; i < v->set.n; i++) {
+        if (!v->set.maps[i].message_prefix) continue;
+        fprintf(f,
+                "  (with %s message_prefix = %s: events of outbox_emit() messages have "
+                "no row, so those in the rows' topics count here, indistinguishable from "
+                "another producer's; topics only messages go to are not read; missing "
+                "messages cannot be found)\n",
+                config_outbox_label(config_outbox_at(v->cfg, i), label, sizeof(label)),
+                v->set.maps[i].message_prefix);
+    }
+}
+
+/* {"[outbox.NAME]": prefix, ...} of the sections with message_prefix (an
+ * empty object: none). NULL on out of memory. */
+static json_t *json_message_prefixes(const struct verify *v)
+{
+    json_t *o = json_object();
+    char label[160];
+    for (size_t i = 0; o && i < v->set.n; i++) {
+        if (!v->set.maps[i].message_prefix) continue;
+        config_outbox_label(config_outbox_at(v->cfg, i), label, sizeof(label));
+        if (json_object_set_new(o, label, json_string(v->set.maps[i].message_prefix)) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
 /* Whether the report is clean for the configured [delivery] mode. */
 static bool report_ok(const struct verify *v, const struct audit_report *r)
 {
@@ -890,6 +925,7 @@ static void print_human(const struct verify *v, const struct audit_report *r)
             r->duplicate_events);
     print_examples(f, r, AK_DUPLICATE);
     fprintf(f, "unknown:          %zu\n", r->unknown);
+    print_message_note(v, f);
     print_examples(f, r, AK_UNKNOWN);
     fprintf(f,
             "order violations: %zu (%zu aggregate_version going backwards, %zu keys on "
@@ -980,6 +1016,7 @@ static json_t *json_report(const struct verify *v, const struct audit_report *r)
         jint(o, "duplicate_events", (int64_t)r->duplicate_events) &&
         jset(o, "duplicate_examples", json_examples(r, AK_DUPLICATE)) &&
         jint(o, "unknown", (int64_t)r->unknown) &&
+        jset(o, "message_prefixes", json_message_prefixes(v)) &&
         jset(o, "unknown_examples", json_examples(r, AK_UNKNOWN)) &&
         jint(o, "order_violations", (int64_t)r->order_violations) &&
         jint(o, "version_regressions", (int64_t)r->version_regressions) &&

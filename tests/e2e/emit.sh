@@ -192,6 +192,26 @@ SQL
     wait_caught_up 60
     check_events "$tag"
     outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM"
+
+    step "$plugin: outboxd check names the message source; verify says messages have no row"
+    set_args=(--set outbox.message_prefix=outbox --set "offsets.file=$T/$plugin.offset")
+    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${set_args[@]}" >"$T/check.out" 2>&1 || true
+    grep -E 'outbox messages' "$T/check.out" >&2 || { cat "$T/check.out" >&2; fail "check has no outbox messages line"; }
+    grep -qE '^ok +outbox messages.*prefix "outbox".*outbox_emit\(\) installed' "$T/check.out" ||
+        fail "check's outbox messages line is not ok"
+    grep -q 'gap repair.*message_prefix.*repair cannot send them again' "$T/check.out" ||
+        fail "check's gap repair line does not say messages cannot be repaired"
+    if [[ $plugin == pgoutput ]]; then
+        "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${set_args[@]}" >"$T/verify.out" 2>"$T/verify.err" ||
+            { cat "$T/verify.out" "$T/verify.err" >&2; fail "verify failed with messages as events"; }
+        cat "$T/verify.out" >&2
+        grep -q 'events of outbox_emit() messages have no row' "$T/verify.out" ||
+            fail "verify does not say that message events have no row"
+        "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${set_args[@]}" --set source.mode=polling \
+            >"$T/polling.out" 2>&1 && fail "check accepted message_prefix in polling mode"
+        grep -q 'message_prefix needs \[source\] mode = logical' "$T/polling.out" ||
+            { cat "$T/polling.out" >&2; fail "polling mode's refusal of message_prefix is not clear"; }
+    fi
     cp "$T/outboxd.log" "$T/outboxd.$plugin.log"
     : >"$T/outboxd.log"
 done
