@@ -31,36 +31,49 @@
 -- directly with content in the format outbox_emit_content() builds,
 -- described in sql/README.md (version 1).
 
--- The content of one event (the format outboxd reads, version 1). Raises
--- on headers that are not an object of strings, so that the caller fails,
--- not the relay.
+-- headers as the content carries them: NULL, or the object's text after a
+-- check that it is an object of strings with non-empty names (so that the
+-- caller fails, not the relay).
+CREATE OR REPLACE FUNCTION public.outbox_emit_headers(headers jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF headers IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(headers) <> 'object' OR EXISTS (
+            SELECT 1 FROM jsonb_each(headers) h
+            WHERE jsonb_typeof(h.value) NOT IN ('string', 'null') OR h.key = '') THEN
+        RAISE EXCEPTION 'outbox_emit: headers must be a JSON object of strings with '
+                        'non-empty names, got %', headers;
+    END IF;
+    RETURN jsonb_strip_nulls(headers)::text;
+END
+$$;
+
+-- The content of one event: the format outboxd reads, version 1
+-- (sql/README.md), written compactly (it goes into the WAL as it is).
+-- payload_encoding is 'text' or 'base64' (payload then holds base64).
+-- STABLE, as to_json() is: so that it is inlined into its caller's
+-- expression (an SQL function that is not is planned again on each call).
 CREATE OR REPLACE FUNCTION public.outbox_emit_content(
     event_id uuid, aggregate_type text, aggregate_id text, event_type text,
     payload text, payload_encoding text, aggregate_version bigint, headers jsonb)
 RETURNS text
-LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    IF headers IS NOT NULL AND (jsonb_typeof(headers) <> 'object' OR EXISTS (
-            SELECT 1 FROM jsonb_each(headers) h
-            WHERE jsonb_typeof(h.value) NOT IN ('string', 'null') OR h.key = '')) THEN
-        RAISE EXCEPTION 'outbox_emit: headers must be a JSON object of strings with '
-                        'non-empty names, got %', headers;
-    END IF;
-    RETURN jsonb_strip_nulls(jsonb_build_object(
-        'v', 1,
-        'event_id', event_id::text,
-        'aggregate_type', aggregate_type,
-        'aggregate_id', aggregate_id,
-        'event_type', event_type,
-        'aggregate_version', aggregate_version,
-        'payload', payload,
-        'payload_encoding', CASE WHEN payload_encoding = 'text' THEN NULL
-                                 ELSE payload_encoding END,
-        'headers', headers))::text;
-END
+LANGUAGE sql STABLE AS $$
+    SELECT '{"v":1,"event_id":"' || event_id::text
+        || '","aggregate_type":' || coalesce(to_json(aggregate_type)::text, 'null')
+        || ',"aggregate_id":' || coalesce(to_json(aggregate_id)::text, 'null')
+        || ',"event_type":' || coalesce(to_json(event_type)::text, 'null')
+        || coalesce(',"aggregate_version":' || aggregate_version::text, '')
+        || coalesce(',"payload":' || to_json(payload)::text, '')
+        || CASE WHEN payload_encoding = 'base64' THEN ',"payload_encoding":"base64"' ELSE '' END
+        || coalesce(',"headers":' || public.outbox_emit_headers(headers), '')
+        || '}'
 $$;
 
--- Emits the message; the body of every outbox_emit().
+-- Emits the message; the body of every outbox_emit(). (PL/pgSQL: its
+-- plans are cached, where an SQL function's are made again on each call.)
 CREATE OR REPLACE FUNCTION public.outbox_emit_raw(
     aggregate_type text, aggregate_id text, event_type text, payload text,
     payload_encoding text, aggregate_version bigint, headers jsonb, prefix text)
