@@ -140,6 +140,27 @@ static enum step insert(const char *agg)
     return changes_on_message(&chg, &m);
 }
 
+/* A logical decoding message (prefix, flags 1 = transactional) holding an
+ * outbox event keyed key (content: the format of emitmsg.h; NULL key: a
+ * content that is not JSON). */
+static enum step message(const char *prefix, uint8_t flags, const char *key)
+{
+    static char content[256];
+    if (key)
+        snprintf(content, sizeof(content),
+                 "{\"v\":1,\"event_id\":\"m-%s\",\"aggregate_type\":\"Order\","
+                 "\"aggregate_id\":\"%s\",\"event_type\":\"Created\",\"payload\":\"{}\"}",
+                 key, key);
+    else
+        snprintf(content, sizeof(content), "not json");
+    struct repl_msg m = {.kind = RM_MESSAGE};
+    m.u.message.flags = flags;
+    m.u.message.prefix = prefix;
+    m.u.message.content = content;
+    m.u.message.len = (uint32_t)strlen(content);
+    return changes_on_message(&chg, &m);
+}
+
 /* A committed transaction [final_lsn, end_lsn) with one event keyed key. */
 static void txn(lsn_t final_lsn, lsn_t end_lsn, const char *key)
 {
@@ -492,6 +513,58 @@ START_TEST(test_skip_again_after_a_broken_stream)
 }
 END_TEST
 
+/* Outbox messages ([outbox] message_prefix) are events in stream order
+ * with the rows; held, skipped and dead-lettered like them; a
+ * non-transactional one is counted, never produced; others are ignored. */
+START_TEST(test_outbox_messages)
+{
+    char err[128];
+    ck_assert_int_eq(
+        outbox_map_set_message_prefix(&outboxes.maps[0], "outbox", err, sizeof(err)), 0);
+    /* resumed inside transaction 200 after two ACKed events: a row and a
+     * message are skipped, in stream order */
+    changes_skip_first(&chg, (struct tracker_progress){200, 2});
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(insert("r1"), STEP_OK);
+    ck_assert_int_eq(message("outbox", 1, "m2"), STEP_OK);
+    ck_assert_int_eq(message("outbox", 1, "m3"), STEP_OK);
+    ck_assert_int_eq(message("other", 1, "x"), STEP_OK);    /* another prefix */
+    ck_assert_int_eq(message("outbox", 0, "nt"), STEP_OK);  /* not transactional */
+    ck_assert_int_eq(message("outbox", 0, "nt2"), STEP_OK);
+    fk.room = 1;
+    ck_assert_int_eq(insert("r4"), STEP_OK);
+    ck_assert_int_eq(message("outbox", 1, "m5"), STEP_HELD); /* a full queue holds it */
+    fk.room = -1;
+    ck_assert_int_eq(changes_resume(&chg), STEP_OK);
+    ck_assert_int_eq(message("outbox", 1, NULL), STEP_OK); /* poison: dead-lettered */
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 4);
+    ck_assert_str_eq(fk.key[0], "m3");
+    ck_assert_str_eq(fk.key[1], "r4");
+    ck_assert_str_eq(fk.key[2], "m5");
+    ck_assert_str_eq(fk.topic[3], cfg.errors_dlq_topic);
+    ck_assert_uint_eq(chg.events_skipped, 2);
+    ck_assert_uint_eq(metrics_get(&met.messages_ignored, "non_transactional"), 2);
+    ck_assert(chg.nontx_logged);
+    for (int i = 0; i < 4; i++) ck_assert(report(i, 0));
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210);
+    /* a transactional message outside a transaction is a protocol error */
+    ck_assert_int_eq(message("outbox", 1, "late"), STEP_FATAL);
+}
+END_TEST
+
+START_TEST(test_messages_ignored_without_prefix)
+{
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(message("outbox", 1, "m1"), STEP_OK);
+    ck_assert_int_eq(message("outbox", 0, "m2"), STEP_OK);
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 0);
+    ck_assert_uint_eq(metrics_get(&met.messages_ignored, "non_transactional"), 0);
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("changes");
@@ -512,6 +585,8 @@ int main(void)
     tcase_add_test(dlq, test_skip_first_events_of_that_transaction);
     tcase_add_test(dlq, test_skip_only_that_transaction);
     tcase_add_test(dlq, test_skip_again_after_a_broken_stream);
+    tcase_add_test(dlq, test_outbox_messages);
+    tcase_add_test(dlq, test_messages_ignored_without_prefix);
     suite_add_tcase(s, dlq);
     TCase *halt = tcase_create("policy halt");
     tcase_add_checked_fixture(halt, setup_halt, teardown);
