@@ -29,6 +29,9 @@ void check_messages(struct ck *k)
                   k->server_version / 10000, k->server_version % 10000 / 100);
         return;
     }
+    /* At the daemon's start only what stops it: a client may emit the
+     * content itself, without outbox_emit(). */
+    if (k->scope == CHECK_SCOPE_STARTUP) return;
     PGresult *r = ck_query(k,
                            "SELECT count(*) FROM pg_catalog.pg_proc p JOIN "
                            "pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
