@@ -14,7 +14,12 @@
 #    the stream goes on;
 #  - a rolled-back transaction's messages are not produced;
 #  - messages written while outboxd is stopped arrive after the restart,
-#    nothing lost and nothing sent twice.
+#    nothing lost and nothing sent twice;
+#  - (pgoutput) two [outbox.NAME] sections, each its own message_prefix:
+#    each message goes to its section's topic template, in statement order
+#    with that section's rows, a prefix no section has is left alone;
+#    check's outbox messages line and verify's note per section; one
+#    prefix in two sections is refused, naming both.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init emit
 pg_start
@@ -215,4 +220,46 @@ SQL
     cp "$T/outboxd.log" "$T/outboxd.$plugin.log"
     : >"$T/outboxd.log"
 done
+# Two sections, each with its own prefix (pgoutput only: the routing is the
+# plugin-independent changes.c; both plugins deliver messages above).
+step "two sections with their own message_prefix: each message goes with its section"
+psql_q "CREATE TABLE public.outbox_b (LIKE public.outbox_events INCLUDING ALL);
+ALTER PUBLICATION outboxd_pub ADD TABLE public.outbox_b;" >/dev/null
+export OUTBOXD_TEST_PLUGIN=pgoutput OUTBOXD_SLOT=emit_pgoutput
+two=(--set outbox.a.table=public.outbox_events --set outbox.a.message_prefix=outbox
+    --set outbox.b.table=public.outbox_b --set outbox.b.message_prefix=billing
+    --set 'outbox.b.topic=billing.${aggregate_type}' --set "offsets.file=$T/pgoutput.offset")
+outboxd_start "${two[@]}" --set errors.policy=dlq
+psql_q <<'SQL' >/dev/null
+BEGIN;
+SELECT public.outbox_emit('two_a', 'k', 'A1', '{"i": 1}'::jsonb);
+SELECT public.outbox_emit('two_b', 'k', 'B2', '{"i": 2}'::jsonb, prefix => 'billing');
+INSERT INTO public.outbox_b (event_id, aggregate_type, aggregate_id, event_type, payload)
+VALUES (gen_random_uuid(), 'two_b', 'k', 'B3', '{"i": 3}');
+SELECT public.outbox_emit('two_c', 'k', 'C4', '{"i": 4}'::jsonb, prefix => 'shipping');
+SELECT public.outbox_emit('two_a', 'k', 'A5', '{"i": 5}'::jsonb);
+COMMIT;
+SQL
+wait_caught_up 60
+outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM"
+kdump_all >"$T/dump.jsonl" 2>"$T/kdump.err" || { cat "$T/kdump.err" >&2; fail "kdump failed"; }
+assert_eq "A1 A5" "$(jq -r 'select(.topic == "outbox.event.two_a") | .headers.event_type' "$T/dump.jsonl" | xargs)" \
+    "events of prefix outbox on section a's topic"
+assert_eq "B2 B3" "$(jq -r 'select(.topic == "billing.two_b") | .headers.event_type' "$T/dump.jsonl" | xargs)" \
+    "section b's message and row on its topic template, in statement order"
+assert_eq 0 "$(jq -r 'select((.topic | test("two_c$")) or (.topic == "outbox.event.two_b"))' "$T/dump.jsonl" | wc -l)" \
+    "events of a prefix no section has, or on the other section's topic"
+"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${two[@]}" >"$T/check.out" 2>&1 || true
+grep -E 'outbox messages' "$T/check.out" >&2 || true
+grep -qE '^ok +outbox messages \[outbox\.a\]: .*prefix "outbox"' "$T/check.out" &&
+    grep -qE '^ok +outbox messages \[outbox\.b\]: .*prefix "billing"' "$T/check.out" ||
+    { cat "$T/check.out" >&2; fail "check has no outbox messages line per section"; }
+"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${two[@]}" >"$T/verify.out" 2>"$T/verify.err" ||
+    { cat "$T/verify.out" "$T/verify.err" >&2; fail "verify failed with two sections' messages"; }
+grep -q '\[outbox\.b\] message_prefix = billing: events of outbox_emit() messages have no row' \
+    "$T/verify.out" || { cat "$T/verify.out" >&2; fail "verify's note does not name section b"; }
+"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${two[@]}" \
+    --set outbox.b.message_prefix=outbox >"$T/dup.out" 2>&1 && fail "check accepted one prefix in two sections"
+grep -q '\[outbox\.a\] and \[outbox\.b\] both have message_prefix = outbox' "$T/dup.out" ||
+    { cat "$T/dup.out" >&2; fail "one prefix in two sections is not refused clearly"; }
 e2e_pass

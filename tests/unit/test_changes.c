@@ -553,6 +553,38 @@ START_TEST(test_outbox_messages)
 }
 END_TEST
 
+/* With two sections, a message goes with the section whose prefix it has
+ * (its topic template); a prefix no section has is ignored. */
+START_TEST(test_messages_of_two_sections)
+{
+    char err[128];
+    struct outbox_map b;
+    ck_assert_int_eq(outbox_map_init(&b, "public.billing", columns, "billing-events", err,
+                                     sizeof(err)), 0);
+    ck_assert_int_eq(outbox_map_set_message_prefix(&b, "billing", err, sizeof(err)), 0);
+    ck_assert_int_eq(outbox_set_add(&outboxes, &b, "billing"), 0);
+    ck_assert_int_eq(
+        outbox_map_set_message_prefix(&outboxes.maps[0], "outbox", err, sizeof(err)), 0);
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(message("billing", 1, "b1"), STEP_OK);
+    ck_assert_int_eq(message("outbox", 1, "o2"), STEP_OK);
+    ck_assert_int_eq(message("shipping", 1, "s3"), STEP_OK); /* no section's */
+    ck_assert_int_eq(message("billing", 1, NULL), STEP_OK);  /* poison: dead-lettered */
+    ck_assert_int_eq(message("billing", 1, "b4"), STEP_OK);
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 4);
+    ck_assert_str_eq(fk.key[0], "b1");
+    ck_assert_str_eq(fk.topic[0], "billing-events");
+    ck_assert_str_eq(fk.key[1], "o2");
+    ck_assert_str_eq(fk.topic[1], "events");
+    ck_assert_str_eq(fk.topic[2], cfg.errors_dlq_topic);
+    ck_assert_str_eq(fk.key[3], "b4");
+    ck_assert_str_eq(fk.topic[3], "billing-events");
+    for (int i = 0; i < 4; i++) ck_assert(report(i, 0));
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 210);
+}
+END_TEST
+
 START_TEST(test_messages_ignored_without_prefix)
 {
     ck_assert_int_eq(begin(200), STEP_OK);
@@ -587,6 +619,7 @@ int main(void)
     tcase_add_test(dlq, test_skip_again_after_a_broken_stream);
     tcase_add_test(dlq, test_outbox_messages);
     tcase_add_test(dlq, test_messages_ignored_without_prefix);
+    tcase_add_test(dlq, test_messages_of_two_sections);
     suite_add_tcase(s, dlq);
     TCase *halt = tcase_create("policy halt");
     tcase_add_checked_fixture(halt, setup_halt, teardown);

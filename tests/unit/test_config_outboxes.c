@@ -229,6 +229,49 @@ START_TEST(test_refused_at_validation)
 }
 END_TEST
 
+/* message_prefix is per section: each its own (the set finds the section
+ * by it), one prefix in two sections refused, naming both, and when it
+ * is inherited from [outbox], saying so. */
+START_TEST(test_message_prefix_per_section)
+{
+    load("[outbox.a]\ntable = s.a\nmessage_prefix = pa\n[outbox.b]\ntable = s.b\n"
+         "message_prefix = pb\n[outbox.c]\ntable = s.c\n");
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    struct outbox_set set;
+    ck_assert_int_eq(config_outbox_set(&C, &set, err, sizeof(err)), 0);
+    ck_assert_int_eq(outbox_set_find_prefix(&set, "pb"), 1);
+    ck_assert_int_eq(outbox_set_find_prefix(&set, "pa"), 0);
+    ck_assert_int_eq(outbox_set_find_prefix(&set, "pc"), -1);
+    ck_assert_int_eq(outbox_set_find_prefix(&set, NULL), -1);
+    ck_assert(outbox_set_has_prefix(&set));
+    outbox_set_free(&set);
+    ck_assert_int_eq(config_apply_set(&C, "outbox.c.message_prefix=pa", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox.a] and [outbox.c] both have message_prefix = pa");
+    ck_assert_ptr_null(strstr(err, "inherited"));
+    config_free(&C);
+    setup();
+    load("[outbox]\nmessage_prefix = p\n[outbox.a]\ntable = s.a\n[outbox.b]\ntable = s.b\n");
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox.a] and [outbox.b] both have message_prefix = p");
+    ERR_HAS("inherited from [outbox]");
+    ck_assert_int_eq(config_apply_set(&C, "outbox.b.message_prefix=q", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    config_free(&C);
+    setup();
+    /* the heartbeat's prefix is refused, naming the section */
+    load("[outbox.a]\ntable = s.a\nmessage_prefix = outboxd.heartbeat\n");
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox.a] message_prefix \"outboxd.heartbeat\"");
+    config_free(&C);
+    setup();
+    /* polling reads tables only */
+    load("[outbox]\nmessage_prefix = p\n[source]\nmode = polling\n");
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("message_prefix needs [source] mode = logical");
+}
+END_TEST
+
 /* One named section alone is that table (anything but polling refusing
  * several works with it). */
 START_TEST(test_one_named)
@@ -258,6 +301,7 @@ int main(void)
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_refused_at_validation);
     tcase_add_test(tc, test_one_named);
+    tcase_add_test(tc, test_message_prefix_per_section);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
