@@ -33,6 +33,7 @@ struct fake {
     char topic[MAXSENT][OUTBOX_TOPIC_MAX];
     char key[MAXSENT][32];
     uint64_t tag[MAXSENT];
+    int64_t ts[MAXSENT]; /* each event's timestamp_ms */
 };
 
 static int fake_send(void *ctx, const struct outbox_event *ev, uint64_t tag, int *kafka_err,
@@ -53,6 +54,7 @@ static int fake_send(void *ctx, const struct outbox_event *ev, uint64_t tag, int
     snprintf(f->topic[f->nsent], sizeof(f->topic[0]), "%s", ev->topic);
     snprintf(f->key[f->nsent], sizeof(f->key[0]), "%.*s", (int)ev->key.len,
              ev->key.data ? ev->key.data : "");
+    f->ts[f->nsent] = ev->timestamp_ms;
     f->tag[f->nsent++] = tag;
     return PRODUCER_OK;
 }
@@ -585,6 +587,29 @@ START_TEST(test_messages_of_two_sections)
 }
 END_TEST
 
+/* Under [outbox] timestamp = commit, a message's record carries its
+ * transaction's commit time, as a row's does. */
+START_TEST(test_message_commit_timestamp)
+{
+    char err[128];
+    ck_assert_int_eq(
+        outbox_map_set_message_prefix(&outboxes.maps[0], "outbox", err, sizeof(err)), 0);
+    outboxes.maps[0].timestamp_commit = true;
+    ck_assert_int_eq(begin_at(200, COMMIT_T), STEP_OK);
+    ck_assert_int_eq(insert("r1"), STEP_OK);
+    ck_assert_int_eq(message("outbox", 1, "m2"), STEP_OK);
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 2);
+    ck_assert_int_eq(fk.ts[0], COMMIT_UNIX / 1000);
+    ck_assert_int_eq(fk.ts[1], COMMIT_UNIX / 1000);
+    outboxes.maps[0].timestamp_commit = false; /* produce: no timestamp of ours */
+    ck_assert_int_eq(begin_at(220, COMMIT_T), STEP_OK);
+    ck_assert_int_eq(message("outbox", 1, "m3"), STEP_OK);
+    ck_assert_int_eq(commit(220, 230), STEP_OK);
+    ck_assert_int_eq(fk.ts[2], 0);
+}
+END_TEST
+
 START_TEST(test_messages_ignored_without_prefix)
 {
     ck_assert_int_eq(begin(200), STEP_OK);
@@ -620,6 +645,7 @@ int main(void)
     tcase_add_test(dlq, test_outbox_messages);
     tcase_add_test(dlq, test_messages_ignored_without_prefix);
     tcase_add_test(dlq, test_messages_of_two_sections);
+    tcase_add_test(dlq, test_message_commit_timestamp);
     suite_add_tcase(s, dlq);
     TCase *halt = tcase_create("policy halt");
     tcase_add_checked_fixture(halt, setup_halt, teardown);
