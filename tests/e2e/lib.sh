@@ -777,6 +777,25 @@ outboxd_wait_exit() {
     info "outboxd exited with status $OUTBOXD_RC"
 }
 
+# outboxd_log_wait REGEX [S] [COUNT]: waits up to S (30) seconds until
+# $T/outboxd.log has COUNT (1) lines matching the extended REGEX, failing
+# (with the log's last lines) if outboxd exits first or time runs out.
+# outboxd_start returns once the slot is active, which the server marks
+# before it answers START_REPLICATION: a line outboxd logs after that answer
+# may not be written yet, so it is waited for, not grepped once.
+outboxd_log_wait() {
+    local re=$1 timeout=${2:-30} want=${3:-1} start=$SECONDS n
+    while :; do
+        n=$(grep -cE -- "$re" "$T/outboxd.log" 2>/dev/null) || true
+        ((${n:-0} >= want)) && break
+        ((SECONDS - start < timeout)) ||
+            fail "outboxd did not log /$re/ ($want time(s), seen ${n:-0}) within ${timeout}s: $(tail -n 3 "$T/outboxd.log")"
+        outboxd_assert_running
+        sleep 0.1
+    done
+    info "ok: outboxd logged /$re/"
+}
+
 # outboxd_assert_running: fails when outboxd has exited.
 outboxd_assert_running() {
     [[ -n "$OUTBOXD_PID" ]] && kill -0 "$OUTBOXD_PID" 2>/dev/null && return 0

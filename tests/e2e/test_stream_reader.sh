@@ -46,8 +46,7 @@ sizes_match() {
 
 step "through libpq"
 outboxd_start --set postgres.direct_read=false
-grep -q "reading the replication stream through libpq (\[postgres\] direct_read = false)" "$T/outboxd.log" ||
-    fail "outboxd does not say it reads through libpq: $(grep 'replication stream' "$T/outboxd.log" | tail -2)"
+outboxd_log_wait "reading the replication stream through libpq \(\[postgres\] direct_read = false\)"
 small_events libpq-1 20
 insert_big libpq-big 2 600
 wait_caught_up 120
@@ -59,8 +58,7 @@ grep -q "confirmed .*; produced 24 events, 24 ACKed" "$T/outboxd.log" ||
 
 step "from the socket directly: messages larger than the reader's buffer"
 outboxd_start
-[[ $(grep -c "reading the replication stream from the socket directly" "$T/outboxd.log") -eq 1 ]] ||
-    fail "outboxd does not say it reads the socket directly: $(grep 'replication stream' "$T/outboxd.log" | tail -2)"
+outboxd_log_wait "reading the replication stream from the socket directly"
 insert_big direct-big 3 700
 small_events direct-after 30
 wait_caught_up 120
@@ -104,8 +102,7 @@ outboxd_start
 PG_CONNINFO=$plain_conninfo
 assert_eq t "$(psql_q "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_replication_slots r ON s.pid = r.active_pid WHERE r.slot_name = 'outboxd'")" \
     "the walsender's connection uses SSL"
-grep -q "reading the replication stream through libpq (the connection is encrypted)" "$T/outboxd.log" ||
-    fail "outboxd does not say it reads the encrypted stream through libpq: $(grep 'replication stream' "$T/outboxd.log" | tail -2)"
+outboxd_log_wait "reading the replication stream through libpq \(the connection is encrypted\)"
 small_events ssl-1 10
 insert_big ssl-big 1 400
 wait_caught_up 120
