@@ -72,6 +72,26 @@ void deadletter_free(struct deadletter *dl);
 /* A slice as a NUL-terminated string for a log field ("" when NULL). */
 const char *deadletter_field(const char *data, size_t len, char *out, size_t outlen);
 
+/* Whether the failed delivery dr is dead-lettered under c rather than
+ * stopping: [errors] policy = dlq, a poison error (producer.h), a topic
+ * that exists (a missing one is the operator's to create), and not a dead
+ * letter's own delivery (to dlq_topic). The relay (changes.c) and
+ * republish (rowpub.c) decide alike. */
+bool deadletter_takes_report(const struct config *c, const struct delivery_report *dr);
+
+/* The failed delivery dr as a dead letter: its key, value, event_id and
+ * headers copied, its error the code, its tag kept. For a delivery
+ * callback's caller, which produces it after producer_poll() returns.
+ * NULL on out of memory; else the caller frees it with
+ * deadletter_copy_free(). */
+struct pending_dlq *deadletter_copy(const struct delivery_report *dr);
+
+/* The dead letter a copy holds (valid until deadletter_copy_free()). */
+const struct dead_letter *deadletter_copied(const struct pending_dlq *p);
+
+/* Frees a copy of deadletter_copy() (NULL is fine). */
+void deadletter_copy_free(struct pending_dlq *p);
+
 /* From a delivery callback: copies the failed delivery dr, to be
  * dead-lettered by deadletter_flush() from the loop (the callback runs
  * inside producer_poll(), where producing again could recurse). On out of

@@ -15,6 +15,11 @@
  *     goes to [errors] dlq_topic as the relay writes it (deadletter.h),
  *     and its ACK counts like any other. A fault of the configuration
  *     (OF_SCHEMA) stops under either.
+ * An event the broker refuses after it was sent (a delivery report with a
+ * poison error, e.g. MSG_SIZE_TOO_LARGE from a topic's max.message.bytes)
+ * is decided as the relay decides (deadletter_takes_report()): with dlq
+ * set, its report is copied in the callback and its dead letter produced
+ * after the poll (rowpub.refused); otherwise it is a failure.
  */
 #ifndef OUTBOXD_ROWPUB_H
 #define OUTBOXD_ROWPUB_H
@@ -40,11 +45,15 @@ struct rowpub {
     /* the counts */
     uint64_t rows;          /* rows read */
     uint64_t produced;      /* events handed to the producer (dead letters too) */
-    uint64_t dead_lettered; /* of produced: dead letters of poison rows */
+    uint64_t dead_lettered; /* of produced: dead letters of poison rows and refused events */
+    uint64_t refused;       /* of produced: refused by the broker, then dead-lettered */
     uint64_t acked_n, failed;
     char first_id[128], last_id[128]; /* event ids of the first and last row produced */
     char failure[512];     /* the first delivery failure; "" if none */
     char stopped_at[768];  /* the row that stopped the run; "" if none */
+    /* owned: refused deliveries copied in the callback, to dead-letter */
+    struct pending_dlq **copies;
+    size_t ncopies, copies_cap;
 };
 
 /* Rows fetched from a cursor at a time. */
@@ -68,8 +77,17 @@ int rowpub_row(struct rowpub *p, const struct outbox_map *m, const PGresult *res
  * call rowpub_await(). */
 int rowpub_cursor(struct rowpub *p, PGconn *db, const char *conninfo, const char *cursor);
 
-/* Waits up to wait_ms until every produced event is reported. 0 when all
- * were ACKed, else -1 (failed, or reports missing: the caller says what). */
+/* Waits up to wait_ms until every produced event is reported (dead
+ * letters of refused events produced and reported too). 0 when all were
+ * ACKed or dead-lettered, else -1 (failed, or reports missing: the caller
+ * says what). */
 int rowpub_await(struct rowpub *p, int64_t wait_ms);
+
+/* The events sent: produced, less the refused ones counted again by their
+ * dead letters. */
+uint64_t rowpub_sent(const struct rowpub *p);
+
+/* Frees what p owns (copies not dead-lettered yet); p's counts stay. */
+void rowpub_free(struct rowpub *p);
 
 #endif

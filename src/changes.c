@@ -380,8 +380,7 @@ static void on_delivery_failed(struct changes *c, const struct delivery_report *
     const struct config *cfg = c->cfg;
     bool to_dlq = strcmp(dr->topic, cfg->errors_dlq_topic) == 0;
     bool missing = producer_err_is_missing_topic(dr->err);
-    if (!to_dlq && !missing && cfg->errors_policy == ERRORS_DLQ &&
-        producer_err_is_poison(dr->err)) {
+    if (deadletter_takes_report(cfg, dr)) {
         metrics_count(&c->met->failed, producer_err_name(dr->err), 1);
         deadletter_queue(&c->dlq, dr); /* still pending until the DLQ write is ACKed */
         return;

@@ -308,15 +308,19 @@ static int copy_report_bytes(struct pending_dlq *p, const struct delivery_report
     return 0;
 }
 
-void deadletter_queue(struct deadletter *dl, const struct delivery_report *dr)
+bool deadletter_takes_report(const struct config *c, const struct delivery_report *dr)
+{
+    return c->errors_policy == ERRORS_DLQ && producer_err_is_poison(dr->err) &&
+           !producer_err_is_missing_topic(dr->err) && strcmp(dr->topic, c->errors_dlq_topic) != 0;
+}
+
+struct pending_dlq *deadletter_copy(const struct delivery_report *dr)
 {
     int nh = dr->nheaders < OUTBOX_ROW_HEADERS ? dr->nheaders : OUTBOX_ROW_HEADERS;
     struct pending_dlq *p = calloc(1, sizeof(*p));
     if (!p || copy_report_bytes(p, dr, nh) != 0) {
         free(p);
-        tracker_fail(dl->trk, dr->tag);
-        log_error("out of memory while dead-lettering; stopping");
-        return;
+        return NULL;
     }
     struct dead_letter *d = &p->d;
     d->tag = dr->tag;
@@ -328,6 +332,21 @@ void deadletter_queue(struct deadletter *dl, const struct delivery_report *dr)
     snprintf(d->code, sizeof(d->code), "%s", producer_err_name(dr->err));
     snprintf(d->commit_lsn, sizeof(d->commit_lsn), "%.*s", (int)dr->commit_lsn.len,
              dr->commit_lsn.data ? dr->commit_lsn.data : "");
+    return p;
+}
+
+const struct dead_letter *deadletter_copied(const struct pending_dlq *p) { return &p->d; }
+
+void deadletter_copy_free(struct pending_dlq *p) { free_pending(p); }
+
+void deadletter_queue(struct deadletter *dl, const struct delivery_report *dr)
+{
+    struct pending_dlq *p = deadletter_copy(dr);
+    if (!p) {
+        tracker_fail(dl->trk, dr->tag);
+        log_error("out of memory while dead-lettering; stopping");
+        return;
+    }
     p->next = dl->pending;
     dl->pending = p;
 }

@@ -581,6 +581,7 @@ int repair_run(const struct config *cfg, const struct repair_options *o)
     }
     if (r.db) PQfinish(r.db);
     if (r.st) stream_close(r.st);
+    rowpub_free(&r.pub);
     free_cursors(&r);
     outbox_set_free(&r.set);
     free(r.tables);

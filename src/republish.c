@@ -258,18 +258,18 @@ static void report(const struct republish *r, int code)
     const struct rowpub *p = &r->pub;
     char per[2048], dl[160] = "";
     if (p->dead_lettered)
-        snprintf(dl, sizeof(dl), " (%" PRIu64 " of them dead letters to %s: rows that cannot "
+        snprintf(dl, sizeof(dl), " (%" PRIu64 " of them dead letters to %s: events that cannot "
                  "be published)", p->dead_lettered, r->c->errors_dlq_topic);
     if (code == 0 && r->o->dry_run) {
         printf("republish: dry run: would send %" PRIu64 " events%s of %s (%s): first event "
                "%s, last event %s; nothing sent\n",
-               p->produced, dl, r->table, r->what, p->first_id, p->last_id);
+               rowpub_sent(p), dl, r->table, r->what, p->first_id, p->last_id);
         return;
     }
     if (code == 0) {
         printf("republish: sent %" PRIu64 " events%s of %s (%s), all ACKed by Kafka: first "
                "event %s, last event %s; per topic: %s\n",
-               p->produced, dl, r->table, r->what, p->first_id, p->last_id,
+               rowpub_sent(p), dl, r->table, r->what, p->first_id, p->last_id,
                topics_text(r, per, sizeof(per)));
         return;
     }
@@ -377,6 +377,7 @@ int republish_run(const struct config *cfg, const struct repub_options *o)
     for (size_t i = 0; i < r.ntopics; i++) free(r.topics[i].topic);
     free(r.topics);
     repub_sql_free(&r.q);
+    rowpub_free(&r.pub); /* after the producer: its last reports may add copies */
     deadletter_free(&r.dlq);
     outbox_map_free(&r.map);
     free(r.table);

@@ -10,9 +10,32 @@
 #include <string.h>
 
 #include "clock.h"
+#include "grow.h"
 #include "log.h"
 #include "polldb.h"
 #include "str.h"
+
+/* Counts a failure; the first one's text is kept in failure. */
+static void note_failure(struct rowpub *p, const char *id, size_t idlen, const char *topic,
+                         const char *code, const char *reason)
+{
+    if (p->failed++ == 0)
+        snprintf(p->failure, sizeof(p->failure), "event %.*s to %s: %s (%s)", (int)idlen,
+                 id ? id : "", topic ? topic : "?", code, reason ? reason : "");
+}
+
+/* Keeps a copy of the refused delivery dr to dead-letter after the poll.
+ * 0, or -1 (out of memory). */
+static int keep_refused(struct rowpub *p, const struct delivery_report *dr)
+{
+    struct pending_dlq *c = NULL;
+    if (grow_array((void **)&p->copies, &p->copies_cap, p->ncopies + 1, sizeof(*p->copies),
+                   8) != 0 ||
+        !(c = deadletter_copy(dr)))
+        return -1;
+    p->copies[p->ncopies++] = c;
+    return 0;
+}
 
 void rowpub_on_delivery(void *ctx, const struct delivery_report *dr)
 {
@@ -22,11 +45,9 @@ void rowpub_on_delivery(void *ctx, const struct delivery_report *dr)
         if (p->acked) p->acked(p->ctx, dr);
         return;
     }
-    if (p->failed++ == 0)
-        snprintf(p->failure, sizeof(p->failure), "event %.*s to %s: %s (%s)",
-                 (int)dr->event_id.len, dr->event_id.data ? dr->event_id.data : "",
-                 dr->topic ? dr->topic : "?", producer_err_name(dr->err),
-                 dr->reason ? dr->reason : "");
+    if (p->dlq && deadletter_takes_report(p->dlq->cfg, dr) && keep_refused(p, dr) == 0) return;
+    note_failure(p, dr->event_id.data, dr->event_id.len, dr->topic, producer_err_name(dr->err),
+                 dr->reason);
 }
 
 /* Remembers ev's id as the last (and, the first time, the first) produced. */
@@ -54,7 +75,7 @@ static int produce(struct rowpub *p, const struct outbox_event *ev, int *kafka_e
     } else {
         while ((rc = producer_send(p->prod, ev, p->produced + 1, kafka_err, err, errlen)) ==
                PRODUCER_QUEUE_FULL)
-            producer_poll(p->prod, 100);
+            producer_poll(p->prod, 100); /* copies wait: no produce in a produce */
     }
     if (rc != PRODUCER_OK) return PRODUCER_ERROR;
     p->produced++;
@@ -103,6 +124,44 @@ static int reject(struct rowpub *p, const struct outbox_map *m, const struct out
              p->who, ev->event_id.data ? (int)ev->event_id.len : 0,
              ev->event_id.data ? ev->event_id.data : "", code, reason, rec.topic);
     return 0;
+}
+
+/* Produces the dead letters of the refused deliveries copied since the
+ * last call (they were sent once already: counted in refused). A dead
+ * letter that cannot be produced either is a failure. */
+static void dead_letter_refused(struct rowpub *p)
+{
+    for (size_t i = 0; i < p->ncopies; i++) {
+        const struct dead_letter *d = deadletter_copied(p->copies[i]);
+        struct outbox_event rec;
+        char len_text[32], err[512];
+        int kafka_err = 0;
+        deadletter_record(p->dlq, d, &rec, len_text);
+        if (produce(p, &rec, &kafka_err, err, sizeof(err)) == PRODUCER_OK) {
+            p->refused++;
+            p->dead_lettered++;
+            log_warn("%s: event %.*s was refused by the broker (%s: %s): dead-lettered to %s "
+                     "([errors] policy = dlq)",
+                     p->who, (int)d->event_id.len, d->event_id.data ? d->event_id.data : "",
+                     d->code, d->reason, rec.topic);
+        } else {
+            note_failure(p, d->event_id.data, d->event_id.len, d->topic, d->code,
+                         "refused, and its dead letter could not be produced either");
+            log_error("%s: event %.*s was refused by the broker (%s: %s) and its dead letter "
+                      "cannot be produced: %s: %s",
+                      p->who, (int)d->event_id.len, d->event_id.data ? d->event_id.data : "",
+                      d->code, d->reason, producer_err_name(kafka_err), err);
+        }
+        deadletter_copy_free(p->copies[i]);
+    }
+    p->ncopies = 0;
+}
+
+/* Serves delivery reports for up to ms, then dead-letters what they refused. */
+static void serve_reports(struct rowpub *p, int ms)
+{
+    producer_poll(p->prod, ms);
+    if (p->ncopies) dead_letter_refused(p);
 }
 
 /* Produces ev (a row of m's table); a refusal for good is rejected as the
@@ -155,7 +214,7 @@ static int publish_result(struct rowpub *p, const PGresult *res)
         rel.cols[i].typid = (uint32_t)PQftype(res, i);
     }
     for (int row = 0; rc == 0 && row < n; row++) rc = rowpub_row(p, p->map, res, row, &rel, vals);
-    if (p->prod) producer_poll(p->prod, 0);
+    if (p->prod) serve_reports(p, 0);
     free(rel.cols);
     free(vals);
     return rc;
@@ -188,7 +247,18 @@ int rowpub_await(struct rowpub *p, int64_t wait_ms)
 {
     if (p->dry_run) return 0;
     int64_t until = clock_mono_ms() + wait_ms;
-    while (p->acked_n + p->failed < p->produced && clock_mono_ms() < until)
-        producer_poll(p->prod, 200);
-    return p->failed == 0 && p->acked_n == p->produced ? 0 : -1;
+    if (p->ncopies) dead_letter_refused(p);
+    while (p->acked_n + p->failed + p->refused < p->produced && clock_mono_ms() < until)
+        serve_reports(p, 200);
+    return p->failed == 0 && p->acked_n + p->refused == p->produced ? 0 : -1;
+}
+
+uint64_t rowpub_sent(const struct rowpub *p) { return p->produced - p->refused; }
+
+void rowpub_free(struct rowpub *p)
+{
+    for (size_t i = 0; i < p->ncopies; i++) deadletter_copy_free(p->copies[i]);
+    free(p->copies);
+    p->copies = NULL;
+    p->ncopies = p->copies_cap = 0;
 }

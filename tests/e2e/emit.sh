@@ -14,7 +14,10 @@
 #    the stream goes on;
 #  - a rolled-back transaction's messages are not produced;
 #  - messages written while outboxd is stopped arrive after the restart,
-#    nothing lost and nothing sent twice;
+#    nothing lost and nothing sent twice; restarted under [outbox]
+#    timestamp = commit, each message (and the row beside them) carries its
+#    transaction's commit time in ms (pg_xact_commit_timestamp of a row
+#    written in the same transaction);
 #  - (pgoutput) two [outbox.NAME] sections, each its own message_prefix:
 #    each message goes to its section's topic template, in statement order
 #    with that section's rows, a prefix no section has is left alone;
@@ -23,6 +26,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init emit
 pg_start
+psql_q "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
+pg_restart
 psql -XAtq -v ON_ERROR_STOP=1 -f "$E2E_SRC_DIR/sql/outbox_emit.sql" >/dev/null ||
     fail "loading sql/outbox_emit.sql failed"
 
@@ -193,9 +198,18 @@ COMMIT;
 SELECT public.m_bytes('${tag}_down', 'd', 'WhileDownBytes', '\\xdeadbeef');
 SQL
     outboxd_start --set outbox.message_prefix=outbox --set errors.policy=dlq \
-        --set "offsets.file=$T/$plugin.offset" --set postgres.heartbeat_interval_ms=200
+        --set "offsets.file=$T/$plugin.offset" --set postgres.heartbeat_interval_ms=200 \
+        --set outbox.timestamp=commit
     wait_caught_up 60
     check_events "$tag"
+    # public.emitted's row of each event was written in its transaction.
+    psql_q "SELECT event_id || ' ' || floor(extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000)::bigint
+            FROM public.emitted WHERE aggregate_type = '${tag}_down'" | sort >"$T/ts.want"
+    jq -r --arg t "outbox.event.${tag}_down" 'select(.topic == $t) | "\(.headers.event_id) \(.timestamp)"' \
+        "$T/dump.jsonl" | sort >"$T/ts.got"
+    diff "$T/ts.want" "$T/ts.got" >&2 ||
+        fail "timestamp = commit: record timestamps differ from the commit times (< commit, > record)"
+    info "timestamp = commit: $(wc -l <"$T/ts.got") records carry their transaction's commit time"
     outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM"
 
     step "$plugin: outboxd check names the message source; verify says messages have no row"

@@ -19,6 +19,12 @@
 #   4. a poison row, and a row larger than message.max.bytes: [errors]
 #      policy = halt exits 1 naming it; policy = dlq dead-letters it
 #      (dlq_error header; the large value truncated) and exits 0;
+#   4b. an event the broker refuses after it was sent (a topic with a
+#      smaller max.message.bytes): halt exits 1 naming it and the code;
+#      dlq dead-letters it from its delivery report and exits 0;
+#   4c. a bytea payload column read under bytea_output = escape goes out
+#      as its bytes (all 256 values, a lone NUL, empty), and as a base64
+#      JSON string under value_converter = json;
 #   5. a topic that does not exist (allow.auto.create.topics = false) and
 #      the broker down: exit 1 within message.timeout.ms, nothing claimed
 #      sent;
@@ -175,6 +181,63 @@ assert_eq 0 "$RP_RC" "republish of a row larger than message.max.bytes under pol
 read -r code from <"$T/big.dlq"
 assert_eq MSG_SIZE_TOO_LARGE "$code" "the too-large row's dead letter's dlq_error"
 [[ -n $from ]] || fail "the too-large row's dead letter does not say its value was truncated"
+
+step "refused by the broker after sending: halt names it, dlq dead-letters it"
+# outbox.event.Tiny takes at most 1000 bytes a message, far below the
+# producer's message.max.bytes: only the broker's delivery report refuses.
+# The broker's limit is on a record batch, and refuses every event in it:
+# batch.size = 1000 (what deploy/README.md, "Poison events", advises)
+# keeps the small event out of the big one's batch.
+"$E2E_SRC_DIR/tests/kafka/kafka.sh" admin "$E2E_KAFKA_DIR" \
+    topic:outbox.event.Tiny:1:max.message.bytes=1000 >"$T/admin.log" 2>&1 ||
+    fail "creating outbox.event.Tiny failed: $(cat "$T/admin.log")"
+mapfile -t tiny < <(psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
+    VALUES (gen_random_uuid(), 'Tiny', 't-1', 'Fits', '{}'),
+           (gen_random_uuid(), 'Tiny', 't-1', 'Refused', jsonb_build_object('x', repeat('y', 3000)))
+    RETURNING event_id")
+republish --event-id "${tiny[0]},${tiny[1]}" --set kafka.batch.size=1000
+assert_eq 1 "$RP_RC" "republish of an event the broker refuses, under policy = halt"
+grep -q "NOT complete: 1 of 2 selected events were ACKed.*${tiny[1]} to outbox.event.Tiny: MSG_SIZE_TOO_LARGE" "$T/rp.err" ||
+    fail "the refused event and its code are not named"
+republish --event-id "${tiny[0]},${tiny[1]}" --set kafka.batch.size=1000 --set errors.policy=dlq
+assert_eq 0 "$RP_RC" "republish of an event the broker refuses, under policy = dlq"
+grep -q "^republish: sent 2 events (1 of them dead letters to outbox.dlq" "$T/rp.out" ||
+    fail "republish does not say 2 sent, 1 of them a dead letter"
+grep -q "event ${tiny[1]} was refused by the broker (MSG_SIZE_TOO_LARGE: .*dead-lettered to outbox.dlq" "$T/rp.err" ||
+    fail "the dead-lettered refusal is not logged"
+"$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.dlq --timeout-ms 20000 |
+    jq -r --arg id "${tiny[1]}" 'select(.headers.event_id == $id) | [.headers.dlq_error, .headers.dlq_original_topic, (.value | length)] | @tsv' >"$T/tiny.dlq"
+assert_eq "MSG_SIZE_TOO_LARGE	outbox.event.Tiny	$(psql_q "SELECT octet_length(payload::text) FROM public.outbox_events WHERE event_id = '${tiny[1]}'")" \
+    "$(cat "$T/tiny.dlq")" "the refused event's dead letter (code, original topic, value length)"
+"$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Tiny --timeout-ms 20000 |
+    jq -r '.headers.event_id' >"$T/tiny.ids"
+assert_eq "${tiny[0]} ${tiny[0]}" "$(xargs <"$T/tiny.ids")" "outbox.event.Tiny: the event that fits, once per run"
+
+step "a bytea payload read under bytea_output = escape: its bytes; base64 under value_converter = json"
+psql_q <<'SQL' >/dev/null
+CREATE TABLE public.outbox_bin (LIKE public.outbox_events INCLUDING DEFAULTS);
+ALTER TABLE public.outbox_bin ALTER COLUMN payload TYPE bytea USING NULL;
+ALTER ROLE postgres SET bytea_output = 'escape';
+SQL
+assert_eq escape "$(psql_q "SHOW bytea_output")" "bytea_output of a new session"
+mapfile -t bin < <(psql_q "INSERT INTO public.outbox_bin (event_id, aggregate_type, aggregate_id, event_type, payload)
+    VALUES (gen_random_uuid(), 'Bin', 'all', 'Bytes', (SELECT string_agg(set_byte('\\x00'::bytea, 0, i), ''::bytea ORDER BY i) FROM generate_series(0, 255) i)),
+           (gen_random_uuid(), 'Bin', 'nul', 'Bytes', '\\x00'::bytea),
+           (gen_random_uuid(), 'Bin', 'empty', 'Bytes', ''::bytea)
+    RETURNING event_id")
+republish --set outbox.table=public.outbox_bin --event-id "${bin[0]},${bin[1]},${bin[2]}"
+assert_eq 0 "$RP_RC" "republish of bytea payloads"
+republish --set outbox.table=public.outbox_bin --set outbox.value_converter=json --event-id "${bin[0]}"
+assert_eq 0 "$RP_RC" "republish of a bytea payload under value_converter = json"
+psql_q "ALTER ROLE postgres RESET bytea_output" >/dev/null
+"$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Bin --timeout-ms 20000 |
+    jq -r '[.headers.event_id, .value_hex] | join(" ")' | sort >"$T/bin.got"
+psql_q "SELECT event_id || ' ' || encode(payload, 'hex') FROM public.outbox_bin
+        UNION ALL
+        SELECT event_id || ' ' || encode(convert_to('\"' || replace(encode(payload, 'base64'), E'\n', '') || '\"', 'UTF8'), 'hex')
+        FROM public.outbox_bin WHERE aggregate_id = 'all'" | sort >"$T/bin.want"
+diff "$T/bin.want" "$T/bin.got" >&2 || fail "bytea payloads on Kafka differ from the table's bytes (< want, > got)"
+info "bytea: 256 byte values, a lone NUL and an empty payload byte for byte; base64 under json"
 
 step "a missing topic, then the broker down: exit 1, nothing claimed sent"
 republish --event-id "${two[0]}" --set outbox.topic=republish.missing \

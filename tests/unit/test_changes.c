@@ -329,6 +329,26 @@ START_TEST(test_failed_delivery_halts_under_halt)
 }
 END_TEST
 
+/* The one decision the relay and republish (rowpub.c) share: which
+ * refused deliveries become dead letters. */
+START_TEST(test_which_refusals_are_dead_lettered)
+{
+    struct delivery_report dr = {.err = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, .topic = "events"};
+    bool dlq = cfg.errors_policy == ERRORS_DLQ;
+    ck_assert(deadletter_takes_report(&cfg, &dr) == dlq);
+    dr.err = RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+    ck_assert(deadletter_takes_report(&cfg, &dr) == dlq);
+    dr.topic = cfg.errors_dlq_topic; /* a dead letter's own refusal: never again */
+    ck_assert(!deadletter_takes_report(&cfg, &dr));
+    dr.topic = "events";
+    dr.err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART; /* poison, but the operator's to create */
+    ck_assert(producer_err_is_poison(dr.err));
+    ck_assert(!deadletter_takes_report(&cfg, &dr));
+    dr.err = RD_KAFKA_RESP_ERR__MSG_TIMED_OUT; /* the broker may come back: not poison */
+    ck_assert(!deadletter_takes_report(&cfg, &dr));
+}
+END_TEST
+
 /* ---- the stages (changes.h) ---- */
 
 #define COMMIT_T INT64_C(800000000000000) /* PG epoch us */
@@ -636,6 +656,7 @@ int main(void)
     tcase_add_test(dlq, test_poison_row_dead_lettered_pending_until_acked);
     tcase_add_test(dlq, test_failed_dlq_write_is_fatal);
     tcase_add_test(dlq, test_failed_delivery_dead_lettered_from_the_loop);
+    tcase_add_test(dlq, test_which_refusals_are_dead_lettered);
     tcase_add_test(dlq, test_stages_of_a_transaction);
     tcase_add_test(dlq, test_stages_across_turns_and_backpressure);
     tcase_add_test(dlq, test_stages_without_times);
@@ -651,6 +672,7 @@ int main(void)
     tcase_add_checked_fixture(halt, setup_halt, teardown);
     tcase_add_test(halt, test_poison_row_halts_under_halt);
     tcase_add_test(halt, test_failed_delivery_halts_under_halt);
+    tcase_add_test(halt, test_which_refusals_are_dead_lettered);
     suite_add_tcase(s, halt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
