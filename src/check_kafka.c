@@ -15,6 +15,7 @@
 
 #include "grow.h"
 #include "kafkaconf.h"
+#include "log.h"
 #include "progress.h"
 
 /* The Kafka side of one run. */
@@ -373,6 +374,104 @@ static void report_topics_ok(struct ck *k, const struct topic_sort *s, size_t to
                   truncated ? " (of the first 1000 distinct values)" : "", names);
 }
 
+/* The producer's own value of a numeric property (its default when
+ * [kafka] does not set it); -1 when it cannot be read. */
+static long producer_conf_long(const struct ck *k, const char *name)
+{
+    char buf[64];
+    size_t n = sizeof(buf);
+    if (rd_kafka_conf_get(rd_kafka_conf(k->kafka->rk), name, buf, &n) != RD_KAFKA_CONF_OK)
+        return -1;
+    return strtol(buf, NULL, 10);
+}
+
+/* Each present topic's max.message.bytes, asked with one DescribeConfigs
+ * (up to CHECK_LIMIT_TOPICS topics) into limits (-1: not reported). 0, or
+ * -1 when the broker did not answer it (refused: DESCRIBE_CONFIGS on the
+ * topics is needed; or unsupported). */
+#define CHECK_LIMIT_TOPICS 100
+static int topic_limits(struct ck *k, char **names, size_t n, long *limits)
+{
+    rd_kafka_ConfigResource_t *res[CHECK_LIMIT_TOPICS];
+    for (size_t i = 0; i < n; i++) {
+        res[i] = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, names[i]);
+        limits[i] = -1;
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(k->kafka->rk);
+    rd_kafka_AdminOptions_t *o =
+        rd_kafka_AdminOptions_new(k->kafka->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    rd_kafka_AdminOptions_set_request_timeout(o, CHECK_DESCRIBE_TIMEOUT_MS, NULL, 0);
+    rd_kafka_DescribeConfigs(k->kafka->rk, res, n, o, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, CHECK_DESCRIBE_TIMEOUT_MS + 1000);
+    const rd_kafka_DescribeConfigs_result_t *r =
+        ev && !rd_kafka_event_error(ev) ? rd_kafka_event_DescribeConfigs_result(ev) : NULL;
+    size_t nres = 0;
+    const rd_kafka_ConfigResource_t **rs =
+        r ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
+    for (size_t j = 0; j < nres; j++) {
+        size_t nent = 0;
+        const rd_kafka_ConfigEntry_t **es =
+            rd_kafka_ConfigResource_error(rs[j]) ? NULL
+                                                 : rd_kafka_ConfigResource_configs(rs[j], &nent);
+        for (size_t e = 0; es && e < nent; e++) {
+            const char *val = rd_kafka_ConfigEntry_value(es[e]);
+            if (strcmp(rd_kafka_ConfigEntry_name(es[e]), "max.message.bytes") || !val) continue;
+            for (size_t i = 0; i < n; i++)
+                if (!strcmp(names[i], rd_kafka_ConfigResource_name(rs[j])))
+                    limits[i] = strtol(val, NULL, 10);
+        }
+    }
+    if (ev) rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_queue_destroy(q);
+    for (size_t i = 0; i < n; i++) rd_kafka_ConfigResource_destroy(res[i]);
+    return r ? 0 : -1;
+}
+
+/* A topic's max.message.bytes bounds a record batch: the broker refuses a
+ * whole batch larger than it, the small events in it too. When it is
+ * below the producer's batch bound (batch.size, and message.max.bytes
+ * over it), an event too large for the topic takes the events batched
+ * with it along (deploy/README.md, "Poison events"): a warning naming the
+ * smallest such topic and the batch.size that avoids it. */
+static void report_topic_limits(struct ck *k, const struct topic_sort *s)
+{
+    size_t n = s->npresent < CHECK_LIMIT_TOPICS ? s->npresent : CHECK_LIMIT_TOPICS;
+    long limits[CHECK_LIMIT_TOPICS], batch = producer_conf_long(k, "batch.size");
+    long mmb = producer_conf_long(k, "message.max.bytes");
+    if (n == 0 || batch < 0 || mmb < 0) return;
+    if (mmb < batch) batch = mmb;
+    if (topic_limits(k, s->present, n, limits) != 0) {
+        log_debug("check: the topics' max.message.bytes could not be described");
+        return;
+    }
+    size_t below = 0, min = 0, described = 0;
+    for (size_t i = 0; i < n; i++) {
+        described += limits[i] >= 0;
+        if (limits[i] < 0 || limits[i] >= batch) continue;
+        if (below++ == 0 || limits[i] < limits[min]) min = i;
+    }
+    if (below == 0) {
+        if (described)
+            ck_report(k, CHECK_OK, "topic limits", NULL,
+                      "every topic described (%zu of %zu) takes record batches of the "
+                      "producer's %ld bytes (max.message.bytes)",
+                      described, n, batch);
+        return;
+    }
+    char fix[160];
+    snprintf(fix, sizeof(fix), "set [kafka] batch.size = %ld (or raise the topic%s "
+             "max.message.bytes)", limits[min], below == 1 ? "'s" : "s'");
+    ck_report(k, CHECK_WARN, "topic limits", fix,
+              "%zu topic%s take%s smaller record batches than the producer builds (%ld "
+              "bytes): %s takes %ld (max.message.bytes); the broker refuses a whole batch "
+              "larger than that, so an event too large for it takes the events batched "
+              "with it to the dead-letter topic ([errors] policy = dlq) or stops outboxd "
+              "(halt)",
+              below, below == 1 ? "" : "s", below == 1 ? "s" : "", batch, s->present[min],
+              limits[min]);
+}
+
 void check_topics(struct ck *k)
 {
     const char *what = "topics";
@@ -405,6 +504,7 @@ void check_topics(struct ck *k)
         report_missing_topics(k, &s, l.n);
         report_null_values(k, nulls);
         if (ck_silent_since(k, mark)) report_topics_ok(k, &s, l.n, truncated);
+        report_topic_limits(k, &s);
     }
     topic_sort_free(&s);
     topics_free(&l);

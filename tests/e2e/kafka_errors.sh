@@ -17,6 +17,8 @@
 # naming the event and the code, and the slot not confirmed past it. A
 # missing topic stops outboxd under either policy (exit 1, naming the event
 # and the topic; nothing dead-lettered), and `outboxd check` FAILs on it.
+# `outboxd check` warns that outbox.event.Small takes smaller record
+# batches than the producer builds, and is ok with batch.size = 1000.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export E2E_KAFKA=real
 e2e_init kafka_errors
@@ -143,6 +145,17 @@ grep -E 'FAIL.*outbox\.event\.Missing' "$T/check.out" >/dev/null ||
     fail "outboxd check does not FAIL on the missing topic outbox.event.Missing"
 [[ $rc -ne 0 ]] || fail "outboxd check exited 0 with a missing topic"
 info "ok: outboxd check exits $rc and names outbox.event.Missing"
+# outbox.event.Small's max.message.bytes (1000) is below the producer's
+# batch (1000000): check warns, naming it and the batch.size that avoids
+# a refused batch taking its small events along; with that set, it is ok.
+grep -qE '^warn +topic limits: 1 topic takes smaller record batches than the producer builds \(1000000 bytes\): outbox\.event\.Small takes 1000 ' "$T/check.out" ||
+    fail "outboxd check does not warn about outbox.event.Small's max.message.bytes"
+grep -q 'set \[kafka\] batch.size = 1000 ' "$T/check.out" || fail "the warning does not say which batch.size avoids it"
+"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" --set postgres.slot=dlq_slot \
+    --set "offsets.file=$T/outboxd.offset" --set kafka.batch.size=1000 >"$T/check2.out" 2>&1 || true
+grep 'topic limits' "$T/check2.out" >&2 || true
+grep -qE '^ok +topic limits: every topic described \([0-9]+ of [0-9]+\) takes record batches of the producer.s 1000 bytes' "$T/check2.out" ||
+    fail "with batch.size = 1000 the topic limits line is not ok"
 
 # librdkafka fails a message for a topic the broker does not know after
 # topic.metadata.propagation.max.ms (30 s by default, kept here once).
