@@ -9,7 +9,8 @@
 # check in polling mode; outboxd verify; SIGTERM exits 0; configuration
 # errors exit 2 (timestamp = commit among them: no commit time here); a
 # bytea payload arrives as its bytes, all 256 values, under bytea_output =
-# escape.
+# escape; outboxd republish sends that row again, the same bytes, and leaves
+# its status, attempts and lease as they were.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/polling_lib.sh"
 e2e_init polling_basic
@@ -123,4 +124,16 @@ relay_stop C
 "$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Bin >"$T/bin.jsonl" ||
     fail "outboxd-kdump failed"
 assert_eq "$(printf '%02x' {0..255} | tr -d '\n')" "$(jq -r .value_hex "$T/bin.jsonl")" "all 256 byte values"
+
+step "outboxd republish of a polling table: the same bytes again, the row's state untouched"
+before=$(psql_q "SELECT status || '|' || attempts || '|' || coalesce(lease_owner, '-') || '|' || lease_generation FROM public.outbox_events WHERE event_id = '$(uuid 4)'")
+"$OUTBOXD_BUILD_DIR/outboxd" republish -c "$T/relay.C.ini" --event-id "$(uuid 4)" >"$T/rp.out" 2>"$T/rp.err" ||
+    { cat "$T/rp.out" "$T/rp.err" >&2; fail "republish of a polling table's row failed"; }
+grep -q '^republish: sent 1 events of .*all ACKed by Kafka' "$T/rp.out" || { cat "$T/rp.out" >&2; fail "republish did not say 1 sent"; }
+"$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Bin >"$T/bin2.jsonl" ||
+    fail "outboxd-kdump failed"
+assert_eq "2 1" "$(jq -r .value_hex "$T/bin2.jsonl" | wc -l) $(jq -r .value_hex "$T/bin2.jsonl" | sort -u | wc -l)" \
+    "copies of the bytea event, and distinct values among them"
+assert_eq "$before" "$(psql_q "SELECT status || '|' || attempts || '|' || coalesce(lease_owner, '-') || '|' || lease_generation FROM public.outbox_events WHERE event_id = '$(uuid 4)'")" \
+    "status|attempts|lease_owner|lease_generation after republish"
 e2e_pass
