@@ -36,7 +36,19 @@ CREATE TABLE app.audit_outbox (LIKE public.outbox_events INCLUDING ALL);
 CREATE TABLE app.billing_outbox (
     id uuid PRIMARY KEY, kind text NOT NULL, ref text NOT NULL, ver bigint,
     etype text NOT NULL, body text, created_at timestamptz NOT NULL DEFAULT now());
-ALTER PUBLICATION outboxd_pub ADD TABLE app.audit_outbox, app.billing_outbox;"
+ALTER PUBLICATION outboxd_pub ADD TABLE app.audit_outbox, app.billing_outbox;
+-- Version ver of the aggregate Order ord-(v % 3): in app.audit_outbox
+-- (OrderAudited) or public.outbox_events (OrderChanged).
+CREATE FUNCTION public.ord_event(v int, ver int, audited bool) RETURNS void
+LANGUAGE plpgsql AS \$\$ BEGIN
+    IF audited THEN
+        INSERT INTO app.audit_outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+        VALUES (gen_random_uuid(), 'Order', 'ord-' || (v % 3), ver, 'OrderAudited', jsonb_build_object('v', ver));
+    ELSE
+        INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+        VALUES (gen_random_uuid(), 'Order', 'ord-' || (v % 3), ver, 'OrderChanged', jsonb_build_object('v', ver));
+    END IF;
+END \$\$;"
 
 # The sections, as environment variables (outboxd, check and verify alike).
 export OUTBOXD_OUTBOX_ORDERS_TABLE=public.outbox_events
@@ -112,16 +124,10 @@ pid_b=$!
 # and every fifth v 2v in orders then 2v+1 in audit, in one transaction.
 psql_q "DO \$\$ BEGIN FOR v IN 1..45 LOOP
     IF v % 5 = 0 THEN
-        INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
-        VALUES (gen_random_uuid(), 'Order', 'ord-' || (v % 3), 2 * v, 'OrderChanged', jsonb_build_object('v', 2 * v));
-        INSERT INTO app.audit_outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
-        VALUES (gen_random_uuid(), 'Order', 'ord-' || (v % 3), 2 * v + 1, 'OrderAudited', jsonb_build_object('v', 2 * v + 1));
-    ELSIF v % 2 = 0 THEN
-        INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
-        VALUES (gen_random_uuid(), 'Order', 'ord-' || (v % 3), 2 * v, 'OrderChanged', jsonb_build_object('v', 2 * v));
+        PERFORM public.ord_event(v, 2 * v, false);
+        PERFORM public.ord_event(v, 2 * v + 1, true);
     ELSE
-        INSERT INTO app.audit_outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
-        VALUES (gen_random_uuid(), 'Order', 'ord-' || (v % 3), 2 * v, 'OrderAudited', jsonb_build_object('v', 2 * v));
+        PERFORM public.ord_event(v, 2 * v, v % 2 = 1);
     END IF;
     COMMIT;
 END LOOP; END \$\$;"
@@ -236,13 +242,7 @@ step "the slot lost: on_slot_loss = repair re-publishes every table's rows, merg
 outboxd_stop
 psql_q "SELECT pg_drop_replication_slot('outboxd')" >/dev/null
 psql_q "DO \$\$ BEGIN FOR v IN 46..55 LOOP
-    IF v % 2 = 0 THEN
-        INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
-        VALUES (gen_random_uuid(), 'Order', 'ord-' || (v % 3), 2 * v, 'OrderChanged', jsonb_build_object('v', 2 * v));
-    ELSE
-        INSERT INTO app.audit_outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
-        VALUES (gen_random_uuid(), 'Order', 'ord-' || (v % 3), 2 * v, 'OrderAudited', jsonb_build_object('v', 2 * v));
-    END IF;
+    PERFORM public.ord_event(v, 2 * v, v % 2 = 1);
     INSERT INTO app.billing_outbox (id, kind, ref, ver, etype, body)
     VALUES (gen_random_uuid(), 'Payment', 'lost-' || v, v, 'PaymentTaken', 'lost ' || v);
     COMMIT;
