@@ -1,7 +1,8 @@
 # shellcheck shell=bash
-# tests/bench/bench_lib.sh - what tests/bench/run.sh and tests/bench/peer.sh
+# tests/bench/bench_lib.sh - what tests/bench/run.sh, peer.sh and emit.sh
 # share: the workload (a ~300-byte jsonb payload, the drain's loader, the
-# steady state's pgbench writer), the results file, and the consumer end of
+# steady state's pgbench writer), outboxd's configuration, the results
+# file, and the consumer end of
 # the commit-to-consumer latency: a consumer (tests/kwatch.c) that records
 # when each event id arrives, and the SQL that turns its lines into
 # per-event latencies against the rows' commit timestamps
@@ -187,4 +188,40 @@ SQL
         fail "loading the consumer's lines failed: $(cat "$T/kwatch.sql.out")"
     read -r CONS_LINES CONS_DUPS CONS_MISSING CONS_UNKNOWN CONS_N CONS_P50 CONS_P99 CONS_MAX \
         <"$T/kwatch.sql.out"
+}
+
+# bench_outboxd_conf SLOT FILE [INI]: an outboxd configuration for SLOT
+# (info logging: the benchmark measures the relay, not its debug output),
+# INI's lines (e.g. an [outbox] section) added; [delivery] mode is
+# $RELAY_MODE (default at_least_once). Uses $PG_CONNINFO, $PLUGIN,
+# $KAFKA_BOOTSTRAP, $T and BENCH_KAFKA_EXTRA, BENCH_DELIVERY_EXTRA,
+# BENCH_LOG_LEVEL.
+bench_outboxd_conf() {
+    local mode=${RELAY_MODE:-at_least_once}
+    cat >"$2" <<INI
+[postgres]
+conninfo = $PG_CONNINFO
+slot = $1
+publication = outboxd_pub
+plugin = $PLUGIN
+create_slot = false
+${3:-}
+
+[kafka]
+bootstrap.servers = $KAFKA_BOOTSTRAP
+${BENCH_KAFKA_EXTRA:-}
+
+[offsets]
+file = $T/$1.offset
+
+[delivery]
+mode = $mode
+$([[ $mode == exactly_once ]] && echo "${BENCH_DELIVERY_EXTRA:-}")
+
+[log]
+level = ${BENCH_LOG_LEVEL:-info}
+
+[http]
+listen = 127.0.0.1:0
+INI
 }

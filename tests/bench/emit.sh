@@ -98,33 +98,6 @@ info "payload: $(psql_q "SELECT octet_length(bench_payload(123456)::text)") byte
 broker_start
 if [[ $KAFKA == mock ]]; then broker_cmd "create outbox.event.Order 4"; fi
 
-# relay_conf SLOT: outboxd's configuration for SLOT (info logging).
-relay_conf() {
-    cat >"$T/$1.ini" <<EOF
-[postgres]
-conninfo = $PG_CONNINFO
-slot = $1
-publication = outboxd_pub
-plugin = $PLUGIN
-create_slot = false
-
-[outbox]
-message_prefix = outbox
-
-[kafka]
-bootstrap.servers = $KAFKA_BOOTSTRAP
-
-[offsets]
-file = $T/$1.offset
-
-[log]
-level = info
-
-[http]
-listen = 127.0.0.1:0
-EOF
-}
-
 # measure METHOD ROUND: one method's writer, WAL and drain; records them.
 measure() {
     local m=$1 r=$2 slot=emit_${1}_$2 lsn0 lsn1 events tps wal t0 t1 rc=0 line pid
@@ -144,7 +117,7 @@ measure() {
     wal=$(psql_q "SELECT pg_wal_lsn_diff('$lsn1', '$lsn0')")
     info "$m: $events events, $tps commits/s, $((wal / events)) WAL bytes/event"
     # the drain of that backlog
-    relay_conf "$slot"
+    bench_outboxd_conf "$slot" "$T/$slot.ini" $'\n[outbox]\nmessage_prefix = outbox'
     slot_wait_for "$slot" "confirmed_flush_lsn >= '$lsn1'::pg_lsn" >"$T/done.$slot" 2>&1 &
     pid=$!
     sleep 0.3

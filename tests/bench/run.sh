@@ -121,7 +121,7 @@ both) MODES=(at_least_once exactly_once) ;;
 esac
 [[ $DELIVERY == at_least_once || $KAFKA == real ]] ||
     { echo "run.sh: --delivery $DELIVERY needs --kafka real" >&2; exit 2; }
-# The mode of the relay started next (outboxd_conf).
+# The mode of the relay started next (bench_outboxd_conf).
 RELAY_MODE=${MODES[0]}
 if [[ $KAFKA == real ]]; then
     export E2E_KAFKA=real E2E_KAFKA_BROKERS=$BROKERS KAFKA_PARTITIONS=4
@@ -186,36 +186,6 @@ info "$CLUSTER: partition leaders (partition:broker) $LEADERS"
 
 # ---------------------------------------------------------------- helpers
 
-# outboxd_conf SLOT FILE: an outboxd configuration for SLOT (info logging:
-# the benchmark measures the relay, not its debug output).
-outboxd_conf() {
-    cat >"$2" <<EOF
-[postgres]
-conninfo = $PG_CONNINFO
-slot = $1
-publication = outboxd_pub
-plugin = $PLUGIN
-create_slot = false
-
-[kafka]
-bootstrap.servers = $KAFKA_BOOTSTRAP
-${BENCH_KAFKA_EXTRA:-}
-
-[offsets]
-file = $T/$1.offset
-
-[delivery]
-mode = $RELAY_MODE
-$([[ $RELAY_MODE == exactly_once ]] && echo "${BENCH_DELIVERY_EXTRA:-}")
-
-[log]
-level = ${BENCH_LOG_LEVEL:-info}
-
-[http]
-listen = 127.0.0.1:0
-EOF
-}
-
 create_slot() {
     psql_q "SELECT 1 FROM pg_create_logical_replication_slot('$1', '$PLUGIN')" >/dev/null
 }
@@ -251,7 +221,7 @@ wait_slot_at() { slot_wait_for "$1" "confirmed_flush_lsn >= '$2'::pg_lsn"; }
 
 # start_relay SLOT: starts outboxd on SLOT in the background; sets RELAY_PID.
 start_relay() {
-    outboxd_conf "$1" "$T/$1.ini"
+    bench_outboxd_conf "$1" "$T/$1.ini"
     # shellcheck disable=SC2086
     ${BENCH_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/$1.ini" >"$T/outboxd.$1.log" 2>&1 </dev/null &
     RELAY_PID=$!
