@@ -149,6 +149,28 @@ static bool topic_exists(const struct rd_kafka_metadata *md, const char *t)
 /* How long check waits for the broker's configuration (DescribeConfigs). */
 #define CHECK_DESCRIBE_TIMEOUT_MS 5000
 
+/* DescribeConfigs of the n resources res: their results (NULL, with
+ * *nres 0, when the broker refused the request or did not answer in
+ * time), valid until rd_kafka_event_destroy(*ev) (*ev may be NULL). */
+static const rd_kafka_ConfigResource_t **describe_configs(struct ck *k,
+                                                          rd_kafka_ConfigResource_t **res,
+                                                          size_t n, rd_kafka_event_t **ev,
+                                                          size_t *nres)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(k->kafka->rk);
+    rd_kafka_AdminOptions_t *o =
+        rd_kafka_AdminOptions_new(k->kafka->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    rd_kafka_AdminOptions_set_request_timeout(o, CHECK_DESCRIBE_TIMEOUT_MS, NULL, 0);
+    rd_kafka_DescribeConfigs(k->kafka->rk, res, n, o, q);
+    *ev = rd_kafka_queue_poll(q, CHECK_DESCRIBE_TIMEOUT_MS + 1000);
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_queue_destroy(q);
+    const rd_kafka_DescribeConfigs_result_t *r =
+        *ev && !rd_kafka_event_error(*ev) ? rd_kafka_event_DescribeConfigs_result(*ev) : NULL;
+    *nres = 0;
+    return r ? rd_kafka_DescribeConfigs_result_resources(r, nres) : NULL;
+}
+
 /* The broker's auto.create.topics.enable, asked of the first broker of the
  * metadata with DescribeConfigs: 1 true, 0 false, -1 unknown (refused, as
  * it needs DESCRIBE_CONFIGS on the cluster, unsupported, or no answer). */
@@ -159,18 +181,10 @@ static int broker_auto_creates(struct ck *k)
     snprintf(id, sizeof(id), "%d", (int)k->kafka->md->brokers[0].id);
     rd_kafka_ConfigResource_t *res =
         rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(k->kafka->rk);
-    rd_kafka_AdminOptions_t *o =
-        rd_kafka_AdminOptions_new(k->kafka->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
-    rd_kafka_AdminOptions_set_request_timeout(o, CHECK_DESCRIBE_TIMEOUT_MS, NULL, 0);
-    rd_kafka_DescribeConfigs(k->kafka->rk, &res, 1, o, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, CHECK_DESCRIBE_TIMEOUT_MS + 1000);
+    rd_kafka_event_t *ev;
     int v = -1;
-    const rd_kafka_DescribeConfigs_result_t *r =
-        ev && !rd_kafka_event_error(ev) ? rd_kafka_event_DescribeConfigs_result(ev) : NULL;
-    size_t nres = 0, nent = 0;
-    const rd_kafka_ConfigResource_t **rs =
-        r ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
+    size_t nres, nent = 0;
+    const rd_kafka_ConfigResource_t **rs = describe_configs(k, &res, 1, &ev, &nres);
     const rd_kafka_ConfigEntry_t **es = nres == 1 && !rd_kafka_ConfigResource_error(rs[0])
                                             ? rd_kafka_ConfigResource_configs(rs[0], &nent)
                                             : NULL;
@@ -180,8 +194,6 @@ static int broker_auto_creates(struct ck *k)
             v = !strcmp(val, "true");
     }
     if (ev) rd_kafka_event_destroy(ev);
-    rd_kafka_AdminOptions_destroy(o);
-    rd_kafka_queue_destroy(q);
     rd_kafka_ConfigResource_destroy(res);
     return v;
 }
@@ -397,17 +409,9 @@ static int topic_limits(struct ck *k, char **names, size_t n, long *limits)
         res[i] = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, names[i]);
         limits[i] = -1;
     }
-    rd_kafka_queue_t *q = rd_kafka_queue_new(k->kafka->rk);
-    rd_kafka_AdminOptions_t *o =
-        rd_kafka_AdminOptions_new(k->kafka->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
-    rd_kafka_AdminOptions_set_request_timeout(o, CHECK_DESCRIBE_TIMEOUT_MS, NULL, 0);
-    rd_kafka_DescribeConfigs(k->kafka->rk, res, n, o, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, CHECK_DESCRIBE_TIMEOUT_MS + 1000);
-    const rd_kafka_DescribeConfigs_result_t *r =
-        ev && !rd_kafka_event_error(ev) ? rd_kafka_event_DescribeConfigs_result(ev) : NULL;
-    size_t nres = 0;
-    const rd_kafka_ConfigResource_t **rs =
-        r ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
+    rd_kafka_event_t *ev;
+    size_t nres;
+    const rd_kafka_ConfigResource_t **rs = describe_configs(k, res, n, &ev, &nres);
     for (size_t j = 0; j < nres; j++) {
         size_t nent = 0;
         const rd_kafka_ConfigEntry_t **es =
@@ -422,10 +426,8 @@ static int topic_limits(struct ck *k, char **names, size_t n, long *limits)
         }
     }
     if (ev) rd_kafka_event_destroy(ev);
-    rd_kafka_AdminOptions_destroy(o);
-    rd_kafka_queue_destroy(q);
     for (size_t i = 0; i < n; i++) rd_kafka_ConfigResource_destroy(res[i]);
-    return r ? 0 : -1;
+    return rs ? 0 : -1;
 }
 
 /* A topic's max.message.bytes bounds a record batch: the broker refuses a

@@ -97,6 +97,20 @@ static int stop_at(struct rowpub *p, const struct outbox_map *m, const struct ou
     return -1;
 }
 
+/* Produces the dead letter d (deadletter_record()'s record) and counts it.
+ * PRODUCER_OK, or PRODUCER_ERROR with librdkafka's code in *kafka_err and
+ * the reason in err. */
+static int produce_dead_letter(struct rowpub *p, const struct dead_letter *d, int *kafka_err,
+                               char *err, size_t errlen)
+{
+    struct outbox_event rec;
+    char len_text[32];
+    deadletter_record(p->dlq, d, &rec, len_text);
+    if (produce(p, &rec, kafka_err, err, errlen) != PRODUCER_OK) return PRODUCER_ERROR;
+    p->dead_lettered++;
+    return PRODUCER_OK;
+}
+
 /* ev (a row of m's table) cannot be published as it is (code, reason):
  * its dead letter is produced when p has a dead-letter writer and the
  * fault is the event's own (poison), as the relay does (deadletter.h);
@@ -110,19 +124,17 @@ static int reject(struct rowpub *p, const struct outbox_map *m, const struct out
                                             : "an event cannot be produced",
                        code, reason);
     struct dead_letter d;
-    struct outbox_event rec;
-    char len_text[32], err[512];
+    char err[512];
     int kafka_err = 0;
     deadletter_letter(&d, p->produced + 1, ev, code, reason, too_large);
-    deadletter_record(p->dlq, &d, &rec, len_text);
-    if (produce(p, &rec, &kafka_err, err, sizeof(err)) != PRODUCER_OK)
+    if (produce_dead_letter(p, &d, &kafka_err, err, sizeof(err)) != PRODUCER_OK)
         return stop_at(p, m, ev, "the dead-letter write failed too",
                        producer_err_name(kafka_err), err);
-    p->dead_lettered++;
     log_warn("%s: event %.*s cannot be published (%s: %s): dead-lettered to %s ([errors] "
              "policy = dlq)",
              p->who, ev->event_id.data ? (int)ev->event_id.len : 0,
-             ev->event_id.data ? ev->event_id.data : "", code, reason, rec.topic);
+             ev->event_id.data ? ev->event_id.data : "", code, reason,
+             p->dlq->cfg->errors_dlq_topic);
     return 0;
 }
 
@@ -133,17 +145,14 @@ static void dead_letter_refused(struct rowpub *p)
 {
     for (size_t i = 0; i < p->ncopies; i++) {
         const struct dead_letter *d = deadletter_copied(p->copies[i]);
-        struct outbox_event rec;
-        char len_text[32], err[512];
+        char err[512];
         int kafka_err = 0;
-        deadletter_record(p->dlq, d, &rec, len_text);
-        if (produce(p, &rec, &kafka_err, err, sizeof(err)) == PRODUCER_OK) {
+        if (produce_dead_letter(p, d, &kafka_err, err, sizeof(err)) == PRODUCER_OK) {
             p->refused++;
-            p->dead_lettered++;
             log_warn("%s: event %.*s was refused by the broker (%s: %s): dead-lettered to %s "
                      "([errors] policy = dlq)",
                      p->who, (int)d->event_id.len, d->event_id.data ? d->event_id.data : "",
-                     d->code, d->reason, rec.topic);
+                     d->code, d->reason, p->dlq->cfg->errors_dlq_topic);
         } else {
             note_failure(p, d->event_id.data, d->event_id.len, d->topic, d->code,
                          "refused, and its dead letter could not be produced either");
