@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# Configures and builds into build/, then runs the tests with ctest: the
-# unit tests, then the end-to-end tests (each starts its own PostgreSQL,
-# mock Kafka cluster or real Kafka broker, and outboxd). ctest's summary
-# ends the output. OUTBOXD_TESTS=full also runs the mock_dup tests and the
-# whole PostgreSQL version matrix (below).
+# Configures and builds into build/, then runs the tests with ctest, several
+# at a time: the unit tests and the end-to-end tests (each starts its own
+# PostgreSQL, mock Kafka cluster or real Kafka broker, and outboxd, on
+# ports and in a directory of its own). ctest's summary ends the output.
+# OUTBOXD_TESTS=full also runs the mock_dup tests and the whole PostgreSQL
+# version matrix (below).
+#
+# Parallelism: ctest -j OUTBOXD_TEST_JOBS, by default twice the cores. One
+# ctest slot is half a core: most end-to-end tests wait on servers most of
+# the time (about 0.2-0.5 of a core each), and the tests that keep a core
+# busy (valgrind, the fuzzer, the sanitizer run, the three-broker fault
+# suite, the container build) claim 2 or more slots with ctest's
+# PROCESSORS property (tests/CMakeLists.txt, "Scheduling"). OUTBOXD_TEST_JOBS=1
+# runs one test at a time, as before.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build
 cmake --build build -j"$jobs"
-# Unit tests are declared before the e2e tests in tests/CMakeLists.txt; ctest
-# runs tests in declaration order unless it has timing data from an earlier
-# run (then it reorders by cost): drop that so unit tests always run first.
-rm -f build/Testing/Temporary/CTestCostData.txt
+test_jobs=${OUTBOXD_TEST_JOBS:-$((2 * jobs))}
+# ctest starts the costliest tests first (longest first keeps the slots
+# busy to the end): the COST of each long test is set in
+# tests/CMakeLists.txt from a measured run; a cost file of an earlier run
+# here (build/Testing/Temporary/CTestCostData.txt) takes precedence.
 # The mock-broker copies of the end-to-end tests that also run against a
 # real broker, and inject nothing only the mock can, carry the label
 # mock_dup (tests/CMakeLists.txt): left out here unless OUTBOXD_TESTS=full,
@@ -37,5 +47,6 @@ if [[ "${OUTBOXD_TESTS:-}" != full ]]; then
         "(label full_only, each says why in tests/CMakeLists.txt; OUTBOXD_TESTS=full runs them):"
     ctest --test-dir build -N -L full_only -FA '.*' | sed -n 's/^ *Test *#[0-9]*: /  /p'
 fi
+echo "run-all: ctest -j$test_jobs on $jobs cores (OUTBOXD_TEST_JOBS)"
 exec ctest --test-dir build --output-on-failure --no-tests=error --no-label-summary \
-    "${exclude[@]}" "$@"
+    -j"$test_jobs" "${exclude[@]}" "$@"

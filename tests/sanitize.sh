@@ -17,7 +17,8 @@
 #            tests/sanitize.sh -R 'e2e.pgoutput.test_basic'
 #            tests/sanitize.sh -E 'faults|e2e\.wal2json\.'   # shorter
 # Environment: ASAN_BUILD_DIR (default build-asan in the source tree),
-# CC (default: cmake's choice, gcc on Debian).
+# CC (default: cmake's choice, gcc on Debian), SANITIZE_JOBS (ctest -j of
+# the run inside, default 1; sanitize.unit_e2e sets it, tests/CMakeLists.txt).
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -105,7 +106,7 @@ echo "== not run under the sanitizers: the PostgreSQL 16-18 matrix (label pgmatr
 rm -f "$build/Testing/Temporary/CTestCostData.txt" # unit tests first
 rc=0
 ctest --test-dir "$build" -LE 'memcheck|pgmatrix' -E "$exclude" --output-on-failure \
-    --no-tests=error --no-label-summary "${args[@]}" || rc=1
+    --no-tests=error --no-label-summary -j"${SANITIZE_JOBS:-1}" "${args[@]}" || rc=1
 
 # Which build did the e2e tests use? lib.sh names it in its first line.
 if grep -q '(plugin [a-z0-9]*, build ' "$build/Testing/Temporary/LastTest.log" 2>/dev/null; then
