@@ -33,9 +33,10 @@ test_jobs=${OUTBOXD_TEST_JOBS:-$((2 * jobs))}
 # pgmatrix_full (tests/CMakeLists.txt, tests/README.md "Tested PostgreSQL versions").
 # And the tests with the label full_only: copies kept out of CI for its
 # time budget, each with its reason beside it in tests/CMakeLists.txt.
+source tests/ci_labels.sh
 exclude=()
 if [[ "${OUTBOXD_TESTS:-}" != full ]]; then
-    exclude=(-LE 'mock_dup|pgmatrix_full|full_only')
+    exclude=(-LE "$CI_EXCLUDE_LABELS")
     echo "run-all: not running the mock-broker copies of tests that run on real Kafka too" \
         "(label mock_dup; OUTBOXD_TESTS=full tests/run-all.sh runs them):"
     ctest --test-dir build -N -L mock_dup | sed -n 's/^ *Test *#[0-9]*: /  /p'
