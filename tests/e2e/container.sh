@@ -143,18 +143,9 @@ if PGPASSWORD=wrong psql -XAtq -U outboxd -c "SELECT 1" >/dev/null 2>&1; then
     fail "the role outboxd connects without its password: pg_hba.conf not in force"
 fi
 
-# A port below the kernel's ephemeral range (ip_local_port_range), where
-# no outgoing connection can hold it between this check and outboxd's bind.
-low=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-HTTP_PORT=
-for ((i = 0; i < 200; i++)); do
-    p=$((10000 + RANDOM % (low - 10000)))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-        HTTP_PORT=$p
-        break
-    fi
-done
-[[ -n "$HTTP_PORT" ]] || fail "no free TCP port below $low"
+# A port below the kernel's ephemeral range, reserved for this test
+# (tests/free_port.sh).
+HTTP_PORT=$(_free_port) || fail "no free TCP port"
 mkdir -p "$T/state"
 chown 10001:10001 "$T/state" # the image's user owns its volume
 cat >"$T/outboxd.ini" <<EOF
