@@ -70,7 +70,7 @@ now_s() { date +%s.%N; }
 
 bench_pg_start
 psql_q "ALTER SYSTEM SET full_page_writes = on" >/dev/null
-psql_q "SELECT pg_reload_conf()" >/dev/null
+pg_reload
 psql -XAtq -v ON_ERROR_STOP=1 -f "$E2E_SRC_DIR/sql/outbox_emit.sql" >/dev/null ||
     fail "loading sql/outbox_emit.sql failed"
 bench_schema public.outbox_events "event_id, aggregate_type, aggregate_id, event_type, payload" |

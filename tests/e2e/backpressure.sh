@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init backpressure
 pg_start
 psql_q "ALTER SYSTEM SET wal_sender_timeout = '5s'" >/dev/null
-psql_q "SELECT pg_reload_conf()" >/dev/null
+pg_reload
 broker_start
 cols="event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload"
 

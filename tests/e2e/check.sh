@@ -276,16 +276,14 @@ fi
 step "a server whose library directory has no wal2json"
 pg_libdir_without_wal2json
 psql_q "ALTER SYSTEM SET dynamic_library_path = '$T/libdir'"
-psql_q "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+pg_reload
 run_check 1 w2j_missing --set postgres.plugin=wal2json --set postgres.slot=w2j \
     --set "offsets.file=$T/w2j.offset"
 one_fail w2j_missing
 expect_line w2j_missing '^FAIL plugin wal2json installed: the output plugin wal2json is not installed on the server \(.*could not access file "wal2json".*\); install it on the database server \(Debian: apt-get install postgresql-15-wal2json\)$'
 assert_sql "SELECT count(*) = 1 FROM pg_replication_slots" "no slot was left behind"
 psql_q "ALTER SYSTEM RESET dynamic_library_path"
-psql_q "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+pg_reload
 
 # -------------------------------------------------------------- slot
 
@@ -313,7 +311,7 @@ broker_cmd "up 1"
 step "an invalidated slot (max_slot_wal_keep_size exceeded)"
 psql_q "SELECT pg_create_logical_replication_slot('lost_slot', 'pgoutput')" >/dev/null
 psql_q "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'"
-psql_q "SELECT pg_reload_conf()" >/dev/null
+pg_reload
 create_other_table
 for i in 1 2 3 4; do
     psql_q "INSERT INTO public.other (note) SELECT repeat('x', 1000) FROM generate_series(1, 2000)"
@@ -326,7 +324,7 @@ run_check 1 lost_slot --set postgres.slot=lost_slot --set "offsets.file=$T/lost.
 expect_line lost_slot "^FAIL slot \"lost_slot\" not invalidated: the slot is invalidated \(wal_status = lost\).*; stop outboxd and run outboxd repair -c .*: it re-publishes the rows committed since the last ACKed transaction and creates slot \"lost_slot\" again \(README \"Gap repair\"\)$"
 psql_q "SELECT pg_drop_replication_slot('lost_slot')" >/dev/null
 psql_q "ALTER SYSTEM RESET max_slot_wal_keep_size"
-psql_q "SELECT pg_reload_conf()" >/dev/null
+pg_reload
 
 # -------------------------------------------------------------- wal_level
 

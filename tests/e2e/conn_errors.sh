@@ -87,8 +87,7 @@ psql_q "CREATE ROLE nohba LOGIN REPLICATION"
 hba=$T/pgdata/pg_hba.conf
 { echo "host all nohba 0.0.0.0/0 reject"; echo "host replication nohba 0.0.0.0/0 reject"; cat "$hba"; } >"$hba.new"
 cat "$hba.new" >"$hba"
-psql_q "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+pg_reload
 PG_CONNINFO="${PLAIN/user=postgres/user=nohba}"
 expect_usage "a role pg_hba.conf rejects" 'pg_hba.conf rejects connection.*not retrying: change the server.s pg_hba.conf line'
 expect_check "pg_hba.conf reject" 'pg_hba.conf rejects connection.*change the server.s pg_hba.conf line'

@@ -172,8 +172,7 @@ hba=$T/pgdata/pg_hba.conf
 { echo "host all outboxd 127.0.0.1/32 scram-sha-256"; cat "$hba"; } >"$hba.new"
 cat "$hba.new" >"$hba"
 rm -f "$hba.new"
-assert_sql "SELECT pg_reload_conf()" "pg_hba.conf reloaded"
-sleep 0.5
+pg_reload
 if PGPASSWORD="x$DB_PW" psql -XAtq -U outboxd -c "SELECT 1" >/dev/null 2>&1; then
     fail "outboxd logs in with a wrong password: pg_hba.conf not in force"
 fi

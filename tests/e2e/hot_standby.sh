@@ -198,7 +198,7 @@ kill_active() {
 
 pg_start
 psql_q "ALTER SYSTEM SET wal_sender_timeout = '${SENDER_TIMEOUT_S}s'" >/dev/null
-psql_q "SELECT pg_reload_conf()" >/dev/null
+pg_reload
 broker_start
 load_setup 200 2
 

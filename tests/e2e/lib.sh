@@ -256,7 +256,7 @@ pg_enable_ssl() {
     psql_q "ALTER SYSTEM SET ssl_cert_file = '$T/server.crt'" >/dev/null
     psql_q "ALTER SYSTEM SET ssl_key_file = '$T/server.key'" >/dev/null
     psql_q "ALTER SYSTEM SET ssl = on" >/dev/null
-    psql_q "SELECT pg_reload_conf()" >/dev/null
+    pg_reload
     for ((i = 0; i < 50; i++)); do [[ $(psql_q "SHOW ssl") == on ]] && break; sleep 0.1; done
     assert_eq on "$(psql_q "SHOW ssl")" "ssl after reload"
 }
@@ -351,6 +351,25 @@ psql_q() {
     fi
 }
 
+# pg_reload: pg_reload_conf(), then waits until the server has re-read its
+# files (postgresql.conf, ALTER SYSTEM's, pg_hba.conf): a new session's
+# pg_conf_load_time(), which new backends inherit from the postmaster, is
+# later than before. A fixed sleep after the signal was enough only on an
+# idle machine.
+pg_reload() {
+    local before i
+    before=$(psql_q "SELECT pg_conf_load_time()") || fail "pg_conf_load_time() failed"
+    psql_q "SELECT pg_reload_conf()" >/dev/null || fail "pg_reload_conf() failed"
+    for ((i = 0; i < 300; i++)); do
+        if [[ "$(psql_q "SELECT pg_conf_load_time() > '$before'::timestamptz")" == t ]]; then
+            info "ok: configuration reloaded"
+            return 0
+        fi
+        sleep 0.1
+    done
+    fail "the server did not reload its configuration within 30 s (pg_conf_load_time() still $before)"
+}
+
 # psql sessions kept open across calls, for interleaved transactions.
 # sess_open NAME / sess_run NAME SQL / sess_close NAME
 sess_open() {
@@ -410,8 +429,7 @@ pg_role_outboxd() {
     } >"$hba.new"
     cat "$hba.new" >"$hba"
     rm -f "$hba.new"
-    assert_sql "SELECT pg_reload_conf()" "configuration reloaded"
-    sleep 0.5
+    pg_reload
 }
 
 # pg_libdir_without_wal2json: $T/libdir, the server's library directory

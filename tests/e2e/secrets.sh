@@ -49,8 +49,7 @@ hba=$T/pgdata/pg_hba.conf
 } >"$hba.new"
 cat "$hba.new" >"$hba" # keeps owner and mode
 rm -f "$hba.new"
-assert_sql "SELECT pg_reload_conf()" "configuration reloaded"
-sleep 0.5
+pg_reload
 assert_sql "SELECT count(*) = 2 FROM pg_hba_file_rules WHERE 'outboxd' = ANY(user_name) AND auth_method = 'scram-sha-256' AND error IS NULL" \
     "pg_hba.conf asks outboxd for scram-sha-256"
 # The server really refuses the wrong password and takes the right one.

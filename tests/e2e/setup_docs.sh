@@ -83,8 +83,7 @@ hba_with() {
     } >"$hba.new"
     cat "$hba.new" >"$hba"
     rm -f "$hba.new"
-    assert_sql "SELECT pg_reload_conf()" "configuration reloaded"
-    sleep 0.5
+    pg_reload
     assert_sql "SELECT count(*) = 0 FROM pg_hba_file_rules WHERE error IS NOT NULL" \
         "pg_hba.conf parses"
 }

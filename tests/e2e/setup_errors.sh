@@ -80,8 +80,7 @@ fi
 step "a server whose library directory has no wal2json"
 pg_libdir_without_wal2json
 psql_q "ALTER SYSTEM SET dynamic_library_path = '$T/libdir'"
-psql_q "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
+pg_reload
 OUTBOXD_TEST_PLUGIN=wal2json OUTBOXD_SLOT=w2j_missing \
     expect_exit 1 'output plugin wal2json is not installed on the server \(Debian: apt-get install postgresql-15-wal2json\)'
 assert_sql "SELECT count(*) = 0 FROM pg_replication_slots WHERE slot_name = 'w2j_missing'" \
