@@ -53,6 +53,26 @@ SELECT extract(epoch FROM clock_timestamp());
 SQL
 }
 
+# slot_wait_bg SLOT CONDITION OUT: slot_wait_for in the background (its
+# output to OUT, its pid in SLOT_WAITER), returning once its session is
+# polling. A condition that holds only for a while ("active": a fast
+# relay can take the slot, drain and let go of it in a fraction of a
+# second) is missed when the waiter's session starts after it: under load
+# it did, and the waiter polled for its 1800 s.
+slot_wait_bg() {
+    local i app="slotwait_$1"
+    PGAPPNAME=$app slot_wait_for "$1" "$2" >"$3" 2>&1 &
+    SLOT_WAITER=$!
+    E2E_BG_PIDS+=("$SLOT_WAITER")
+    for ((i = 0; i < 600; i++)); do
+        [[ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$app' AND state = 'active'")" == 1 ]] &&
+            return 0
+        kill -0 "$SLOT_WAITER" 2>/dev/null || fail "the waiter for slot $1 ended before polling: $(cat "$3")"
+        sleep 0.05
+    done
+    fail "the waiter for slot $1 was not polling within 30 s"
+}
+
 # bench_schema TABLE COLUMNS: prints the SQL that creates bench_payload(n)
 # (about 300 bytes of jsonb), bench_load(n, base) (n events: a 10-event
 # transaction, then ten 1-event ones, half the events each, committing as

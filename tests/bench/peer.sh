@@ -101,9 +101,10 @@ bench_schema public.outbox "$COLS" | psql_q >/dev/null
 printf 'message.max.bytes=4194304\n' >"$T/broker.properties"
 E2E_KAFKA_PROPERTIES=$T/broker.properties broker_start
 
-# slot_active_at SLOT: until SLOT is active; prints the server's clock
-# then (slot_wait_for). Started before the relay.
-slot_active_at() { slot_wait_for "$1" active; }
+# slot_active_bg SLOT: from now until SLOT is active, in the background
+# (slot_wait_bg); the server's clock then goes to $T/SLOT.t0. Started
+# before the relay.
+slot_active_bg() { slot_wait_bg "$1" active "$T/$1.t0"; }
 # topic_end TOPIC: the sum of its partitions' end offsets (0 before it exists).
 topic_end() {
     { kcat -b "$KAFKA_BOOTSTRAP" -Q -t "$1:0:-1" -t "$1:1:-1" -t "$1:2:-1" -t "$1:3:-1" \
@@ -132,8 +133,8 @@ distinct_ids() {
 # relays from its slot turning active to its exit; sets SECS, CPU, RSS.
 run_recvlogical() {
     local tf=$T/time.$1 u s waiter t1
-    slot_active_at "$1" >"$T/$1.t0" &
-    waiter=$!
+    slot_active_bg "$1"
+    waiter=$SLOT_WAITER
     { TIMEFORMAT='%3R %3U %3S'; time "$PG_BINDIR/pg_recvlogical" -d "$PG_CONNINFO" -S "$1" \
         --start -E "$2" --no-loop -f /dev/null -o proto_version=1 -o publication_names=dbz_pub \
         2>"$T/recvlogical.$1.log"; } 2>"$tf" ||
@@ -168,8 +169,8 @@ level = info
 [http]
 listen = 127.0.0.1:0
 EOF
-    slot_active_at "$slot" >"$T/$slot.t0" &
-    waiter=$!
+    slot_active_bg "$slot"
+    waiter=$SLOT_WAITER
     "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/$slot.ini" >"$T/outboxd.$slot.log" 2>&1 </dev/null &
     PID=$!
     E2E_BG_PIDS+=("$PID")
@@ -184,8 +185,8 @@ stop_outboxd() { # SLOT
 # dbz.SLOT.outbox.event.<aggregatetype>; sets PID; $T/SLOT.t0 as above.
 start_debezium() {
     local slot=$1 waiter
-    slot_active_at "$slot" >"$T/$slot.t0" &
-    waiter=$!
+    slot_active_bg "$slot"
+    waiter=$SLOT_WAITER
     DBZ_SLOT=$slot DBZ_PUBLICATION=dbz_pub DBZ_TOPIC_PREFIX=dbz.$slot. DBZ_NAME=dbz-$slot \
         DBZ_HEAP=$2 "$DBZ" start "$T/dbz.$slot" >/dev/null 2>"$T/dbz.$slot.err" || {
         "$DBZ" kill "$T/dbz.$slot" || true

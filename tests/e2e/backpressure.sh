@@ -54,10 +54,15 @@ sed -i "s|^file = .*|file = $T/second.offset|" "$T/second.ini"
 "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/second.ini" --set postgres.retry_max_ms=1000 >"$T/second.log" 2>&1 </dev/null &
 second=$!
 E2E_BG_PIDS+=("$second")
-sleep 4
-kill -0 "$second" 2>/dev/null || fail "the second outboxd exited: $(tail -3 "$T/second.log")"
+# It says so on its first attempt, and waits (it takes over below).
+for ((i = 0; i < 300; i++)); do
+    kill -0 "$second" 2>/dev/null || fail "the second outboxd exited: $(tail -3 "$T/second.log")"
+    grep -q 'replication slot "outboxd" is in use by another process' "$T/second.log" && break
+    sleep 0.1
+done
 grep -q 'replication slot "outboxd" is in use by another process' "$T/second.log" ||
-    fail "the second outboxd did not say the slot is in use: $(tail -3 "$T/second.log")"
+    fail "the second outboxd did not say within 30 s that the slot is in use: $(tail -3 "$T/second.log")"
+kill -0 "$second" 2>/dev/null || fail "the second outboxd exited: $(tail -3 "$T/second.log")"
 psql_q "INSERT INTO public.outbox_events ($cols) VALUES (gen_random_uuid(), 'Bp', 'first', 1, 'StillFirst', '{}')"
 wait_caught_up 60
 assert_eq 1 "$(kdump_all | jq -r 'select(.headers.event_type == "StillFirst") | .key' | wc -l)" \
