@@ -32,37 +32,43 @@ fi
 
 results | awk '
     function group(t) {
-        if (t ~ /^unit\./) return "`unit.*`"
-        if (t ~ /^memcheck\./) return "`memcheck.*` (valgrind)"
-        if (t ~ /^docs\./) return "`docs.*`"
-        if (t ~ /^e2e\.(pgoutput|wal2json)\./) return "`e2e.<plugin>.test_*` (mock)"
-        if (t ~ /^e2e\.polling_/) return "`e2e.polling_*`"
-        if (t ~ /^e2e\./) return "`e2e.*` run once"
-        if (t ~ /^real\.(pgoutput|wal2json)\.test_/) return "`real.<plugin>.test_*`"
-        if (t ~ /^real\.faults/) return "`real.faults`, `real.faults_exactly_once` (three brokers)"
-        if (t ~ /^real\.hot_standby/) return "`real.hot_standby*`"
-        if (t ~ /^real\.(pgoutput|wal2json)\.exactly_once$/) return "`real.<plugin>.exactly_once`"
-        if (t ~ /^real\.(resolve|resolve_kafka4|resolve_debezium)$/ || t ~ /^pg[0-9]+\.resolve$/) return "the resolves (fixtures)"
-        if (t ~ /^real\./) return "`real.*` run once"
-        if (t ~ /^pg[0-9]+\./) return "`pg16/17/18.*` (matrix subset)"
-        if (t ~ /^bench\./) return "`bench.*`"
-        if (t ~ /^fuzz\./) return "`fuzz.decoders`"
-        if (t ~ /^sanitize\./) return "`sanitize.unit_e2e`"
-        return "other"
+        if (t ~ /^unit\./) return "01|`unit.*`"
+        if (t ~ /^memcheck\./) return "02|`memcheck.*` (valgrind)"
+        if (t ~ /^docs\./) return "03|`docs.*`"
+        if (t ~ /^e2e\.(pgoutput|wal2json)\./) return "04|`e2e.<plugin>.test_*` (mock)"
+        if (t ~ /^e2e\.polling_/) return "05|`e2e.polling_*`"
+        if (t ~ /^e2e\./) return "06|`e2e.*` run once"
+        if (t ~ /^real\.(pgoutput|wal2json)\.test_/) return "07|`real.<plugin>.test_*`"
+        if (t ~ /^real\.faults/) return "08|`real.faults`, `real.faults_exactly_once` (three brokers)"
+        if (t ~ /^real\.hot_standby/) return "09|`real.hot_standby*`"
+        if (t ~ /^real\.(pgoutput|wal2json)\.exactly_once$/) return "10|`real.<plugin>.exactly_once`"
+        if (t ~ /^real\.(resolve|resolve_kafka4|resolve_debezium)$/ || t ~ /^pg[0-9]+\.resolve$/) return "11|the resolves (fixtures)"
+        if (t ~ /^real\./) return "12|`real.*` run once"
+        if (t ~ /^pg[0-9]+\./) return "13|`pg16/17/18.*` (matrix subset)"
+        if (t ~ /^bench\./) return "14|`bench.*`"
+        if (t ~ /^fuzz\./) return "15|`fuzz.decoders`"
+        if (t ~ /^sanitize\./) return "16|`sanitize.unit_e2e`"
+        return "99|other"
     }
     {
         g = group($1); n[g]++; s[g] += $NF; all += $NF; tests++
         if ($NF > max[g]) { max[g] = $NF; maxt[g] = $1 }
         if ($2 != "Passed") bad = bad " " $1 "(" $2 ")"
-        if (!(g in seen)) { seen[g] = 1; order[++k] = g }
     }
     END {
         print "| group | tests | sum of test times (s) | longest |"
         print "| --- | --- | --- | --- |"
-        for (i = 1; i <= k; i++) {
-            g = order[i]
-            printf "| %s | %d | %.0f | `%s` %.0f s |\n", g, n[g], s[g], maxt[g], max[g]
+        m = 0
+        for (g in n) keys[++m] = g
+        # the groups in the order group() names them (a numeric prefix)
+        for (i = 2; i <= m; i++)
+            for (j = i; j > 1 && keys[j - 1] > keys[j]; j--) { t = keys[j]; keys[j] = keys[j - 1]; keys[j - 1] = t }
+        for (i = 1; i <= m; i++) {
+            g = keys[i]; label = g; sub(/^[0-9]+\|/, "", label)
+            printf "| %s | %d | %.0f | `%s` %.0f s |\n", label, n[g], s[g], maxt[g], max[g]
         }
         printf "| all | %d | %.0f | |\n", tests, all
         if (bad != "") print "not passed:" bad > "/dev/stderr"
     }'
+wall=$(sed -n 's/^Total Test time (real) = *\([0-9.]*\) sec$/\1/p' "$log" | tail -n 1)
+[[ -z "$wall" ]] || printf '\nctest ran them in %.0f s of wall time.\n' "$wall"
