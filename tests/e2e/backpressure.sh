@@ -69,7 +69,7 @@ assert_eq 1 "$(kdump_all | jq -r 'select(.headers.event_type == "StillFirst") | 
     "the first outboxd keeps streaming"
 outboxd_stop || fail "the first outboxd exited with $OUTBOXD_RC"
 step "the first stopped: the second takes over"
-for ((i = 0; i < 100; i++)); do
+for ((i = 0; i < 300; i++)); do
     [[ "$(psql_q "SELECT active_pid IS NOT NULL FROM pg_replication_slots WHERE slot_name = 'outboxd'")" == t ]] && break
     sleep 0.1
 done

@@ -22,13 +22,13 @@ expect_usage() {
     step "$what: exit 2 at once"
     from=$(($(wc -l <"$T/outboxd.log") + 1))
     outboxd_start --no-wait
-    for ((i = 0; i < 100; i++)); do
+    for ((i = 0; i < 300; i++)); do
         kill -0 "$OUTBOXD_PID" 2>/dev/null || break
         sleep 0.1
     done
     if kill -0 "$OUTBOXD_PID" 2>/dev/null; then
         outboxd_stop 30 || true
-        fail "$what: outboxd still running (retrying) after 10 s: $(tail -n "+$from" "$T/outboxd.log" | grep -m1 -E 'WARN|ERROR' | cut -c1-300)"
+        fail "$what: outboxd still running (retrying) after 30 s: $(tail -n "+$from" "$T/outboxd.log" | grep -m1 -E 'WARN|ERROR' | cut -c1-300)"
     fi
     wait "$OUTBOXD_PID" || rc=$?
     OUTBOXD_PID=

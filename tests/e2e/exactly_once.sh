@@ -105,7 +105,7 @@ kill -STOP "$A"
 info "instance A (pid $A) stopped"
 psql_q "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'outboxd' AND active_pid IS NOT NULL" >/dev/null
 OUTBOXD_PID=
-for ((i = 0; i < 100; i++)); do
+for ((i = 0; i < 300; i++)); do
     [[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = 'outboxd'")" == f ]] && break
     sleep 0.1
 done
@@ -169,7 +169,7 @@ VALUES (gen_random_uuid(), 'Load', 'dlq-0', 1, 'Tick', '{"dlq": 1}'),
        (gen_random_uuid(), 'Load', 'dlq-0', 3, 'Tick', '{"dlq": 3}');
 COMMIT;
 SQL
-for ((i = 0; i < 20; i++)); do
+for ((i = 0; i < 150; i++)); do
     (($(dlq_copies read_uncommitted 2000) >= 1)) && break
     sleep 0.2
 done

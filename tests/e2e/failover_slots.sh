@@ -104,7 +104,7 @@ assert_eq t "$(at "$P1" "SELECT failover FROM pg_replication_slots WHERE slot_na
     "the slot is a failover slot on the primary"
 grep -q "created replication slot \"$SLOT\" (plugin $OUTBOXD_TEST_PLUGIN, failover" "$T/outboxd.log" ||
     fail "outboxd's log does not say it created a failover slot"
-for ((i = 0; i < 100; i++)); do
+for ((i = 0; i < 300; i++)); do
     [[ $(metric_value outboxd_slot_failover) == 1 ]] && break
     sleep 0.1
 done

@@ -92,7 +92,7 @@ EOF
     { _close_sess_fds; exec "$OUTBOXD_BUILD_DIR/outboxd" -c "${INI[$n]}" >>"${LOG[$n]}" 2>&1 </dev/null; } &
     PID[$n]=$!
     E2E_BG_PIDS+=("${PID[$n]}")
-    for ((i = 0; i < 100; i++)); do
+    for ((i = 0; i < 300; i++)); do
         (($(grep -c 'http: serving' "${LOG[$n]}" || true) > before)) && break
         kill -0 "${PID[$n]}" 2>/dev/null || fail "outboxd $n exited while starting"
         sleep 0.1
@@ -130,7 +130,7 @@ wait_role() {
 # within 10 s (readiness waits for librdkafka's first statistics).
 wait_readyz() {
     local i
-    for ((i = 0; i < 50; i++)); do
+    for ((i = 0; i < 150; i++)); do
         get "$1" readyz
         [[ "$CODE $BODY" == "$2" ]] && break
         sleep 0.2

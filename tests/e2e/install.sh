@@ -118,7 +118,7 @@ assert_eq "$UID_DYN" "$(ps -o uid= -p "$OUTBOXD_PID" | tr -d ' ')" "outboxd's ui
 psql_q "INSERT INTO outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES (gen_random_uuid(), 'Order', 'o1', 'Created', '{}')"
 wait_caught_up 60
 check_delivery --exactly-once
-for ((i = 0; i < 100; i++)); do [[ -f "$state/outboxd.offset" ]] && break; sleep 0.1; done
+for ((i = 0; i < 300; i++)); do [[ -f "$state/outboxd.offset" ]] && break; sleep 0.1; done
 [[ -f "$state/outboxd.offset" ]] || fail "no offset file in the StateDirectory"
 assert_eq "$UID_DYN 600" "$(stat -c '%u %a' "$state/outboxd.offset")" "offset file owner and mode"
 
@@ -128,7 +128,7 @@ reload=${reload//\$MAINPID/$OUTBOXD_PID}
 read -r -a rcmd <<<"$reload"
 setpriv --reuid="$UID_DYN" --regid="$UID_DYN" --clear-groups -- "${rcmd[@]}" ||
     fail "ExecReload ($reload) failed"
-for ((i = 0; i < 50; i++)); do grep -q 'SIGHUP: reloaded' "$T/outboxd.log" && break; sleep 0.1; done
+for ((i = 0; i < 300; i++)); do grep -q 'SIGHUP: reloaded' "$T/outboxd.log" && break; sleep 0.1; done
 grep -q 'SIGHUP: reloaded' "$T/outboxd.log" || fail "no reload line after ExecReload"
 info "ok: $(grep -m1 'SIGHUP: reloaded' "$T/outboxd.log" | cut -c1-200)"
 outboxd_stop || fail "outboxd exited $OUTBOXD_RC after SIGTERM"

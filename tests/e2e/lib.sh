@@ -20,7 +20,7 @@
 #
 # Environment: OUTBOXD_BUILD_DIR (the CMake build dir, default ../../build),
 # OUTBOXD_TEST_PLUGIN (pgoutput), E2E_TIMEOUT (seconds before the watchdog
-# fails the test, default 270), OUTBOXD_PG_VERSION (the server's major
+# fails the test, default 270; at most E2E_TIMEOUT_MAX when that is set), OUTBOXD_PG_VERSION (the server's major
 # version: 15, Debian's; 16, 17 or 18, the pinned builds of tests/pg/pg.sh,
 # resolved beforehand with `bash tests/pg/pg.sh resolve N`; when set,
 # pg_start checks the server is that version), PG_BINDIR (the server's
@@ -197,6 +197,13 @@ e2e_init() {
     trap _e2e_cleanup EXIT
     trap _e2e_on_err ERR
     trap 'fail "interrupted"' INT
+    # ctest's own TIMEOUT kills only the script, leaving its servers (and,
+    # under flock, their inherited lock) behind: tests/CMakeLists.txt
+    # passes E2E_TIMEOUT_MAX, somewhat below that TIMEOUT, so that the
+    # watchdog always fires first and the cleanup runs.
+    if [[ -n "${E2E_TIMEOUT_MAX:-}" ]] && ((${E2E_TIMEOUT:-270} > E2E_TIMEOUT_MAX)); then
+        E2E_TIMEOUT=$E2E_TIMEOUT_MAX
+    fi
     trap 'fail "terminated (watchdog: test took longer than ${E2E_TIMEOUT:-270}s?)"' TERM
     # The watchdog: TERM to this shell after E2E_TIMEOUT seconds. Its sleep
     # dies with it, and it holds no output pipe (ctest waits for those).
@@ -257,7 +264,7 @@ pg_enable_ssl() {
     psql_q "ALTER SYSTEM SET ssl_key_file = '$T/server.key'" >/dev/null
     psql_q "ALTER SYSTEM SET ssl = on" >/dev/null
     pg_reload
-    for ((i = 0; i < 50; i++)); do [[ $(psql_q "SHOW ssl") == on ]] && break; sleep 0.1; done
+    for ((i = 0; i < 300; i++)); do [[ $(psql_q "SHOW ssl") == on ]] && break; sleep 0.1; done
     assert_eq on "$(psql_q "SHOW ssl")" "ssl after reload"
 }
 
@@ -569,7 +576,7 @@ broker_start() {
         --port-file "$T/broker.port" "$@" >"$T/broker.out" 2>"$T/broker.err" \
         </dev/null; } &
     BROKER_PID=$!
-    for ((i = 0; i < 100; i++)); do
+    for ((i = 0; i < 300; i++)); do
         [[ -s "$T/broker.port" ]] && break
         kill -0 "$BROKER_PID" 2>/dev/null || fail "mock broker exited: $(cat "$T/broker.err")"
         sleep 0.1

@@ -44,7 +44,7 @@ step "health and readiness once streaming"
 http_get /healthz >/dev/null
 assert_eq 200 "$HTTP_STATUS" "/healthz status"
 [[ "$(cat "$T/http.body")" == "ok: event loop turned "* ]] || fail "/healthz body: $(cat "$T/http.body")"
-for _ in $(seq 1 50); do ready_is 200 && break; sleep 0.2; done
+for _ in $(seq 1 150); do ready_is 200 && break; sleep 0.2; done
 assert_eq 200 "$HTTP_STATUS" "/readyz status"
 assert_eq "ready" "$(cat "$T/readyz.txt")" "/readyz body"
 http_get /nowhere >/dev/null
@@ -63,7 +63,7 @@ for i in $(seq 1 10); do
 done
 wait_caught_up 60
 check_delivery --exactly-once
-wait_metric "30 events ACKed" 10 '[[ "$(msum outboxd_events_acked_total)" == 30 ]]'
+wait_metric "30 events ACKed" 30 '[[ "$(msum outboxd_events_acked_total)" == 30 ]]'
 assert_eq 20 "$(m 'outboxd_events_acked_total{topic="outbox.event.Order"}')" "ACKed on outbox.event.Order"
 assert_eq 10 "$(m 'outboxd_events_acked_total{topic="outbox.event.Customer"}')" "ACKed on outbox.event.Customer"
 assert_eq 20 "$(m 'outboxd_events_produced_total{topic="outbox.event.Order"}')" "produced on outbox.event.Order"
@@ -89,7 +89,7 @@ assert_eq 1 "$(m outboxd_ready)" "outboxd_ready"
 assert_eq 1 "$(m outboxd_streaming)" "outboxd_streaming"
 assert_eq 1 "$(m 'outboxd_build_info{version="0.1.0",plugin="pgoutput",slot="outboxd"}')" "build info"
 confirmed=$(psql_q "SELECT pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::bigint FROM pg_replication_slots WHERE slot_name = 'outboxd'")
-wait_metric "outboxd_confirmed_lsn >= the slot's confirmed_flush_lsn ($confirmed)" 10 \
+wait_metric "outboxd_confirmed_lsn >= the slot's confirmed_flush_lsn ($confirmed)" 30 \
     '(( $(m outboxd_confirmed_lsn) >= confirmed ))'
 (( $(m outboxd_acked_lsn) >= $(m outboxd_confirmed_lsn) )) || fail "acked_lsn behind confirmed_lsn"
 (( $(m outboxd_received_lsn) >= $(m outboxd_acked_lsn) )) || fail "received_lsn behind acked_lsn"
@@ -110,7 +110,7 @@ sh=outboxd_stage_latency_seconds
 for stage in commit-to-receive receive-to-produce produce-to-ack; do
     assert_eq 30 "$(m "${sh}_count{stage=\"$stage\"}")" "$stage samples (one per event)"
 done
-wait_metric "ack-to-confirm: the 11 transactions confirmed" 10 \
+wait_metric "ack-to-confirm: the 11 transactions confirmed" 30 \
     '[[ "$(m "${sh}_count{stage=\"ack-to-confirm\"}")" == 11 ]]'
 awk -v h="${sh}_bucket{stage=\"ack-to-confirm\"" 'index($1, h) == 1 { if ($2 < prev) bad = 1; prev = $2; n++ }
     END { exit !(n == 17 && !bad) }' "$T/metrics.txt" || fail "ack-to-confirm buckets missing or decreasing"

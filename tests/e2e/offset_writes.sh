@@ -55,7 +55,7 @@ if want rate; then
     [[ -n "$w0" && -n "$w1" ]] || fail "no outboxd_offset_writes_total metric"
     (( w1 - w0 <= max )) || fail "outboxd_offset_writes_total grew by $((w1 - w0)) in ${LOAD_S}s (at most $max)"
     (( w1 - w0 >= 1 )) || fail "the keepalive advances were never written"
-    wait_for_confirmed_lsn "$before" 10 || fail "the slot was not confirmed past the load's start"
+    wait_for_confirmed_lsn "$before" 30 || fail "the slot was not confirmed past the load's start"
     # An event is still confirmed (written at once, not held back like the
     # keepalive advances). The wait is a deadline, not a measurement: a
     # 2 s bound here told nothing a 1 s interval would not also pass, and

@@ -60,7 +60,7 @@ scrape() {
     http_get /metrics >"$T/metrics.txt"
     [[ "$HTTP_STATUS" == 200 ]] || fail "/metrics answered $HTTP_STATUS"
 }
-for _ in $(seq 1 50); do
+for _ in $(seq 1 150); do
     scrape
     [[ -n "$(m 'outboxd_polling_backlog_rows{status="pending"}')" ]] && break
     sleep 0.2

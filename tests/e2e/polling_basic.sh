@@ -71,7 +71,7 @@ RELAY_POLL_MS=60000 relay_start A
 wait_rows "status = 'SENT'" 41 30
 assert_sql "SELECT bool_and(sent_at IS NOT NULL AND lease_owner IS NULL AND lease_until IS NULL AND lease_generation = 1 AND attempts = 0 AND last_error IS NULL) FROM public.outbox_events" \
     "SENT rows: sent_at set, lease cleared, claimed once, no attempts"
-wait_log A "polling public.outbox_events as A" 5
+wait_log A "polling public.outbox_events as A" 30
 
 step "a new row is claimed through NOTIFY (poll interval is 60 s)"
 t0=$SECONDS
@@ -103,7 +103,7 @@ psql_q "ALTER TABLE public.outbox_events DISABLE TRIGGER outbox_events_notify"
 grep -q "^warn polling table .*no enabled trigger NOTIFYs channel \"outboxd\"" "$T/check2.out" ||
     { cat "$T/check2.out" >&2; fail "check did not warn about the missing trigger"; }
 RELAY_POLL_MS=300 relay_start B
-wait_log B "polling public.outbox_events as B" 10
+wait_log B "polling public.outbox_events as B" 30
 sleep 1
 ins 3 o-5 1
 wait_rows "event_id = '$(uuid 3)' AND status = 'SENT'" 1 5

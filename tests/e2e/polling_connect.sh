@@ -12,7 +12,7 @@ polling_schema
 broker_start
 
 relay_start A
-wait_log A "polling public.outbox_events as A" 10
+wait_log A "polling public.outbox_events as A" 30
 ins 1 a-1 1
 wait_rows "status = 'SENT'" 1 20
 

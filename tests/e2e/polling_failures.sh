@@ -20,7 +20,7 @@ broker_start
 step "broker down: PENDING with backoff, attempts counted, never SENT"
 relay_start F --set polling.lease=4s --set polling.backoff_min=1s --set polling.backoff_max=2s \
     --set polling.max_attempts=100
-wait_log F "polling public.outbox_events as F" 10
+wait_log F "polling public.outbox_events as F" 30
 broker_cmd "down 1"
 for i in 1 2 3 4 5; do ins "$i" "f-$i" 1; done
 wait_rows "attempts >= 2" 5 30
@@ -46,7 +46,7 @@ relay_stop F
 step "attempts used up: QUARANTINED; it blocks its aggregate only"
 relay_start G --set polling.lease=4s --set polling.backoff_min=500ms --set polling.backoff_max=1s \
     --set polling.max_attempts=2 --set kafka.message.max.bytes=20000
-wait_log G "polling public.outbox_events as G" 10
+wait_log G "polling public.outbox_events as G" 30
 broker_cmd "down 1"
 ins 20 q-1 1
 wait_rows "event_id = '$(uuid 20)' AND status = 'QUARANTINED'" 1 20

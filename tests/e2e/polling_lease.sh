@@ -24,7 +24,7 @@ SLOW=(--set polling.lease=2s --set kafka.message.timeout.ms=30000 --set polling.
 
 step "a late SENT from an old generation changes nothing (takeover by SQL)"
 relay_start A "${SLOW[@]}"
-wait_log A "polling public.outbox_events as A" 10
+wait_log A "polling public.outbox_events as A" 30
 grep -q 'message.timeout.ms = 30000 is not below the lease' "$T/relay.A.log" ||
     fail "no warning about a delivery timeout longer than the lease"
 broker_cmd "rtt 1 3000"
@@ -46,7 +46,7 @@ psql_q "UPDATE public.outbox_events SET status = 'SENT', sent_at = now(), lease_
 
 step "two relays: the first hangs, its lease expires, the second re-claims and sends; the late ACK is refused"
 relay_start B "${SLOW[@]}"
-wait_log B "polling public.outbox_events as B" 10
+wait_log B "polling public.outbox_events as B" 30
 broker_cmd "rtt 1 1500"
 ins 2 l-2 1
 wait_rows "event_id = '$(uuid 2)' AND status = 'CLAIMED' AND lease_generation = 1" 1 5
@@ -71,7 +71,7 @@ relay_stop B
 
 step "ACK, then the relay dies before recording SENT: published again"
 relay_start C --set polling.lease=3s --set kafka.message.timeout.ms=20000
-wait_log C "polling public.outbox_events as C" 10
+wait_log C "polling public.outbox_events as C" 30
 sess_open L
 broker_cmd "rtt 1 2000"
 ins 3 l-3 1

@@ -107,7 +107,7 @@ psql_q "DELETE FROM public.outbox_events WHERE aggregate_id LIKE 'recreated-%'"
 
 step "3. streams that die at once: the backoff grows, not ready meanwhile"
 outboxd_start --set postgres.retry_min_ms=200 --set postgres.retry_max_ms=3000
-for _ in $(seq 1 50); do http_get /readyz >/dev/null; [[ $HTTP_STATUS == 200 ]] && break; sleep 0.2; done
+for _ in $(seq 1 150); do http_get /readyz >/dev/null; [[ $HTTP_STATUS == 200 ]] && break; sleep 0.2; done
 assert_eq 200 "$HTTP_STATUS" "/readyz before the faults"
 from=$(($(wc -l <"$T/outboxd.log") + 1))
 # The application keeps writing, so every connection delivers events.
@@ -128,7 +128,7 @@ e2e_bg writer_loop
 writer=$E2E_BG_PID
 e2e_bg killer_loop
 killer=$E2E_BG_PID
-for _ in $(seq 1 100); do # the first kill
+for _ in $(seq 1 300); do # the first kill
     tail -n "+$from" "$T/outboxd.log" | grep -q 'replication stream lost: attempt 1 failed' && break
     sleep 0.1
 done

@@ -255,7 +255,7 @@ grep -q "NOT complete: 0 of $agg_rows selected events were ACKed" "$T/rp.err" ||
 
 step "rows deleted after insert: nothing can be republished, and why"
 psql_q "DELETE FROM public.outbox_events" >/dev/null
-for ((i = 0; i < 50; i++)); do
+for ((i = 0; i < 150; i++)); do
     [[ $(psql_q "SELECT n_tup_del > 0 FROM pg_stat_user_tables WHERE relname = 'outbox_events'") == t ]] && break
     sleep 0.2
 done

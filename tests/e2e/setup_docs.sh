@@ -94,7 +94,7 @@ PG_CONNINFO="host=127.0.0.1 port=$PGPORT dbname=app user=outboxd"
 step "4a. a 'host replication outboxd' line alone: outboxd is not let in"
 hba_with "host replication outboxd 127.0.0.1/32 scram-sha-256"
 outboxd_start --no-wait
-outboxd_wait_exit 10
+outboxd_wait_exit 30
 assert_eq 2 "$OUTBOXD_RC" "exit status without a database line"
 grep -q 'no pg_hba.conf entry' "$T/outboxd.log" ||
     fail "outboxd's error does not name pg_hba.conf: $(grep -m1 ERROR "$T/outboxd.log")"

@@ -89,12 +89,17 @@ gap_rows=$(psql_q "SELECT count(*) FROM public.outbox_events WHERE aggregate_id 
 step "outboxd refuses an invalidated slot at once: halted, /readyz and the metric say why, exit 2, no retry"
 t0=$SECONDS
 outboxd_start --no-wait --set postgres.halt_linger=4s
-for ((i = 0; i < 100; i++)); do
+for ((i = 0; i < 300; i++)); do
     grep -q 'halted: serving /readyz' "$T/outboxd.log" && [[ -n $(outboxd_http_port) ]] && break
     sleep 0.1
 done
-sleep 0.5 # the first snapshot after the halt
-http_get /readyz >"$T/readyz.out"
+# The first snapshot after the halt (published every 500 ms), within the
+# linger: polled, not slept for.
+for ((i = 0; i < 30; i++)); do
+    http_get /readyz >"$T/readyz.out" || true
+    [[ $(cat "$T/readyz.out") == *"replication slot is lost"* ]] && break
+    sleep 0.1
+done
 body=$(cat "$T/readyz.out")
 assert_eq 503 "$HTTP_STATUS" "/readyz while halted"
 [[ $body == *"replication slot is lost"*"outboxd repair"* ]] || fail "/readyz does not say why: $body"
@@ -206,7 +211,7 @@ info "$rows events, $messages messages: $VERIFY_NOTE"
 
 step "an outbox whose rows are deleted: check warns that repair cannot bring them back"
 psql_q "DELETE FROM public.outbox_events WHERE aggregate_id NOT LIKE 'p1a-%'" >/dev/null
-for ((i = 0; i < 50; i++)); do
+for ((i = 0; i < 150; i++)); do
     [[ $(psql_q "SELECT n_tup_del > 0 FROM pg_stat_user_tables WHERE relid = 'public.outbox_events'::regclass") == t ]] && break
     sleep 0.2
 done

@@ -70,7 +70,7 @@ until lsn_ge "$(slot_confirmed_lsn)" "$end"; do
     sleep 0.5
 done
 info "$MANY topics drained in $((SECONDS - start)) s"
-for _ in $(seq 1 20); do [[ "$(acked_total)" == "$MANY" ]] && break; sleep 0.5; done # published every 500 ms
+for _ in $(seq 1 60); do [[ "$(acked_total)" == "$MANY" ]] && break; sleep 0.5; done # published every 500 ms
 assert_eq "$MANY" "$(acked_total)" "events ACKed"
 hwm=$(($(rss_kb VmHWM) / 1024))
 info "outboxd peak RSS (VmHWM): $hwm MB"
@@ -108,7 +108,7 @@ outboxd_start --set log.level=info
 wait_caught_up 90
 # (a dump of 7,000 topics takes minutes: the new instance's counters say
 # it; /metrics is published every 500 ms, so give it a moment)
-for _ in $(seq 1 20); do [[ "$(acked_total)" == 4000 ]] && break; sleep 0.5; done
+for _ in $(seq 1 60); do [[ "$(acked_total)" == 4000 ]] && break; sleep 0.5; done
 assert_eq 4000 "$(acked_total)" "events ACKed after the restart (all 4,000 sent again)"
 
 step "3. /readyz during a stalled event loop"

@@ -75,7 +75,7 @@ standby_start() {
     _as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -l "$T/standby.log" -w -t 60 -o "$PG_CTL_OPTS" \
         start >>"$T/pg_ctl.log" 2>&1 ||
         { tail -n 20 "$T/standby.log" >&2; fail "the standby did not start"; }
-    for ((i = 0; i < 100; i++)); do
+    for ((i = 0; i < 300; i++)); do
         [[ $(at "$P1" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == 1 ]] && break
         sleep 0.2
     done

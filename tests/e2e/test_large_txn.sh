@@ -72,7 +72,7 @@ grep -q "resuming inside transaction $txn: the offset file says its first $kept 
     fail "no resume line for transaction $txn"
 grep -q "skipped the first $kept events of transaction $txn" "$T/outboxd.log" ||
     fail "no line saying the $kept events were skipped"
-for ((i = 0; i < 100; i++)); do
+for ((i = 0; i < 300; i++)); do
     skipped=$(metric_value outboxd_events_skipped_total)
     [[ "$skipped" == "$kept" ]] && break
     sleep 0.1
