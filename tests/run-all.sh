@@ -6,13 +6,11 @@
 # OUTBOXD_TESTS=full also runs the mock_dup tests and the whole PostgreSQL
 # version matrix (below).
 #
-# Parallelism: ctest -j OUTBOXD_TEST_JOBS, by default twice the cores. One
-# ctest slot is half a core: most end-to-end tests wait on servers most of
-# the time (about 0.2-0.5 of a core each), and the tests that keep a core
-# busy (valgrind, the fuzzer, the sanitizer run, the three-broker fault
-# suite, the container build) claim 2 or more slots with ctest's
-# PROCESSORS property (tests/CMakeLists.txt, "Scheduling"). OUTBOXD_TEST_JOBS=1
-# runs one test at a time, as before.
+# Parallelism: ctest -j OUTBOXD_TEST_JOBS, by default twice the cores: most
+# end-to-end tests wait on their servers most of the time (about 0.2-0.5
+# of a core each). The valgrind tests run one at a time, as do the two
+# three-broker fault suites (RESOURCE_LOCK; tests/CMakeLists.txt,
+# "Scheduling"). OUTBOXD_TEST_JOBS=1 runs one test at a time, as before.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -20,10 +18,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build
 cmake --build build -j"$jobs"
 test_jobs=${OUTBOXD_TEST_JOBS:-$((2 * jobs))}
-# ctest starts the costliest tests first (longest first keeps the slots
-# busy to the end): the COST of each long test is set in
-# tests/CMakeLists.txt from a measured run; a cost file of an earlier run
-# here (build/Testing/Temporary/CTestCostData.txt) takes precedence.
+# ctest starts the costliest tests first (longest first keeps every slot
+# busy to the end): each test's COST comes from tests/costs.txt, a measured
+# run; a cost file of an earlier run here
+# (build/Testing/Temporary/CTestCostData.txt) takes precedence.
 # The mock-broker copies of the end-to-end tests that also run against a
 # real broker, and inject nothing only the mock can, carry the label
 # mock_dup (tests/CMakeLists.txt): left out here unless OUTBOXD_TESTS=full,

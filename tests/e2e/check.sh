@@ -112,7 +112,7 @@ if [[ "${E2E_KAFKA:-mock}" == real ]]; then
     run_check 0 eos_absent --set delivery.mode=exactly_once
     all_ok eos_absent
     expect_line eos_absent '^ok   progress topic: outboxd.progress does not exist yet and will be created; '
-    kcat -L -b "$KAFKA_BOOTSTRAP" -t outboxd.progress 2>/dev/null | grep -q 'partition 0' &&
+    kcat -L -b "$KAFKA_BOOTSTRAP" -t outboxd.progress 2>/dev/null | grep 'partition 0' >/dev/null &&
         fail "check created outboxd.progress (validate_only must create nothing)"
     # A topic auto-created by a first message has the broker's default
     # cleanup.policy, delete: refused.

@@ -37,7 +37,7 @@ has() {
 step "each subcommand has its own --help"
 for sub in check verify requeue accept-slot repair republish config; do
     run 0 "help_$sub" "$OUTBOXD" "$sub" --help
-    head -n 1 "$T/help_$sub.out" | grep -q "^usage: outboxd $sub " ||
+    head -n 1 "$T/help_$sub.out" | grep "^usage: outboxd $sub " >/dev/null ||
         fail "outboxd $sub --help: first line is \"$(head -n 1 "$T/help_$sub.out")\", not the usage of $sub"
     has "help_$sub" '^  2  needs an operator: bad usage or configuration'
 done

@@ -125,7 +125,7 @@ info "ok: a misspelt key is refused: $(grep -m1 enviroment "$T/compose.bad.err")
 yaml2json "$T/compose.yml" | jq '.[0]' >"$T/compose.json"
 svc() { jq -r ".services[\"$1\"]$2" "$T/compose.json"; }
 [[ "$(svc postgres '.image')" == postgres:15* ]] || fail "postgres image is $(svc postgres .image), not PostgreSQL 15"
-svc postgres '.command | join(" ")' | grep -qw 'wal_level=logical' ||
+svc postgres '.command | join(" ")' | grep -w 'wal_level=logical' >/dev/null ||
     fail "postgres does not run with wal_level=logical: $(svc postgres '.command | join(" ")')"
 [[ "$(svc kafka '.image')" == apache/kafka:* ]] || fail "kafka image is $(svc kafka .image)"
 [[ "$(svc kafka '.environment.KAFKA_PROCESS_ROLES')" == broker,controller ]] ||
@@ -138,7 +138,7 @@ step "outboxd's settings in docker-compose.yml"
 mapfile -t compose_env < <(svc outboxd '.environment | to_entries[] | "\(.key)=\(.value)"')
 ini=$(svc outboxd '.volumes[] | select(type == "string") | split(":") | select(.[1] == "/etc/outboxd/outboxd.ini") | .[0]')
 [[ -n "$ini" && -f "$ini" ]] || fail "outboxd's ini is not mounted from a file at /etc/outboxd/outboxd.ini (got '$ini')"
-svc outboxd '.volumes[]' | grep -q ':/var/lib/outboxd' || fail "no volume on /var/lib/outboxd (the offset file)"
+svc outboxd '.volumes[]' | grep ':/var/lib/outboxd' >/dev/null || fail "no volume on /var/lib/outboxd (the offset file)"
 info "ini $ini; environment: ${compose_env[*]%%=*}"
 config_ok "docker-compose outboxd" "$ini" "${IMAGE_ENV[@]}" "${compose_env[@]}"
 grep -Eq '^file = /var/lib/outboxd/' "$ini" || fail "$ini keeps the offset file outside the volume"
@@ -218,7 +218,7 @@ while IFS=$'\t' read -r var name key; do
         fail "$var comes from Secret $name key $key, which deploy/kubernetes does not define"
     info "ok: $var from Secret $name/$key"
 done < <(k "$ctr | .env[] | select(.valueFrom.secretKeyRef) | [.name, .valueFrom.secretKeyRef.name, .valueFrom.secretKeyRef.key] | @tsv")
-k "$ctr | .env[] | select(.valueFrom.secretKeyRef) | .name" | grep -qx PGPASSWORD ||
+k "$ctr | .env[] | select(.valueFrom.secretKeyRef) | .name" | grep -x PGPASSWORD >/dev/null ||
     fail "the password does not come from a Secret as PGPASSWORD"
 # The ConfigMap's ini, mounted where the container reads it.
 cm=$(k "$sts | .spec.template.spec.volumes[] | select(.name == \"config\") | .configMap.name")

@@ -89,7 +89,7 @@ BEFORE=$(wc -l <"$T/check.dump.jsonl")
 rm -f "$T/outboxd.offset"
 psql_q "CALL public.load(50, 16, 4, 'p')"
 outboxd_start "${EOS[@]}"
-grep "outboxd\[$OUTBOXD_PID\]" "$T/outboxd.log" | grep -q 'the progress topic outboxd.progress holds' ||
+grep "outboxd\[$OUTBOXD_PID\]" "$T/outboxd.log" | grep 'the progress topic outboxd.progress holds' >/dev/null ||
     fail "the restart did not take its position from the progress topic"
 wait_caught_up 120
 check_delivery --exactly-once
@@ -136,7 +136,7 @@ e2e_bg psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggre
     FROM generate_series(1, 40000) AS g"
 BIG_PID=$E2E_BG_PID
 for ((i = 0; i < 600; i++)); do
-    grep "outboxd\[$OUTBOXD_PID\]" "$T/outboxd.log" | grep -q 'committed: .*(inside a transaction)' && break
+    grep "outboxd\[$OUTBOXD_PID\]" "$T/outboxd.log" | grep 'committed: .*(inside a transaction)' >/dev/null && break
     sleep 0.1
 done
 grep "outboxd\[$OUTBOXD_PID\]" "$T/outboxd.log" | grep 'committed: .*(inside a transaction)' | head -n 1 >&2 ||

@@ -66,7 +66,7 @@ sasl=(--set "kafka.bootstrap.servers=$SASL_SERVERS" --set kafka.security.protoco
 no_password() {
     local w=$1
     shift
-    if cat "$@" | grep -v '^===== e2e: start' | grep -qF -e "$PASSWORD" -e "$WRONG"; then
+    if cat "$@" | grep -v '^===== e2e: start' | grep -F -e "$PASSWORD" -e "$WRONG" >/dev/null; then
         fail "a password appears in $w: $(cat "$@" | grep -v '^===== e2e: start' | grep -F -e "$PASSWORD" -e "$WRONG" | head -2 | cut -c1-300)"
     fi
     info "ok: no password in $w"

@@ -748,6 +748,14 @@ EOF
     fail "outboxd's slot did not become active within 30s"
 }
 
+# outboxd_log_last_start: what outboxd logged since its last start (the
+# lines after the "===== e2e: start #N" line outboxd_start writes). How
+# many lines follow a given one (latency summaries, librdkafka's last
+# words) varies with timing: look for a line here, not in `tail -n N`.
+outboxd_log_last_start() {
+    awk '/^===== e2e: start #/ { buf = ""; next } { buf = buf $0 "\n" } END { printf "%s", buf }' "$T/outboxd.log"
+}
+
 # outboxd_http_port [LOG]: the port outboxd's HTTP server bound, from the
 # last "http: serving ... (port N)" line of LOG (default $HTTP_LOG, else
 # $T/outboxd.log). outboxd listens on port 0 (any free port, race-free

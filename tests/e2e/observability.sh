@@ -186,7 +186,7 @@ info "ok: $lines JSON lines, each with ts (UTC), level, pid, msg, slot"
 start_line=$(jq -c 'select(.msg | startswith("streaming slot"))' "$T/log.jsonl" | head -1)
 [[ -n "$start_line" ]] || fail "no 'streaming slot' line"
 [[ "$(jq -r .lsn <<<"$start_line")" =~ ^[0-9A-F]+/[0-9A-F]+$ ]] || fail "'streaming slot' line without an lsn field: $start_line"
-jq -r 'select(.msg | startswith("reconnecting from")) | .lsn | test("^[0-9A-F]+/[0-9A-F]+$")' "$T/log.jsonl" | grep -qx true ||
+jq -r 'select(.msg | startswith("reconnecting from")) | .lsn | test("^[0-9A-F]+/[0-9A-F]+$")' "$T/log.jsonl" | grep -x true >/dev/null ||
     fail "no 'reconnecting from' line with an lsn field"
 info "ok: lsn fields on the streaming and reconnecting lines"
 # At stop: a line per stage and per Kafka broker (tests/bench reads them).

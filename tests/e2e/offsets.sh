@@ -73,7 +73,7 @@ expect_check() {
     grep -Eq -- "$re" "$T/check.out" || fail "no check line matches /$re/"
 }
 
-in_kafka() { kdump_all | jq -r '.headers.event_id // empty' | grep -qx "$1"; }
+in_kafka() { kdump_all | jq -r '.headers.event_id // empty' | grep -x "$1" >/dev/null; }
 
 step "common start: outboxd streams slot outboxd, writes its offset file"
 outboxd_start

@@ -89,7 +89,7 @@ grep -q "pg_replication_slot_advance('outboxd', pg_current_wal_lsn())" <<<"$line
     fail "the message does not name the fix"
 step "2b. the fix the message names"
 psql_q "SELECT pg_replication_slot_advance('outboxd', pg_current_wal_lsn())" >/dev/null
-if "$OUTBOXD_BUILD_DIR/outboxd" --help 2>&1 | grep -q accept-slot; then
+if "$OUTBOXD_BUILD_DIR/outboxd" --help 2>&1 | grep accept-slot >/dev/null; then
     "$OUTBOXD_BUILD_DIR/outboxd" accept-slot -c "$T/outboxd.ini" >>"$T/outboxd.log" 2>&1 ||
         fail "outboxd accept-slot failed"
 fi
@@ -129,7 +129,7 @@ writer=$E2E_BG_PID
 e2e_bg killer_loop
 killer=$E2E_BG_PID
 for _ in $(seq 1 300); do # the first kill
-    tail -n "+$from" "$T/outboxd.log" | grep -q 'replication stream lost: attempt 1 failed' && break
+    tail -n "+$from" "$T/outboxd.log" | grep 'replication stream lost: attempt 1 failed' >/dev/null && break
     sleep 0.1
 done
 ready_200=0 samples=0

@@ -116,7 +116,7 @@ run_verify() {
 
 # expect_in_log FROM_LINE PATTERN WHAT: the scenario really happened.
 expect_in_log() {
-    tail -n "+$1" "$T/outboxd.log" | grep -qE -- "$2" ||
+    tail -n "+$1" "$T/outboxd.log" | grep -E -- "$2" >/dev/null ||
         fail "$3: no /$2/ in outboxd's log: $(tail -n 3 "$T/outboxd.log")"
 }
 
@@ -201,7 +201,7 @@ psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id
         FROM generate_series(1, 3) AS i"
 wait_caught_up 60
 outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC"
-if tail -n "+$from" "$T/outboxd.log" | grep -q 'readable by its'; then
+if tail -n "+$from" "$T/outboxd.log" | grep 'readable by its' >/dev/null; then
     fail "a warning about a 0600 password file: $(tail -n "+$from" "$T/outboxd.log" | grep 'readable by its')"
 fi
 info "ok: no warning for a 0600 password file"

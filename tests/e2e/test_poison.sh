@@ -159,7 +159,10 @@ for c in $classes; do
     wait "$OUTBOXD_PID" || rc=$?
     OUTBOXD_PID=
     assert_eq 1 "$rc" "exit status of halt on class $c (${expect_code[$c]})"
-    tail -n 5 "$T/outboxd.log" | grep -q "cannot be published: ${expect_code[$c]}" ||
+    # (read whole first: with pipefail, `... | grep -q` fails when grep
+    # stops reading before the writer is done)
+    log=$(outboxd_log_last_start)
+    grep -q "cannot be published: ${expect_code[$c]}" <<<"$log" ||
         fail "the log does not name ${expect_code[$c]}: $(grep ERROR "$T/outboxd.log" | tail -1)"
     confirmed=$(psql_q "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$slot'")
     lsn_ge "$before" "$confirmed" || fail "class $c: slot $slot confirmed $confirmed, past the bad event (after $before)"
