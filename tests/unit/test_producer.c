@@ -262,7 +262,10 @@ START_TEST(test_queue_full_loses_nothing)
         send_ok(n);
     rc = send_event(QUEUE, &kerr, err, sizeof(err));
     ck_assert_int_eq(rc, PRODUCER_QUEUE_FULL);
-    ck_assert_int_eq(producer_outq_len(prod), QUEUE);
+    /* The five are still held. rd_kafka_outq_len() also counts events
+     * waiting in the main queue (an error or statistics event): under
+     * valgrind beside a CPU hog one was there, and it said 6. */
+    ck_assert_int_ge(producer_outq_len(prod), QUEUE);
     /* The relay's way: on QUEUE_FULL serve reports and send again. */
     for (uint64_t n = QUEUE; n < N;) {
         rc = send_event(n, &kerr, err, sizeof(err));
