@@ -103,7 +103,7 @@ fi
 # has no time for a second matrix: left out, and said.
 echo "== not run under the sanitizers: the PostgreSQL 16-18 matrix (label pgmatrix; tests/run-all.sh runs it)"
 
-rm -f "$build/Testing/Temporary/CTestCostData.txt" # unit tests first
+rm -f "$build/Testing/Temporary/CTestCostData.txt" # tests/costs.txt orders the run, not an earlier run's file
 rc=0
 ctest --test-dir "$build" -LE 'memcheck|pgmatrix' -E "$exclude" --output-on-failure \
     --no-tests=error --no-label-summary -j"${SANITIZE_JOBS:-1}" "${args[@]}" || rc=1
