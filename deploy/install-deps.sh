@@ -38,6 +38,8 @@ PACKAGES=(
     # fetches them from the npm registry and runs the package's node script
     nodejs
 )
+# the pinned librdkafka's build (deploy/librdkafka.sh, run below)
+mapfile -t -O "${#PACKAGES[@]}" PACKAGES < <(bash "$(dirname "${BASH_SOURCE[0]}")/librdkafka.sh" --packages)
 # Debian's npm, unless an npm is there already: NodeSource's nodejs package
 # bundles its own npm and conflicts with Debian's (apt would refuse both).
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
@@ -70,3 +72,6 @@ apt-get install -y -qq --no-install-recommends \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
     "${PACKAGES[@]}" >/dev/null
 echo "install-deps.sh: ${#PACKAGES[@]} packages present"
+# The librdkafka outboxd is built with: a pinned release from source, once
+# (a few minutes the first time; nothing when it is there).
+bash "$(dirname "${BASH_SOURCE[0]}")/librdkafka.sh" >/dev/null

@@ -81,8 +81,18 @@ void kafka_log_error(int err, const char *reason);
  */
 bool kafka_err_is_refusal(int err, const char *reason);
 
-/* The fix to log with a refusal of err (a static string). Pure. */
-const char *kafka_refusal_fix(int err);
+/* True when librdkafka rdk_version (rd_kafka_version()'s 0xMMmmrrpp) has
+ * the SCRAM bug that Kafka 4 brokers refuse as "invalid credentials":
+ * before 2.6.1 the client's final message carries its nonce twice
+ * (librdkafka#4895); Kafka 3.x accepted that, Kafka 4 checks the nonce as
+ * RFC 5802 says. Seen here with Debian 12's 2.0.2 (rdkafka202.kafka_security).
+ * Pure. */
+bool kafka_scram_kafka4_bug(int rdk_version);
+
+/* The fix to log with a refusal of err (a static string), for a client of
+ * librdkafka rdk_version (an authentication failure with one that has the
+ * SCRAM bug above also names that). Pure. */
+const char *kafka_refusal_fix(int err, int rdk_version);
 
 /* The first refusal a handle's error callback saw (err 0: none yet). */
 struct kafka_refusal {

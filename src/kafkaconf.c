@@ -46,8 +46,19 @@ bool kafka_err_is_refusal(int err, const char *reason)
            strstr(reason, "certificate verify failed") != NULL;
 }
 
-const char *kafka_refusal_fix(int err)
+bool kafka_scram_kafka4_bug(int rdk_version)
 {
+    return rdk_version < 0x020601ff; /* 2.6.1, its release build */
+}
+
+const char *kafka_refusal_fix(int err, int rdk_version)
+{
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && kafka_scram_kafka4_bug(rdk_version))
+        return "correct [kafka] sasl.username, sasl.password and sasl.mechanism (the "
+               "broker's SCRAM credentials for this user); if they are right and the "
+               "broker is Kafka 4, this librdkafka (before 2.6.1) is the cause: its "
+               "SCRAM proof is refused by Kafka 4 (librdkafka#4895); build outboxd with "
+               "deploy/librdkafka.sh (README, \"Which Kafka and librdkafka\")";
     return err == RD_KAFKA_RESP_ERR__AUTHENTICATION
                ? "correct [kafka] sasl.username, sasl.password and sasl.mechanism (the "
                  "broker's SCRAM credentials for this user)"

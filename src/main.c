@@ -32,7 +32,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
 
 #include "accept.h"
 #include "check.h"
@@ -40,6 +43,7 @@
 #include "config.h"
 #include "exitcode.h"
 #include "inidiff.h"
+#include "kafkaconf.h"
 #include "log.h"
 #include "poll_relay.h"
 #include "relay.h"
@@ -471,7 +475,7 @@ static bool early_option(const struct args *a, int argc, char **argv, int *code)
             return true;
         }
         if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
-            printf("outboxd %s\n", OUTBOXD_VERSION);
+            printf("outboxd %s\nlibrdkafka %s\n", OUTBOXD_VERSION, rd_kafka_version_str());
             return true;
         }
         if (a->cmd == CMD_CONFIG && !strcmp(argv[i], "--example")) {
@@ -634,6 +638,19 @@ static int run_logical(const struct config *cfg)
         log_warn("the replication slot was lost: repairing ([postgres] on_slot_loss = repair)");
     }
 }
+/* SCRAM with a librdkafka that Kafka 4 brokers refuse (kafkaconf.h): said
+ * at start, before the broker's "invalid credentials" says it misleadingly. */
+static void warn_scram_client(const struct config *cfg)
+{
+    const char *mech = config_kafka_get(cfg, "sasl.mechanism");
+    if (!mech || strncasecmp(mech, "SCRAM", 5) != 0 || !kafka_scram_kafka4_bug(rd_kafka_version()))
+        return;
+    log_warn("[kafka] sasl.mechanism = %s with librdkafka %s: Kafka 4 brokers refuse its SCRAM "
+             "proof as invalid credentials (fixed in 2.6.1, librdkafka#4895); Kafka 3.x accepts "
+             "it. Build outboxd with deploy/librdkafka.sh (README, \"Which Kafka and librdkafka\")",
+             mech, rd_kafka_version_str());
+}
+
 
 /* The daemon: installs the signal handlers (SIGTERM/SIGINT set
  * stop_requested; SIGHUP reloads the configuration, reload_config) and
@@ -648,9 +665,10 @@ static int run_daemon(struct config *cfg, const struct args *a, int argc, char *
     if (a->path && ini_pairs_read_file(a->path, &rc.file, err, sizeof(err)) != 0)
         log_warn("%s (SIGHUP will name every key as changed)", err);
     signals_install(&stop_requested, reload_config, &rc);
-    log_info("outboxd %s starting (%s mode, allocator %s)", OUTBOXD_VERSION,
+    log_info("outboxd %s starting (%s mode, allocator %s, librdkafka %s)", OUTBOXD_VERSION,
              cfg->source_mode == SOURCE_POLLING ? "polling" : "logical",
-             allocator_name(alloc, sizeof(alloc)));
+             allocator_name(alloc, sizeof(alloc)), rd_kafka_version_str());
+    warn_scram_client(cfg);
     code = cfg->source_mode == SOURCE_POLLING ? poll_relay_run(cfg, &stop_requested)
                                                : run_logical(cfg);
     ini_pairs_free(&rc.file);

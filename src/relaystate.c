@@ -120,7 +120,7 @@ static enum step read_frames(struct relay *r)
  * publication, a server shutting down, librdkafka giving up. */
 static enum step stream_health(struct relay *r)
 {
-    char err[512];
+    char err[1536]; /* a refusal: librdkafka's reason (512) and its fix */
     if (tracker_failed(r->trk) || r->pub_lost) return STEP_FATAL;
     if (r->server_stopping) {
         /* A walsender of a shutting-down server waits until the client

@@ -130,7 +130,11 @@ found=$(podman run --rm --pull=never --network=host --entrypoint /bin/bash "$IMA
 missing=$(podman run --rm --pull=never --network=host --entrypoint /usr/bin/ldd "$IMAGE" \
     /usr/local/bin/outboxd | grep 'not found' || true)
 [[ -z "$missing" ]] || fail "libraries missing in the image: $missing"
-assert_eq "outboxd 0.1.0" "$(podman run --rm --pull=never --network=host "$IMAGE" --version)" \
+# The image carries the pinned librdkafka (deploy/librdkafka.sh), not
+# Debian 12's 2.0.2.
+assert_eq "outboxd 0.1.0
+librdkafka $(bash "$E2E_SRC_DIR/deploy/librdkafka.sh" --version)" \
+    "$(podman run --rm --pull=never --network=host "$IMAGE" --version)" \
     "outboxd --version in the image"
 
 # ---------------------------------------------------------------- run it

@@ -41,7 +41,7 @@
 # (300), LOAD_TYPES (4 topics of 4 partitions), LOAD_PAUSE (0.3),
 # ALL_DOWN_S (30), TWO_DOWN_S (10), OUTBOXD_TEST_PLUGIN (pgoutput),
 # FAULTS_SAVE_DIR (logs, dump and marks copied there at the end),
-# DELIVERY_MODE (at_least_once or exactly_once).
+# DELIVERY_MODE (at_least_once or exactly_once), FAULTS_OUTBOXD_SET (below).
 # A 3-broker cluster is heavy on a 2-core machine: run one at a time, e.g.
 #   flock /tmp/outboxd-heavy.lock bash tests/e2e/faults_real.sh --rounds 3
 usage() { sed -n '2,/^# A 3-broker/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
@@ -77,6 +77,10 @@ info "knobs: rounds=$ROUNDS WRITERS=$WRITERS LOAD_KEYS=$LOAD_KEYS LOAD_TYPES=$LO
     "DELIVERY_MODE=$DELIVERY_MODE"
 SLOT=${OUTBOXD_SLOT:-outboxd}
 OUTBOXD_ARGS=(--set postgres.retry_max_ms=2000 --set "delivery.mode=$DELIVERY_MODE")
+# FAULTS_OUTBOXD_SET="SECTION.KEY=VALUE ...": more settings for outboxd, for
+# experiments (e.g. another [kafka] max.in.flight.requests.per.connection
+# in a scratch build that allows it; tests/README.md, Evidence).
+for kv in ${FAULTS_OUTBOXD_SET:-}; do OUTBOXD_ARGS+=(--set "$kv"); done
 KILLS=0 PG_RESTARTS=0 PG_FAST=0 PG_IMMEDIATE=0 WALSENDER_KILLS=0 SIGTERMS=0
 LEADER_KILLS=0 BROKER_STOPS=0 TWO_DOWN=0 ALL_DOWN=0
 PARTITIONS=$((LOAD_TYPES * ${KAFKA_PARTITIONS:-4}))
@@ -195,6 +199,34 @@ kill9_restart() {
     else
         outboxd_start "${OUTBOXD_ARGS[@]}"
     fi
+}
+
+# txn_check WHEN [--idle]: in exactly_once, no transaction left hanging on
+# the cluster (tests/kafka/Admin.java "transactions": a partition held open
+# by a transaction its coordinator does not hold open there, or one open
+# past its timeout): Kafka 4 brokers run the transaction protocol v2
+# (KIP-890), librdkafka speaks v1 to them. --idle (the load stopped and
+# drained): no transaction open at all, on a partition or a coordinator. A
+# transaction that ends between the admin requests can look hanging once,
+# so the check asks again for up to 30 s; each try is a JVM start.
+txn_check() {
+    [[ $DELIVERY_MODE == exactly_once ]] || return 0
+    local when=$1 idle=${2:-} i out bad
+    wait_full_isr "$when"
+    for ((i = 0; i < 10; i++)); do
+        out=$("$E2E_SRC_DIR/tests/kafka/kafka.sh" admin "$E2E_KAFKA_DIR" transactions 2>&1) ||
+            fail "listing the transactions ($when): $out"
+        bad=$(grep '^hanging ' <<<"$out" || true)
+        if [[ -n $idle ]]; then
+            bad+=$(grep -E '^open |^txn [^ ]+ (ONGOING|PREPARE_[A-Z_]+) ' <<<"$out" || true)
+        fi
+        [[ -z $bad ]] && break
+        sleep 3
+    done
+    [[ -z $bad ]] || fail "transactions left open or hanging ($when), 30 s later still:"$'\n'"$out"
+    info "ok: no transaction hanging ($when${idle:+, none open}): $(grep -c '^txn ' <<<"$out" || true) transactional id(s)," \
+        "$(grep -c '^open ' <<<"$out" || true) partition(s) in an open transaction"
+    grep '^txn ' <<<"$out" | sed 's/^/   /' >&2
 }
 
 # restart_bg ID: starts broker ID again in the background (a restart takes
@@ -332,6 +364,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     walsender_kill
     pg_restart_mode immediate
     walsender_kill
+    txn_check "after round $round"
 done
 load_secs=$((SECONDS - load_t0))
 
@@ -341,6 +374,7 @@ outboxd_assert_running
 stats=$(load_stats)
 
 faults_drain
+txn_check "after the drain" --idle
 
 # The independent consumer: every committed event, per-key order, headers
 # (read_committed, librdkafka's default); exactly once in exactly_once mode.

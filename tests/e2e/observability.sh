@@ -190,14 +190,17 @@ jq -r 'select(.msg | startswith("reconnecting from")) | .lsn | test("^[0-9A-F]+/
     fail "no 'reconnecting from' line with an lsn field"
 info "ok: lsn fields on the streaming and reconnecting lines"
 # At stop: a line per stage and per Kafka broker (tests/bench reads them).
+# (The messages read whole first: with pipefail, `jq | grep -q` fails when
+# grep exits at its match and jq, still writing, dies of SIGPIPE.)
+msgs=$(jq -r .msg "$T/log.jsonl")
 for stage in commit-to-receive receive-to-produce produce-to-ack; do
-    jq -r .msg "$T/log.jsonl" | grep -Eq "^stage $stage over [0-9]+ events: p50 [0-9]+ us, p99 [0-9]+ us, max [0-9]+ us$" ||
+    grep -Eq "^stage $stage over [0-9]+ events: p50 [0-9]+ us, p99 [0-9]+ us, max [0-9]+ us$" <<<"$msgs" ||
         fail "no 'stage $stage over N events' line at stop"
 done
-jq -r .msg "$T/log.jsonl" | grep -Eq '^stage ack-to-confirm over [0-9]+ transactions: p50 [0-9]+ us, p99 [0-9]+ us, max [0-9]+ us$' ||
+grep -Eq '^stage ack-to-confirm over [0-9]+ transactions: p50 [0-9]+ us, p99 [0-9]+ us, max [0-9]+ us$' <<<"$msgs" ||
     fail "no 'stage ack-to-confirm over N transactions' line at stop"
 us='(([0-9]+)|n/a) us'
-jq -r .msg "$T/log.jsonl" | grep -Eq "^kafka broker [^ ]+ over [1-9][0-9]* windows: rtt avg $us p99 $us; int_latency avg $us p99 $us; outbuf_latency avg $us p99 $us; produce requests [1-9][0-9]*, bytes per request [0-9]+; thread wake-ups [1-9][0-9]*$" ||
+grep -Eq "^kafka broker [^ ]+ over [1-9][0-9]* windows: rtt avg $us p99 $us; int_latency avg $us p99 $us; outbuf_latency avg $us p99 $us; produce requests [1-9][0-9]*, bytes per request [0-9]+; thread wake-ups [1-9][0-9]*$" <<<"$msgs" ||
     fail "no 'kafka broker NAME over W windows' line with produce requests at stop"
 info "ok: the stage and kafka broker lines at stop"
 if grep -q 'sekret-pw-4711' "$T/outboxd.log" "$T/metrics.txt"; then

@@ -16,8 +16,12 @@ if grep -q '^OUTBOXD_JEMALLOC:BOOL=ON' "$OUTBOXD_BUILD_DIR/CMakeCache.txt" &&
     ! grep -q '^OUTBOXD_SANITIZE:BOOL=ON' "$OUTBOXD_BUILD_DIR/CMakeCache.txt"; then
     want=jemalloc
 fi
-grep -qE "starting \(logical mode, allocator $want( [0-9.]+)?\)" "$T/outboxd.log" ||
-    fail "start-up line does not name allocator $want: $(grep -m1 starting "$T/outboxd.log")"
+# It also names the librdkafka loaded at run time: the build's (the pinned
+# release, or the system's in the rdkafka202.* copies).
+rdk=$("$OUTBOXD_BUILD_DIR/outboxd" --version | sed -n 's/^librdkafka //p')
+[[ -n "$rdk" ]] || fail "outboxd --version names no librdkafka"
+grep -qE "starting \(logical mode, allocator $want( [0-9.]+)?, librdkafka ${rdk//./\\.}\)" "$T/outboxd.log" ||
+    fail "start-up line does not name allocator $want and librdkafka $rdk: $(grep -m1 starting "$T/outboxd.log")"
 
 step "single-row transaction"
 psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)

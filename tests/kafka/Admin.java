@@ -8,11 +8,25 @@
 //                                              the cluster's default)
 //     allow:PRINCIPAL:OPERATION:TOPIC          adds an ALLOW ACL on a topic
 //     deny:PRINCIPAL:OPERATION:TOPIC           adds a DENY ACL on a topic
+//     transactions                             prints the cluster's
+//         transactions (kafka-transactions.sh list, describe and
+//         describe-producers in one): a line per transactional id,
+//           txn ID STATE producer=PID epoch=E partitions=N age_ms=A timeout_ms=T
+//         one per partition where a producer holds a transaction open,
+//           open TOPIC-PARTITION producer=PID epoch=E since_offset=O
+//         and "hanging ..." for what is left hanging: a partition's open
+//         transaction that its coordinator does not hold open on that
+//         partition (what kafka-transactions.sh find-hanging looks for), or
+//         a transaction open past its own timeout plus 10 s (the
+//         coordinator should have aborted it). A transaction that ends
+//         between the two requests can show as hanging once: the caller
+//         asks again.
 // e.g. topic:outbox.small:2:max.message.bytes=1000
 //      deny:User:ANONYMOUS:WRITE:outbox.denied (PRINCIPAL holds one ':')
 // Exits 1 with the broker's reason when any operation fails.
 import java.util.*;
 import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.acl.*;
 import org.apache.kafka.common.resource.*;
 
@@ -23,6 +37,7 @@ public class Admin {
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "30000");
         List<NewTopic> topics = new ArrayList<>();
         List<AclBinding> acls = new ArrayList<>();
+        boolean transactions = false;
         for (int i = 1; i < args.length; i++) {
             String[] f = args[i].split(":", -1);
             switch (f[0]) {
@@ -45,6 +60,9 @@ public class Admin {
                                            f[0].equals("allow") ? AclPermissionType.ALLOW
                                                                 : AclPermissionType.DENY)));
                 break;
+            case "transactions":
+                transactions = true;
+                break;
             default:
                 System.err.println("Admin: unknown operation " + args[i]);
                 System.exit(2);
@@ -53,9 +71,61 @@ public class Admin {
         try (AdminClient a = AdminClient.create(p)) {
             if (!topics.isEmpty()) a.createTopics(topics).all().get();
             if (!acls.isEmpty()) a.createAcls(acls).all().get();
+            if (transactions) printTransactions(a);
         } catch (Exception e) {
             System.err.println("Admin: " + e.getMessage());
             System.exit(1);
+        }
+    }
+
+    static void printTransactions(AdminClient a) throws Exception {
+        List<String> ids = new ArrayList<>();
+        for (TransactionListing l : a.listTransactions().all().get())
+            ids.add(l.transactionalId());
+        Collections.sort(ids);
+        Map<String, TransactionDescription> txns =
+            ids.isEmpty() ? Map.of() : a.describeTransactions(ids).all().get();
+        Map<Long, TransactionDescription> byProducer = new HashMap<>();
+        long now = System.currentTimeMillis();
+        for (String id : ids) {
+            TransactionDescription d = txns.get(id);
+            byProducer.put(d.producerId(), d);
+            long age = d.transactionStartTimeMs().isPresent() ? now - d.transactionStartTimeMs().getAsLong() : -1;
+            System.out.printf("txn %s %s producer=%d epoch=%d partitions=%d age_ms=%d timeout_ms=%d%n", id,
+                              d.state().name(), d.producerId(), d.producerEpoch(), d.topicPartitions().size(), age,
+                              d.transactionTimeoutMs());
+            boolean open = d.state() != TransactionState.COMPLETE_COMMIT
+                && d.state() != TransactionState.COMPLETE_ABORT && d.state() != TransactionState.EMPTY;
+            if (open && age > d.transactionTimeoutMs() + 10000)
+                System.out.printf("hanging txn %s %s open %d ms, its timeout %d ms%n", id, d.state().name(), age,
+                                  d.transactionTimeoutMs());
+        }
+        List<TopicPartition> parts = new ArrayList<>();
+        Set<String> topics = a.listTopics().names().get();
+        for (TopicDescription t : a.describeTopics(topics).allTopicNames().get().values())
+            for (org.apache.kafka.common.TopicPartitionInfo pi : t.partitions())
+                parts.add(new TopicPartition(t.name(), pi.partition()));
+        parts.sort(Comparator.comparing(TopicPartition::toString));
+        Map<TopicPartition, DescribeProducersResult.PartitionProducerState> states =
+            parts.isEmpty() ? Map.of() : a.describeProducers(parts).all().get();
+        for (TopicPartition tp : parts) {
+            for (ProducerState ps : states.get(tp).activeProducers()) {
+                if (ps.currentTransactionStartOffset().isEmpty()) continue;
+                System.out.printf("open %s producer=%d epoch=%d since_offset=%d%n", tp, ps.producerId(),
+                                  ps.producerEpoch(), ps.currentTransactionStartOffset().getAsLong());
+                TransactionDescription d = byProducer.get(ps.producerId());
+                boolean held = d != null && d.topicPartitions().contains(tp)
+                    && (d.state() == TransactionState.ONGOING || d.state() == TransactionState.PREPARE_COMMIT
+                        || d.state() == TransactionState.PREPARE_ABORT
+                        || d.state() == TransactionState.PREPARE_EPOCH_FENCE);
+                if (!held)
+                    System.out.printf("hanging %s producer=%d epoch=%d since_offset=%d: its coordinator %s%n", tp,
+                                      ps.producerId(), ps.producerEpoch(),
+                                      ps.currentTransactionStartOffset().getAsLong(),
+                                      d == null ? "knows no transaction of this producer"
+                                                : "has it " + d.state().name() + " on " + d.topicPartitions().size()
+                                                      + " other partition(s)");
+            }
         }
     }
 }

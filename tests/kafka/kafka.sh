@@ -211,7 +211,9 @@ wait_broker() {
     for ((i = 0; i < 600; i++)); do
         [[ -n "$(node_pid "$dir" "$id")" ]] ||
             die "broker $id exited while starting (pid file: $(cat "$dir/node$id/pid" 2>/dev/null || echo none); files: $(ls "$dir/node$id" 2>&1 | tr '\n' ' ')): $(tail -n 20 "$dir/node$id/stdout.log" "$dir/node$id/server.log" 2>&1)"
-        if kcat -L -b "127.0.0.1:$port" -m 2 2>/dev/null | grep -qE "^ *broker $id at "; then
+        # (kcat's answer read whole: with pipefail, `kcat | grep -q` is
+        # false when kcat, still writing, dies of SIGPIPE.)
+        if grep -qE "^ *broker $id at " <<<"$(kcat -L -b "127.0.0.1:$port" -m 2 2>/dev/null)"; then
             return 0
         fi
         sleep 0.2

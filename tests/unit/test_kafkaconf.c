@@ -59,8 +59,29 @@ START_TEST(test_note_keeps_the_first_refusal)
     kafka_refusal_note(&r, RD_KAFKA_RESP_ERR__SSL, CERT_REASON);
     ck_assert_int_eq(r.err, RD_KAFKA_RESP_ERR__AUTHENTICATION);
     ck_assert_str_eq(r.reason, SASL_REASON);
-    ck_assert(strstr(kafka_refusal_fix(r.err), "sasl.password") != NULL);
-    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL), "ssl.ca.location") != NULL);
+    ck_assert(strstr(kafka_refusal_fix(r.err, 0x020e02ff), "sasl.password") != NULL);
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, 0x020e02ff), "ssl.ca.location") !=
+              NULL);
+}
+END_TEST
+
+/* librdkafka before 2.6.1 (librdkafka#4895): its SCRAM proof is refused by
+ * Kafka 4; an authentication failure with it names that, and only then. */
+START_TEST(test_refusal_fix_names_the_scram_bug_of_old_clients)
+{
+    ck_assert(kafka_scram_kafka4_bug(0x020002ff));  /* 2.0.2, Debian 12 */
+    ck_assert(kafka_scram_kafka4_bug(0x020300ff));  /* 2.3.0, Ubuntu 24.04 */
+    ck_assert(kafka_scram_kafka4_bug(0x020600ff));  /* 2.6.0 */
+    ck_assert(!kafka_scram_kafka4_bug(0x020601ff)); /* 2.6.1: fixed */
+    ck_assert(!kafka_scram_kafka4_bug(0x020e02ff)); /* 2.14.2 */
+    const char *old = kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, 0x020002ff);
+    ck_assert(strstr(old, "sasl.password") != NULL);
+    ck_assert(strstr(old, "librdkafka#4895") != NULL);
+    ck_assert(strstr(old, "deploy/librdkafka.sh") != NULL);
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, 0x020e02ff),
+                     "librdkafka#4895") == NULL);
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, 0x020002ff), "librdkafka#4895") ==
+              NULL);
 }
 END_TEST
 
@@ -149,6 +170,7 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_not_refusals);
     tcase_add_test(tc, test_note_keeps_the_first_refusal);
+    tcase_add_test(tc, test_refusal_fix_names_the_scram_bug_of_old_clients);
     suite_add_tcase(s, tc);
     tc = tcase_create("producer configuration");
     tcase_add_checked_fixture(tc, conf_setup, conf_teardown);
