@@ -76,13 +76,16 @@ step "ACK, then the relay dies before recording SENT: published again"
 relay_start C --set polling.lease=3s --set kafka.message.timeout.ms=20000
 wait_log C "polling public.outbox_events as C" 30
 sess_open L
-broker_cmd "rtt 1 2000"
+broker_cmd "rtt 1 1000"
 ins 3 l-3 1
 wait_rows "event_id = '$(uuid 3)' AND status = 'CLAIMED' AND lease_owner = 'C'" 1 5
 # NOWAIT: the relay holds no row lock while it waits for the broker.
 sess_run L "BEGIN; SELECT 1 FROM public.outbox_events WHERE event_id = '$(uuid 3)' FOR UPDATE NOWAIT;"
 # The ACK arrives; C's SENT update now waits for our row lock.
-for ((i = 0; i < 300; i++)); do
+# (1 s per request: librdkafka 2.14.2 sends several before the produce of
+# a new topic, and at 2 s the message ran into its 20 s timeout under the
+# AddressSanitizer build in a full CI run; 60 s of waiting for the ACK.)
+for ((i = 0; i < 600; i++)); do
     waiting=$(psql_q "SELECT pid FROM pg_stat_activity WHERE application_name = 'outboxd-polling' AND wait_event_type = 'Lock' AND query LIKE 'UPDATE%SENT%'")
     [[ -n "$waiting" ]] && break
     sleep 0.1
