@@ -17,8 +17,11 @@
 # with a private sources list (nothing in /etc/apt changes): apt checks the
 # Sources index against Debian's archive key and the tarball against the
 # index; this script then checks the tarball against the SHA-256 pinned
-# below. Only the upstream .orig.tar.gz is built: Debian's patches expect
-# nanopb headers that Debian 12 does not have.
+# below. Only the upstream .orig.tar.gz is built (Debian's patches expect
+# nanopb headers that Debian 12 does not have), with one change of
+# outboxd's: deploy/librdkafka-wakeup.patch (a broker thread of the
+# idempotent producer spins while a partition's request is in flight; the
+# patch says why and what it changes).
 #
 #   librdkafka.sh                 builds and installs into the prefix unless
 #                                 a complete build of this pin is there;
@@ -29,7 +32,8 @@
 #
 # LIBRDKAFKA_PREFIX overrides the prefix (default
 # /opt/outboxd/librdkafka-VERSION). The prefix's .complete holds the
-# tarball's SHA-256: a prefix built from anything else is rebuilt.
+# tarball's and the patch's SHA-256: a prefix built from anything else is
+# rebuilt.
 # Features: TLS (OpenSSL), SASL (Cyrus: GSSAPI; SCRAM and PLAIN are
 # built in), zstd, lz4, zlib, as Debian's package; no libcurl (OIDC token
 # fetching), which outboxd does not use.
@@ -39,9 +43,10 @@ RDKAFKA_VERSION=2.14.2
 RDKAFKA_DEBIAN_VERSION=2.14.2-1
 RDKAFKA_DEBIAN_SUITE=sid
 RDKAFKA_SHA256=4d53568c13717b167d12c7b2a0fe12aeb5d6bfe02de53df5b68f86d870a81b33
-BUILD_PACKAGES=(build-essential libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev)
+BUILD_PACKAGES=(build-essential patch libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev)
 
 prefix=${LIBRDKAFKA_PREFIX:-/opt/outboxd/librdkafka-$RDKAFKA_VERSION}
+patch_file="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/librdkafka-wakeup.patch"
 
 say() { echo "librdkafka.sh: $*" >&2; }
 die() {
@@ -66,7 +71,9 @@ case "${1:-}" in
 *) die "usage: librdkafka.sh [--prefix|--version|--packages]" ;;
 esac
 
-if [[ "$(cat "$prefix/.complete" 2>/dev/null)" == "$RDKAFKA_SHA256" ]]; then
+[[ -r $patch_file ]] || die "$patch_file missing"
+stamp="$RDKAFKA_SHA256 $(sha256sum "$patch_file" | cut -d' ' -f1)"
+if [[ "$(cat "$prefix/.complete" 2>/dev/null)" == "$stamp" ]]; then
     echo "$prefix"
     exit 0
 fi
@@ -113,6 +120,8 @@ sum=$(sha256sum "$tarball" | cut -d' ' -f1)
 
 mkdir "$work/build"
 tar -xzf "$tarball" -C "$work/build" --strip-components=1
+(cd "$work/build" && patch -p1 --quiet --forward <"$patch_file") ||
+    die "$(basename "$patch_file") does not apply to librdkafka $RDKAFKA_VERSION"
 say "building librdkafka $RDKAFKA_VERSION into $prefix (a few minutes)"
 (
     cd "$work/build"
@@ -126,6 +135,6 @@ say "building librdkafka $RDKAFKA_VERSION into $prefix (a few minutes)"
 # archive is not used: outboxd links the shared library (its RPATH points
 # here).
 rm -f "$prefix"/lib/*.a "$prefix"/lib/pkgconfig/rdkafka-static.pc
-echo "$RDKAFKA_SHA256" >"$prefix/.complete"
+echo "$stamp" >"$prefix/.complete"
 say "librdkafka $RDKAFKA_VERSION installed in $prefix"
 echo "$prefix"

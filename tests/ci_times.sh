@@ -65,7 +65,7 @@ results | awk '
         for (i = 2; i <= m; i++)
             for (j = i; j > 1 && keys[j - 1] > keys[j]; j--) { t = keys[j]; keys[j] = keys[j - 1]; keys[j - 1] = t }
         for (i = 1; i <= m; i++) {
-            g = keys[i]; label = g; sub(/^[0-9]+\|/, "", label)
+            g = keys[i]; label = g; sub(/^[0-9]+[a-z]?\|/, "", label)
             printf "| %s | %d | %.0f | `%s` %.0f s |\n", label, n[g], s[g], maxt[g], max[g]
         }
         printf "| all | %d | %.0f | |\n", tests, all

@@ -3,7 +3,7 @@
 # run, on the same WAL backlog and the same real Kafka broker.
 #
 # A throw-away PostgreSQL 15 with Debezium's default outbox table
-# (public.outbox, published by dbz_pub) and one real Apache Kafka 3.9.1
+# (public.outbox, published by dbz_pub) and one real Apache Kafka (4.4.0)
 # broker (tests/kafka/kafka.sh; 4 partitions per topic). Per pair, three
 # slots are created, THEN N events are loaded (the drain workload of
 # tests/bench/run.sh: ~300-byte jsonb payloads, 1,000 aggregates, half the

@@ -60,7 +60,7 @@
 #            only what its metadata says: it keeps one copy, on the
 #            leader, and answers acks=all as soon as the leader appended
 #            the batch, so on the mock RF and acks cost nothing.
-#   --kafka real: against a real Apache Kafka 3.9.1 (tests/kafka/kafka.sh,
+#   --kafka real: against a real Apache Kafka 4.4.0 (tests/kafka/kafka.sh,
 #            E2E_KAFKA=real in lib.sh) instead of the mock cluster: one
 #            broker (RF 1), or with --brokers 3 a controller and three
 #            brokers (RF 3, min.insync.replicas 2; outboxd produces with

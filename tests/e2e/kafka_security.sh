@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Kafka over TLS and SASL/SCRAM-SHA-512 over TLS, against one real Kafka
-# broker (the suite's 4.4; 3.9.1 in kafka39.kafka_security) with three listeners: PLAINTEXT (the test's own dumps and the
-# broker's internal traffic), SSL and SASL_SSL. A throw-away CA and the
+# broker (the suite's 4.4; 3.9.1 in kafka39.kafka_security) with three
+# listeners: PLAINTEXT (the test's own dumps and the broker's internal
+# traffic), SSL and SASL_SSL. A throw-away CA and the
 # broker's certificate (SAN IP:127.0.0.1) are made with openssl here; the
 # broker reads them as PEM (ssl.keystore.type = PEM); the SCRAM credential
 # is added when the storage is formatted. E2E_KAFKA=real always.
