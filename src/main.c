@@ -638,6 +638,7 @@ static int run_logical(const struct config *cfg)
         log_warn("the replication slot was lost: repairing ([postgres] on_slot_loss = repair)");
     }
 }
+
 /* SCRAM with a librdkafka that Kafka 4 brokers refuse (kafkaconf.h): said
  * at start, before the broker's "invalid credentials" says it misleadingly. */
 static void warn_scram_client(const struct config *cfg)
@@ -650,7 +651,6 @@ static void warn_scram_client(const struct config *cfg)
              "it. Build outboxd with deploy/librdkafka.sh (README, \"Which Kafka and librdkafka\")",
              mech, rd_kafka_version_str());
 }
-
 
 /* The daemon: installs the signal handlers (SIGTERM/SIGINT set
  * stop_requested; SIGHUP reloads the configuration, reload_config) and
