@@ -59,11 +59,12 @@ static bool progress_moved(const struct confirmer *c, const struct confirm_view 
 bool confirmer_progress_to_store(const struct confirmer *c, const struct confirm_view *v,
                                  lsn_t lsn, struct tracker_progress *out)
 {
-    if (v->has_progress && v->progress.txn_lsn > lsn) {
+    /* At lsn too: see offset.c, parse_progress(). */
+    if (v->has_progress && v->progress.txn_lsn >= lsn) {
         *out = v->progress;
         return true;
     }
-    if (c->stored_has_progress && c->stored_progress.txn_lsn > lsn) {
+    if (c->stored_has_progress && c->stored_progress.txn_lsn >= lsn) {
         *out = c->stored_progress;
         return true;
     }
@@ -75,7 +76,7 @@ bool confirmer_write_due(const struct confirmer *c, const struct confirm_view *v
 {
     lsn_t flush = confirmer_confirmable(c, v);
     if (c->rewrite_offset && flush >= c->stored_lsn) return true;
-    if (progress_moved(c, v) && v->progress.txn_lsn > c->stored_lsn &&
+    if (progress_moved(c, v) && v->progress.txn_lsn >= c->stored_lsn &&
         (force || v->events_acked != c->acked_at_write))
         return true;
     return resume_write_due(flush, c->stored_lsn, v->events_acked != c->acked_at_write,

@@ -31,7 +31,7 @@ struct offset_state ktxn_position(const struct offset_state *identity, lsn_t flu
 {
     struct offset_state pos = *identity;
     pos.lsn = flush;
-    pos.has_progress = has_progress && progress.acked > 0 && progress.txn_lsn > flush;
+    pos.has_progress = has_progress && progress.acked > 0 && progress.txn_lsn >= flush;
     pos.txn_lsn = pos.has_progress ? progress.txn_lsn : 0;
     pos.txn_acked = pos.has_progress ? progress.acked : 0;
     pos.format = offset_format_of(&pos);

@@ -182,7 +182,12 @@ static int parse_commit_time_line(const struct offset_state *out, bool seen, cha
 }
 
 /* Format 3's progress (also in format 4): txn and txn_acked both or
- * neither, and the transaction after lsn. Returns 0 or -1 with err. */
+ * neither, and the transaction at or after lsn. At lsn: a keepalive may
+ * confirm the position of a commit record the walsender has not decoded
+ * yet (everything before it was), and PostgreSQL sends a transaction
+ * again unless it committed *before* the confirmed position
+ * (SnapBuildXactNeedsSkip): its progress still counts. Returns 0 or -1
+ * with err. */
 static int parse_progress(struct offset_state *out, bool txn, bool acked, char *err,
                           size_t errlen)
 {
@@ -196,10 +201,10 @@ static int parse_progress(struct offset_state *out, bool txn, bool acked, char *
                  txn ? "txn_acked" : "txn");
         return -1;
     }
-    if (txn && out->txn_lsn <= out->lsn) {
+    if (txn && out->txn_lsn < out->lsn) {
         char a[LSN_STRLEN], b[LSN_STRLEN];
         snprintf(err, errlen,
-                 "txn=%s is not after lsn=%s: a transaction partly ACKed commits after "
+                 "txn=%s is before lsn=%s: a transaction partly ACKed commits at or after "
                  "everything fully ACKed",
                  lsn_format(out->txn_lsn, a), lsn_format(out->lsn, b));
         return -1;

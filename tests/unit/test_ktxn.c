@@ -171,11 +171,27 @@ START_TEST(test_position_progress_not_past_flush_is_dropped)
     struct offset_state pos = ktxn_position(&id, 0x2000, true, zero);
     ck_assert(!pos.has_progress);
     ck_assert_int_eq(pos.format, 2);
-    /* A transaction at or below flush is complete: no partial count. */
-    struct tracker_progress old = {.txn_lsn = 0x2000, .acked = 5};
+    /* A transaction committed below flush is complete: no partial count
+     * (a completed one moves flush to its commit's end, past its commit). */
+    struct tracker_progress old = {.txn_lsn = 0x1ff8, .acked = 5};
     pos = ktxn_position(&id, 0x2000, true, old);
     ck_assert(!pos.has_progress);
     ck_assert_uint_eq(pos.txn_acked, 0);
+}
+END_TEST
+
+/* A transaction committed exactly at flush is not complete: flush came from
+ * a keepalive sent when the walsender stood at its commit record (or from
+ * the previous commit's end, right before it). PostgreSQL sends it again
+ * after a restart there, so its partial count must be kept. */
+START_TEST(test_position_progress_at_flush_is_kept)
+{
+    struct offset_state id = at(0x10);
+    struct tracker_progress at_flush = {.txn_lsn = 0x2000, .acked = 5};
+    struct offset_state pos = ktxn_position(&id, 0x2000, true, at_flush);
+    ck_assert(pos.has_progress);
+    ck_assert_uint_eq(pos.txn_lsn, 0x2000);
+    ck_assert_uint_eq(pos.txn_acked, 5);
 }
 END_TEST
 
@@ -195,6 +211,7 @@ int main(void)
     tcase_add_test(tq, test_position_whole_transactions);
     tcase_add_test(tq, test_position_partial_transaction);
     tcase_add_test(tq, test_position_progress_not_past_flush_is_dropped);
+    tcase_add_test(tq, test_position_progress_at_flush_is_kept);
     suite_add_tcase(s, tq);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
