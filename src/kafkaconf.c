@@ -51,20 +51,22 @@ bool kafka_scram_kafka4_bug(int rdk_version)
     return rdk_version < 0x020601ff; /* 2.6.1, its release build */
 }
 
+/* The fix for an authentication failure, with every librdkafka. */
+#define SASL_FIX                                                                            \
+    "correct [kafka] sasl.username, sasl.password and sasl.mechanism (the broker's SCRAM " \
+    "credentials for this user)"
+
 const char *kafka_refusal_fix(int err, int rdk_version)
 {
-    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && kafka_scram_kafka4_bug(rdk_version))
-        return "correct [kafka] sasl.username, sasl.password and sasl.mechanism (the "
-               "broker's SCRAM credentials for this user); if they are right and the "
-               "broker is Kafka 4, this librdkafka (before 2.6.1) is the cause: its "
-               "SCRAM proof is refused by Kafka 4 (librdkafka#4895); build outboxd with "
-               "deploy/librdkafka.sh (README, \"Which Kafka and librdkafka\")";
-    return err == RD_KAFKA_RESP_ERR__AUTHENTICATION
-               ? "correct [kafka] sasl.username, sasl.password and sasl.mechanism (the "
-                 "broker's SCRAM credentials for this user)"
-               : "set [kafka] ssl.ca.location to the CA that signed the broker's "
-                 "certificate, and name the broker in bootstrap.servers as its "
-                 "certificate does";
+    if (err != RD_KAFKA_RESP_ERR__AUTHENTICATION)
+        return "set [kafka] ssl.ca.location to the CA that signed the broker's "
+               "certificate, and name the broker in bootstrap.servers as its "
+               "certificate does";
+    if (!kafka_scram_kafka4_bug(rdk_version)) return SASL_FIX;
+    return SASL_FIX "; if they are right and the broker is Kafka 4, this librdkafka "
+                    "(before 2.6.1) is the cause: its SCRAM proof is refused by Kafka 4 "
+                    "(librdkafka#4895); build outboxd with deploy/librdkafka.sh (README, "
+                    "\"Which Kafka and librdkafka\")";
 }
 
 void kafka_refusal_note(struct kafka_refusal *r, int err, const char *reason)
