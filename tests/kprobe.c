@@ -9,7 +9,7 @@
  * on librdkafka can.
  *
  *   outboxd-kprobe -b BOOTSTRAP -t TOPIC [--rate N] [--seconds S]
- *                  [--keys K] [--bytes B] [-X prop=value ...]
+ *                  [--keys K] [--bytes B] [--header NAME] [-X prop=value ...]
  *
  * It produces messages of B bytes (default 200) keyed over K keys
  * (default 1000, "k0".."k999", so they spread over the partitions the way
@@ -18,7 +18,10 @@
  * turn every millisecond at most), the way the relay produces what one
  * turn read. --rate 0 sends one message at a
  * time and waits for its delivery report (the round trip alone). -X sets
- * a [kafka] property over outboxd's defaults.
+ * a [kafka] property over outboxd's defaults. --header NAME gives every
+ * message a header NAME = "kprobe-<n>", unique per message, so a consumer
+ * that reads outboxd's event_id header (tests/kwatch.c) can read the
+ * probe's messages too.
  *
  * The latency of a message is from just before rd_kafka_producev() to its
  * delivery report (CLOCK_MONOTONIC). At the end it prints one line:
@@ -55,6 +58,7 @@ struct probe {
 
 struct opts {
     const char *bootstrap, *topic;
+    const char *header; /* NULL: no header */
     long rate, seconds, keys, bytes;
     int nprops;
     char **props; /* "name=value", borrowed from argv */
@@ -71,7 +75,7 @@ static void on_signal(int sig)
 static void usage(void)
 {
     fprintf(stderr, "usage: outboxd-kprobe -b BOOTSTRAP -t TOPIC [--rate N] [--seconds S] "
-                    "[--keys K] [--bytes B] [-X prop=value ...]\n");
+                    "[--keys K] [--bytes B] [--header NAME] [-X prop=value ...]\n");
     exit(2);
 }
 
@@ -91,7 +95,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
     static const struct option longs[] = {
         {"rate", required_argument, NULL, 'r'},  {"seconds", required_argument, NULL, 's'},
         {"keys", required_argument, NULL, 'k'},  {"bytes", required_argument, NULL, 'n'},
-        {NULL, 0, NULL, 0},
+        {"header", required_argument, NULL, 'H'}, {NULL, 0, NULL, 0},
     };
     *o = (struct opts){.rate = 5000, .seconds = 20, .keys = 1000, .bytes = 200};
     o->props = calloc((size_t)argc, sizeof(*o->props));
@@ -106,6 +110,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
         case 's': o->seconds = parse_long(optarg, "--seconds", 1); break;
         case 'k': o->keys = parse_long(optarg, "--keys", 1); break;
         case 'n': o->bytes = parse_long(optarg, "--bytes", 1); break;
+        case 'H': o->header = optarg; break;
         default: usage();
         }
     }
@@ -169,13 +174,22 @@ static rd_kafka_t *probe_producer(const struct opts *o, struct probe *p)
 static int produce_one(rd_kafka_t *rk, const struct opts *o, struct probe *p, long long i,
                        const char *value)
 {
-    char key[32];
+    char key[32], id[40];
     int klen = snprintf(key, sizeof(key), "k%lld", i % o->keys);
+    int idlen = snprintf(id, sizeof(id), "kprobe-%lld", i);
     int64_t now = clock_mono_us();
-    rd_kafka_resp_err_t e = rd_kafka_producev(
-        rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_KEY(key, (size_t)klen),
-        RD_KAFKA_V_VALUE((void *)value, (size_t)o->bytes), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_OPAQUE((void *)(intptr_t)now), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t e;
+    if (o->header)
+        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_KEY(key, (size_t)klen),
+                              RD_KAFKA_V_VALUE((void *)value, (size_t)o->bytes),
+                              RD_KAFKA_V_HEADER(o->header, id, (ssize_t)idlen),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_OPAQUE((void *)(intptr_t)now), RD_KAFKA_V_END);
+    else
+        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_KEY(key, (size_t)klen),
+                              RD_KAFKA_V_VALUE((void *)value, (size_t)o->bytes),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_OPAQUE((void *)(intptr_t)now), RD_KAFKA_V_END);
     if (e) {
         fprintf(stderr, "outboxd-kprobe: produce: %s\n", rd_kafka_err2str(e));
         return -1;

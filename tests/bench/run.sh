@@ -75,7 +75,7 @@
 # 500,000-event transaction, pgoutput, JSON to build/bench-<plugin>.json.
 # Environment: OUTBOXD_BUILD_DIR (default build/), as for the e2e tests;
 # BENCH_KAFKA_EXTRA: lines added to outboxd's [kafka] section (to try
-# producer settings, e.g. $'linger.ms = 1'); BENCH_WRAPPER: a command
+# producer settings, e.g. $'linger.ms = 1'; the floor probe gets them as -X); BENCH_WRAPPER: a command
 # outboxd runs under (e.g. "valgrind --tool=callgrind"; figures then
 # describe the tool, not outboxd); BENCH_LOG_LEVEL (info).
 #
@@ -348,15 +348,24 @@ sed 's/public\.outbox_events/public.bench_sink/' "$T/ten.sql" >"$T/sink_ten.sql"
 # beside pgbench committing the steady state's load into bench_sink (no
 # slot exists then: PostgreSQL writes and commits, nothing decodes). What
 # the probe cannot reach, no producer on this librdkafka can.
-run_probe() { # NAME: one probe run, its figures recorded as kind "probe"
+# The probe gets BENCH_KAFKA_EXTRA's "name = value" lines too (-X), so a
+# producer setting tried on outboxd is tried on its floor as well.
+PROBE_EXTRA=() PROBE_X=()
+while IFS= read -r kv; do
+    [[ $kv =~ ^[[:space:]]*([^=[:space:]]+)[[:space:]]*=[[:space:]]*(.*[^[:space:]])[[:space:]]*$ ]] &&
+        PROBE_X+=(-X "${BASH_REMATCH[1]}=${BASH_REMATCH[2]}")
+done <<<"${BENCH_KAFKA_EXTRA:-}"
+run_probe() { # NAME: one probe run, its figures recorded as kind "probe" (PROBE_EXTRA: more options; sets PROBE_ACKED)
     local line sent acked rate p50 p99 max cpu
     line=$("$OUTBOXD_BUILD_DIR/tests/outboxd-kprobe" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Order \
-        --rate "$RATE" --seconds "$SECONDS_STEADY" --bytes "$PAYLOAD_BYTES" 2>"$T/kprobe.err") ||
+        --rate "$RATE" --seconds "$SECONDS_STEADY" --bytes "$PAYLOAD_BYTES" \
+        ${PROBE_X[@]+"${PROBE_X[@]}"} ${PROBE_EXTRA[@]+"${PROBE_EXTRA[@]}"} 2>"$T/kprobe.err") ||
         fail "outboxd-kprobe failed: $(tail -3 "$T/kprobe.err") $line"
     info "floor ($1): $line"
     # "kprobe sent N acked N failed F seconds S rate R p50_us A p99_us B
     # max_us C cpu_us_per_msg D" (tests/kprobe.c)
     read -r _ _ sent _ acked _ _ _ _ _ rate _ p50 _ p99 _ max _ cpu <<<"$line"
+    PROBE_ACKED=$acked
     record kind='"probe"' name="\"$1\"" sent="$sent" acked="$acked" rate="$rate" \
         p50_us="$p50" p99_us="$p99" max_us="$max" cpu_us_per_msg="$cpu"
 }
@@ -370,6 +379,39 @@ E2E_BG_PIDS+=("$SINK_PID")
 run_probe beside_writer
 wait "$SINK_PID" || fail "pgbench (bench_sink) failed: $(tail -5 "$T/pgbench_sink.log")"
 psql_q "DROP TABLE public.bench_sink" >/dev/null
+
+# The third floor, beside everything the relay's steady state has around
+# it but the relay: pgbench committing into the outbox table itself, the
+# walsender decoding those commits for pg_recvlogical (to /dev/null), and
+# the consumer (kwatch) reading the topic the probe writes. What is left
+# between this floor and outboxd is outboxd's own work and CPU, and the
+# stream's commit-to-receive.
+step "floor: outboxd-kprobe beside the writer, the walsender and the consumer"
+psql_q "TRUNCATE public.outbox_events" >/dev/null
+create_slot bench_floor
+# shellcheck disable=SC2046
+"$PG_BINDIR/pg_recvlogical" -d "$PG_CONNINFO" -S bench_floor --start -f /dev/null \
+    $(recvlogical_opts) 2>"$T/recvlogical.bench_floor.log" &
+FLOOR_RL_PID=$!
+E2E_BG_PIDS+=("$FLOOR_RL_PID")
+KW_HEADER=event_id start_kwatch outbox.event.Order
+"$PG_BINDIR/pgbench" -n -c 4 -j 2 -R "$TPS" -T "$SECONDS_STEADY" \
+    -f "$T/one.sql@10" -f "$T/ten.sql@1" >"$T/pgbench_floor.log" 2>&1 &
+SINK_PID=$!
+E2E_BG_PIDS+=("$SINK_PID")
+PROBE_EXTRA=(--header event_id)
+run_probe beside_relay_load
+PROBE_EXTRA=()
+wait "$SINK_PID" || fail "pgbench (floor beside the relay's load) failed: $(tail -5 "$T/pgbench_floor.log")"
+stop_kwatch "$PROBE_ACKED"
+kill -TERM "$FLOOR_RL_PID" 2>/dev/null || true
+wait "$FLOOR_RL_PID" || true
+for ((i = 0; i < 100; i++)); do # the walsender lets go of the slot
+    [[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = 'bench_floor'")" == f ]] && break
+    sleep 0.1
+done
+drop_slot bench_floor
+psql_q "TRUNCATE public.outbox_events" >/dev/null
 
 # steady_run MODE: the steady state with outboxd in [delivery] mode MODE.
 steady_run() {
@@ -394,6 +436,8 @@ steady_run() {
     wait_slot_at "$slot" "$(psql_q "SELECT pg_current_wal_lsn()")" >/dev/null
     CPU1=$(cpu_ticks "$RELAY_PID")
     STEADY_RSS=$(peak_rss_kb "$RELAY_PID")
+    local anon file threads
+    read -r anon file threads <<<"$(rss_parts "$RELAY_PID")"
     EXPECT=$STEADY_EVENTS
     stop_kwatch "$STEADY_EVENTS"
     stop_relay "$slot"
@@ -420,7 +464,8 @@ steady_run() {
         consumer_events="$CONS_N" consumer_duplicates="$CONS_DUPS" consumer_p50_us="$CONS_P50" \
         consumer_p99_us="$CONS_P99" consumer_max_us="$CONS_MAX" \
         stages="$STAGES" brokers="$BROKERS_JSON" \
-        outboxd_cpu_s="$STEADY_CPU_S" outboxd_peak_rss_kb="$STEADY_RSS"
+        outboxd_cpu_s="$STEADY_CPU_S" outboxd_peak_rss_kb="$STEADY_RSS" \
+        outboxd_rss_anon_kb="$anon" outboxd_rss_file_kb="$file" outboxd_threads="$threads"
 }
 for mode in "${MODES[@]}"; do steady_run "$mode"; done
 
@@ -496,7 +541,7 @@ jq -r '
   "drain pair  events   pg_recvlogical ev/s   outboxd ev/s   ratio   outboxd cpu us/ev   (pg_recvlogical cpu)   peak RSS kB",
   (.drain.pairs[] | "  \(.pair) (\(.first) first)  \(.events)   \(.recvlogical_events_per_s | floor)   \(.outboxd_events_per_s | floor)   \(.ratio * 1000 | round / 1000)   \(.outboxd_cpu_us_per_event * 100 | round / 100)   (\(.recvlogical_cpu_us_per_event * 100 | round / 100))   \(.outboxd_peak_rss_kb)"),
   (if .drain.median_ratio then "  median ratio \(.drain.median_ratio * 1000 | round / 1000), median cpu \(.drain.median_outboxd_cpu_us_per_event * 100 | round / 100) us/event, \(.drain.median_cpu_vs_recvlogical * 100 | round / 100) x pg_recvlogical cpu" else empty end),
-  "steady \(.steady.achieved_rate | floor) ev/s for \(.steady.seconds)s: commit-to-ACK p50 \(.steady.p50_us / 1000) ms, p99 \(.steady.p99_us / 1000) ms, max \(.steady.max_us / 1000) ms; commit-to-consumer p50 \(.steady.consumer_p50_us / 1000) ms, p99 \(.steady.consumer_p99_us / 1000) ms, max \(.steady.consumer_max_us / 1000) ms (\(.steady.consumer_events) events, \(.steady.consumer_duplicates) duplicates); cpu \(.steady.outboxd_cpu_ms_per_1000_events * 100 | round / 100) ms per 1000 events; peak RSS \(.steady.outboxd_peak_rss_kb) kB",
+  "steady \(.steady.achieved_rate | floor) ev/s for \(.steady.seconds)s: commit-to-ACK p50 \(.steady.p50_us / 1000) ms, p99 \(.steady.p99_us / 1000) ms, max \(.steady.max_us / 1000) ms; commit-to-consumer p50 \(.steady.consumer_p50_us / 1000) ms, p99 \(.steady.consumer_p99_us / 1000) ms, max \(.steady.consumer_max_us / 1000) ms (\(.steady.consumer_events) events, \(.steady.consumer_duplicates) duplicates); cpu \(.steady.outboxd_cpu_ms_per_1000_events * 100 | round / 100) ms per 1000 events; peak RSS \(.steady.outboxd_peak_rss_kb) kB (at the end: anon \(.steady.outboxd_rss_anon_kb // "?") kB, file \(.steady.outboxd_rss_file_kb // "?") kB, \(.steady.outboxd_threads // "?") threads)",
   (.floor | to_entries[] | "  floor (outboxd-kprobe, \(.key)): \(.value.rate | floor) msg/s, produce-to-ACK p50 \(.value.p50_us | ms), p99 \(.value.p99_us | ms), max \(.value.max_us | ms); cpu \(.value.cpu_us_per_msg) us per message"),
   (.steady.stages | to_entries[] | "  stage \(.key) over \(.value.n) \(if .key == "ack-to-confirm" then "transactions" else "events" end): p50 \(.value.p50_us | ms), p99 \(.value.p99_us | ms), max \(.value.max_us | ms)"),
   (.steady.brokers[] | "  broker \(.name) over \(.windows) windows: rtt avg \(.rtt_avg_us | us) p99 \(.rtt_p99_us | us); int_latency avg \(.int_latency_avg_us | us) p99 \(.int_latency_p99_us | us); outbuf_latency avg \(.outbuf_latency_avg_us | us) p99 \(.outbuf_latency_p99_us | us); produce requests \(.produce_requests // "n/a"), bytes per request \(.bytes_per_request // "n/a"); thread wake-ups \(.thread_wakeups // "n/a")"),
