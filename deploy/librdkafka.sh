@@ -18,10 +18,12 @@
 # Sources index against Debian's archive key and the tarball against the
 # index; this script then checks the tarball against the SHA-256 pinned
 # below. Only the upstream .orig.tar.gz is built (Debian's patches expect
-# nanopb headers that Debian 12 does not have), with one change of
-# outboxd's: deploy/librdkafka-wakeup.patch (a broker thread of the
-# idempotent producer spins while a partition's request is in flight; the
-# patch says why and what it changes).
+# nanopb headers that Debian 12 does not have), with two changes of
+# outboxd's, each saying why and what it changes, applied in this order:
+# deploy/librdkafka-wakeup.patch (a broker thread of the idempotent
+# producer spins while a partition's request is in flight) and
+# deploy/librdkafka-seed.patch (every client set up OpenSSL's random
+# generator to seed its PRNG, 2 MB of RSS).
 #
 #   librdkafka.sh                 builds and installs into the prefix unless
 #                                 a complete build of this pin is there;
@@ -32,7 +34,7 @@
 #
 # LIBRDKAFKA_PREFIX overrides the prefix (default
 # /opt/outboxd/librdkafka-VERSION). The prefix's .complete holds the
-# tarball's and the patch's SHA-256: a prefix built from anything else is
+# tarball's and the patches' SHA-256: a prefix built from anything else is
 # rebuilt.
 # Features: TLS (OpenSSL), SASL (Cyrus: GSSAPI; SCRAM and PLAIN are
 # built in), zstd, lz4, zlib, as Debian's package; no libcurl (OIDC token
@@ -46,7 +48,8 @@ RDKAFKA_SHA256=4d53568c13717b167d12c7b2a0fe12aeb5d6bfe02de53df5b68f86d870a81b33
 BUILD_PACKAGES=(build-essential patch libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev)
 
 prefix=${LIBRDKAFKA_PREFIX:-/opt/outboxd/librdkafka-$RDKAFKA_VERSION}
-patch_file="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/librdkafka-wakeup.patch"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+patch_files=("$here/librdkafka-wakeup.patch" "$here/librdkafka-seed.patch")
 
 say() { echo "librdkafka.sh: $*" >&2; }
 die() {
@@ -71,8 +74,11 @@ case "${1:-}" in
 *) die "usage: librdkafka.sh [--prefix|--version|--packages]" ;;
 esac
 
-[[ -r $patch_file ]] || die "$patch_file missing"
-stamp="$RDKAFKA_SHA256 $(sha256sum "$patch_file" | cut -d' ' -f1)"
+stamp=$RDKAFKA_SHA256
+for p in "${patch_files[@]}"; do
+    [[ -r $p ]] || die "$p missing"
+    stamp+=" $(sha256sum "$p" | cut -d' ' -f1)"
+done
 if [[ "$(cat "$prefix/.complete" 2>/dev/null)" == "$stamp" ]]; then
     echo "$prefix"
     exit 0
@@ -120,8 +126,10 @@ sum=$(sha256sum "$tarball" | cut -d' ' -f1)
 
 mkdir "$work/build"
 tar -xzf "$tarball" -C "$work/build" --strip-components=1
-(cd "$work/build" && patch -p1 --quiet --forward <"$patch_file") ||
-    die "$(basename "$patch_file") does not apply to librdkafka $RDKAFKA_VERSION"
+for p in "${patch_files[@]}"; do
+    (cd "$work/build" && patch -p1 --quiet --forward <"$p") ||
+        die "$(basename "$p") does not apply to librdkafka $RDKAFKA_VERSION"
+done
 say "building librdkafka $RDKAFKA_VERSION into $prefix (a few minutes)"
 (
     cd "$work/build"
