@@ -9,7 +9,8 @@
  * on librdkafka can.
  *
  *   outboxd-kprobe -b BOOTSTRAP -t TOPIC [--rate N] [--seconds S]
- *                  [--keys K] [--bytes B] [--header NAME] [-X prop=value ...]
+ *                  [--keys K] [--bytes B] [--header NAME] [--txn-mix]
+ *                  [-X prop=value ...]
  *
  * It produces messages of B bytes (default 200) keyed over K keys
  * (default 1000, "k0".."k999", so they spread over the partitions the way
@@ -21,7 +22,10 @@
  * a [kafka] property over outboxd's defaults. --header NAME gives every
  * message a header NAME = "kprobe-<n>", unique per message, so a consumer
  * that reads outboxd's event_id header (tests/kwatch.c) can read the
- * probe's messages too.
+ * probe's messages too. --txn-mix produces in the benchmark writer's
+ * pattern instead of evenly: transactions arrive at random (exponential
+ * gaps, as pgbench -R schedules them), ten in eleven carry one message and
+ * one in eleven ten, produced together (the rate stays N messages/s).
  *
  * The latency of a message is from just before rd_kafka_producev() to its
  * delivery report (CLOCK_MONOTONIC). At the end it prints one line:
@@ -34,6 +38,7 @@
  * bad usage.
  */
 #include <getopt.h>
+#include <math.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
@@ -59,6 +64,7 @@ struct probe {
 struct opts {
     const char *bootstrap, *topic;
     const char *header; /* NULL: no header */
+    int txn_mix;        /* --txn-mix */
     long rate, seconds, keys, bytes;
     int nprops;
     char **props; /* "name=value", borrowed from argv */
@@ -75,7 +81,7 @@ static void on_signal(int sig)
 static void usage(void)
 {
     fprintf(stderr, "usage: outboxd-kprobe -b BOOTSTRAP -t TOPIC [--rate N] [--seconds S] "
-                    "[--keys K] [--bytes B] [--header NAME] [-X prop=value ...]\n");
+                    "[--keys K] [--bytes B] [--header NAME] [--txn-mix] [-X prop=value ...]\n");
     exit(2);
 }
 
@@ -95,7 +101,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
     static const struct option longs[] = {
         {"rate", required_argument, NULL, 'r'},  {"seconds", required_argument, NULL, 's'},
         {"keys", required_argument, NULL, 'k'},  {"bytes", required_argument, NULL, 'n'},
-        {"header", required_argument, NULL, 'H'}, {NULL, 0, NULL, 0},
+        {"header", required_argument, NULL, 'H'}, {"txn-mix", no_argument, NULL, 'M'},
+        {NULL, 0, NULL, 0},
     };
     *o = (struct opts){.rate = 5000, .seconds = 20, .keys = 1000, .bytes = 200};
     o->props = calloc((size_t)argc, sizeof(*o->props));
@@ -111,6 +118,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
         case 'k': o->keys = parse_long(optarg, "--keys", 1); break;
         case 'n': o->bytes = parse_long(optarg, "--bytes", 1); break;
         case 'H': o->header = optarg; break;
+        case 'M': o->txn_mix = 1; break;
         default: usage();
         }
     }
@@ -251,6 +259,34 @@ static long long run_paced(rd_kafka_t *rk, const struct opts *o, struct probe *p
     return sent;
 }
 
+/* The writer's pattern (--txn-mix): a transaction is due at exponential
+ * gaps whose mean keeps o->rate messages/s (20 messages per 11
+ * transactions); each brings 1 message, or 10 in one case of 11. Returns
+ * the messages sent. drand48's fixed default seed: every run the same. */
+static long long run_txn_mix(rd_kafka_t *rk, const struct opts *o, struct probe *p,
+                             const char *value)
+{
+    const double mean_gap_us = 1e6 * 20.0 / 11.0 / (double)o->rate;
+    int64_t start = clock_mono_us(), end = start + o->seconds * 1000000LL;
+    double due_us = (double)start;
+    long long sent = 0;
+    while (!stop_requested) {
+        int64_t now = clock_mono_us();
+        if (now >= end) break;
+        while (due_us <= (double)now) {
+            int n = drand48() < 1.0 / 11.0 ? 10 : 1;
+            for (int i = 0; i < n; i++) {
+                if (produce_one(rk, o, p, sent + 1, value) != 0) return sent;
+                sent++;
+            }
+            due_us += -mean_gap_us * log(1.0 - drand48());
+        }
+        int wait_ms = (int)(((int64_t)due_us - clock_mono_us() + 999) / 1000);
+        rd_kafka_poll(rk, wait_ms > 1 ? wait_ms : 1);
+    }
+    return sent;
+}
+
 /* One message at a time: the round trip alone. */
 static long long run_ping_pong(rd_kafka_t *rk, const struct opts *o, struct probe *p,
                                const char *value)
@@ -280,7 +316,9 @@ int main(int argc, char **argv)
     if (warm_up(rk, &o, &p, value) != 0) return 1;
     double cpu0 = cpu_us();
     int64_t t0 = clock_mono_us();
-    long long sent = o.rate > 0 ? run_paced(rk, &o, &p, value) : run_ping_pong(rk, &o, &p, value);
+    long long sent = o.rate == 0  ? run_ping_pong(rk, &o, &p, value)
+                     : o.txn_mix ? run_txn_mix(rk, &o, &p, value)
+                                 : run_paced(rk, &o, &p, value);
     double secs = (clock_mono_us() - t0) / 1e6;
     drain_reports(rk, &p, clock_mono_us() + 60 * 1000000LL);
     double cpu = cpu_us() - cpu0;
