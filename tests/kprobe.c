@@ -184,20 +184,19 @@ static int produce_one(rd_kafka_t *rk, const struct opts *o, struct probe *p, lo
 {
     char key[32], id[40];
     int klen = snprintf(key, sizeof(key), "k%lld", i % o->keys);
-    int idlen = snprintf(id, sizeof(id), "kprobe-%lld", i);
+    rd_kafka_headers_t *hdrs = NULL; /* librdkafka's once produced */
+    if (o->header) {
+        int idlen = snprintf(id, sizeof(id), "kprobe-%lld", i);
+        hdrs = rd_kafka_headers_new(1);
+        rd_kafka_header_add(hdrs, o->header, -1, id, idlen);
+    }
     int64_t now = clock_mono_us();
-    rd_kafka_resp_err_t e;
-    if (o->header)
-        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_KEY(key, (size_t)klen),
-                              RD_KAFKA_V_VALUE((void *)value, (size_t)o->bytes),
-                              RD_KAFKA_V_HEADER(o->header, id, (ssize_t)idlen),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                              RD_KAFKA_V_OPAQUE((void *)(intptr_t)now), RD_KAFKA_V_END);
-    else
-        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_KEY(key, (size_t)klen),
-                              RD_KAFKA_V_VALUE((void *)value, (size_t)o->bytes),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                              RD_KAFKA_V_OPAQUE((void *)(intptr_t)now), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t e = rd_kafka_producev(
+        rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_KEY(key, (size_t)klen),
+        RD_KAFKA_V_VALUE((void *)value, (size_t)o->bytes), RD_KAFKA_V_HEADERS(hdrs),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE((void *)(intptr_t)now),
+        RD_KAFKA_V_END);
+    if (e && hdrs) rd_kafka_headers_destroy(hdrs);
     if (e) {
         fprintf(stderr, "outboxd-kprobe: produce: %s\n", rd_kafka_err2str(e));
         return -1;
@@ -236,6 +235,15 @@ static int warm_up(rd_kafka_t *rk, const struct opts *o, struct probe *p, const 
     return 0;
 }
 
+/* Serves delivery reports until next_us (monotonic), for at least 1 ms:
+ * rd_kafka_poll() counts in milliseconds, and at 5,000/s the next message
+ * is due in 200 us, so a shorter wait would spin this thread. */
+static void poll_until(rd_kafka_t *rk, int64_t next_us)
+{
+    int wait_ms = (int)((next_us - clock_mono_us() + 999) / 1000);
+    rd_kafka_poll(rk, wait_ms > 1 ? wait_ms : 1);
+}
+
 /* Sends at o->rate for o->seconds; returns the messages sent. */
 static long long run_paced(rd_kafka_t *rk, const struct opts *o, struct probe *p,
                            const char *value)
@@ -249,12 +257,7 @@ static long long run_paced(rd_kafka_t *rk, const struct opts *o, struct probe *p
         while (sent < due)
             if (produce_one(rk, o, p, sent + 1, value) == 0) sent++;
             else return sent;
-        /* At least 1 ms: rd_kafka_poll() counts in milliseconds, and at
-         * 5,000/s the next message is due in 200 us, so a shorter wait
-         * would spin this thread. */
-        int64_t next_us = start + (int64_t)(sent * 1e6 / (double)o->rate);
-        int wait_ms = (int)((next_us - clock_mono_us() + 999) / 1000);
-        rd_kafka_poll(rk, wait_ms > 1 ? wait_ms : 1);
+        poll_until(rk, start + (int64_t)(sent * 1e6 / (double)o->rate));
     }
     return sent;
 }
@@ -281,8 +284,7 @@ static long long run_txn_mix(rd_kafka_t *rk, const struct opts *o, struct probe 
             }
             due_us += -mean_gap_us * log(1.0 - drand48());
         }
-        int wait_ms = (int)(((int64_t)due_us - clock_mono_us() + 999) / 1000);
-        rd_kafka_poll(rk, wait_ms > 1 ? wait_ms : 1);
+        poll_until(rk, (int64_t)due_us);
     }
     return sent;
 }

@@ -75,8 +75,8 @@
 # 500,000-event transaction, pgoutput, JSON to build/bench-<plugin>.json.
 # Environment: OUTBOXD_BUILD_DIR (default build/), as for the e2e tests;
 # BENCH_KAFKA_EXTRA: lines added to outboxd's [kafka] section (to try
-# producer settings, e.g. $'linger.ms = 1'; the floor probe gets them as -X); BENCH_WRAPPER: a command
-# outboxd runs under (e.g. "valgrind --tool=callgrind"; figures then
+# producer settings, e.g. $'linger.ms = 1'; the floor probe gets them as
+# -X); BENCH_WRAPPER: a command outboxd runs under (e.g. "valgrind --tool=callgrind"; figures then
 # describe the tool, not outboxd); BENCH_LOG_LEVEL (info).
 #
 # The script fails (exit 1) when outboxd does not deliver every event it
@@ -350,23 +350,24 @@ sed 's/public\.outbox_events/public.bench_sink/' "$T/ten.sql" >"$T/sink_ten.sql"
 # the probe cannot reach, no producer on this librdkafka can.
 # The probe gets BENCH_KAFKA_EXTRA's "name = value" lines too (-X), so a
 # producer setting tried on outboxd is tried on its floor as well.
-PROBE_EXTRA=() PROBE_X=()
+PROBE_X=()
 while IFS= read -r kv; do
     [[ $kv =~ ^[[:space:]]*([^=[:space:]]+)[[:space:]]*=[[:space:]]*(.*[^[:space:]])[[:space:]]*$ ]] &&
         PROBE_X+=(-X "${BASH_REMATCH[1]}=${BASH_REMATCH[2]}")
 done <<<"${BENCH_KAFKA_EXTRA:-}"
-run_probe() { # NAME: one probe run, its figures recorded as kind "probe" (PROBE_EXTRA: more options; sets PROBE_ACKED)
-    local line sent acked rate p50 p99 max cpu
+run_probe() { # NAME [OPTION...]: one probe run with OPTIONs, its figures recorded as kind "probe"; sets PROBE_ACKED
+    local name=$1 line sent acked rate p50 p99 max cpu
+    shift
     line=$("$OUTBOXD_BUILD_DIR/tests/outboxd-kprobe" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Order \
         --rate "$RATE" --seconds "$SECONDS_STEADY" --bytes "$PAYLOAD_BYTES" \
-        ${PROBE_X[@]+"${PROBE_X[@]}"} ${PROBE_EXTRA[@]+"${PROBE_EXTRA[@]}"} 2>"$T/kprobe.err") ||
+        ${PROBE_X[@]+"${PROBE_X[@]}"} "$@" 2>"$T/kprobe.err") ||
         fail "outboxd-kprobe failed: $(tail -3 "$T/kprobe.err") $line"
-    info "floor ($1): $line"
+    info "floor ($name): $line"
     # "kprobe sent N acked N failed F seconds S rate R p50_us A p99_us B
     # max_us C cpu_us_per_msg D" (tests/kprobe.c)
     read -r _ _ sent _ acked _ _ _ _ _ rate _ p50 _ p99 _ max _ cpu <<<"$line"
     PROBE_ACKED=$acked
-    record kind='"probe"' name="\"$1\"" sent="$sent" acked="$acked" rate="$rate" \
+    record kind='"probe"' name="\"$name\"" sent="$sent" acked="$acked" rate="$rate" \
         p50_us="$p50" p99_us="$p99" max_us="$max" cpu_us_per_msg="$cpu"
 }
 step "floor: outboxd-kprobe at $RATE messages/s for ${SECONDS_STEADY}s, idle, then beside the writer"
@@ -399,17 +400,12 @@ KW_HEADER=event_id start_kwatch outbox.event.Order
     -f "$T/one.sql@10" -f "$T/ten.sql@1" >"$T/pgbench_floor.log" 2>&1 &
 SINK_PID=$!
 E2E_BG_PIDS+=("$SINK_PID")
-PROBE_EXTRA=(--header event_id)
-run_probe beside_relay_load
-PROBE_EXTRA=()
+run_probe beside_relay_load --header event_id
 wait "$SINK_PID" || fail "pgbench (floor beside the relay's load) failed: $(tail -5 "$T/pgbench_floor.log")"
 stop_kwatch "$PROBE_ACKED"
 kill -TERM "$FLOOR_RL_PID" 2>/dev/null || true
 wait "$FLOOR_RL_PID" || true
-for ((i = 0; i < 100; i++)); do # the walsender lets go of the slot
-    [[ "$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = 'bench_floor'")" == f ]] && break
-    sleep 0.1
-done
+slot_wait_for bench_floor "NOT active" >/dev/null # the walsender lets go of it
 drop_slot bench_floor
 psql_q "TRUNCATE public.outbox_events" >/dev/null
 
