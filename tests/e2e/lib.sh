@@ -822,7 +822,8 @@ outboxd_log_wait() {
         n=$(grep -cE -- "$re" "$T/outboxd.log" 2>/dev/null) || true
         ((${n:-0} >= want)) && break
         ((SECONDS - start < timeout)) ||
-            fail "outboxd did not log /$re/ ($want time(s), seen ${n:-0}) within ${timeout}s: $(tail -n 3 "$T/outboxd.log")"
+            fail "outboxd did not log /$re/ ($want time(s), seen ${n:-0}) within ${timeout}s; since its last start it logged:
+$(outboxd_log_last_start | tail -n 40)"
         outboxd_assert_running
         sleep 0.1
     done
@@ -870,6 +871,22 @@ outboxd_kill9() {
     kill -KILL "$OUTBOXD_PID" 2>/dev/null || true
     wait "$OUTBOXD_PID" 2>/dev/null || true
     OUTBOXD_PID=
+    _slot_wait_released
+}
+
+# _slot_wait_released: after outboxd died, waits (up to 30 s) until the
+# slot no longer shows its walsender as active. A walsender busy decoding
+# notices the closed socket only when it next sends, and until then
+# outboxd_start would take the stale "active" for the new instance's. Quiet
+# when the server does not answer (a test that stopped it).
+_slot_wait_released() {
+    local i a
+    for ((i = 0; i < 300; i++)); do
+        a=$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'" 2>/dev/null) || return 0
+        [[ "$a" == t ]] || return 0
+        sleep 0.1
+    done
+    info "the slot still shows a walsender as active 30 s after outboxd died"
 }
 
 # ---------------------------------------------------------------- checks
