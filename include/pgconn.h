@@ -4,9 +4,10 @@
  *
  * The user's conninfo (a key=value string or a URI) is passed as dbname
  * with expand_dbname, so everything it says applies; outboxd adds only
- * connect_timeout (placed first, so one in the conninfo wins) and
- * fallback_application_name (so pg_stat_activity tells outboxd's
- * connections apart), and replication=database for a walsender.
+ * connect_timeout and TCP keepalives with tcp_user_timeout (placed first,
+ * so the same keyword in the conninfo wins), fallback_application_name
+ * (so pg_stat_activity tells outboxd's connections apart), and
+ * replication=database for a walsender.
  */
 #ifndef OUTBOXD_PGCONN_H
 #define OUTBOXD_PGCONN_H
@@ -14,6 +15,12 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+/* tcp_user_timeout outboxd sets unless the conninfo does: a dead database
+ * host is noticed within about this plus one status interval (README,
+ * "Network failures"). */
+#define PGCONN_TCP_USER_TIMEOUT_MS 20000
+#define PGCONN_TCP_USER_TIMEOUT_MS_STR "20000"
 
 struct pgconn_opts {
     const char *conninfo; /* the user's, as configured */

@@ -10,16 +10,35 @@
 #include "log.h"
 #include "redact.h"
 
+/* TCP defaults that bound how long a dead database host (no FIN, no RST:
+ * a crashed host, a partition) goes unnoticed. outboxd writes a standby
+ * status every [postgres] status_interval_ms (1 s), so the stream always
+ * has data in flight: tcp_user_timeout (Linux) ends the connection once
+ * that data stays unacknowledged this long. Keepalives cover a connection
+ * that sends nothing (an ordinary one between statements). Placed before
+ * dbname, so that the same keyword in the user's conninfo wins. A host
+ * that is alive but slow still acknowledges at the TCP level, so only a
+ * silent network trips them. */
+static const char *const TCP_KEYS[] = {"keepalives", "keepalives_idle", "keepalives_interval",
+                                       "keepalives_count", "tcp_user_timeout"};
+static const char *const TCP_VALS[] = {"1", "10", "5", "2", PGCONN_TCP_USER_TIMEOUT_MS_STR};
+#define N_TCP (sizeof(TCP_KEYS) / sizeof(TCP_KEYS[0]))
+#define N_PARAMS (N_TCP + 5)
+
 /* The keyword/value arrays of o, NULL-terminated. timeout must outlive the
  * call that uses them. */
-static void fill_params(const struct pgconn_opts *o, char timeout[16], const char *keys[5],
-                        const char *vals[5])
+static void fill_params(const struct pgconn_opts *o, char timeout[16],
+                        const char *keys[N_PARAMS], const char *vals[N_PARAMS])
 {
-    int n = 0;
+    size_t n = 0;
     if (o->timeout_s > 0) {
         snprintf(timeout, 16, "%d", o->timeout_s);
         keys[n] = "connect_timeout";
         vals[n++] = timeout;
+    }
+    for (size_t i = 0; i < N_TCP; i++) {
+        keys[n] = TCP_KEYS[i];
+        vals[n++] = TCP_VALS[i];
     }
     keys[n] = "dbname";
     vals[n++] = o->conninfo ? o->conninfo : "";
@@ -36,7 +55,7 @@ static void fill_params(const struct pgconn_opts *o, char timeout[16], const cha
 PGconn *pgconn_connect(const struct pgconn_opts *o)
 {
     char timeout[16];
-    const char *keys[5], *vals[5];
+    const char *keys[N_PARAMS], *vals[N_PARAMS];
     fill_params(o, timeout, keys, vals);
     return PQconnectdbParams(keys, vals, 1);
 }
@@ -44,7 +63,7 @@ PGconn *pgconn_connect(const struct pgconn_opts *o)
 PGconn *pgconn_start(const struct pgconn_opts *o)
 {
     char timeout[16];
-    const char *keys[5], *vals[5];
+    const char *keys[N_PARAMS], *vals[N_PARAMS];
     fill_params(o, timeout, keys, vals);
     return PQconnectStartParams(keys, vals, 1);
 }

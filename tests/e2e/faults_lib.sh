@@ -73,7 +73,7 @@ pg_restart_mode() { # fast|immediate
     old=$(slot_active_pid)
     step "restarting PostgreSQL (-m $1) under outboxd (pid $OUTBOXD_PID, walsender ${old:-none})"
     fault_mark "pg_restart_$1"
-    _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -l "$T/postgres.log" -m "$1" -w \
+    _pg_server "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -l "$T/postgres.log" -m "$1" -w \
         -t 60 -o "$PG_CTL_OPTS" restart >>"$T/pg_ctl.log" 2>&1 ||
         fail "pg_ctl restart -m $1 failed"
     PG_RESTARTS=$((PG_RESTARTS + 1))

@@ -157,6 +157,8 @@ _e2e_cleanup() {
         _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -m immediate -w -t 30 stop \
             >/dev/null 2>&1
     fi
+    # The test hosts of tests/e2e/netns_lib.sh, once nothing runs in them.
+    if declare -F netns_teardown >/dev/null; then netns_teardown; fi
     if [[ -n "$T" && -d "$T" ]]; then
         if [[ $rc -ne 0 && -n "${E2E_KEEP:-}" ]]; then
             printf 'e2e: kept %s\n' "$T" >&2
@@ -179,6 +181,17 @@ _as_pg() {
         runuser -u postgres -- "$@"
     else
         "$@"
+    fi
+}
+
+# Runs a PostgreSQL server command as _as_pg does, inside the network
+# namespace PG_NETNS when a test put the server on a host of its own
+# (tests/e2e/netns_lib.sh).
+_pg_server() {
+    if [[ -n "${PG_NETNS:-}" ]]; then
+        ip netns exec "$PG_NETNS" runuser -u postgres -- "$@"
+    else
+        _as_pg "$@"
     fi
 }
 
@@ -281,7 +294,7 @@ pg_start() {
     cat >>"$pgdata/postgresql.conf" <<EOF
 
 # outboxd e2e
-listen_addresses = '127.0.0.1'
+listen_addresses = '127.0.0.1${PG_NETNS_ADDR:+,$PG_NETNS_ADDR}'
 unix_socket_directories = '$T/pgsock'
 wal_level = logical
 max_replication_slots = 10
@@ -294,6 +307,11 @@ log_line_prefix = '%m [%p] %q%a: '
 log_min_messages = info
 log_replication_commands = on
 EOF
+    if [[ -n "${PG_NETNS_ADDR:-}" ]]; then
+        # outboxd connects from the other side of the test host's link.
+        printf 'host all all %s/32 trust\nhost replication all %s/32 trust\n' \
+            "${PG_NETNS_PEER:?}" "$PG_NETNS_PEER" >>"$pgdata/pg_hba.conf"
+    fi
     # Some PostgreSQL builds restrict the output plugins a slot may use.
     PG_CTL_OPTS=
     if _as_pg "$PG_BINDIR/postgres" -D "$pgdata" -C output_plugin_libraries \
@@ -303,7 +321,7 @@ EOF
     fi
     for attempt in 1 2 3 4 5; do
         port=$(_free_port) || fail "no free TCP port"
-        if _as_pg "$PG_BINDIR/pg_ctl" -D "$pgdata" -l "$T/postgres.log" -w \
+        if _pg_server "$PG_BINDIR/pg_ctl" -D "$pgdata" -l "$T/postgres.log" -w \
             -t 60 -o "-p $port $PG_CTL_OPTS" start >"$T/pg_ctl.log" 2>&1; then
             break
         fi
@@ -316,7 +334,13 @@ EOF
     echo "port = $port" >>"$pgdata/postgresql.conf"
     export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
     export PG_CONNINFO="host=127.0.0.1 port=$port user=postgres dbname=postgres"
-    info "PostgreSQL $(psql_q 'SHOW server_version') on 127.0.0.1:$port ($PG_BINDIR)"
+    if [[ -n "${PG_NETNS:-}" ]]; then
+        # outboxd reaches the server's host over the test network; the test
+        # itself talks to it over the Unix socket, which no partition cuts.
+        PGHOST=$T/pgsock
+        PG_CONNINFO="host=$PG_NETNS_ADDR port=$port user=postgres dbname=postgres"
+    fi
+    info "PostgreSQL $(psql_q 'SHOW server_version') on ${PG_NETNS_ADDR:-127.0.0.1}:$port ($PG_BINDIR)"
     # A matrix test must not pass on another server than the one it names.
     if [[ -n "${OUTBOXD_PG_VERSION:-}" ]]; then
         assert_eq "$OUTBOXD_PG_VERSION" "$(psql_q "SELECT current_setting('server_version_num')::int / 10000")" \
@@ -343,7 +367,7 @@ pg_stop() {
 
 pg_restart() {
     step "restarting PostgreSQL"
-    _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -l "$T/postgres.log" -m fast -w \
+    _pg_server "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -l "$T/postgres.log" -m fast -w \
         -t 60 -o "$PG_CTL_OPTS" restart >>"$T/pg_ctl.log" 2>&1 ||
         fail "pg_ctl restart failed"
 }
