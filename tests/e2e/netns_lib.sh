@@ -25,17 +25,21 @@ netns_require() {
     command -v iptables >/dev/null || fail "iptables is not installed"
 }
 
-# netns_subnet: sets NETNS_NET to a free 198.18.N (N in 1..250), one not
-# on any interface here (another test's hosts).
+# netns_subnet: sets NETNS_NET to a free 198.18.N (N in 1..250): reserved
+# with a directory (mkdir is atomic, so two tests starting together never
+# take the same), and on no interface here (one left by a killed test).
 netns_subnet() {
     local n i
     for ((i = 0; i < 250; i++)); do
         n=$(((($$ + i) % 250) + 1))
-        if ! ip -o -4 addr show | grep -q " 198\.18\.$n\."; then
-            NETNS_NET=198.18.$n
-            NETNS_N=$n
-            return 0
+        mkdir "/tmp/outboxd-netns-$n" 2>/dev/null || continue
+        if ip -o -4 addr show | grep -q " 198\.18\.$n\."; then
+            rmdir "/tmp/outboxd-netns-$n"
+            continue
         fi
+        NETNS_NET=198.18.$n
+        NETNS_N=$n
+        return 0
     done
     fail "no free 198.18.N.0/24 for the test hosts"
 }
@@ -104,5 +108,6 @@ netns_teardown() {
         ip netns del "$ns" 2>/dev/null
     done
     for link in "${NETNS_LINKS[@]}"; do ip link del "$link" 2>/dev/null; done
-    NETNS_HOSTS=() NETNS_LINKS=()
+    [[ -z "${NETNS_N:-}" ]] || rmdir "/tmp/outboxd-netns-$NETNS_N" 2>/dev/null
+    NETNS_HOSTS=() NETNS_LINKS=() NETNS_N= NETNS_NET=
 }

@@ -17,6 +17,10 @@
 # Not built yet (issue 38's scenarios 2-7): brokers on hosts of their own,
 # asymmetric cuts, loss and delay, the hot standby split, exactly-once.
 #
+# With DELIVERY_MODE=exactly_once (e2e_partitions_exactly_once, real Kafka:
+# E2E_KAFKA=real) outboxd runs [delivery] mode = exactly_once and the judges
+# are read_committed: 0 duplicates, and verify counts none.
+#
 # Usage: partitions.sh [--rounds N] [--scenarios LIST]
 # Knobs: PARTITION_CUT_S (35: how long a cut lasts), PARTITION_NOTICE_MAX_S.
 # Needs root (namespaces, iptables). Figures per scenario and round go to
@@ -42,9 +46,14 @@ done
 
 e2e_init partitions
 netns_require
+: "${DELIVERY_MODE:=at_least_once}"
+[[ $DELIVERY_MODE == at_least_once || $DELIVERY_MODE == exactly_once ]] ||
+    fail "DELIVERY_MODE is at_least_once or exactly_once"
+[[ $DELIVERY_MODE == at_least_once || "${E2E_KAFKA:-mock}" == real ]] ||
+    fail "DELIVERY_MODE=exactly_once needs E2E_KAFKA=real (the mock cannot judge transactions)"
 SLOT=${OUTBOXD_SLOT:-outboxd}
 SIGTERMS=0
-OUTBOXD_ARGS=(--set postgres.retry_max_ms=2000)
+OUTBOXD_ARGS=(--set postgres.retry_max_ms=2000 --set "delivery.mode=$DELIVERY_MODE")
 
 netns_pg_host
 pg_start
@@ -113,9 +122,13 @@ done
 wait_events_past "$(committed)"
 load_stop
 faults_drain
-check_delivery
+if [[ $DELIVERY_MODE == exactly_once ]]; then check_delivery --exactly-once; else check_delivery; fi
 events=$(committed)
 messages=$(wc -l <"$T/check.dump.jsonl")
 faults_verify "$events" "$messages"
-printf 'partition: events=%d messages=%d %s\n' "$events" "$messages" "$VERIFY_NOTE" >&2
+if [[ $DELIVERY_MODE == exactly_once ]]; then
+    assert_eq 0 "$(jq -r '.duplicates' "$T/verify.json")" "verify duplicates (exactly_once)"
+fi
+printf 'partition: mode=%s events=%d messages=%d %s\n' "$DELIVERY_MODE" "$events" "$messages" \
+    "$VERIFY_NOTE" >&2
 e2e_pass
