@@ -72,15 +72,17 @@ wait_events_past() {
     done
 }
 
-# reconnects: how many times outboxd has logged that it reconnects.
-reconnects() { grep -c 'reconnecting from' "$T/outboxd.log" || true; }
+# stream_losses: how many times outboxd has logged that its replication
+# stream ended (then it reconnects: "reconnecting from" in at_least_once,
+# "starting over from the committed position" in exactly_once).
+stream_losses() { grep -c 'WARN: replication stream: ' "$T/outboxd.log" || true; }
 
 # One round of dead_db_host. Prints the figures line.
 dead_db_host() {
     local round=$1 before old t_cut t_notice t_heal notice_s during0 during s
     step "dead_db_host, round $round: PostgreSQL's host cut off for ${PARTITION_CUT_S}s"
     wait_events_past "$(committed)"
-    before=$(reconnects)
+    before=$(stream_losses)
     old=$(slot_active_pid)
     during0=$(committed)
     fault_mark dead_db_host
@@ -89,7 +91,7 @@ dead_db_host() {
     t_notice=
     while (($(date +%s%3N) - t_cut < PARTITION_CUT_S * 1000)); do
         outboxd_assert_running
-        if [[ -z "$t_notice" ]] && (($(reconnects) > before)); then
+        if [[ -z "$t_notice" ]] && (($(stream_losses) > before)); then
             t_notice=$(date +%s%3N)
             info "outboxd noticed after $(((t_notice - t_cut) / 1000)).$(((t_notice - t_cut) % 1000 / 100))s:" \
                 "$(grep -E 'WARN|ERROR' "$T/outboxd.log" | tail -n 1)"
