@@ -19,10 +19,16 @@
  * dbname, so that the same keyword in the user's conninfo wins. A host
  * that is alive but slow still acknowledges at the TCP level, so only a
  * silent network trips them. */
-static const char *const TCP_KEYS[] = {"keepalives", "keepalives_idle", "keepalives_interval",
-                                       "keepalives_count", "tcp_user_timeout"};
-static const char *const TCP_VALS[] = {"1", "10", "5", "2", PGCONN_TCP_USER_TIMEOUT_MS_STR};
-#define N_TCP (sizeof(TCP_KEYS) / sizeof(TCP_KEYS[0]))
+static const struct {
+    const char *key, *val;
+} TCP_DEFAULTS[] = {
+    {"keepalives", "1"},
+    {"keepalives_idle", "10"},
+    {"keepalives_interval", "5"},
+    {"keepalives_count", "2"},
+    {"tcp_user_timeout", PGCONN_TCP_USER_TIMEOUT_MS_STR},
+};
+#define N_TCP (sizeof(TCP_DEFAULTS) / sizeof(TCP_DEFAULTS[0]))
 #define N_PARAMS (N_TCP + 5)
 
 /* The keyword/value arrays of o, NULL-terminated. timeout must outlive the
@@ -37,8 +43,8 @@ static void fill_params(const struct pgconn_opts *o, char timeout[16],
         vals[n++] = timeout;
     }
     for (size_t i = 0; i < N_TCP; i++) {
-        keys[n] = TCP_KEYS[i];
-        vals[n++] = TCP_VALS[i];
+        keys[n] = TCP_DEFAULTS[i].key;
+        vals[n++] = TCP_DEFAULTS[i].val;
     }
     keys[n] = "dbname";
     vals[n++] = o->conninfo ? o->conninfo : "";
