@@ -15,9 +15,9 @@
 #                 PARTITION_NOTICE_MAX_S, 45), say so, reconnect after the
 #                 healing and lose nothing.
 # Not built yet (issue 38's scenarios 2-7): brokers on hosts of their own,
-# asymmetric cuts, loss and delay, the hot standby split, exactly-once.
+# asymmetric cuts, loss and delay, the hot standby split, and their exactly-once runs.
 #
-# With DELIVERY_MODE=exactly_once (e2e_partitions_exactly_once, real Kafka:
+# With DELIVERY_MODE=exactly_once (ctest real.partitions_exactly_once, real Kafka:
 # E2E_KAFKA=real) outboxd runs [delivery] mode = exactly_once and the judges
 # are read_committed: 0 duplicates, and verify counts none.
 #
@@ -85,7 +85,6 @@ dead_db_host() {
     before=$(stream_losses)
     old=$(slot_active_pid)
     during0=$(committed)
-    fault_mark dead_db_host
     netns_cut pg both
     t_cut=$(date +%s%3N)
     t_notice=
