@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kafkasock.h"
 #include "log.h"
 
 int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err,
@@ -123,7 +124,10 @@ rd_kafka_conf_t *kafka_conf_producer(const struct config *c, bool without_broker
             !refused)
             goto fail;
     }
-    if (!failed) return conf;
+    if (!failed) {
+        kafka_conf_set_sockets(conf);
+        return conf;
+    }
 fail:
     rd_kafka_conf_destroy(conf);
     return NULL;
@@ -194,5 +198,6 @@ rd_kafka_conf_t *kafka_conf_consumer(const struct config *c, const char *const o
         }
     }
     kafka_conf_route_logs(conf);
+    kafka_conf_set_sockets(conf);
     return conf;
 }

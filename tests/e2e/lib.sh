@@ -308,9 +308,9 @@ log_min_messages = info
 log_replication_commands = on
 EOF
     if [[ -n "${PG_NETNS_ADDR:-}" ]]; then
-        # outboxd connects from the other side of the test host's link.
-        printf 'host all all %s/32 trust\nhost replication all %s/32 trust\n' \
-            "${PG_NETNS_PEER:?}" "$PG_NETNS_PEER" >>"$pgdata/pg_hba.conf"
+        # outboxd connects from the test network (tests/e2e/netns_lib.sh).
+        printf 'host all all %s trust\nhost replication all %s trust\n' \
+            "${PG_NETNS_CLIENTS:?}" "$PG_NETNS_CLIENTS" >>"$pgdata/pg_hba.conf"
     fi
     # Some PostgreSQL builds restrict the output plugins a slot may use.
     PG_CTL_OPTS=
@@ -777,7 +777,9 @@ EOF
 # many lines follow a given one (latency summaries, librdkafka's last
 # words) varies with timing: look for a line here, not in `tail -n N`.
 outboxd_log_last_start() {
-    awk '/^===== e2e: start #/ { buf = ""; next } { buf = buf $0 "\n" } END { printf "%s", buf }' "$T/outboxd.log"
+    local n
+    n=$(grep -n '^===== e2e: start #' "$T/outboxd.log" | tail -n 1 | cut -d: -f1)
+    tail -n "+$((${n:-0} + 1))" "$T/outboxd.log"
 }
 
 # outboxd_http_port [LOG]: the port outboxd's HTTP server bound, from the

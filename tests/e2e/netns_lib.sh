@@ -2,21 +2,28 @@
 # tests/e2e/netns_lib.sh - test hosts and a nemesis for the partition
 # scenarios (tests/e2e/partitions.sh), sourced after lib.sh.
 #
-# A test host is a network namespace joined to this (the root) namespace by
-# a veth pair on a /24 of its own from 198.18.0.0/15 (reserved for network
-# tests, RFC 2544): the root side is .1, the host .2. Nothing is routed
-# beyond it. The nemesis cuts a host's link with iptables rules inside the
-# host's namespace (DROP, so neither side hears a FIN or an RST), one or
-# both directions, and heals it by deleting them. Everything is removed by
-# netns_teardown, which lib.sh's exit trap calls.
+# The test network is a bridge in this (the root) namespace on a /24 of its
+# own from 198.18.0.0/15 (reserved for network tests, RFC 2544): this side
+# is .1 (the host "root": outboxd, the writers' tools and the judges run
+# here unless a test puts them elsewhere), and each test host is a network
+# namespace joined to the bridge by a veth pair, at .10 + K for the K-th.
+# Hosts reach each other and this side over the bridge; nothing is routed
+# beyond it. The nemesis cuts a host off with iptables rules inside the
+# host's namespace (DROP, so nobody hears a FIN, an RST or an ICMP), from
+# chosen peers or from everyone, one or both directions, and heals it by
+# flushing them. Everything is removed by netns_teardown, which lib.sh's
+# exit trap calls.
 #
 # PostgreSQL on a host: netns_pg_host before pg_start. lib.sh then starts
 # the server inside the namespace, listening on the host's address too,
 # gives outboxd that address (PG_CONNINFO) and keeps the test's own psql on
 # the Unix socket, which no partition cuts (writers and judges go on).
+# Kafka on hosts: netns_kafka_hosts N before broker_start (E2E_KAFKA=real):
+# the controller on host "ctl", broker I on host "bI".
 
 NETNS_HOSTS=()
 NETNS_LINKS=()
+NETNS_BRIDGE=
 
 # netns_require: fails unless this can make test hosts (root, ip, iptables).
 netns_require() {
@@ -44,51 +51,107 @@ netns_subnet() {
     fail "no free 198.18.N.0/24 for the test hosts"
 }
 
-# netns_host NAME: makes host NAME: namespace obx<N>-NAME, loopback up, and
-# a /30 of $NETNS_NET.0/24 on its link (the K-th host: .4K+2 inside, .4K+1
-# on this side). Sets NETNS_NS_<NAME>, NETNS_ADDR_<NAME> (inside) and
-# NETNS_PEER_<NAME> (this side).
+# netns_bridge: the test network's bridge, this side's address .1 on it
+# (host "root"). Made by the first netns_host.
+netns_bridge() {
+    netns_subnet
+    NETNS_BRIDGE="obx${NETNS_N}br"
+    ip link add "$NETNS_BRIDGE" type bridge || fail "ip link add bridge $NETNS_BRIDGE failed"
+    NETNS_LINKS+=("$NETNS_BRIDGE")
+    ip addr add "$NETNS_NET.1/24" dev "$NETNS_BRIDGE"
+    ip link set "$NETNS_BRIDGE" up
+    NETNS_ADDR_root=$NETNS_NET.1
+    export NETNS_CIDR=$NETNS_NET.0/24
+}
+
+# netns_host NAME: makes host NAME: namespace obx<N>-NAME, loopback up, its
+# veth pair's other end on the bridge, address .10 + K (the K-th host).
+# Sets NETNS_NS_<NAME> and NETNS_ADDR_<NAME>.
 netns_host() {
     local name=$1 k=${#NETNS_HOSTS[@]} ns host peer addr
-    [[ -n "${NETNS_NET:-}" ]] || netns_subnet
+    [[ -n "$NETNS_BRIDGE" ]] || netns_bridge
     ns="obx$NETNS_N-$name"
     host="obx${NETNS_N}h$k"
     peer="obx${NETNS_N}p$k"
-    addr="$NETNS_NET.$((k * 4 + 2))"
+    addr="$NETNS_NET.$((k + 10))"
     NETNS_HOSTS+=("$ns")
     ip netns add "$ns" || fail "ip netns add $ns failed"
     ip link add "$host" type veth peer name "$peer" || fail "veth $host failed"
     NETNS_LINKS+=("$host")
     ip link set "$peer" netns "$ns"
-    ip addr add "$NETNS_NET.$((k * 4 + 1))/30" dev "$host"
+    ip link set "$host" master "$NETNS_BRIDGE"
     ip link set "$host" up
-    ip netns exec "$ns" ip addr add "$addr/30" dev "$peer"
+    ip netns exec "$ns" ip addr add "$addr/24" dev "$peer"
     ip netns exec "$ns" ip link set "$peer" up
     ip netns exec "$ns" ip link set lo up
     printf -v "NETNS_NS_$name" '%s' "$ns"
     printf -v "NETNS_ADDR_$name" '%s' "$addr"
-    printf -v "NETNS_PEER_$name" '%s' "$NETNS_NET.$((k * 4 + 1))"
-    info "test host $name: namespace $ns, $addr (this side $NETNS_NET.$((k * 4 + 1)))"
+    info "test host $name: namespace $ns, $addr"
 }
 
 # netns_pg_host: a host "pg" for PostgreSQL; call before pg_start.
 netns_pg_host() {
     netns_host pg
-    export PG_NETNS=$NETNS_NS_pg PG_NETNS_ADDR=$NETNS_ADDR_pg PG_NETNS_PEER=$NETNS_PEER_pg
+    export PG_NETNS=$NETNS_NS_pg PG_NETNS_ADDR=$NETNS_ADDR_pg PG_NETNS_CLIENTS=$NETNS_CIDR
 }
 
-# netns_cut NAME in|out|both: drops what host NAME receives from (in), sends
-# to (out) or both, the other side of its link. Silent: no RST, no ICMP.
+# netns_kafka_hosts N: hosts "ctl" (the controller) and "b1".."bN" (the
+# brokers) for a real cluster; call before broker_start (kafka.sh's
+# KAFKA_HOSTS).
+netns_kafka_hosts() {
+    local n=$1 i ns addr
+    netns_host ctl
+    KAFKA_HOSTS="100=$NETNS_NS_ctl@$NETNS_ADDR_ctl"
+    for ((i = 1; i <= n; i++)); do
+        netns_host "b$i"
+        ns=NETNS_NS_b$i addr=NETNS_ADDR_b$i
+        KAFKA_HOSTS+=" $i=${!ns}@${!addr}"
+    done
+    export KAFKA_HOSTS E2E_KAFKA_BROKERS=$n
+}
+
+# netns_addr NAME: the address of host NAME ("root": this side).
+netns_addr() {
+    local a=NETNS_ADDR_$1
+    [[ -n "${!a:-}" ]] || fail "no test host $1"
+    echo "${!a}"
+}
+
+# netns_cut NAME in|out|both [PEER...]: host NAME drops what it receives
+# from (in), sends to (out), or both, each PEER (a host name or "root");
+# without PEERs, everyone but itself. Rules add up until netns_heal.
+# Silent: no RST, no ICMP.
 netns_cut() {
-    local name=$1 dir=$2 ns peer
-    ns=NETNS_NS_$name peer=NETNS_PEER_$name
-    case $dir in in | both) ip netns exec "${!ns}" iptables -w -I INPUT -s "${!peer}" -j DROP ;; esac
-    case $dir in out | both) ip netns exec "${!ns}" iptables -w -I OUTPUT -d "${!peer}" -j DROP ;; esac
+    local name=$1 dir=$2 ns p a
+    shift 2
+    ns=NETNS_NS_$name
+    [[ -n "${!ns:-}" ]] || fail "netns_cut: no test host $name"
     case $dir in in | out | both) ;; *) fail "netns_cut: direction $dir" ;; esac
-    info "nemesis: host $name cut off ($dir)"
+    if (($# == 0)); then
+        case $dir in in | both) ip netns exec "${!ns}" iptables -w -I INPUT ! -i lo -j DROP ;; esac
+        case $dir in out | both) ip netns exec "${!ns}" iptables -w -I OUTPUT ! -o lo -j DROP ;; esac
+    fi
+    for p in "$@"; do
+        a=$(netns_addr "$p")
+        case $dir in in | both) ip netns exec "${!ns}" iptables -w -I INPUT -s "$a" -j DROP ;; esac
+        case $dir in out | both) ip netns exec "${!ns}" iptables -w -I OUTPUT -d "$a" -j DROP ;; esac
+    done
+    info "nemesis: host $name cut off ($dir) from ${*:-everyone}"
 }
 
-# netns_heal NAME: removes every rule netns_cut added for host NAME.
+# netns_loss NAME PERCENT: host NAME drops PERCENT % of what it receives
+# and of what it sends, at random (iptables' statistic match), until
+# netns_heal.
+netns_loss() {
+    local name=$1 pct=$2 ns p
+    ns=NETNS_NS_$name
+    p=$(awk -v p="$pct" 'BEGIN { printf "%.4f", p / 100 }')
+    ip netns exec "${!ns}" iptables -w -I INPUT ! -i lo -m statistic --mode random --probability "$p" -j DROP
+    ip netns exec "${!ns}" iptables -w -I OUTPUT ! -o lo -m statistic --mode random --probability "$p" -j DROP
+    info "nemesis: host $name loses $pct% of its packets each way"
+}
+
+# netns_heal NAME: removes every rule the nemesis added for host NAME.
 netns_heal() {
     local name=$1 ns
     ns=NETNS_NS_$name
@@ -98,7 +161,7 @@ netns_heal() {
 }
 
 # netns_teardown: kills what still runs in the hosts and removes them, their
-# rules and their links (deleting this side of a veth pair deletes both: the
+# links and the bridge (deleting this side of a veth pair deletes both: the
 # kernel frees a namespace itself only once nothing refers to it). Safe to
 # call twice.
 netns_teardown() {
@@ -109,5 +172,5 @@ netns_teardown() {
     done
     for link in "${NETNS_LINKS[@]}"; do ip link del "$link" 2>/dev/null; done
     [[ -z "${NETNS_N:-}" ]] || rmdir "/tmp/outboxd-netns-$NETNS_N" 2>/dev/null
-    NETNS_HOSTS=() NETNS_LINKS=() NETNS_N= NETNS_NET=
+    NETNS_HOSTS=() NETNS_LINKS=() NETNS_N= NETNS_NET= NETNS_BRIDGE=
 }

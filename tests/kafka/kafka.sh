@@ -45,6 +45,10 @@
 #   KAFKA_FORMAT_ARGS  more arguments to the storage format, e.g.
 #       --add-scram 'SCRAM-SHA-512=[name=u,password=p]' (word-split)
 #   KAFKA_AUTO_CREATE  auto.create.topics.enable (default true)
+#   KAFKA_HOSTS="ID=NETNS@ADDR ..."  runs node ID (1..N, or 100 for the
+#       controller) inside network namespace NETNS, listening on ADDR
+#       instead of 127.0.0.1 (the partition tests' test hosts,
+#       tests/e2e/netns_lib.sh); kept in DIR/nodeID/host
 # The cache is ${KAFKA_TEST_CACHE:-$HOME/.cache/outboxd-kafka}/VERSION.
 # Heap per JVM: ${KAFKA_HEAP:--Xms256m -Xmx768m}, sized so a controller and
 # three brokers fit beside PostgreSQL on a 2-core, 24 GiB machine.
@@ -90,14 +94,28 @@ source "$KAFKA_DIR/../free_port.sh"
 
 # ---------------------------------------------------------------- config
 
+# node_addr DIR ID: the address node ID listens on (its test host's, or
+# 127.0.0.1); node_ns DIR ID: its network namespace ("" for this one).
+node_addr() {
+    local h
+    [[ -s "$1/node$2/host" ]] || { echo 127.0.0.1; return 0; }
+    read -r _ h <"$1/node$2/host"
+    echo "$h"
+}
+node_ns() {
+    local ns=
+    [[ -s "$1/node$2/host" ]] && read -r ns _ <"$1/node$2/host"
+    echo "$ns"
+}
+
 # The extra listeners of the cluster (DIR/listeners: "NAME PROTOCOL" lines,
 # written by start from KAFKA_EXTRA_LISTENERS; broker I's port of NAME in
 # DIR/nodeI/NAME.port).
-extra_listeners() { # DIR ID: ",NAME://127.0.0.1:PORT..." for broker ID
+extra_listeners() { # DIR ID: ",NAME://ADDR:PORT..." for broker ID
     local name proto
     [[ -s "$1/listeners" && -f "$1/node$2/port" ]] || return 0
     while read -r name proto; do
-        printf ',%s://127.0.0.1:%s' "$name" "$(cat "$1/node$2/$name.port")"
+        printf ',%s://%s:%s' "$name" "$(node_addr "$1" "$2")" "$(cat "$1/node$2/$name.port")"
     done <"$1/listeners"
 }
 extra_protocol_map() { # DIR: ",NAME:PROTOCOL..."
@@ -108,9 +126,10 @@ extra_protocol_map() { # DIR: ",NAME:PROTOCOL..."
 
 # node_config DIR ID ROLES: writes DIR/nodeID/server.properties.
 node_config() {
-    local dir=$1 id=$2 roles=$3 n nd
+    local dir=$1 id=$2 roles=$3 n nd addr
     n=$(cat "$dir/brokers")
     nd="$dir/node$id"
+    addr=$(node_addr "$dir" "$id")
     mkdir -p "$nd/data"
     local rf=$n mir=2
     ((n == 1)) && mir=1
@@ -123,14 +142,14 @@ node_config() {
         echo "log.dirs=$nd/data"
         case $roles in
         controller)
-            echo "listeners=CONTROLLER://127.0.0.1:$(cat "$dir/controller.port")" ;;
+            echo "listeners=CONTROLLER://$addr:$(cat "$dir/controller.port")" ;;
         broker)
-            echo "listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port")$(extra_listeners "$dir" "$id")"
-            echo "advertised.listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port")$(extra_listeners "$dir" "$id")"
+            echo "listeners=PLAINTEXT://$addr:$(cat "$nd/port")$(extra_listeners "$dir" "$id")"
+            echo "advertised.listeners=PLAINTEXT://$addr:$(cat "$nd/port")$(extra_listeners "$dir" "$id")"
             echo "inter.broker.listener.name=PLAINTEXT" ;;
         broker,controller)
-            echo "listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port"),CONTROLLER://127.0.0.1:$(cat "$dir/controller.port")$(extra_listeners "$dir" "$id")"
-            echo "advertised.listeners=PLAINTEXT://127.0.0.1:$(cat "$nd/port")$(extra_listeners "$dir" "$id")"
+            echo "listeners=PLAINTEXT://$addr:$(cat "$nd/port"),CONTROLLER://$addr:$(cat "$dir/controller.port")$(extra_listeners "$dir" "$id")"
+            echo "advertised.listeners=PLAINTEXT://$addr:$(cat "$nd/port")$(extra_listeners "$dir" "$id")"
             echo "inter.broker.listener.name=PLAINTEXT" ;;
         esac
         echo "num.partitions=${KAFKA_PARTITIONS:-4}"
@@ -185,7 +204,9 @@ launch_node() { # DIR ID
     local dir=$1 id=$2
     (
         exec </dev/null >>"$dir/node$id/stdout.log" 2>&1
-        setsid bash -c 'echo $$ >"$1/node$2/pid"; exec "$0" _java "$1" "$2"' \
+        local ns
+        ns=$(node_ns "$dir" "$id")
+        setsid ${ns:+ip netns exec "$ns"} bash -c 'echo $$ >"$1/node$2/pid"; exec "$0" _java "$1" "$2"' \
             "${BASH_SOURCE[0]}" "$dir" "$id" &
     )
     local i
@@ -207,13 +228,13 @@ node_pid() { # DIR ID: prints the pid if the process lives
 # wait_broker DIR ID: until broker ID is listed by a metadata request to it.
 wait_broker() {
     local dir=$1 id=$2 port i
-    port=$(cat "$dir/node$id/port")
+    port=$(node_addr "$dir" "$id"):$(cat "$dir/node$id/port")
     for ((i = 0; i < 600; i++)); do
         [[ -n "$(node_pid "$dir" "$id")" ]] ||
             die "broker $id exited while starting (pid file: $(cat "$dir/node$id/pid" 2>/dev/null || echo none); files: $(ls "$dir/node$id" 2>&1 | tr '\n' ' ')): $(tail -n 20 "$dir/node$id/stdout.log" "$dir/node$id/server.log" 2>&1)"
         # (kcat's answer read whole: with pipefail, `kcat | grep -q` is
         # false when kcat, still writing, dies of SIGPIPE.)
-        if grep -qE "^ *broker $id at " <<<"$(kcat -L -b "127.0.0.1:$port" -m 2 2>/dev/null)"; then
+        if grep -qE "^ *broker $id at " <<<"$(kcat -L -b "$port" -m 2 2>/dev/null)"; then
             return 0
         fi
         sleep 0.2
@@ -227,7 +248,7 @@ bootstrap() { # DIR [LISTENER]
         f="$dir/node$id/port"
         [[ -z "$name" || "$name" == PLAINTEXT ]] || f="$dir/node$id/$name.port"
         [[ -f "$f" ]] || die "no listener $name in $dir"
-        out+="${out:+,}127.0.0.1:$(cat "$f")"
+        out+="${out:+,}$(node_addr "$dir" "$id"):$(cat "$f")"
     done
     echo "$out"
 }
@@ -259,7 +280,12 @@ start_cluster() {
     echo "$version" >"$dir/version"
     free_port >"$dir/controller.port"
     : >"$dir/listeners"
-    local l
+    local l h
+    for h in ${KAFKA_HOSTS:-}; do
+        [[ "$h" =~ ^([0-9]+)=([^@]+)@([0-9.]+)$ ]] || die "KAFKA_HOSTS: '$h' is not ID=NETNS@ADDR"
+        mkdir -p "$dir/node${BASH_REMATCH[1]}"
+        echo "${BASH_REMATCH[2]} ${BASH_REMATCH[3]}" >"$dir/node${BASH_REMATCH[1]}/host"
+    done
     for l in ${KAFKA_EXTRA_LISTENERS:-}; do
         [[ "${l%%:*}" =~ ^[A-Z][A-Z0-9_]*$ && "${l%%:*}" != PLAINTEXT && "${l%%:*}" != CONTROLLER ]] ||
             die "KAFKA_EXTRA_LISTENERS: bad listener name in '$l'"
@@ -274,12 +300,12 @@ start_cluster() {
     mkdir -p "$dir/node1"
     java_cmd_uuid >"$dir/cluster.id" 2>"$dir/uuid.err" || die "random-uuid failed: $(cat "$dir/uuid.err")"
     if ((n == 1)); then
-        echo "1@127.0.0.1:$(cat "$dir/controller.port")" >"$dir/voters"
+        echo "1@$(node_addr "$dir" 1):$(cat "$dir/controller.port")" >"$dir/voters"
         node_config "$dir" 1 broker,controller
         format_node "$dir" 1
         launch_node "$dir" 1
     else
-        echo "$CONTROLLER_ID@127.0.0.1:$(cat "$dir/controller.port")" >"$dir/voters"
+        echo "$CONTROLLER_ID@$(node_addr "$dir" "$CONTROLLER_ID"):$(cat "$dir/controller.port")" >"$dir/voters"
         node_config "$dir" "$CONTROLLER_ID" controller
         format_node "$dir" "$CONTROLLER_ID"
         launch_node "$dir" "$CONTROLLER_ID"
