@@ -131,6 +131,8 @@ struct config {
     bool pg_direct_read; /* read the replication socket itself (stream.c) */
     char *pg_failover;   /* "auto", "on" or "off" (slotcmd_failover_parse()) */
     bool pg_hot_standby; /* other instances share the slot (README "Hot standby") */
+    int64_t pg_hot_standby_yield_ms; /* ... and an active one that reaches no
+                                      * broker this long exits (0: never) */
     int pg_status_interval_ms;
     int pg_retry_min_ms; /* reconnect backoff bounds */
     int pg_retry_max_ms;

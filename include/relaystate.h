@@ -100,6 +100,8 @@ struct relay {
     int64_t standby_since_ms;        /* when this instance began standing by */
     int64_t standby_log_ms;          /* when "still standing by" is logged next */
     int64_t fence_ms;                /* this stream's fence (0: none) */
+    int64_t kafka_lost_since_ms;     /* streaming and no broker reachable since
+                                      * (0: some are; standby_kafka_lost()) */
     bool fenced;                     /* the stream broke at its fence */
     /* [delivery] mode = exactly_once (relaytxn.h) */
     struct ktxn kt;                  /* the Kafka transactions' pacing and position */

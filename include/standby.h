@@ -49,4 +49,24 @@ int64_t standby_fence_ms(int64_t sender_timeout_ms);
  * started then, monotonic) must not be read any further at now_ms. */
 bool standby_fenced(int64_t now_ms, int64_t last_status_ms, int64_t fence_ms);
 
+/*
+ * The yield: an active instance that reaches no Kafka broker while it
+ * still reaches the server keeps its walsender alive (its statuses go on),
+ * so the server never frees the slot and a standby that does reach Kafka
+ * would wait for as long as the partition lasts. With [postgres]
+ * hot_standby_yield (yield_ms > 0) it gives the slot up instead: it stops
+ * (exit 1, confirming only what was ACKed), the standby takes the slot,
+ * and a supervisor starts this one again, which then stands by.
+ *
+ * standby_kafka_lost() follows the brokers the producer is connected to
+ * (brokers_up, librdkafka's statistics: < 0 not known yet) at now_ms and
+ * keeps in *lost_since_ms since when it has seen none (0: some are up, or
+ * not known; the relay clears it when a stream starts); it returns how
+ * long none has been reachable (0 while some are, or before the first
+ * statistics).
+ * standby_should_yield() says whether that is past the yield.
+ */
+int64_t standby_kafka_lost(int brokers_up, int64_t now_ms, int64_t *lost_since_ms);
+bool standby_should_yield(int64_t lost_ms, int64_t yield_ms);
+
 #endif

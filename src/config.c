@@ -79,6 +79,8 @@ static const struct key_def key_defs[] = {
       "read the stream from the socket itself (false: through libpq)"),
     K("postgres", "hot_standby", KT_BOOL, pg_hot_standby, "false",
       "other outboxd instances share this slot: wait while one holds it, trust the slot they moved"),
+    K("postgres", "hot_standby_yield", KT_DURATION, pg_hot_standby_yield_ms, "30s",
+      "hot_standby: an active instance that reaches no Kafka broker this long exits 1 so a standby takes the slot (0: never)"),
     K("postgres", "failover", KT_STRING, pg_failover, "auto",
       "failover slot (synced to standbys, PostgreSQL 17+): auto (on where the server has it), on or off"),
     K("postgres", "status_interval_ms", KT_MS, pg_status_interval_ms, "1000",

@@ -118,6 +118,24 @@ static enum step read_frames(struct relay *r)
 
 /* What ends a stream besides the stream itself: a failed event, the lost
  * publication, a server shutting down, librdkafka giving up. */
+/* With hot_standby and hot_standby_yield: whether this active instance
+ * has reached no Kafka broker for the yield, and so gives the slot up to a
+ * standby that may (standby.h); says so when it does. */
+static bool yield_to_standby(struct relay *r)
+{
+    const struct config *c = r->cfg;
+    if (!c->pg_hot_standby || c->pg_hot_standby_yield_ms <= 0) return false;
+    int64_t lost = standby_kafka_lost(producer_brokers_up(r->prod), clock_mono_ms(),
+                                      &r->kafka_lost_since_ms);
+    if (!standby_should_yield(lost, c->pg_hot_standby_yield_ms)) return false;
+    log_error("no Kafka broker reachable for %lld ms while holding slot \"%s\" ([postgres] "
+              "hot_standby_yield = %lld ms): stopping (exit 1) so that a standby instance "
+              "that reaches Kafka takes the slot over; nothing past the last ACK is "
+              "confirmed, and a restarted instance stands by",
+              (long long)lost, c->pg_slot, (long long)c->pg_hot_standby_yield_ms);
+    return true;
+}
+
 static enum step stream_health(struct relay *r)
 {
     char err[1536]; /* a refusal: librdkafka's reason (512) and its fix */
@@ -139,6 +157,7 @@ static enum step stream_health(struct relay *r)
         backoff_reset(&r->backoff);
         r->next_publish_ms = 0;
     }
+    if (yield_to_standby(r)) return STEP_FATAL;
     if (producer_fatal(r->prod, err, sizeof(err))) {
         if (relaytxn_on(r)) return relaytxn_fatal(r, err);
         log_error("kafka producer failed: %s", err);
@@ -323,6 +342,7 @@ static enum step stream_started(struct relay *r, lsn_t start)
     r->streaming = true;
     r->server_stopping = false;
     r->stream_up_ms = clock_mono_ms();
+    r->kafka_lost_since_ms = 0;
     r->next_publish_ms = 0; /* ready now: say so at once */
     r->stream_err[0] = '\0';
     r->state = RS_STREAM;

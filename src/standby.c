@@ -20,3 +20,18 @@ bool standby_fenced(int64_t now_ms, int64_t last_status_ms, int64_t fence_ms)
 {
     return fence_ms > 0 && now_ms - last_status_ms > fence_ms;
 }
+
+int64_t standby_kafka_lost(int brokers_up, int64_t now_ms, int64_t *lost_since_ms)
+{
+    if (brokers_up != 0) { /* some are up, or not known yet */
+        *lost_since_ms = 0;
+        return 0;
+    }
+    if (*lost_since_ms == 0) *lost_since_ms = now_ms > 0 ? now_ms : 1;
+    return now_ms - *lost_since_ms;
+}
+
+bool standby_should_yield(int64_t lost_ms, int64_t yield_ms)
+{
+    return yield_ms > 0 && lost_ms >= yield_ms;
+}

@@ -41,7 +41,9 @@
 #                       off from PostgreSQL but not from Kafka (its walsender
 #                       times out, the standby on host "ob" takes the slot),
 #                       then the new active cut off from Kafka but not from
-#                       PostgreSQL.
+#                       PostgreSQL: it gives the slot up ([postgres]
+#                       hot_standby_yield, 15 s here; exit 1, restarted as
+#                       by a supervisor) and the first takes it back.
 #
 # With DELIVERY_MODE=exactly_once (ctest real.partitions_exactly_once)
 # outboxd runs [delivery] mode = exactly_once and the judges are
@@ -91,8 +93,9 @@ done
 SLOT=${OUTBOXD_SLOT:-outboxd}
 SIGTERMS=0
 OUTBOXD_ARGS=(--set postgres.retry_max_ms=2000 --set "delivery.mode=$DELIVERY_MODE")
-# On real Kafka every instance may share the slot (standby_split).
-((REAL)) && OUTBOXD_ARGS+=(--set postgres.hot_standby=true)
+# On real Kafka every instance may share the slot (standby_split); this
+# one never yields it (see b_start).
+((REAL)) && OUTBOXD_ARGS+=(--set postgres.hot_standby=true --set postgres.hot_standby_yield=0)
 faults_save_on_exit 'outboxd*.log' 'check.*' 'verify.json' 'faults.marks' 'postgres.log'
 
 netns_pg_host
@@ -128,7 +131,8 @@ DB_LOST='WARN: replication stream: '
 KAFKA_WARN='(WARN|ERROR): kafka: '
 
 # confirm_passes LSN BOUND_S: waits until the slot is confirmed at or past
-# LSN; prints the milliseconds it took. Fails past BOUND_S.
+# LSN; sets CONFIRM_MS to the milliseconds it took. Fails past BOUND_S.
+# (Not run in $(...): it supervises outboxd, which may restart it.)
 confirm_passes() {
     local lsn=$1 bound=$2 t0
     t0=$(now_ms)
@@ -138,7 +142,7 @@ confirm_passes() {
         supervise
         sleep 0.2
     done
-    echo $(($(now_ms) - t0))
+    CONFIRM_MS=$(($(now_ms) - t0))
 }
 
 # supervise: fails when outboxd has exited, unless SUPERVISED is set: then,
@@ -273,41 +277,45 @@ dead_db_host() {
     t_heal=$(now_ms)
     lsn=$(current_lsn)
     wait_reconnected "$old" "the healing"
-    report dead_db_host "$round" "notice_ms=$NOTICE_MS heal_to_stream_ms=$(($(now_ms) - t_heal))" \
-        "heal_to_confirm_ms=$(confirm_passes "$lsn" 120)" "committed_during_cut=$(($(committed) - during0))"
+    local stream_ms=$(($(now_ms) - t_heal))
+    confirm_passes "$lsn" 120
+    report dead_db_host "$round" "notice_ms=$NOTICE_MS heal_to_stream_ms=$stream_ms" \
+        "heal_to_confirm_ms=$CONFIRM_MS" "committed_during_cut=$(($(committed) - during0))"
 }
 
 # cut_broker ROUND PHASE L DIR [PEER...]: broker L's host cut off (netns_cut
 # bL DIR PEER...) for PARTITION_CUT_S under load, healed, and its figures:
 # when outboxd noticed (a librdkafka error), when leadership left L (if it
-# did), when the slot passed the WAL written before the cut (if during the
-# cut: delivery went on without L), from the healing until the slot is
+# did), when the slot passed the WAL written in the cut's first 2 s (if
+# during the cut: delivery went on without L), from the healing until the slot is
 # confirmed past the WAL written by then and until L is back in every ISR.
 cut_broker() {
-    local round=$1 phase=$2 l=$3 dir=$4 during0 t_heal lsn moved=- heal_ms isr_ms lsn0 through=-
+    local round=$1 phase=$2 l=$3 dir=$4 during0 t_heal lsn moved=- heal_ms isr_ms lsn1 through=-
     shift 4
     wait_events_past "$(committed)"
     during0=$(committed)
-    lsn0=$(current_lsn)
     fault_mark "$phase"
     netns_cut "b$l" "$dir" "$@"
     fault_begin "$phase" kafka_warn_count
+    hold_until 2000
+    lsn1=$(current_lsn) # the WAL of 2 s of the cut
     while (($(now_ms) - NOTICE_T0 < PARTITION_CUT_S * 1000)); do
         [[ $moved != - ]] || moved=$(leadership_moved_ms "$l" "$NOTICE_T0") || moved=-
-        # Delivery goes on during the cut once the slot passes the WAL
-        # written before it.
-        [[ $through != - ]] || ! lsn_ge "$(slot_confirmed_lsn)" "$lsn0" ||
+        # Delivery goes on without L once the slot passes what was written
+        # in the cut's first 2 s (every partition's events among it).
+        [[ $through != - ]] || ! lsn_ge "$(slot_confirmed_lsn)" "$lsn1" ||
             through=$(($(now_ms) - NOTICE_T0))
         hold_until $(($(now_ms) - NOTICE_T0 + 1000))
     done
     netns_heal "b$l"
     t_heal=$(now_ms)
     lsn=$(current_lsn)
-    heal_ms=$(confirm_passes "$lsn" 180)
+    confirm_passes "$lsn" 180
+    heal_ms=$CONFIRM_MS
     wait_isr_full
     isr_ms=$(($(now_ms) - t_heal))
     report "$phase" "$round" "broker=$l notice_ms=${NOTICE_MS:--} leadership_moved_ms=$moved" \
-        "cut_to_confirm_ms=$through" \
+        "cut_to_confirm_during_ms=$through" \
         "heal_to_confirm_ms=$heal_ms heal_to_isr_full_ms=$isr_ms committed_during_cut=$(($(committed) - during0))"
 }
 
@@ -366,7 +374,8 @@ brokers_unreachable() {
     t_heal=$(now_ms)
     lsn=$(current_lsn)
     local heal_ms
-    heal_ms=$(confirm_passes "$lsn" 180)
+    confirm_passes "$lsn" 180
+    heal_ms=$CONFIRM_MS
     SUPERVISED=0
     report brokers_unreachable "$round" "first_exit_ms=${first_exit:--} restarts=$((RESTARTS - restarts0))" \
         "heal_to_confirm_ms=$heal_ms committed_during_cut=$(($(committed) - during0))"
@@ -390,18 +399,22 @@ lossy() {
     # How far the slot trails the WAL at the end of the lossy period.
     lag=$(psql_q "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'")
     for h in pg ctl b1 b2 b3; do netns_heal "$h"; done
-    t_heal=$(now_ms)
     lsn=$(current_lsn)
+    confirm_passes "$lsn" 180
     report lossy "$round" "loss_pct=$PARTITION_LOSS_PCT first_kafka_warning_ms=${NOTICE_MS:--} lag_bytes_at_heal=$lag" \
-        "heal_to_confirm_ms=$(confirm_passes "$lsn" 180) committed_during=$(($(committed) - during0))"
+        "heal_to_confirm_ms=$CONFIRM_MS committed_during=$(($(committed) - during0))"
 }
 
 # ---------------------------------------------------------------- hot standby
 
 # Instance b of the standby pair, on host "ob": its own configuration,
-# offset file, log and HTTP address.
+# offset file, log and HTTP address, and [postgres] hot_standby_yield =
+# B_YIELD (a runs with 0, so that the scenarios that cut it off from every
+# broker test librdkafka's timeouts rather than the yield).
 B_PID=
 B_LOG=$T/outboxd-b.log
+B_YIELD=15s
+B_YIELDS=0
 eval "$(declare -f e2e_dump_logs | sed '1s/e2e_dump_logs/_lib_dump_logs/')"
 e2e_dump_logs() { _lib_dump_logs; [[ -f $B_LOG ]] && _tail_file "$B_LOG" 80 "outboxd b log"; }
 
@@ -409,15 +422,60 @@ b_start() {
     sed -e "s|^file = .*|file = $T/b.offset|" \
         -e "s|^listen = .*|listen = $NETNS_ADDR_ob:0|" "$T/outboxd.ini" >"$T/b.ini"
     printf '===== e2e: start of b at %s\n' "$(_ts)" >>"$B_LOG"
-    # shellcheck disable=SC2086
     { _close_sess_fds; exec ip netns exec "$NETNS_NS_ob" "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/b.ini" \
-        "${OUTBOXD_ARGS[@]}" >>"$B_LOG" 2>&1 </dev/null; } &
+        "${OUTBOXD_ARGS[@]}" --set "postgres.hot_standby_yield=$B_YIELD" >>"$B_LOG" 2>&1 </dev/null; } &
     B_PID=$!
     E2E_BG_PIDS+=("$B_PID")
     info "outboxd b started on host ob (pid $B_PID)"
 }
 
-b_running() { [[ -n "$B_PID" ]] && kill -0 "$B_PID" 2>/dev/null; }
+# b_supervise: b must run; as a supervisor would, an exit 1 that is its
+# yield (no Kafka broker reachable while holding the slot) is counted in
+# B_YIELDS (B_YIELD_MS: when, since NOTICE_T0) and b started again 10 s
+# later (deploy/outboxd.service's RestartSec), which leaves the slot to the
+# standing-by instance first.
+YIELD_RE='no Kafka broker reachable for [0-9]+ ms while holding slot'
+B_RESTART_AT=
+b_supervise() {
+    if [[ -n "$B_RESTART_AT" ]]; then
+        (($(now_ms) >= B_RESTART_AT)) || return 0
+        B_RESTART_AT=
+        b_start
+        return 0
+    fi
+    [[ -n "$B_PID" ]] || return 0
+    kill -0 "$B_PID" 2>/dev/null && return 0
+    local rc=0
+    wait "$B_PID" || rc=$?
+    B_PID=
+    ((rc == 1)) && [[ "$(tail -n 200 "$B_LOG" | grep -cE "$YIELD_RE")" -gt 0 ]] ||
+        fail "outboxd b exited with status $rc: $(grep -E 'ERROR' "$B_LOG" | tail -n 1)"
+    info "outboxd b yielded the slot: $(grep -E "$YIELD_RE" "$B_LOG" | tail -n 1)"
+    B_YIELDS=$((B_YIELDS + 1))
+    [[ -n "${B_YIELD_MS:-}" ]] || B_YIELD_MS=$(($(now_ms) - NOTICE_T0))
+    B_RESTART_AT=$(($(now_ms) + 10000))
+}
+
+# b_role: b's role by its metrics (active, standby, connecting).
+b_role() {
+    local port
+    port=$(outboxd_http_port "$B_LOG")
+    [[ -n "$port" ]] || return 0
+    curl -s -m 5 "http://$NETNS_ADDR_ob:$port/metrics" 2>/dev/null |
+        awk '$1 ~ /^outboxd_role\{/ && $2 == 1 { sub(/.*role="/, "", $1); sub(/".*/, "", $1); print $1 }'
+}
+
+# slot_holder: which host's outboxd holds the slot (root, ob), "" if none.
+slot_holder() {
+    local a
+    a=$(psql_q "SELECT r.client_addr FROM pg_replication_slots s JOIN pg_stat_replication r
+                ON r.pid = s.active_pid WHERE s.slot_name = '$SLOT'" 2>/dev/null) || true
+    case $a in
+    "$NETNS_ADDR_root") echo root ;;
+    "${NETNS_ADDR_ob:-none}") echo ob ;;
+    *) echo "" ;;
+    esac
+}
 
 # wait_log_grows LOG ERE BEFORE S WHAT: until LOG has more than BEFORE lines
 # matching ERE, within S seconds.
@@ -426,83 +484,98 @@ wait_log_grows() {
     until (($(log_count "$re" "$log") > before)); do
         ((SECONDS - start < s)) || fail "$what: no /$re/ in $log within ${s}s"
         supervise
-        b_running || fail "outboxd b exited"
+        b_supervise
         sleep 0.2
     done
 }
 
-# wait_new_holder OLD T0 BOUND_S: the slot held by a walsender other than
-# OLD; prints the milliseconds since T0.
-wait_new_holder() {
-    local old=$1 t0=$2 bound=$3 p
-    while :; do
-        p=$(slot_active_pid)
-        [[ -n $p && $p != "$old" ]] && break
-        (($(now_ms) - t0 < bound * 1000)) || fail "no new holder of the slot within ${bound}s of the cut"
+# wait_holder HOST T0 BOUND_S: the slot held by HOST's outboxd; sets
+# TAKE_MS to the milliseconds since T0 (not run in $(...): it supervises).
+wait_holder() {
+    local host=$1 t0=$2 bound=$3
+    until [[ "$(slot_holder)" == "$host" ]]; do
+        (($(now_ms) - t0 < bound * 1000)) || fail "the slot is not held from host $host within ${bound}s"
         supervise
+        b_supervise
         sleep 0.1
     done
-    echo $(($(now_ms) - t0))
+    TAKE_MS=$(($(now_ms) - t0))
 }
 
 # standby_split: a is active here, b stands by on host ob. a cut off from
-# PostgreSQL: b takes the slot; then b cut off from Kafka.
+# PostgreSQL: b takes the slot; then b cut off from Kafka: it yields (or,
+# in exactly_once, its transaction fails and it lets the stream go) and a
+# takes the slot back.
 STANDBY_RE='standing by: replication slot'
 standby_split() {
-    local round=$1 old t0 take notice during0 lsn t_heal heal_ms before id p
+    local round=$1 take notice during0 lsn t_heal heal_ms before id
     [[ -n "${NETNS_NS_ob:-}" ]] || netns_host ob
     before=$(log_count "$STANDBY_RE" "$B_LOG")
-    b_running || b_start
+    [[ -n "$B_PID" ]] || b_start
     wait_log_grows "$B_LOG" "$STANDBY_RE" "$before" 60 "outboxd b standing by"
+    assert_eq root "$(slot_holder)" "the host whose outboxd holds the slot"
     step "standby_split, round $round: the active instance (this side) cut off from PostgreSQL, not from Kafka"
     wait_events_past "$(committed)"
     during0=$(committed)
-    old=$(slot_active_pid)
     before=$(log_count "$STANDBY_RE")
     fault_mark standby_active_cut_from_pg
     netns_cut pg both root
     fault_begin standby_active_cut_from_pg db_lost_count
-    take=$(wait_new_holder "$old" "$NOTICE_T0" "$PARTITION_CUT_S")
-    hold_until $((PARTITION_CUT_S * 1000))
+    wait_holder ob "$NOTICE_T0" "$PARTITION_CUT_S"
+    take=$TAKE_MS
+    while (($(now_ms) - NOTICE_T0 < PARTITION_CUT_S * 1000)); do
+        fault_tick
+        b_supervise
+        sleep 0.2
+    done
     [[ -n "$NOTICE_MS" ]] || fail "outboxd a did not notice that it lost the database"
     notice=$NOTICE_MS
     netns_heal pg
     t_heal=$(now_ms)
     wait_log_grows "$T/outboxd.log" "$STANDBY_RE" "$before" 60 "outboxd a standing by after the healing"
+    local standing_ms=$(($(now_ms) - t_heal))
     lsn=$(current_lsn)
+    confirm_passes "$lsn" 120
     report standby_active_cut_from_pg "$round" "takeover_ms=$take old_active_notice_ms=$notice" \
-        "heal_to_old_active_standing_by_ms=$(($(now_ms) - t_heal))" \
-        "heal_to_confirm_ms=$(confirm_passes "$lsn" 120) committed_during_cut=$(($(committed) - during0))"
+        "heal_to_old_active_standing_by_ms=$standing_ms" \
+        "heal_to_confirm_ms=$CONFIRM_MS committed_during_cut=$(($(committed) - during0))"
 
     step "standby_split, round $round: the active instance (b, host ob) cut off from Kafka, not from PostgreSQL"
+    assert_eq ob "$(slot_holder)" "the host whose outboxd holds the slot"
     during0=$(committed)
-    old=$(slot_active_pid)
+    B_YIELD_MS=
     fault_mark standby_active_cut_from_kafka
     for id in 1 2 3; do netns_cut ob both "b$id"; done
-    t0=$(now_ms)
-    local moved=-
-    while (($(now_ms) - t0 < PARTITION_CUT_S * 1000)); do
+    fault_begin standby_active_cut_from_kafka kafka_warn_count
+    wait_holder root "$NOTICE_T0" "$PARTITION_CUT_S"
+    take=$TAKE_MS
+    while (($(now_ms) - NOTICE_T0 < PARTITION_CUT_S * 1000)); do
         supervise
-        b_running || fail "outboxd b exited while cut off from Kafka"
-        p=$(slot_active_pid)
-        [[ $moved != - || -z $p || $p == "$old" ]] || moved=$(($(now_ms) - t0))
+        b_supervise
         sleep 0.2
     done
     netns_heal ob
     t_heal=$(now_ms)
     lsn=$(current_lsn)
-    heal_ms=$(confirm_passes "$lsn" 180)
-    report standby_active_cut_from_kafka "$round" "takeover_ms=$moved" \
+    confirm_passes "$lsn" 180
+    heal_ms=$CONFIRM_MS
+    report standby_active_cut_from_kafka "$round" "takeover_ms=$take b_yielded_ms=${B_YIELD_MS:--}" \
         "heal_to_confirm_ms=$heal_ms committed_during_cut=$(($(committed) - during0))"
-    # Back to one instance: b stops (exit 0), a takes the slot over.
-    step "stopping outboxd b (SIGTERM); a takes the slot over"
-    old=$(slot_active_pid)
+    # Back to one instance: b, standing by, stops (exit 0); a keeps the slot.
+    local start=$SECONDS
+    until [[ -z "$B_RESTART_AT" && "$(b_role)" == standby ]]; do
+        ((SECONDS - start < 60)) || fail "outboxd b is not standing by 60s after the healing (role '$(b_role)')"
+        supervise
+        b_supervise
+        sleep 0.2
+    done
+    step "stopping outboxd b (SIGTERM)"
     kill -TERM "$B_PID"
     local rc=0
     wait "$B_PID" || rc=$?
     B_PID=
     assert_eq 0 "$rc" "outboxd b's exit status on SIGTERM"
-    wait_new_holder "$old" "$(now_ms)" 30 >/dev/null
+    assert_eq root "$(slot_holder)" "the host whose outboxd holds the slot"
 }
 
 load_start 3 3600

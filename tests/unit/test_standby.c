@@ -43,6 +43,38 @@ START_TEST(test_fenced)
 }
 END_TEST
 
+/* The yield clock: it starts at the first report of no broker, keeps its
+ * start while none are up, and clears when one is up or the count is not
+ * known (before librdkafka's first statistics). */
+START_TEST(test_kafka_lost)
+{
+    int64_t since = 0;
+    ck_assert_int_eq(standby_kafka_lost(-1, 1000, &since), 0); /* not known yet */
+    ck_assert_int_eq(since, 0);
+    ck_assert_int_eq(standby_kafka_lost(2, 2000, &since), 0);
+    ck_assert_int_eq(standby_kafka_lost(0, 3000, &since), 0); /* none: the clock starts */
+    ck_assert_int_eq(since, 3000);
+    ck_assert_int_eq(standby_kafka_lost(0, 4500, &since), 1500);
+    ck_assert_int_eq(standby_kafka_lost(0, 33000, &since), 30000);
+    ck_assert_int_eq(standby_kafka_lost(1, 33500, &since), 0); /* one back: cleared */
+    ck_assert_int_eq(since, 0);
+    ck_assert_int_eq(standby_kafka_lost(0, 40000, &since), 0); /* starts over */
+    ck_assert_int_eq(standby_kafka_lost(0, 41000, &since), 1000);
+    ck_assert_int_eq(standby_kafka_lost(-1, 42000, &since), 0); /* a new client */
+    ck_assert_int_eq(since, 0);
+}
+END_TEST
+
+START_TEST(test_should_yield)
+{
+    ck_assert(!standby_should_yield(29999, 30000));
+    ck_assert(standby_should_yield(30000, 30000));
+    ck_assert(standby_should_yield(90000, 30000));
+    ck_assert(!standby_should_yield(0, 30000));
+    ck_assert(!standby_should_yield(1000000, 0)); /* 0: never */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("standby");
@@ -50,6 +82,8 @@ int main(void)
     tcase_add_test(tc, test_check_interval);
     tcase_add_test(tc, test_fence_interval);
     tcase_add_test(tc, test_fenced);
+    tcase_add_test(tc, test_kafka_lost);
+    tcase_add_test(tc, test_should_yield);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
