@@ -11,8 +11,9 @@ PACKAGES=(
     libjemalloc-dev
     # tests
     check valgrind kcat jq procps util-linux iproute2 curl
-    # the partition tests' test hosts and nemesis (tests/e2e/netns_lib.sh)
-    iptables
+    # the partition tests' test hosts and nemesis (tests/e2e/netns_lib.sh;
+    # the delayer tests/netdelay.c reads NFQUEUE with libnetfilter-queue)
+    iptables libnetfilter-queue-dev
     # counting the offset file's renames (tests/e2e/offset_writes.sh)
     strace
     # a real Apache Kafka broker for the real.* tests (tests/kafka/kafka.sh

@@ -24,6 +24,7 @@
 NETNS_HOSTS=()
 NETNS_LINKS=()
 NETNS_BRIDGE=
+NETNS_DELAYERS=() # "NAME:PID" of each running outboxd-netdelay
 
 # netns_require: fails unless this can make test hosts (root, ip, iptables).
 netns_require() {
@@ -151,12 +152,54 @@ netns_loss() {
     info "nemesis: host $name loses $pct% of its packets each way"
 }
 
-# netns_heal NAME: removes every rule the nemesis added for host NAME.
+# netns_delay NAME DELAY_MS JITTER_MS: host NAME holds every packet it
+# sends, and every one it receives from this side (whose own are not held),
+# DELAY_MS +- JITTER_MS (uniform: packets overtake each other) in
+# outboxd-netdelay (tests/netdelay.c, NFQUEUE: this kernel has no
+# sch_netem), until netns_heal. So each way over a link is delayed once.
+# Call it before netns_loss on the same host (a packet the delayer accepts
+# skips the rules after its own).
+netns_delay() {
+    local name=$1 d=$2 j=$3 ns log pid i
+    local tool=$OUTBOXD_BUILD_DIR/tests/outboxd-netdelay
+    [[ -x "$tool" ]] || fail "$tool is not built (libnetfilter-queue-dev: deploy/install-deps.sh)"
+    ns=NETNS_NS_$name
+    log=$T/netdelay.$name.log
+    ip netns exec "${!ns}" "$tool" --queue 1 --delay-ms "$d" --jitter-ms "$j" --seed "$RANDOM" \
+        2>"$log" </dev/null &
+    pid=$!
+    for ((i = 0; i < 50; i++)); do
+        grep -q 'holding packets' "$log" && break
+        kill -0 "$pid" 2>/dev/null || fail "outboxd-netdelay on host $name exited: $(cat "$log")"
+        sleep 0.1
+    done
+    grep -q 'holding packets' "$log" || fail "outboxd-netdelay on host $name did not start"
+    NETNS_DELAYERS+=("$name:$pid")
+    ip netns exec "${!ns}" iptables -w -I OUTPUT ! -o lo -j NFQUEUE --queue-num 1 --queue-bypass
+    ip netns exec "${!ns}" iptables -w -I INPUT -s "$NETNS_ADDR_root" -j NFQUEUE --queue-num 1 \
+        --queue-bypass
+    info "nemesis: host $name holds its packets ${d} +- ${j} ms"
+}
+
+# netns_heal NAME: removes every rule the nemesis added for host NAME and
+# stops its delayer, whose packet count it keeps in NETNS_DELAYED_<NAME>.
 netns_heal() {
-    local name=$1 ns
+    local name=$1 ns e rest=()
     ns=NETNS_NS_$name
     ip netns exec "${!ns}" iptables -w -F INPUT
     ip netns exec "${!ns}" iptables -w -F OUTPUT
+    for e in "${NETNS_DELAYERS[@]}"; do
+        if [[ ${e%%:*} == "$name" ]]; then
+            kill -TERM "${e#*:}" 2>/dev/null
+            wait "${e#*:}" 2>/dev/null
+            info "$(tail -n 1 "$T/netdelay.$name.log")"
+            printf -v "NETNS_DELAYED_$name" '%s' \
+                "$(sed -n 's/.*: \([0-9]*\) packets, .*/\1/p' "$T/netdelay.$name.log" | tail -n 1)"
+        else
+            rest+=("$e")
+        fi
+    done
+    NETNS_DELAYERS=("${rest[@]}")
     info "nemesis: host $name healed"
 }
 
@@ -172,5 +215,5 @@ netns_teardown() {
     done
     for link in "${NETNS_LINKS[@]}"; do ip link del "$link" 2>/dev/null; done
     [[ -z "${NETNS_N:-}" ]] || rmdir "/tmp/outboxd-netns-$NETNS_N" 2>/dev/null
-    NETNS_HOSTS=() NETNS_LINKS=() NETNS_N= NETNS_NET= NETNS_BRIDGE=
+    NETNS_HOSTS=() NETNS_LINKS=() NETNS_N= NETNS_NET= NETNS_BRIDGE= NETNS_DELAYERS=()
 }

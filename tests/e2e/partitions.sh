@@ -34,9 +34,10 @@
 #                       outboxd (requests land, ACKs are lost), then what it
 #                       receives from it.
 #   lossy               (real) every host drops PARTITION_LOSS_PCT (5) % of its
-#                       packets each way, at random, for PARTITION_CUT_S.
-#                       (Delay and reordering are not built: this kernel has
-#                       no sch_netem, and no userspace delayer exists yet.)
+#                       packets each way, at random, and holds the others
+#                       PARTITION_DELAY_MS +- PARTITION_JITTER_MS (50 +- 40,
+#                       uniform, so they are reordered) each way over every
+#                       link, for PARTITION_CUT_S (tests/netdelay.c).
 #   standby_split       (real) a hot standby pair: the active (this side) cut
 #                       off from PostgreSQL but not from Kafka (its walsender
 #                       times out, the standby on host "ob" takes the slot),
@@ -51,7 +52,8 @@
 #
 # Usage: partitions.sh [--rounds N] [--scenarios LIST]
 # Knobs: PARTITION_CUT_S (35), PARTITION_NOTICE_MAX_S (45),
-# PARTITION_MSG_TIMEOUT_MS (10000), PARTITION_LOSS_PCT (5).
+# PARTITION_MSG_TIMEOUT_MS (10000), PARTITION_LOSS_PCT (5),
+# PARTITION_DELAY_MS (50), PARTITION_JITTER_MS (40).
 # Needs root (namespaces, iptables). Figures per scenario and round go to
 # stderr as "partition: ..." lines (tests/README.md keeps a table).
 : "${E2E_TIMEOUT:=1800}"
@@ -78,6 +80,8 @@ done
 : "${PARTITION_NOTICE_MAX_S:=45}"
 : "${PARTITION_MSG_TIMEOUT_MS:=10000}"
 : "${PARTITION_LOSS_PCT:=5}"
+: "${PARTITION_DELAY_MS:=50}"
+: "${PARTITION_JITTER_MS:=40}"
 
 e2e_init partitions
 netns_require
@@ -96,7 +100,7 @@ OUTBOXD_ARGS=(--set postgres.retry_max_ms=2000 --set "delivery.mode=$DELIVERY_MO
 # On real Kafka every instance may share the slot (standby_split); this
 # one never yields it (see b_start).
 ((REAL)) && OUTBOXD_ARGS+=(--set postgres.hot_standby=true --set postgres.hot_standby_yield=0)
-faults_save_on_exit 'outboxd*.log' 'check.*' 'verify.json' 'faults.marks' 'postgres.log'
+faults_save_on_exit 'outboxd*.log' 'check.*' 'verify.json' 'faults.marks' 'postgres.log' 'netdelay.*'
 
 netns_pg_host
 pg_start
@@ -182,7 +186,8 @@ EXTRA_ARGS=()
 # fault_begin NAME COUNT_FN: a fault starts now (NOTICE_T0). fault_tick
 # supervises outboxd and sets NOTICE_MS, once, to the milliseconds from
 # NOTICE_T0 until COUNT_FN's count grew (outboxd said so); hold_until MS
-# ticks until MS after NOTICE_T0.
+# ticks until MS after NOTICE_T0. Ticks supervise the standby (b_supervise)
+# too, when there is one.
 fault_begin() {
     NOTICE_NAME=$1 NOTICE_FN=$2 NOTICE_MS=
     NOTICE_BASE=$($NOTICE_FN)
@@ -190,6 +195,7 @@ fault_begin() {
 }
 fault_tick() {
     supervise
+    b_supervise
     if [[ -z "$NOTICE_MS" ]] && (($($NOTICE_FN) > NOTICE_BASE)); then
         NOTICE_MS=$(($(now_ms) - NOTICE_T0))
         info "$NOTICE_NAME: outboxd noticed after ${NOTICE_MS} ms: $(grep -E 'WARN|ERROR' "$T/outboxd.log" | tail -n 1)"
@@ -386,22 +392,32 @@ brokers_unreachable() {
     fi
 }
 
-# lossy: every host loses PARTITION_LOSS_PCT % of its packets each way.
+# lossy: every host loses PARTITION_LOSS_PCT % of its packets each way and
+# holds the rest PARTITION_DELAY_MS +- PARTITION_JITTER_MS (reordered).
 lossy() {
-    local round=$1 h during0 t_heal lsn lag
-    step "lossy, round $round: ${PARTITION_LOSS_PCT}% loss each way on every host for ${PARTITION_CUT_S}s"
+    local round=$1 h during0 lsn lag n
+    step "lossy, round $round: ${PARTITION_LOSS_PCT}% loss and ${PARTITION_DELAY_MS} +- ${PARTITION_JITTER_MS} ms" \
+        "each way on every host for ${PARTITION_CUT_S}s"
     wait_events_past "$(committed)"
     during0=$(committed)
     fault_mark lossy
-    for h in pg ctl b1 b2 b3; do netns_loss "$h" "$PARTITION_LOSS_PCT"; done
+    for h in pg ctl b1 b2 b3; do
+        netns_delay "$h" "$PARTITION_DELAY_MS" "$PARTITION_JITTER_MS"
+        netns_loss "$h" "$PARTITION_LOSS_PCT"
+    done
     fault_begin lossy kafka_warn_count
     hold_until $((PARTITION_CUT_S * 1000))
     # How far the slot trails the WAL at the end of the lossy period.
     lag=$(psql_q "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'")
-    for h in pg ctl b1 b2 b3; do netns_heal "$h"; done
+    for h in pg ctl b1 b2 b3; do
+        netns_heal "$h"
+        n=NETNS_DELAYED_$h
+        ((${!n:-0} > 0)) || fail "the delayer on host $h held no packet: the delay was not in effect"
+    done
     lsn=$(current_lsn)
     confirm_passes "$lsn" 180
-    report lossy "$round" "loss_pct=$PARTITION_LOSS_PCT first_kafka_warning_ms=${NOTICE_MS:--} lag_bytes_at_heal=$lag" \
+    report lossy "$round" "loss_pct=$PARTITION_LOSS_PCT delay_ms=$PARTITION_DELAY_MS+-$PARTITION_JITTER_MS" \
+        "packets_delayed_b1=$NETNS_DELAYED_b1 first_kafka_warning_ms=${NOTICE_MS:--} lag_bytes_at_heal=$lag" \
         "heal_to_confirm_ms=$CONFIRM_MS committed_during=$(($(committed) - during0))"
 }
 
@@ -523,11 +539,7 @@ standby_split() {
     fault_begin standby_active_cut_from_pg db_lost_count
     wait_holder ob "$NOTICE_T0" "$PARTITION_CUT_S"
     take=$TAKE_MS
-    while (($(now_ms) - NOTICE_T0 < PARTITION_CUT_S * 1000)); do
-        fault_tick
-        b_supervise
-        sleep 0.2
-    done
+    hold_until $((PARTITION_CUT_S * 1000))
     [[ -n "$NOTICE_MS" ]] || fail "outboxd a did not notice that it lost the database"
     notice=$NOTICE_MS
     netns_heal pg
@@ -547,13 +559,11 @@ standby_split() {
     fault_mark standby_active_cut_from_kafka
     for id in 1 2 3; do netns_cut ob both "b$id"; done
     fault_begin standby_active_cut_from_kafka kafka_warn_count
-    wait_holder root "$NOTICE_T0" "$PARTITION_CUT_S"
+    # 10 s to drop the silent connections, the yield, the standby's check:
+    # about 28 s alone; the bound leaves room for a loaded machine.
+    wait_holder root "$NOTICE_T0" 60
     take=$TAKE_MS
-    while (($(now_ms) - NOTICE_T0 < PARTITION_CUT_S * 1000)); do
-        supervise
-        b_supervise
-        sleep 0.2
-    done
+    hold_until $((PARTITION_CUT_S * 1000))
     netns_heal ob
     t_heal=$(now_ms)
     lsn=$(current_lsn)
