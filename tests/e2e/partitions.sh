@@ -313,6 +313,11 @@ cut_broker() {
             through=$(($(now_ms) - NOTICE_T0))
         hold_until $(($(now_ms) - NOTICE_T0 + 1000))
     done
+    # Its connections to L end within TCP_USER_TIMEOUT (10 s, kafkasock.h)
+    # and librdkafka says so; with librdkafka's own sockets nothing was
+    # said for the whole cut.
+    [[ -n "$NOTICE_MS" ]] ||
+        fail "$phase: outboxd logged nothing about broker $l within the ${PARTITION_CUT_S}s cut"
     netns_heal "b$l"
     t_heal=$(now_ms)
     lsn=$(current_lsn)
