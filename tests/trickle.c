@@ -2,9 +2,12 @@
  * trickle.c - slow HTTP clients for tests/e2e/http_limits.sh: opens N
  * connections to HOST:PORT from source address SRC and sends an HTTP
  * request on each one byte at a time, one byte every INTERVAL_MS, for
- * SECONDS; a connection the server closes is opened again at once (a
- * persistent slowloris). Prints, at the end, how many connections were
- * opened and the most that were open at once (as the client saw them).
+ * SECONDS or until SIGTERM, whichever comes first (the test stops it
+ * once its probes are done: a slow machine must not end the clients
+ * before the probes); a connection the server closes is opened again at
+ * once (a persistent slowloris). Prints, at the end, how many connections
+ * were opened and the most that were open at once (as the client saw
+ * them).
  *
  *   outboxd-trickle SRC HOST PORT N INTERVAL_MS SECONDS
  */
@@ -12,6 +15,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,14 @@
 #include <unistd.h>
 
 static const char request[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+
+static volatile sig_atomic_t stopping;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
 
 static long long now_ms(void)
 {
@@ -73,10 +85,13 @@ int main(int argc, char **argv)
         free(sent);
         return 1;
     }
+    struct sigaction sa = {.sa_handler = on_term};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
     long opened = 0;
     int most = 0;
     for (int i = 0; i < n; i++) fd[i] = -1;
-    while (now_ms() < end) {
+    while (!stopping && now_ms() < end) {
         int open_now = 0;
         for (int i = 0; i < n; i++) {
             if (fd[i] >= 0 && closed(fd[i])) {
@@ -95,7 +110,7 @@ int main(int argc, char **argv)
         }
         if (open_now > most) most = open_now;
         /* sleep INTERVAL_MS, but look for closed connections every 100 ms */
-        for (int t = 0; t < interval && now_ms() < end; t += 100) {
+        for (int t = 0; t < interval && !stopping && now_ms() < end; t += 100) {
             usleep(100 * 1000);
             for (int i = 0; i < n; i++)
                 if (fd[i] >= 0 && closed(fd[i])) {

@@ -558,6 +558,17 @@ offset_file_lsn() {
 # lsn_ge A B: true when LSN A >= LSN B.
 lsn_ge() { [[ "$(psql_q "SELECT '$1'::pg_lsn >= '$2'::pg_lsn")" == t ]]; }
 
+# wait_until TIMEOUT_S WHAT CMD [ARG...]: runs CMD every 0.2 s until it
+# succeeds; fails the test, naming WHAT, when TIMEOUT_S pass first.
+wait_until() {
+    local timeout=$1 what=$2 start=$SECONDS
+    shift 2
+    until "$@"; do
+        ((SECONDS - start < timeout)) || fail "not within ${timeout}s: $what"
+        sleep 0.2
+    done
+}
+
 # wait_for_confirmed_lsn LSN [TIMEOUT_S]: waits until the slot's
 # confirmed_flush_lsn >= LSN; returns 1 (after saying so) on timeout.
 wait_for_confirmed_lsn() {

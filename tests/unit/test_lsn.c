@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quiet_check.h"
 #include "lsn.h"
 
 static const char *fmt(lsn_t v, char *buf)
@@ -116,11 +117,11 @@ START_TEST(test_format_matches_printf)
         uint32_t hi = (uint32_t)(x >> 32) >> (i % 32), lo = (uint32_t)x >> ((i / 32) % 32);
         lsn_t v = ((lsn_t)hi << 32) | lo;
         snprintf(want, sizeof(want), "%" PRIX32 "/%" PRIX32, hi, lo);
-        ck_assert_str_eq(lsn_format(v, got), want);
+        qck_assert_str_eq(lsn_format(v, got), want);
     }
-    ck_assert_str_eq(lsn_format(0, got), "0/0");
-    ck_assert_str_eq(lsn_format(0x10, got), "0/10");
-    ck_assert_str_eq(lsn_format(0x100000000ULL, got), "1/0");
+    qck_assert_str_eq(lsn_format(0, got), "0/0");
+    qck_assert_str_eq(lsn_format(0x10, got), "0/10");
+    qck_assert_str_eq(lsn_format(0x100000000ULL, got), "1/0");
 }
 END_TEST
 
@@ -139,8 +140,8 @@ START_TEST(test_round_trip)
     char buf[LSN_STRLEN];
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
         lsn_t back = ~fixed[i];
-        ck_assert(lsn_parse(lsn_format(fixed[i], buf), &back));
-        ck_assert_uint_eq(back, fixed[i]);
+        qck_assert(lsn_parse(lsn_format(fixed[i], buf), &back));
+        qck_assert_uint_eq(back, fixed[i]);
     }
     for (int i = 0; i < 100000; i++) {
         lsn_t v = rnd();
@@ -148,18 +149,18 @@ START_TEST(test_round_trip)
         if (i % 5 == 0) v &= 0xFFFF0000FFFF0000ULL; /* zero nibbles */
         lsn_t back = ~v;
         lsn_format(v, buf);
-        ck_assert_msg(lsn_parse(buf, &back), "could not parse \"%s\"", buf);
-        ck_assert_uint_eq(back, v);
+        qck_assert_msg(lsn_parse(buf, &back), "could not parse \"%s\"", buf);
+        qck_assert_uint_eq(back, v);
         /* Upper case, no leading zeros, exactly one slash. */
         for (const char *p = buf; *p; p++)
-            ck_assert_msg((*p >= '0' && *p <= '9') || (*p >= 'A' && *p <= 'F') ||
+            qck_assert_msg((*p >= '0' && *p <= '9') || (*p >= 'A' && *p <= 'F') ||
                               *p == '/',
                           "bad char in \"%s\"", buf);
         const char *slash = strchr(buf, '/');
-        ck_assert_ptr_nonnull(slash);
-        ck_assert_ptr_null(strchr(slash + 1, '/'));
-        if (slash - buf > 1) ck_assert_int_ne(buf[0], '0');
-        if (strlen(slash + 1) > 1) ck_assert_int_ne(slash[1], '0');
+        qck_assert_ptr_nonnull(slash);
+        qck_assert_ptr_null(strchr(slash + 1, '/'));
+        if (slash - buf > 1) qck_assert_int_ne(buf[0], '0');
+        if (strlen(slash + 1) > 1) qck_assert_int_ne(slash[1], '0');
     }
 }
 END_TEST

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quiet_check.h"
 #include "tracker.h"
 
 #define START 0x1000ULL
@@ -47,7 +48,7 @@ static uint64_t txn(lsn_t final_lsn, lsn_t end_lsn, int n)
 {
     uint64_t s = tracker_begin(T, final_lsn);
     ck_assert_uint_ne(s, 0);
-    for (int i = 0; i < n; i++) ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
+    for (int i = 0; i < n; i++) qck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
     ck_assert_int_eq(tracker_commit(T, s, end_lsn), 0);
     return s;
 }
@@ -633,10 +634,10 @@ END_TEST
 START_TEST(test_many_events_one_txn)
 {
     uint64_t s = tracker_begin(T, 0x2000);
-    for (int i = 0; i < 100000; i++) ck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
+    for (int i = 0; i < 100000; i++) qck_assert_int_eq(tracker_event_sent(T, s, &(uint64_t){0}), 0);
     ck_assert_int_eq(tracker_commit(T, s, 0x2010), 0);
     ck_assert_uint_eq(tracker_pending_events(T), 100000);
-    for (int i = 0; i < 99999; i++) ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
+    for (int i = 0; i < 99999; i++) qck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     FLUSH_EQ(START);
     ck_assert_int_eq(tracker_ack(T, tracker_txn_tag(s)), 0);
     FLUSH_EQ(0x2010);
@@ -672,15 +673,15 @@ static void random_run(uint64_t seed, int ntx, int max_events, int ack_lag,
     rng = seed;
     lsn_t start = 0x100000 + rnd_below(0x1000);
     struct tracker *t = tracker_new(start);
-    ck_assert_ptr_nonnull(t);
+    qck_assert_ptr_nonnull(t);
 
     struct mtxn *tx = calloc((size_t)ntx, sizeof(*tx));
     /* One entry per outstanding event: its transaction index. */
     size_t outcap = (size_t)ntx * (size_t)(max_events + 1);
     int *out = malloc(outcap * sizeof(int));
     size_t nout = 0;
-    ck_assert_ptr_nonnull(tx);
-    ck_assert_ptr_nonnull(out);
+    qck_assert_ptr_nonnull(tx);
+    qck_assert_ptr_nonnull(out);
 
     lsn_t model_flush = start, prev_flush = start, last_lsn = start;
     int head = 0;  /* first transaction not in the completed prefix */
@@ -699,14 +700,14 @@ static void random_run(uint64_t seed, int ntx, int max_events, int ack_lag,
             size_t k = rnd_below((uint32_t)nout);
             int i = out[k];
             out[k] = out[--nout];
-            ck_assert_int_eq(tracker_ack(t, tracker_txn_tag(tx[i].seq)), 0);
+            qck_assert_int_eq(tracker_ack(t, tracker_txn_tag(tx[i].seq)), 0);
             tx[i].pending--;
             model_pending--;
             did_ack = true;
         } else if (open >= 0) {
             struct mtxn *m = &tx[open];
             if (m->sent < m->nevents && rnd_below(4) != 0) {
-                ck_assert_int_eq(tracker_event_sent(t, m->seq, &(uint64_t){0}), 0);
+                qck_assert_int_eq(tracker_event_sent(t, m->seq, &(uint64_t){0}), 0);
                 m->sent++;
                 m->pending++;
                 model_pending++;
@@ -714,14 +715,14 @@ static void random_run(uint64_t seed, int ntx, int max_events, int ack_lag,
             } else if (m->sent == m->nevents) {
                 last_lsn += 1 + rnd_below(0x80);
                 m->end = last_lsn;
-                ck_assert_int_eq(tracker_commit(t, m->seq, m->end), 0);
+                qck_assert_int_eq(tracker_commit(t, m->seq, m->end), 0);
                 m->committed = 1;
                 open = -1;
             }
         } else if (next < ntx) {
             if (rnd_below(10) == 0 && nout == 0) {
                 /* Keepalive while idle: a little past the last commit. */
-                ck_assert(tracker_idle(t));
+                qck_assert(tracker_idle(t));
                 lsn_t w = last_lsn + rnd_below(0x40);
                 tracker_keepalive(t, w);
                 if (w > model_flush) model_flush = w;
@@ -730,14 +731,14 @@ static void random_run(uint64_t seed, int ntx, int max_events, int ack_lag,
                 /* Keepalive, maybe behind: no effect unless idle. */
                 lsn_t w = last_lsn > 0x40 ? last_lsn - rnd_below(0x40) : last_lsn;
                 bool idle = (nout == 0);
-                ck_assert(tracker_idle(t) == idle);
+                qck_assert(tracker_idle(t) == idle);
                 tracker_keepalive(t, w);
                 if (idle && w > model_flush) model_flush = w;
             } else {
                 struct mtxn *m = &tx[next];
                 last_lsn += 1 + rnd_below(0x100);
                 m->seq = tracker_begin(t, last_lsn);
-                ck_assert_uint_ne(m->seq, 0);
+                qck_assert_uint_ne(m->seq, 0);
                 m->nevents = (int)rnd_below((uint32_t)max_events + 1);
                 open = next++;
             }
@@ -751,28 +752,28 @@ static void random_run(uint64_t seed, int ntx, int max_events, int ack_lag,
             head++;
         }
         lsn_t f = tracker_flush_lsn(t);
-        ck_assert_msg(f == model_flush,
+        qck_assert_msg(f == model_flush,
                       "step %ld: flush %" PRIX64 " want %" PRIX64
                       " (head txn %d of %d)",
                       steps, f, model_flush, head, ntx);
-        ck_assert_msg(f >= prev_flush, "flush went backwards at step %ld", steps);
+        qck_assert_msg(f >= prev_flush, "flush went backwards at step %ld", steps);
         prev_flush = f;
-        ck_assert_uint_eq(tracker_pending_events(t), model_pending);
+        qck_assert_uint_eq(tracker_pending_events(t), model_pending);
         size_t model_txns = (size_t)(next - head);
         if (next - head > max_inflight) max_inflight = next - head;
-        ck_assert_msg(tracker_pending_txns(t) == model_txns,
+        qck_assert_msg(tracker_pending_txns(t) == model_txns,
                       "step %ld: pending_txns %zu want %zu", steps,
                       tracker_pending_txns(t), model_txns);
-        ck_assert(tracker_idle(t) == (open < 0 && model_pending == 0));
-        ck_assert(!tracker_failed(t));
+        qck_assert(tracker_idle(t) == (open < 0 && model_pending == 0));
+        qck_assert(!tracker_failed(t));
         steps++;
     }
-    ck_assert_uint_ge(tracker_flush_lsn(t), tx[ntx - 1].end);
+    qck_assert_uint_ge(tracker_flush_lsn(t), tx[ntx - 1].end);
     if (ack_lag >= 500) /* the scenario did hold many transactions at once */
-        ck_assert_int_ge(max_inflight, 150);
-    ck_assert_uint_eq(tracker_pending_events(t), 0);
-    ck_assert_uint_eq(tracker_pending_txns(t), 0);
-    ck_assert(tracker_idle(t));
+        qck_assert_int_ge(max_inflight, 150);
+    qck_assert_uint_eq(tracker_pending_events(t), 0);
+    qck_assert_uint_eq(tracker_pending_txns(t), 0);
+    qck_assert(tracker_idle(t));
     free(out);
     free(tx);
     tracker_free(t);
@@ -959,7 +960,7 @@ END_TEST
 /* Sends n events of the open transaction s; their tags into tags[]. */
 static void send_n(uint64_t s, int n, uint64_t *tags)
 {
-    for (int i = 0; i < n; i++) ck_assert_int_eq(tracker_event_sent(T, s, &tags[i]), 0);
+    for (int i = 0; i < n; i++) qck_assert_int_eq(tracker_event_sent(T, s, &tags[i]), 0);
 }
 
 START_TEST(test_tags_name_txn_and_ordinal)
@@ -1098,14 +1099,14 @@ START_TEST(test_progress_random_against_model)
         nev[x] = 1 + rand() % MAXEV;
         send_n(s, nev[x], tags[x]);
         for (int i = 0; i < nev[x]; i++) out[nout++] = (uint64_t)x << 32 | (uint64_t)i;
-        ck_assert_int_eq(tracker_commit(T, s, 0x10000 + 0x100 * (lsn_t)x + 8), 0);
+        qck_assert_int_eq(tracker_commit(T, s, 0x10000 + 0x100 * (lsn_t)x + 8), 0);
     }
     int oldest = 0;
     while (nout > 0) {
         int k = rand() % nout;
         int x = (int)(out[k] >> 32), i = (int)(uint32_t)out[k];
         out[k] = out[--nout];
-        ck_assert_int_eq(tracker_ack(T, tags[x][i]), 0);
+        qck_assert_int_eq(tracker_ack(T, tags[x][i]), 0);
         acked[x][i] = true;
         while (oldest < NTX) {
             int j = 0;
@@ -1116,15 +1117,15 @@ START_TEST(test_progress_random_against_model)
         struct tracker_progress p;
         bool has = tracker_progress(T, &p);
         if (oldest == NTX) {
-            ck_assert(!has);
+            qck_assert(!has);
             continue;
         }
         int prefix = 0;
         while (prefix < nev[oldest] && acked[oldest][prefix]) prefix++;
-        ck_assert_int_eq(has, prefix > 0);
+        qck_assert_int_eq(has, prefix > 0);
         if (has) {
-            ck_assert_uint_eq(p.txn_lsn, 0x10000 + 0x100 * (lsn_t)oldest);
-            ck_assert_uint_eq(p.acked, (uint64_t)prefix);
+            qck_assert_uint_eq(p.txn_lsn, 0x10000 + 0x100 * (lsn_t)oldest);
+            qck_assert_uint_eq(p.acked, (uint64_t)prefix);
         }
     }
     FLUSH_EQ(0x10000 + 0x100 * (NTX - 1) + 8);

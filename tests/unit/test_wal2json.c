@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quiet_check.h"
 #include "lsn.h"
 #include "relcache.h"
 #include "wal2json.h"
@@ -552,10 +553,10 @@ START_TEST(test_recorded_lines_and_their_prefixes)
             size_t len = l.len[i];
             for (size_t n = 0; n < len; n += (n < 1024 || n + 1024 > len) ? 1 : 61) {
                 int rc = decode_at(ds, l.line[i], n);
-                ck_assert_msg(rc == -1, "%s line %zu prefix %zu decoded", recorded_files[f],
+                qck_assert_msg(rc == -1, "%s line %zu prefix %zu decoded", recorded_files[f],
                               i, n);
             }
-            ck_assert_msg(decode_line(&l, i) == 0, "%s line %zu: %s", recorded_files[f], i,
+            qck_assert_msg(decode_line(&l, i) == 0, "%s line %zu: %s", recorded_files[f], i,
                           err);
             total++;
         }
@@ -1245,43 +1246,43 @@ START_TEST(test_relcache)
         x ^= x << 5;
         i = (int)(x % NPOOL);
         if (present[i] && (x >> 20) % 3 != 0) {
-            ck_assert_int_eq(relcache_remove(c, pool[i]), 0);
+            qck_assert_int_eq(relcache_remove(c, pool[i]), 0);
             present[i] = false;
             removed++;
         } else if (!present[i]) {
             char name[16];
             struct relation *r;
 
-            ck_assert_int_eq(relcache_remove(c, pool[i]), -1);
-            ck_assert_ptr_null(relcache_get(c, pool[i]));
+            qck_assert_int_eq(relcache_remove(c, pool[i]), -1);
+            qck_assert_ptr_null(relcache_get(c, pool[i]));
             snprintf(name, sizeof(name), "t%d", i);
             r = relation_new(pool[i], "s", name, 'd', 1);
-            ck_assert_ptr_nonnull(r);
+            qck_assert_ptr_nonnull(r);
             r->cols[0].name = strdup("x");
-            ck_assert_int_eq(relcache_put(c, r), 0);
+            qck_assert_int_eq(relcache_put(c, r), 0);
             present[i] = true;
         } else {
             /* Replacing a relid frees the old relation (valgrind checks). */
             struct relation *r = relation_new(pool[i], "s", "again", 'f', 2);
-            ck_assert_ptr_nonnull(r);
-            ck_assert_int_eq(relcache_put(c, r), 0);
-            ck_assert_ptr_eq(relcache_get(c, pool[i]), r);
+            qck_assert_ptr_nonnull(r);
+            qck_assert_int_eq(relcache_put(c, r), 0);
+            qck_assert_ptr_eq(relcache_get(c, pool[i]), r);
         }
         if (step % 500 == 0 || step == 29999) {
             size_t count = 0;
             for (int k = 0; k < NPOOL; k++) {
                 const struct relation *r = relcache_get(c, pool[k]);
-                ck_assert_msg((r != NULL) == present[k], "step %d relid %u: %p vs %d", step,
+                qck_assert_msg((r != NULL) == present[k], "step %d relid %u: %p vs %d", step,
                               pool[k], (const void *)r, present[k]);
                 if (r) {
-                    ck_assert_uint_eq(r->relid, pool[k]);
+                    qck_assert_uint_eq(r->relid, pool[k]);
                     count++;
                 }
             }
-            ck_assert_uint_eq(relcache_count(c), count);
+            qck_assert_uint_eq(relcache_count(c), count);
         }
     }
-    ck_assert_int_gt(removed, 5000);
+    qck_assert_int_gt(removed, 5000);
 
     /* Small tables, where probe runs often wrap around the end. */
     for (int round = 0; round < 300; round++) {
@@ -1289,7 +1290,7 @@ START_TEST(test_relcache)
         uint32_t ids[10];
         bool in[10] = {false};
 
-        ck_assert_ptr_nonnull(sc);
+        qck_assert_ptr_nonnull(sc);
         for (int i = 0; i < 10; i++) {
             x ^= x << 13;
             x ^= x >> 17;
@@ -1304,39 +1305,39 @@ START_TEST(test_relcache)
             x ^= x << 5;
             i = (int)(x % 10);
             if (in[i]) {
-                ck_assert_int_eq(relcache_remove(sc, ids[i]), 0);
+                qck_assert_int_eq(relcache_remove(sc, ids[i]), 0);
             } else {
                 struct relation *r = relation_new(ids[i], "s", "t", 'd', 0);
-                ck_assert_ptr_nonnull(r);
-                ck_assert_int_eq(relcache_put(sc, r), 0);
+                qck_assert_ptr_nonnull(r);
+                qck_assert_int_eq(relcache_put(sc, r), 0);
             }
             in[i] = !in[i];
             for (int k = 0; k < 10; k++)
-                ck_assert_msg((relcache_get(sc, ids[k]) != NULL) == in[k],
+                qck_assert_msg((relcache_get(sc, ids[k]) != NULL) == in[k],
                               "round %d step %d relid %u", round, step, ids[k]);
         }
         relcache_free(sc);
     }
     {
         struct relation *r = relation_new(7, "ns", "needle", 'd', 0);
-        ck_assert_int_eq(relcache_put(c, r), 0);
-        ck_assert_ptr_eq(relcache_find(c, "ns", "needle"), r);
-        ck_assert_ptr_null(relcache_find(c, "ns", "needl"));
-        ck_assert_ptr_null(relcache_find(c, "n", "needle"));
+        qck_assert_int_eq(relcache_put(c, r), 0);
+        qck_assert_ptr_eq(relcache_find(c, "ns", "needle"), r);
+        qck_assert_ptr_null(relcache_find(c, "ns", "needl"));
+        qck_assert_ptr_null(relcache_find(c, "n", "needle"));
     }
     relcache_free(c);
 
     {
         struct col_value *v = NULL;
         size_t cap = 0;
-        ck_assert_int_eq(col_values_reserve(&v, &cap, 0), 0);
-        ck_assert_ptr_nonnull(v);
-        ck_assert_uint_ge(cap, 1);
-        ck_assert_int_eq(col_values_reserve(&v, &cap, 1000), 0);
-        ck_assert_uint_ge(cap, 1000);
+        qck_assert_int_eq(col_values_reserve(&v, &cap, 0), 0);
+        qck_assert_ptr_nonnull(v);
+        qck_assert_uint_ge(cap, 1);
+        qck_assert_int_eq(col_values_reserve(&v, &cap, 1000), 0);
+        qck_assert_uint_ge(cap, 1000);
         v[999].len = 7;
-        ck_assert_int_eq(col_values_reserve(&v, &cap, 10), 0);
-        ck_assert_uint_eq(v[999].len, 7);
+        qck_assert_int_eq(col_values_reserve(&v, &cap, 10), 0);
+        qck_assert_uint_eq(v[999].len, 7);
         free(v);
     }
 }
