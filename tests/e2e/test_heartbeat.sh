@@ -56,7 +56,11 @@ outboxd_stop || fail "outboxd exited with status $OUTBOXD_RC on SIGTERM, expecte
 
 busy_phase "heartbeat on" --set postgres.heartbeat_interval_ms=500
 ((PHASE_SECONDS >= 0)) || fail "with heartbeats restart_lsn did not pass the idle position within 45 s"
-((PHASE_WAL > 4000000)) || fail "the busy database wrote only $PHASE_WAL bytes of WAL meanwhile"
+# The other database was busy meanwhile: at least one of the writer's
+# batches (2,000 rows, about 300 kB of WAL) is past the start. (How much
+# more depends on the machine's speed and how soon restart_lsn moved: 4 MB
+# was asked before, and a loaded CI machine wrote 3.8 MB.)
+((PHASE_WAL > 250000)) || fail "the busy database wrote only $PHASE_WAL bytes of WAL meanwhile (not one batch)"
 info "ok: with heartbeats restart_lsn moved on after ${PHASE_SECONDS}s of busy writes (without: ${off_seconds}s)"
 
 step "heartbeats in /metrics"
