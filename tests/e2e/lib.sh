@@ -20,7 +20,9 @@
 #
 # Environment: OUTBOXD_BUILD_DIR (the CMake build dir, default ../../build),
 # OUTBOXD_TEST_PLUGIN (pgoutput), E2E_TIMEOUT (seconds before the watchdog
-# fails the test, default 270; at most E2E_TIMEOUT_MAX when that is set), OUTBOXD_PG_VERSION (the server's major
+# fails the test, default 270, times 3 for a sanitized build (the sanitizer
+# run beside the rest of CI ran e2e.check past 270 s); at most
+# E2E_TIMEOUT_MAX when that is set), OUTBOXD_PG_VERSION (the server's major
 # version: 15, Debian's; 16, 17 or 18, the pinned builds of tests/pg/pg.sh,
 # resolved beforehand with `bash tests/pg/pg.sh resolve N`; when set,
 # pg_start checks the server is that version), PG_BINDIR (the server's
@@ -196,6 +198,19 @@ _pg_server() {
 }
 
 # e2e_init NAME: strict mode, temp dir $T, traps, watchdog.
+# e2e_sanitized: whether the outboxd under test is an AddressSanitizer
+# build (tests/sanitize.sh): several times slower, so the watchdog waits
+# longer and Release-build bounds of time and memory are not held against
+# it. (ldd's whole output read first: with pipefail, `ldd | grep -q` fails
+# whenever grep exits before ldd has written everything.)
+e2e_sanitized() {
+    if [[ -z "${E2E_SANITIZED:-}" ]]; then
+        E2E_SANITIZED=0
+        [[ "$(ldd "$OUTBOXD_BUILD_DIR/outboxd" 2>/dev/null)" != *libasan* ]] || E2E_SANITIZED=1
+    fi
+    ((E2E_SANITIZED))
+}
+
 e2e_init() {
     E2E_NAME=${1:?e2e_init NAME}
     set -Eeuo pipefail
@@ -214,6 +229,8 @@ e2e_init() {
     # under flock, their inherited lock) behind: tests/CMakeLists.txt
     # passes E2E_TIMEOUT_MAX, somewhat below that TIMEOUT, so that the
     # watchdog always fires first and the cleanup runs.
+    E2E_TIMEOUT=${E2E_TIMEOUT:-270}
+    if e2e_sanitized; then E2E_TIMEOUT=$((E2E_TIMEOUT * 3)); fi
     if [[ -n "${E2E_TIMEOUT_MAX:-}" ]] && ((${E2E_TIMEOUT:-270} > E2E_TIMEOUT_MAX)); then
         E2E_TIMEOUT=$E2E_TIMEOUT_MAX
     fi
@@ -553,6 +570,14 @@ offset_file_lsn() {
     else
         head -n 1 "$f" 2>/dev/null
     fi
+}
+
+# offset_file_resume [FILE]: where a restart streams from: the file's acked
+# (format 5: all ACKed before it, ahead of lsn), else its lsn.
+offset_file_resume() {
+    local f=${1:-$T/outboxd.offset} acked
+    acked=$(sed -n 's/^acked=//p' "$f" 2>/dev/null | head -n 1)
+    if [[ -n "$acked" ]]; then echo "$acked"; else offset_file_lsn "$f"; fi
 }
 
 # lsn_ge A B: true when LSN A >= LSN B.

@@ -74,12 +74,7 @@ for _ in $(seq 1 60); do [[ "$(acked_total)" == "$MANY" ]] && break; sleep 0.5; 
 assert_eq "$MANY" "$(acked_total)" "events ACKed"
 hwm=$(($(rss_kb VmHWM) / 1024))
 info "outboxd peak RSS (VmHWM): $hwm MB"
-# (ldd's whole output read first: with pipefail, `ldd | grep -q` fails
-# whenever grep exits before ldd has written everything, as once in a
-# rehearsal, and the ASan build was then held to the Release bound.)
-asan=0
-if [[ "$(ldd "$OUTBOXD_BUILD_DIR/outboxd" 2>/dev/null)" == *libasan* ]]; then asan=1; fi
-if ((asan)); then
+if e2e_sanitized; then
     # AddressSanitizer's shadow memory and quarantine triple the RSS (215 MB
     # seen): the bound is a Release figure, checked by e2e.stalls of the
     # Release build in the same ctest run; everything else here still runs.
@@ -102,7 +97,13 @@ t0=$(date +%s%N)
 outboxd_stop 40 || fail "outboxd exited with $OUTBOXD_RC after SIGTERM"
 ms=$((($(date +%s%N) - t0) / 1000000))
 info "SIGTERM obeyed in $ms ms"
-((ms <= 12000)) || fail "SIGTERM took $ms ms (bound: 10 s of drain + 2 s)"
+if e2e_sanitized; then
+    # A Release bound, checked by e2e.stalls of the Release build in the
+    # same ctest run (under ASan beside the rest of CI: 20.4 s once).
+    info "AddressSanitizer build: $ms ms not held against the Release bound of 12 s"
+else
+    ((ms <= 12000)) || fail "SIGTERM took $ms ms (bound: 10 s of drain + 2 s)"
+fi
 confirmed=$(slot_confirmed_lsn)
 lsn_ge "$confirmed" "$end" && fail "the slot was confirmed to $confirmed, past events the broker never ACKed (commit before $end)"
 broker_cmd "up 1"
@@ -113,7 +114,7 @@ outboxd_start --set log.level=info
 # build in the same run took more than 90 s (about 1,000 topics a minute,
 # librdkafka 2.14.2), so it gets RESTART_TIMEOUT_S x 4.
 RESTART_TIMEOUT_S=${RESTART_TIMEOUT_S:-90}
-wait_caught_up $((asan ? 4 * RESTART_TIMEOUT_S : RESTART_TIMEOUT_S))
+if e2e_sanitized; then wait_caught_up $((4 * RESTART_TIMEOUT_S)); else wait_caught_up "$RESTART_TIMEOUT_S"; fi
 # (a dump of 7,000 topics takes minutes: the new instance's counters say
 # it; /metrics is published every 500 ms, so give it a moment)
 for _ in $(seq 1 60); do [[ "$(acked_total)" == 4000 ]] && break; sleep 0.5; done
