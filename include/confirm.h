@@ -10,9 +10,13 @@
  *     start before anything arrived (resume_clamp_flush());
  *   - with pgoutput, never past the last proven publication membership
  *     (confirm_position());
- *   - ACKed events are written at once, a keepalive-only advance at most once
- *     per status_interval_ms, a forced status (stop, reconnect, fatal
- *     error) always (confirmer_write_due());
+ *   - ACKed events are written at the next status and, between statuses,
+ *     at most ACKED_WRITE_MS apart (without a status), a keepalive-only
+ *     advance at most once per status_interval_ms, a forced status (stop,
+ *     reconnect, fatal error) always (confirmer_write_due());
+ *   - the file's acked (what is safe to resume from: every transaction
+ *     before it delivered) runs ahead of its lsn (what may be confirmed:
+ *     proven) and never goes back (confirmer_acked_to_store());
  *   - progress inside a transaction (tracker_progress()) is written with
  *     the position when it moved and events were ACKed since the last
  *     write; a stored one is kept while its transaction is still ahead of
@@ -57,6 +61,12 @@ struct stream;
  * enough, and cheaper. */
 #define STATUS_CAUGHT_UP_GAP_MS 20
 
+/* While events are ACKed, the offset file is written (with acked, offset.h
+ * format 5) at most this far apart, between statuses too: a crash re-sends
+ * the events in flight plus at most this much of ACKed traffic, whatever
+ * the status interval and however long the publication proof lags. */
+#define ACKED_WRITE_MS 100
+
 /* confirmer_status() results. */
 #define CONFIRM_OK 0
 #define CONFIRM_FAILED (-1) /* the offset file write failed (now or before): stop */
@@ -100,6 +110,8 @@ struct confirmer {
     /* positions */
     lsn_t received_lsn;      /* newest wal_end seen on the stream */
     lsn_t stored_lsn;        /* last LSN in the offset file */
+    lsn_t stored_acked;      /* ... and its acked: all ACKed before it (at most
+                              * stored_lsn when the file has none) */
     bool stored_has_progress; /* ... and the progress it holds, if any */
     struct tracker_progress stored_progress;
     lsn_t start_lsn;         /* validated start of this connection (resume.h) */
@@ -112,7 +124,8 @@ struct confirmer {
                               * timeline) */
     bool offset_failed;      /* a write failed (logged): never retried */
     int64_t last_write_ms;   /* when the offset file was last written */
-    uint64_t acked_at_write; /* events_acked then */
+    uint64_t acked_at_write; /* events_acked at the last write with a status */
+    uint64_t acked_at_store; /* events_acked at the last write of any kind */
     uint64_t offset_writes;  /* successful writes (outboxd_offset_writes_total) */
     /* the status */
     int64_t next_status_ms;  /* monotonic deadline of the next status */
@@ -149,6 +162,16 @@ void confirmer_proven(struct confirmer *c, lsn_t lsn);
  * below what was sent. */
 lsn_t confirmer_confirmable(const struct confirmer *c, const struct confirm_view *v);
 
+/* The acked the next write stores: v's, or the stored one while v's is
+ * behind it (after a restart, until the stream passes it). */
+lsn_t confirmer_acked_to_store(const struct confirmer *c, const struct confirm_view *v);
+
+/* Whether events ACKed since the last write moved acked past what the file
+ * holds (or the progress inside a transaction after it) and ACKED_WRITE_MS
+ * have passed since: the file is written now, without waiting for the
+ * status. */
+bool confirmer_acked_write_due(const struct confirmer *c, const struct confirm_view *v);
+
 /* Whether confirmer_status() writes the offset file now. force: the
  * position must be stored now (stop, reconnect, fatal error). Events ACKed
  * since the last write move it at once; an advance by keepalives alone (or
@@ -174,6 +197,11 @@ void confirmer_status_lsns(const struct confirmer *c, lsn_t *written, lsn_t *flu
 /* When the next status is due (monotonic ms): the interval's deadline, or
  * STATUS_CAUGHT_UP_GAP_MS after the last one when the tracker is idle,
  * events were ACKed since the last write and the position moved. */
+int64_t confirmer_status_deadline(const struct confirmer *c, const struct confirm_view *v);
+
+/* When the confirmer next has work (monotonic ms): the status deadline, or
+ * sooner the next write of ACKed events (ACKED_WRITE_MS after the last
+ * write, while some wait to be written). */
 int64_t confirmer_deadline(const struct confirmer *c, const struct confirm_view *v);
 
 /* ---- the step that does the I/O ---- */
@@ -193,5 +221,9 @@ int64_t confirmer_deadline(const struct confirmer *c, const struct confirm_view 
  */
 int confirmer_status(struct confirmer *c, const struct confirm_view *v, bool reply,
                      bool force);
+
+/* Writes the offset file if due (confirmer_write_due()), without a status:
+ * the writes between statuses. Returns CONFIRM_OK or CONFIRM_FAILED. */
+int confirmer_store(struct confirmer *c, const struct confirm_view *v);
 
 #endif

@@ -34,9 +34,26 @@
  *                            `outboxd repair` re-publishes the rows
  *                            committed from then on (repair.h)
  *
+ * Format 5 (written while a position ahead of lsn is all ACKed: with
+ * pgoutput lsn waits for the publication proof, monitor.h) adds, to any
+ * of the above (commit_time optional there):
+ *
+ *   acked=16/B3760000        every transaction committed before it had all
+ *                            its outbox events ACKed (after lsn): a
+ *                            restart streams from here (the server skips
+ *                            what commits before), while the slot is
+ *                            confirmed only up to lsn; txn, if there, is
+ *                            at or after it
+ *
+ * lsn is what may be confirmed to the server (proven); acked is what is
+ * safe to resume from (delivered). A crash re-sends only what was ACKed
+ * after the last write of acked (written at most ACKED_WRITE_MS apart
+ * while events are ACKed, confirm.h), not everything since the last proof.
+ *
  * Without progress and commit time outboxd writes format 2, so an older
  * outboxd can still read the file after a downgrade; an older outboxd
- * refuses format 4 as "written by a newer outboxd" (never misreads it).
+ * refuses formats 4 and 5 as "written by a newer outboxd" (never misreads
+ * them).
  * A value runs to the end of its line; backslash, CR and LF in it are
  * written as \\, \r and \n (a database name may hold anything).
  * Format 1 (earlier versions): one line, the bare LSN ("16/B374D848\n"); still
@@ -52,14 +69,14 @@
 
 #include "lsn.h"
 
-#define OFFSET_FORMAT 4 /* the newest format read and written */
+#define OFFSET_FORMAT 5 /* the newest format read and written */
 #define OFFSET_NAME_MAX 64 /* NAMEDATALEN, with the NUL */
 /* Largest file read: format 2 with the longest names fits well within. */
 #define OFFSET_FILE_MAX 2048
 
 /* What the offset file says. */
 struct offset_state {
-    int format;        /* 1 (bare LSN), 2, or 3 (with progress) */
+    int format;        /* 1 (bare LSN) to 5 (offset_format_of()) */
     lsn_t lsn;
     bool has_identity; /* format 2: the fields below are set */
     char system[24];   /* decimal system identifier */
@@ -73,6 +90,8 @@ struct offset_state {
     int64_t commit_time_us; /* format 4: the commit time (Unix epoch, us) of the
                              * newest all-ACKed transaction at or before lsn;
                              * 0: unknown */
+    bool has_acked;    /* format 5: */
+    lsn_t acked_lsn;   /* every transaction committed before it is ACKed (> lsn) */
 };
 
 /* ---- pure (tests/unit/test_offset.c) ---- */
@@ -86,8 +105,8 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
  * length, or 0 when buf is too small or a name is too long. */
 size_t offset_format(const struct offset_state *st, char *buf, size_t buflen);
 
-/* The format st is written as: 4 with a commit time, else 3 with progress,
- * else 2. */
+/* The format st is written as: 5 with acked, else 4 with a commit time,
+ * else 3 with progress, else 2. */
 int offset_format_of(const struct offset_state *st);
 
 /* A commit time as the file writes it ("2026-12-03 16:48:11.123456+00",

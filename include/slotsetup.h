@@ -52,13 +52,17 @@ struct slot_setup {
     bool rewrite_offset;     /* write the file at the first status */
     bool have_offset;        /* the file held stored_lsn */
     lsn_t stored_lsn;
+    lsn_t stored_acked;      /* the file's acked, when it is this stream's and
+                              * ahead of stored_lsn (the stream starts there);
+                              * else 0 */
     bool resume_inside;      /* first stream, from the file's position, and the
                               * file says a transaction was partly ACKed: */
     struct tracker_progress resume_progress; /* skip its first events */
 };
 
 /* Connects, checks publication and slot, creates the slot if allowed, and
- * starts streaming (from acked_lsn after a reconnect, if it is ahead).
+ * starts streaming (from what is all ACKed, if it is ahead: the offset
+ * file's acked, or acked_lsn after a reconnect).
  * Returns STEP_OK, STEP_BROKEN (try again after the backoff: server
  * unreachable, slot in use), STEP_FATAL or STEP_USAGE, after logging. */
 enum step slot_open_stream(struct slot_setup *s);

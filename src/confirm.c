@@ -56,6 +56,31 @@ static bool progress_moved(const struct confirmer *c, const struct confirm_view 
            v->progress.acked != c->stored_progress.acked;
 }
 
+lsn_t confirmer_acked_to_store(const struct confirmer *c, const struct confirm_view *v)
+{
+    return v->acked > c->stored_acked ? v->acked : c->stored_acked;
+}
+
+/* What the file holds as all ACKed: its acked, or its lsn. */
+static lsn_t stored_all_acked(const struct confirmer *c)
+{
+    return c->stored_acked > c->stored_lsn ? c->stored_acked : c->stored_lsn;
+}
+
+/* Whether ACKed events wait to be written: they moved acked past the file,
+ * or the progress inside a transaction after it. */
+static bool acked_unwritten(const struct confirmer *c, const struct confirm_view *v)
+{
+    if (v->events_acked == c->acked_at_store) return false;
+    if (v->acked > stored_all_acked(c)) return true;
+    return progress_moved(c, v) && v->progress.txn_lsn >= stored_all_acked(c);
+}
+
+bool confirmer_acked_write_due(const struct confirmer *c, const struct confirm_view *v)
+{
+    return acked_unwritten(c, v) && v->now_ms - c->last_write_ms >= ACKED_WRITE_MS;
+}
+
 bool confirmer_progress_to_store(const struct confirmer *c, const struct confirm_view *v,
                                  lsn_t lsn, struct tracker_progress *out)
 {
@@ -76,6 +101,7 @@ bool confirmer_write_due(const struct confirmer *c, const struct confirm_view *v
 {
     lsn_t flush = confirmer_confirmable(c, v);
     if (c->rewrite_offset && flush >= c->stored_lsn) return true;
+    if (confirmer_acked_write_due(c, v)) return true;
     if (progress_moved(c, v) && v->progress.txn_lsn >= c->stored_lsn &&
         (force || v->events_acked != c->acked_at_write))
         return true;
@@ -89,7 +115,7 @@ void confirmer_status_lsns(const struct confirmer *c, lsn_t *written, lsn_t *flu
     *written = c->received_lsn > *flushed ? c->received_lsn : *flushed;
 }
 
-int64_t confirmer_deadline(const struct confirmer *c, const struct confirm_view *v)
+int64_t confirmer_status_deadline(const struct confirmer *c, const struct confirm_view *v)
 {
     if (v->idle && confirmer_confirmable(c, v) != c->sent_lsn &&
         v->events_acked != c->acked_at_write &&
@@ -98,10 +124,20 @@ int64_t confirmer_deadline(const struct confirmer *c, const struct confirm_view 
     return c->next_status_ms;
 }
 
-/* Writes lsn to the offset file with the stream's identity. Returns 0, or
- * -1 after logging the failure (once: offset_failed stops every later
- * status before it gets here). */
-static int store_offset(struct confirmer *c, const struct confirm_view *v, lsn_t lsn)
+int64_t confirmer_deadline(const struct confirmer *c, const struct confirm_view *v)
+{
+    int64_t status = confirmer_status_deadline(c, v);
+    if (!acked_unwritten(c, v) || c->offset_failed) return status;
+    int64_t write = c->last_write_ms + ACKED_WRITE_MS;
+    return write < status ? write : status;
+}
+
+/* Writes lsn to the offset file with the stream's identity; status: a
+ * status follows (else a write between statuses). Returns 0, or -1 after
+ * logging the failure (once: offset_failed stops every later status before
+ * it gets here). */
+static int store_offset(struct confirmer *c, const struct confirm_view *v, lsn_t lsn,
+                        bool status)
 {
     char err[512];
     /* The commit time stored belongs to a transaction at or before lsn: the
@@ -110,8 +146,12 @@ static int store_offset(struct confirmer *c, const struct confirm_view *v, lsn_t
         c->identity.commit_time_us = v->acked_commit_time_us;
     struct offset_state st = c->identity;
     struct tracker_progress p;
+    lsn_t acked = confirmer_acked_to_store(c, v);
     st.lsn = lsn;
-    st.has_progress = confirmer_progress_to_store(c, v, lsn, &p);
+    st.has_acked = acked > lsn;
+    st.acked_lsn = st.has_acked ? acked : 0;
+    /* Progress of a transaction before acked is over: it is all ACKed. */
+    st.has_progress = confirmer_progress_to_store(c, v, st.has_acked ? acked : lsn, &p);
     if (st.has_progress) {
         st.txn_lsn = p.txn_lsn;
         st.txn_acked = p.acked;
@@ -123,23 +163,40 @@ static int store_offset(struct confirmer *c, const struct confirm_view *v, lsn_t
         return -1;
     }
     c->stored_lsn = lsn;
+    c->stored_acked = acked;
     c->stored_has_progress = st.has_progress;
     if (st.has_progress) c->stored_progress = p;
     c->rewrite_offset = false;
     c->last_write_ms = v->now_ms;
-    c->acked_at_write = v->events_acked;
+    if (status) c->acked_at_write = v->events_acked;
+    c->acked_at_store = v->events_acked;
     c->offset_writes++;
     return 0;
+}
+
+/* The position a write stores: what may be confirmed, never going back. */
+static lsn_t position_to_store(const struct confirmer *c, const struct confirm_view *v)
+{
+    lsn_t flush = confirmer_confirmable(c, v);
+    return flush > c->stored_lsn ? flush : c->stored_lsn;
+}
+
+int confirmer_store(struct confirmer *c, const struct confirm_view *v)
+{
+    if (c->offset_failed) return CONFIRM_FAILED;
+    if (confirmer_acked_write_due(c, v) &&
+        store_offset(c, v, position_to_store(c, v), false) != 0)
+        return CONFIRM_FAILED;
+    return CONFIRM_OK;
 }
 
 int confirmer_status(struct confirmer *c, const struct confirm_view *v, bool reply,
                      bool force)
 {
     char err[512], a[LSN_STRLEN];
-    lsn_t flush = confirmer_confirmable(c, v);
     if (c->offset_failed) return CONFIRM_FAILED;
     if (confirmer_write_due(c, v, force) &&
-        store_offset(c, v, flush > c->stored_lsn ? flush : c->stored_lsn) != 0)
+        store_offset(c, v, position_to_store(c, v), true) != 0)
         return CONFIRM_FAILED;
     if (!v->connected) return CONFIRM_OK; /* between connections: the file is enough */
     lsn_t written, confirm;

@@ -51,16 +51,16 @@ static int escape_into(const char *s, char *buf, size_t buflen, size_t *pos)
     return 0;
 }
 
-/* The keys of formats 2 to 4, in the order written: the identity, format
- * 3's progress, format 4's commit time. */
+/* The keys of formats 2 to 5, in the order written: the identity, format
+ * 3's progress, format 4's commit time, format 5's acked. */
 enum {
     K_FORMAT, K_LSN, K_SYSTEM, K_TIMELINE, K_DATABASE, K_SLOT, K_PLUGIN, K_TXN, K_TXN_ACKED,
-    K_COMMIT_TIME, K_COUNT
+    K_COMMIT_TIME, K_ACKED, K_COUNT
 };
 #define K_IDENTITY_COUNT K_TXN
 static const char *const key_names[K_COUNT] = {
     "format", "lsn",  "system", "timeline", "database",
-    "slot",   "plugin", "txn",  "txn_acked", "commit_time"};
+    "slot",   "plugin", "txn",  "txn_acked", "commit_time", "acked"};
 
 /* Format 4's commit_time: "2026-12-03 16:48:11.123456+00" (UTC, always
  * six fractional digits: what PostgreSQL prints for a timestamptz in UTC,
@@ -124,6 +124,9 @@ static int set_field(struct offset_state *out, int k, const char *v, size_t n, c
     case K_TXN:
         if (!lsn_parse(tmp, &out->txn_lsn)) break;
         return 0;
+    case K_ACKED:
+        if (!lsn_parse(tmp, &out->acked_lsn)) break;
+        return 0;
     case K_TXN_ACKED:
         if (!all_digits(tmp, 19) || strtoull(tmp, NULL, 10) == 0) break;
         out->txn_acked = strtoull(tmp, NULL, 10);
@@ -149,7 +152,7 @@ static int set_field(struct offset_state *out, int k, const char *v, size_t n, c
     }
     }
     snprintf(err, errlen, "%s=%.*s is not a valid %s", key_names[k], (int)(n > 40 ? 40 : n), v,
-             k == K_LSN || k == K_TXN      ? "LSN (like 16/B374D848)"
+             k == K_LSN || k == K_TXN || k == K_ACKED ? "LSN (like 16/B374D848)"
              : k == K_COMMIT_TIME ? "time (like 2026-12-03 16:48:11.123456+00)"
                                   : "value");
     return -1;
@@ -168,17 +171,40 @@ static bool parse_bare_lsn(const char *text, size_t len, struct offset_state *ou
     return true;
 }
 
-/* Format 4's commit_time: there, and only there. Returns 0 or -1 with err. */
+/* Format 4's commit_time: there, and optional in format 5. Returns 0 or
+ * -1 with err. */
 static int parse_commit_time_line(const struct offset_state *out, bool seen, char *err,
                                   size_t errlen)
 {
-    if (seen == (out->format == 4)) return 0;
+    if (out->format == 5 || seen == (out->format == 4)) return 0;
     if (seen)
-        snprintf(err, errlen, "line commit_time= belongs to format 4, and the file says "
-                              "format %d", out->format);
+        snprintf(err, errlen, "line commit_time= belongs to formats 4 and 5, and the file "
+                              "says format %d", out->format);
     else
         snprintf(err, errlen, "the commit_time line is missing (format 4)");
     return -1;
+}
+
+/* Format 5's acked: there, and only there, after lsn. Returns 0 or -1
+ * with err. */
+static int parse_acked_line(struct offset_state *out, bool seen, char *err, size_t errlen)
+{
+    char a[LSN_STRLEN], b[LSN_STRLEN];
+    if (seen != (out->format == 5)) {
+        if (seen)
+            snprintf(err, errlen, "line acked= belongs to format 5, and the file says "
+                                  "format %d", out->format);
+        else
+            snprintf(err, errlen, "the acked line is missing (format 5)");
+        return -1;
+    }
+    if (seen && out->acked_lsn <= out->lsn) {
+        snprintf(err, errlen, "acked=%s is not after lsn=%s: it is written only when ahead",
+                 lsn_format(out->acked_lsn, a), lsn_format(out->lsn, b));
+        return -1;
+    }
+    out->has_acked = seen;
+    return 0;
 }
 
 /* Format 3's progress (also in format 4): txn and txn_acked both or
@@ -201,12 +227,14 @@ static int parse_progress(struct offset_state *out, bool txn, bool acked, char *
                  txn ? "txn_acked" : "txn");
         return -1;
     }
-    if (txn && out->txn_lsn < out->lsn) {
+    lsn_t all_acked = out->has_acked ? out->acked_lsn : out->lsn;
+    if (txn && out->txn_lsn < all_acked) {
         char a[LSN_STRLEN], b[LSN_STRLEN];
         snprintf(err, errlen,
-                 "txn=%s is before lsn=%s: a transaction partly ACKed commits at or after "
+                 "txn=%s is before %s=%s: a transaction partly ACKed commits at or after "
                  "everything fully ACKed",
-                 lsn_format(out->txn_lsn, a), lsn_format(out->lsn, b));
+                 lsn_format(out->txn_lsn, a), out->has_acked ? "acked" : "lsn",
+                 lsn_format(all_acked, b));
         return -1;
     }
     out->has_progress = txn;
@@ -220,7 +248,7 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
     if (memchr(text, '=', len) == NULL) {
         if (parse_bare_lsn(text, len, out)) return 0;
         snprintf(err, errlen, "it holds neither an LSN (format 1, like 16/B374D848) nor "
-                              "key=value lines (formats 2 to 4)");
+                              "key=value lines (formats 2 to 5)");
         return -1;
     }
     bool seen[K_COUNT] = {false};
@@ -263,7 +291,7 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
         snprintf(err, errlen, "the format line (format=%d) is missing", OFFSET_FORMAT);
         return -1;
     }
-    if (out->format != 2 && out->format != 3 && out->format != OFFSET_FORMAT) {
+    if (out->format < 2 || out->format > OFFSET_FORMAT) {
         snprintf(err, errlen,
                  "it has format %d, and this outboxd reads formats 1 to %d only (%s)",
                  out->format, OFFSET_FORMAT,
@@ -281,13 +309,15 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
             return -1;
         }
     out->has_identity = true;
-    if (parse_commit_time_line(out, seen[K_COMMIT_TIME], err, errlen) != 0) return -1;
+    if (parse_commit_time_line(out, seen[K_COMMIT_TIME], err, errlen) != 0 ||
+        parse_acked_line(out, seen[K_ACKED], err, errlen) != 0)
+        return -1;
     return parse_progress(out, seen[K_TXN], seen[K_TXN_ACKED], err, errlen);
 }
 
 int offset_format_of(const struct offset_state *st)
 {
-    return st->commit_time_us > 0 ? 4 : st->has_progress ? 3 : 2;
+    return st->has_acked ? 5 : st->commit_time_us > 0 ? 4 : st->has_progress ? 3 : 2;
 }
 
 char *offset_commit_time_text(int64_t unix_us, char *out, size_t outlen)
@@ -332,6 +362,11 @@ size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
         if (n < 0 || (size_t)n >= buflen - pos) return 0;
         pos += (size_t)n;
     }
+    if (st->has_acked) {
+        n = snprintf(buf + pos, buflen - pos, "acked=%s\n", lsn_format(st->acked_lsn, lsn));
+        if (n < 0 || (size_t)n >= buflen - pos) return 0;
+        pos += (size_t)n;
+    }
     buf[pos] = '\0';
     return pos;
 }
@@ -339,9 +374,14 @@ size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
 char *offset_describe(const struct offset_state *st, char *out, size_t outlen)
 {
     char a[LSN_STRLEN];
-    char b[LSN_STRLEN], progress[96] = "";
-    if (st->has_progress)
-        snprintf(progress, sizeof(progress), ", and the first %llu events of transaction %s",
+    char b[LSN_STRLEN], c[LSN_STRLEN], progress[160] = "";
+    int n = 0;
+    if (st->has_acked)
+        n = snprintf(progress, sizeof(progress), " (all ACKed to %s)",
+                     lsn_format(st->acked_lsn, c));
+    if (st->has_progress && n >= 0 && (size_t)n < sizeof(progress))
+        snprintf(progress + n, sizeof(progress) - (size_t)n,
+                 ", and the first %llu events of transaction %s",
                  (unsigned long long)st->txn_acked, lsn_format(st->txn_lsn, b));
     if (st->has_identity)
         snprintf(out, outlen, "%s%s on system %s/database %s/slot %s (timeline %u, plugin %s)",

@@ -136,9 +136,16 @@ int64_t status_deadline(const struct relay *r)
     return confirmer_deadline(&r->confirm, &v);
 }
 
+/* A status when due; between statuses, the offset file when ACKed events
+ * wait to be written (confirmer_acked_write_due()). */
 int status_if_due(struct relay *r)
 {
-    return clock_mono_ms() >= status_deadline(r) ? send_status(r, false) : STEP_OK;
+    struct confirm_view v = confirm_view(r);
+    if (v.now_ms >= confirmer_status_deadline(&r->confirm, &v)) return send_status(r, false);
+    if (!confirmer_acked_write_due(&r->confirm, &v)) return STEP_OK;
+    int rc = confirmer_store(&r->confirm, &v);
+    r->met.offset_writes = r->confirm.offset_writes;
+    return rc == CONFIRM_OK ? STEP_OK : STEP_FATAL;
 }
 
 /* ---- the wait ------------------------------------------------------------ */

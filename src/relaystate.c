@@ -361,6 +361,7 @@ static bool connect_step(struct relay *r)
         r->confirm.identity = s.identity;
         r->confirm.rewrite_offset = s.rewrite_offset;
         if (s.have_offset) r->confirm.stored_lsn = s.stored_lsn;
+        r->confirm.stored_acked = s.stored_acked;
         if (s.resume_inside) {
             r->confirm.stored_has_progress = true;
             r->confirm.stored_progress = s.resume_progress;

@@ -381,6 +381,14 @@ static enum step prepare_stream(struct slot_setup *s)
     s->have_offset = have_offset;
     /* Past a fork the file's position is not this server's: the fork is. */
     s->stored_lsn = !have_offset ? 0 : d.forked ? d.start : file.lsn;
+    /* What the file says is delivered beyond the confirmable position
+     * (offset.h, format 5): the stream starts there (stream_from()). Only
+     * this stream's: not past a fork, nor when the slot was not resumed
+     * from the file. */
+    s->stored_acked = have_offset && !d.forked && d.verdict == RESUME_FROM_FILE &&
+                              file.has_acked && file.acked_lsn > d.start
+                          ? file.acked_lsn
+                          : 0;
     s->start = d.start;
     s->prepared = true;
     /* The progress is the transaction's identity (its commit LSN) and a
@@ -408,6 +416,24 @@ static enum step prepare_stream(struct slot_setup *s)
     return STEP_OK;
 }
 
+/* Where the stream starts: the slot's confirmed position (start), or what
+ * is all ACKed when that is ahead. With pgoutput the confirmed position
+ * trails the ACKs until a publication proof passes them (confirm.h); the
+ * server skips every transaction committed before the position asked for,
+ * which these are: after a reconnect the tracker has counted them, after a
+ * restart the offset file's acked says so. */
+static lsn_t stream_from(const struct slot_setup *s)
+{
+    char a[LSN_STRLEN], b[LSN_STRLEN];
+    lsn_t acked = s->streamed && s->acked_lsn > s->stored_acked ? s->acked_lsn : s->stored_acked;
+    if (acked <= s->start) return s->start;
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(acked, a)}),
+           "streaming from %s: %s says every transaction committed before it was ACKed "
+           "(the slot is confirmed to %s, and further once the publication is proven)",
+           a, s->streamed ? "this process" : "the offset file", lsn_format(s->start, b));
+    return acked;
+}
+
 enum step slot_open_stream(struct slot_setup *s)
 {
     char err[1024];
@@ -422,11 +448,7 @@ enum step slot_open_stream(struct slot_setup *s)
         .outboxes = s->outboxes,
         .direct_read = c->pg_direct_read,
     };
-    /* After a reconnect, stream from what is ACKed: with pgoutput the
-     * confirmed position (start) may trail it for want of a publication
-     * proof, and the tracker has counted everything up to it already. */
-    lsn_t from = s->start;
-    if (s->streamed && s->acked_lsn > from) from = s->acked_lsn;
+    lsn_t from = stream_from(s);
     if (stream_start(s->st, &t, from, err, sizeof(err)) != 0) {
         bool in_use = strcmp(stream_sqlstate(s->st), "55006") == 0;
         if (in_use) { /* taken since read_server() looked: the relay says so */

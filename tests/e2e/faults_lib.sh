@@ -10,7 +10,10 @@
 # ("EPOCH_MS KIND"), by which faults_real.sh attributes duplicates to faults.
 
 # fault_mark KIND: notes the moment a fault of KIND is injected.
-fault_mark() { printf '%s %s\n' "$(date +%s%3N)" "$1" >>"$T/faults.marks"; }
+fault_mark() {
+    LAST_MARK_MS=$(date +%s%3N)
+    printf '%s %s\n' "$LAST_MARK_MS" "$1" >>"$T/faults.marks"
+}
 
 
 # rand_sleep MIN_MS MAX_MS
@@ -47,18 +50,31 @@ wait_reconnected() {
 
 # One kill -9 at a random moment of streaming; one time in four the new
 # process is killed again at once, while it connects or catches up.
-kill_cycle() {
-    rand_sleep 200 3000
-    outboxd_assert_running
+# kill9_noting_resume: kill -9 of outboxd (marked), then notes where the
+# offset file says the restart resumes ("MARK_MS LSN" in
+# $T/kill_resume.txt): faults_copies checks that nothing committed before
+# it is sent again. KILLS_AHEAD counts the kills after which that was the
+# file's acked, ahead of its lsn (format 5: pgoutput, ACKs past the last
+# publication proof).
+KILLS_AHEAD=0
+kill9_noting_resume() {
+    local resume
     fault_mark kill9
     outboxd_kill9
     KILLS=$((KILLS + 1))
+    resume=$(offset_file_resume)
+    [[ "$resume" == "$(offset_file_lsn)" ]] || KILLS_AHEAD=$((KILLS_AHEAD + 1))
+    printf '%s %s\n' "$LAST_MARK_MS" "$resume" >>"$T/kill_resume.txt"
+}
+
+kill_cycle() {
+    rand_sleep 200 3000
+    outboxd_assert_running
+    kill9_noting_resume
     if ((RANDOM % 4 == 0)); then
         outboxd_start --no-wait "${OUTBOXD_ARGS[@]}"
         rand_sleep 0 1500
-        fault_mark kill9
-        outboxd_kill9
-        KILLS=$((KILLS + 1))
+        kill9_noting_resume
     fi
     outboxd_start "${OUTBOXD_ARGS[@]}"
 }
@@ -152,11 +168,19 @@ faults_verify() {
 # ("KIND N", KIND "none" before any fault) and $T/dup_per_mark.txt (one line
 # per mark, in order: "KIND N", N the copies produced after it and before
 # the next mark), and sets LATE_COPIES: copies appended in another order
-# than they were produced (after a copy produced later), and PER_KILL: the
-# copies per kill -9 as "kills=K min=A median=M max=X total=T".
+# than they were produced (after a copy produced later), PER_KILL: the
+# copies per kill -9 as "kills=K min=A median=M max=X total=T", and
+# KILL_AGES: how long before its kill -9 the first copy of each event sent
+# again after it had been produced, as "copies=N median=A p99=B max=C"
+# (ms; 0 for one produced after the mark, as the kill came), with
+# KILL_AGE_MEDIAN and KILL_AGE_MAX the median and the max (0 with no copies). A restart re-sends
+# what was in flight at the kill and what was ACKed after the offset file's
+# last write (at most ACKED_WRITE_MS, 100 ms, apart while events are
+# ACKed: include/confirm.h): the max is that plus the longest ACK wait.
 faults_copies() {
     local dump=$1
-    jq -r '[.headers.event_id, (.timestamp // 0 | tostring), (.offset | tostring)] | @tsv' \
+    jq -r '[.headers.event_id, (.timestamp // 0 | tostring), (.offset | tostring),
+            (.headers.commit_lsn // "0/0")] | @tsv' \
         "$dump" | sort -t $'\t' -k1,1 -k2,2n -k3,3n >"$T/copies.tsv"
     awk -F '\t' '$1 == prev { print $2 } { prev = $1 }' "$T/copies.tsv" | sort -n >"$T/dup_times.txt"
     LATE_COPIES=$(awk -F '\t' '$1 == prev && $3 < poff { n++ } { prev = $1; poff = $3 } END { print n + 0 }' "$T/copies.tsv")
@@ -167,6 +191,40 @@ faults_copies() {
                for (i = 0; i <= n; i++) if (i in c) kc[i ? k[i] : "none"] += c[i]
                for (x in kc) print x, kc[x] }' per="$T/dup_per_mark.txt" \
         "$T/faults.marks" "$T/dup_times.txt" >"$T/dup_by_kind.txt"
+    # (first copy's time, this copy's time, commit LSN) of every extra copy;
+    # the mark before this copy, when a kill -9: its time minus the first
+    # copy's.
+    awk -F '\t' '$1 == prev { print first, $2, $4 } $1 != prev { first = $2 } { prev = $1 }' \
+        "$T/copies.tsv" | sort -k2,2n >"$T/dup_pairs.txt"
+    # No copy sent again after a kill -9 belongs to a transaction committed
+    # before where the offset file said the restart resumes (its acked:
+    # everything before it was ACKed). KILL_RESENT_EARLY counts those.
+    touch "$T/kill_resume.txt"
+    KILL_RESENT_EARLY=$(awk '
+        function lsn(s,   i, h, n, c) { n = split(s, h, "/"); if (n != 2) return -1
+            return hex(h[1]) * 4294967296 + hex(h[2]) }
+        function hex(s,   i, v) { v = 0; s = toupper(s)
+            for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789ABCDEF", substr(s, i, 1)) - 1
+            return v }
+        FILENAME == ARGV[1] { t[++n] = $1; k[n] = $2; next }
+        FILENAME == ARGV[2] { at[$1] = lsn($2); atx[$1] = $2; next }
+        { for (i = n; i >= 1 && t[i] > $2; i--) ;
+          if (i >= 1 && k[i] == "kill9" && (t[i] in at) && lsn($3) < at[t[i]]) {
+              bad++; if (bad <= 5) printf "copy committed at %s re-sent after the kill at %s, which resumed at %s\n", $3, t[i], atx[t[i]] > "/dev/stderr" } }
+        END { print bad + 0 }' "$T/faults.marks" "$T/kill_resume.txt" "$T/dup_pairs.txt")
+    awk 'NR == FNR { t[++n] = $1; k[n] = $2; next }
+         { for (i = n; i >= 1 && t[i] > $2; i--) ;
+           if (i >= 1 && k[i] == "kill9") print ($1 < t[i] ? t[i] - $1 : 0) }' \
+        "$T/faults.marks" "$T/dup_pairs.txt" | sort -n >"$T/kill_ages.txt"
+    KILL_AGES=$(awk '{ v[++n] = $1 }
+        END { if (!n) { print "copies=0"; exit }
+              p = int(n * 0.99); if (p < 1) p = 1
+              printf "copies=%d median=%d p99=%d max=%d\n", n, v[int((n + 1) / 2)], v[p], v[n] }' \
+        "$T/kill_ages.txt")
+    KILL_AGE_MAX=$(tail -n 1 "$T/kill_ages.txt")
+    KILL_AGE_MAX=${KILL_AGE_MAX:-0}
+    KILL_AGE_MEDIAN=$(awk '{ v[++n] = $1 } END { print n ? v[int((n + 1) / 2)] : 0 }' \
+        "$T/kill_ages.txt")
     PER_KILL=$(awk '$1 == "kill9" { print $2 }' "$T/dup_per_mark.txt" | sort -n |
         awk '{ v[++n] = $1; s += $1 }
              END { if (!n) { print "kills=0"; exit }

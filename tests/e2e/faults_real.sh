@@ -191,9 +191,14 @@ assert_slot_frozen() {
 # again once the brokers are back.
 kill9_restart() {
     outboxd_assert_running
-    fault_mark kill9
-    outboxd_kill9
-    KILLS=$((KILLS + 1))
+    if [[ $DELIVERY_MODE == exactly_once ]]; then
+        # (The restart resumes from the progress topic, not the file.)
+        fault_mark kill9
+        outboxd_kill9
+        KILLS=$((KILLS + 1))
+    else
+        kill9_noting_resume
+    fi
     if [[ $DELIVERY_MODE == exactly_once ]]; then
         outboxd_start --no-wait "${OUTBOXD_ARGS[@]}"
     else
@@ -415,6 +420,7 @@ order=$(jq -r '.order_violations' "$T/verify.json")
 # had sent meanwhile (seen after a kill -9 with two brokers down).
 faults_copies "$T/check.dump.jsonl"
 late=$LATE_COPIES
+assert_eq 0 "$KILL_RESENT_EARLY" "copies sent again after a kill -9 although committed before where the offset file resumed"
 dup_after() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$T/dup_by_kind.txt"; }
 fault_count() { awk -v k="$1" '$2 == k' "$T/faults.marks" | wc -l; }
 
@@ -443,6 +449,7 @@ step "summary ($OUTBOXD_TEST_PLUGIN, $DELIVERY_MODE, real Kafka $(cat "$E2E_KAFK
     printf 'events=%d messages=%d missing=%s order_violations=%s duplicates=%d (%d events) late_copies=%d reconnects=%d outboxd_starts=%d final_sigterm_exit=0\n' \
         "$events" "$messages" "$missing" "$order" "$dups" "$dup_events" "$late" "$reconnects" "$OUTBOXD_STARTS"
     printf 'extra copies per kill -9: %s\n' "$PER_KILL"
+    printf 'first copies of what a kill -9 re-sent, ms before the kill: %s\n' "$KILL_AGES"
     printf '%s\n' "$VERIFY_NOTE"
     [[ -z $EOS_NOTE ]] || printf '%s\n' "$EOS_NOTE"
 } | tee "$T/summary.txt" >&2

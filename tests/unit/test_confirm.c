@@ -28,6 +28,8 @@ struct fake {
     int64_t file_commit_time; /* the commit time the file holds */
     bool file_progress;   /* the file holds progress: */
     struct tracker_progress progress;
+    bool file_has_acked;  /* the file holds acked: */
+    lsn_t file_acked;
     bool reply;
 };
 
@@ -48,7 +50,12 @@ static int fake_write(void *ctx, const char *path, const struct offset_state *st
     f->file_commit_time = st->commit_time_us;
     f->file_progress = st->has_progress;
     f->progress = (struct tracker_progress){st->txn_lsn, st->txn_acked};
+    f->file_has_acked = st->has_acked;
+    f->file_acked = st->acked_lsn;
+    /* The rules of every file written (offset.h, formats 3 and 5). */
     if (st->has_progress) ck_assert_uint_ge(st->txn_lsn, st->lsn);
+    if (st->has_acked) ck_assert_uint_gt(st->acked_lsn, st->lsn);
+    if (st->has_acked && st->has_progress) ck_assert_uint_ge(st->txn_lsn, st->acked_lsn);
     return 0;
 }
 
@@ -472,13 +479,13 @@ static void caught_up(void)
 START_TEST(test_caught_up_fast_status)
 {
     caught_up();
-    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + 100 + STATUS_CAUGHT_UP_GAP_MS);
+    ck_assert_int_eq(confirmer_status_deadline(&c, &v), T0 + 100 + STATUS_CAUGHT_UP_GAP_MS);
     /* That status writes and confirms the position; then back to the
      * interval. */
     v.now_ms = T0 + 100 + STATUS_CAUGHT_UP_GAP_MS;
     ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
     ck_assert_uint_eq(fk.flushed, 2000);
-    ck_assert_int_eq(confirmer_deadline(&c, &v), v.now_ms + INTERVAL);
+    ck_assert_int_eq(confirmer_status_deadline(&c, &v), v.now_ms + INTERVAL);
 }
 END_TEST
 
@@ -486,7 +493,7 @@ START_TEST(test_caught_up_needs_idle)
 {
     caught_up();
     v.idle = false;
-    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + 100 + INTERVAL);
+    ck_assert_int_eq(confirmer_status_deadline(&c, &v), T0 + 100 + INTERVAL);
 }
 END_TEST
 
@@ -494,7 +501,7 @@ START_TEST(test_caught_up_needs_acks_since_write)
 {
     caught_up();
     v.events_acked = c.acked_at_write; /* a keepalive-only advance */
-    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + 100 + INTERVAL);
+    ck_assert_int_eq(confirmer_status_deadline(&c, &v), T0 + 100 + INTERVAL);
 }
 END_TEST
 
@@ -502,7 +509,7 @@ START_TEST(test_caught_up_needs_a_move)
 {
     caught_up();
     v.acked = c.sent_lsn; /* ACKed, but nothing new to confirm */
-    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + 100 + INTERVAL);
+    ck_assert_int_eq(confirmer_status_deadline(&c, &v), T0 + 100 + INTERVAL);
 }
 END_TEST
 
@@ -511,7 +518,7 @@ START_TEST(test_caught_up_never_later_than_interval)
     /* An interval shorter than the gap: the interval's deadline stands. */
     caught_up();
     c.next_status_ms = c.last_status_ms + STATUS_CAUGHT_UP_GAP_MS - 1;
-    ck_assert_int_eq(confirmer_deadline(&c, &v), c.next_status_ms);
+    ck_assert_int_eq(confirmer_status_deadline(&c, &v), c.next_status_ms);
 }
 END_TEST
 
@@ -523,9 +530,9 @@ START_TEST(test_caught_up_capped_at_proof)
     v.now_ms = T0 + 100;
     ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
     ack_events(2000, 1);
-    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + 100 + INTERVAL);
+    ck_assert_int_eq(confirmer_status_deadline(&c, &v), T0 + 100 + INTERVAL);
     confirmer_proven(&c, 2000);
-    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + 100 + STATUS_CAUGHT_UP_GAP_MS);
+    ck_assert_int_eq(confirmer_status_deadline(&c, &v), T0 + 100 + STATUS_CAUGHT_UP_GAP_MS);
 }
 END_TEST
 
@@ -634,6 +641,178 @@ START_TEST(test_progress_at_the_confirmed_position_written)
 }
 END_TEST
 
+/* ---- acked: safe to resume from, ahead of what may be confirmed ---- */
+
+START_TEST(test_acked_runs_ahead_of_proof)
+{
+    /* pgoutput, nothing proven past the start: the ACKs are written as
+     * acked between statuses, the position (and the status) stay. */
+    setup_capped(1000, true);
+    ack_events(5000, 10);
+    v.idle = false;
+    v.now_ms = T0 + ACKED_WRITE_MS - 1;
+    ck_assert(!confirmer_acked_write_due(&c, &v));
+    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + ACKED_WRITE_MS);
+    v.now_ms = T0 + ACKED_WRITE_MS;
+    ck_assert(confirmer_acked_write_due(&c, &v));
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+    expect_io(1, 0, 1000); /* no status between statuses */
+    ck_assert(fk.file_has_acked);
+    ck_assert_uint_eq(fk.file_acked, 5000);
+    ck_assert_uint_eq(c.stored_acked, 5000);
+    ck_assert(!confirmer_acked_write_due(&c, &v)); /* written */
+    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + INTERVAL);
+}
+END_TEST
+
+START_TEST(test_acked_writes_apart)
+{
+    /* ACKs every 10 ms: one write per ACKED_WRITE_MS, not one per ACK. */
+    setup_capped(1000, true);
+    v.idle = false;
+    int writes = 0;
+    for (int ms = 10; ms <= 1000; ms += 10) {
+        ack_events(1000 + (lsn_t)ms * 10, 1);
+        v.now_ms = T0 + ms;
+        if (v.now_ms >= confirmer_deadline(&c, &v)) {
+            ck_assert(confirmer_acked_write_due(&c, &v));
+            ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+            writes++;
+            /* What is ACKed now is in the file. */
+            ck_assert_uint_eq(fk.file_acked, v.acked);
+        }
+    }
+    ck_assert_int_eq(writes, 1000 / ACKED_WRITE_MS);
+    ck_assert_int_eq(fk.sends, 0);
+}
+END_TEST
+
+START_TEST(test_acked_write_needs_acks)
+{
+    /* A keepalive moves the tracker's position without an event: the
+     * interval rule for those holds (test_keepalive_advance_waits_interval). */
+    setup_capped(1000, true);
+    keepalive(5000);
+    v.now_ms = T0 + 5 * ACKED_WRITE_MS;
+    ck_assert(!confirmer_acked_write_due(&c, &v));
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+    expect_io(0, 0, 1000);
+    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + INTERVAL);
+}
+END_TEST
+
+START_TEST(test_acked_never_goes_back)
+{
+    /* After a restart the file says 9000 is all ACKed, the new tracker
+     * starts behind it: the file keeps 9000 until the stream passes it. */
+    setup_capped(1000, true);
+    c.stored_acked = 9000;
+    ack_events(2000, 1);
+    v.now_ms = T0 + ACKED_WRITE_MS;
+    ck_assert(!confirmer_acked_write_due(&c, &v)); /* nothing past 9000 */
+    confirmer_proven(&c, 1500);
+    v.now_ms = T0 + INTERVAL;
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
+    expect_io(1, 1, 1500);
+    ck_assert(fk.file_has_acked);
+    ck_assert_uint_eq(fk.file_acked, 9000);
+    ack_events(9500, 1);
+    v.now_ms += ACKED_WRITE_MS;
+    ck_assert(confirmer_acked_write_due(&c, &v));
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+    ck_assert_uint_eq(fk.file_acked, 9500);
+}
+END_TEST
+
+START_TEST(test_proof_reaches_acked_at_the_status)
+{
+    /* Between statuses only acked moves; at the status after a proof the
+     * position moves to it and acked (no longer ahead) is left out. */
+    setup_capped(1000, true);
+    ack_events(5000, 10);
+    v.idle = false;
+    v.now_ms = T0 + ACKED_WRITE_MS;
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+    confirmer_proven(&c, 6000);
+    v.now_ms = T0 + INTERVAL;
+    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + INTERVAL);
+    ck_assert(confirmer_write_due(&c, &v, false));
+    ck_assert_int_eq(confirmer_status(&c, &v, false, false), CONFIRM_OK);
+    expect_io(2, 1, 5000);
+    ck_assert(!fk.file_has_acked);
+    ck_assert_uint_eq(fk.flushed, 5000);
+}
+END_TEST
+
+START_TEST(test_progress_behind_acked_left_out)
+{
+    /* The stored progress's transaction (3000) is all ACKed now (acked
+     * 5000): it is not written again. */
+    setup_capped(1000, true);
+    c.stored_has_progress = true;
+    c.stored_progress = (struct tracker_progress){3000, 7};
+    ack_events(5000, 10);
+    v.now_ms = T0 + ACKED_WRITE_MS;
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+    ck_assert(fk.file_has_acked);
+    ck_assert(!fk.file_progress);
+}
+END_TEST
+
+START_TEST(test_progress_inside_written_apart)
+{
+    /* One large transaction after acked: its ACKed prefix grows, acked does
+     * not; the progress is written between statuses too. */
+    setup_capped(1000, true);
+    v.idle = false;
+    v.has_progress = true;
+    v.progress = (struct tracker_progress){4000, 100};
+    v.events_acked = 100;
+    v.now_ms = T0 + ACKED_WRITE_MS;
+    ck_assert(confirmer_acked_write_due(&c, &v));
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+    ck_assert(fk.file_progress);
+    ck_assert_uint_eq(fk.progress.acked, 100);
+    v.progress.acked = 250;
+    v.events_acked = 250;
+    v.now_ms += ACKED_WRITE_MS;
+    ck_assert(confirmer_acked_write_due(&c, &v));
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+    ck_assert_uint_eq(fk.progress.acked, 250);
+    ck_assert_int_eq(fk.sends, 0);
+}
+END_TEST
+
+START_TEST(test_uncapped_position_written_apart)
+{
+    /* wal2json: nothing waits for a proof; the position itself is written
+     * between statuses (no acked line: it would equal lsn). */
+    setup(1000);
+    ack_events(5000, 10);
+    v.idle = false;
+    v.now_ms = T0 + ACKED_WRITE_MS;
+    ck_assert(confirmer_acked_write_due(&c, &v));
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+    expect_io(1, 0, 5000);
+    ck_assert(!fk.file_has_acked);
+}
+END_TEST
+
+START_TEST(test_store_after_failed_write)
+{
+    setup_capped(1000, true);
+    ack_events(5000, 10);
+    v.now_ms = T0 + ACKED_WRITE_MS;
+    fk.fail_write = 1;
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_FAILED);
+    ack_events(6000, 1);
+    v.now_ms += ACKED_WRITE_MS;
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_FAILED); /* never retried */
+    ck_assert_int_eq(fk.writes, 1);
+    ck_assert_int_eq(confirmer_deadline(&c, &v), T0 + INTERVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("confirm");
@@ -674,6 +853,17 @@ int main(void)
     tcase_add_test(tc, test_stored_progress_kept_while_ahead);
     tcase_add_test(tc, test_progress_at_the_confirmed_position_written);
     tcase_add_test(tc, test_commit_time_never_ahead_of_position);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("acked");
+    tcase_add_test(tc, test_acked_runs_ahead_of_proof);
+    tcase_add_test(tc, test_acked_writes_apart);
+    tcase_add_test(tc, test_acked_write_needs_acks);
+    tcase_add_test(tc, test_acked_never_goes_back);
+    tcase_add_test(tc, test_proof_reaches_acked_at_the_status);
+    tcase_add_test(tc, test_progress_behind_acked_left_out);
+    tcase_add_test(tc, test_progress_inside_written_apart);
+    tcase_add_test(tc, test_uncapped_position_written_apart);
+    tcase_add_test(tc, test_store_after_failed_write);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

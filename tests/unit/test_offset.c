@@ -383,12 +383,12 @@ END_TEST
 START_TEST(test_future_format_refused)
 {
     /* Refused for the format, not for a missing or unknown key. */
-    const char *t = "format=5\nlsn=1/1\nshard=9\n";
+    const char *t = "format=6\nlsn=1/1\nshard=9\n";
     struct offset_state st;
     char err[256] = "";
     lsn_t v;
     ck_assert_int_eq(offset_parse(t, strlen(t), &st, err, sizeof(err)), -1);
-    ck_assert_msg(strstr(err, "format 5") && strstr(err, "newer outboxd"), "%s", err);
+    ck_assert_msg(strstr(err, "format 6") && strstr(err, "newer outboxd"), "%s", err);
     spit(path, t, strlen(t));
     ck_assert_int_eq(rd(path, &v, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, path) && strstr(err, "newer outboxd") &&
@@ -554,6 +554,67 @@ START_TEST(test_write_read_identity)
 }
 END_TEST
 
+/* ---- format 5: acked, ahead of the confirmable position ---- */
+
+START_TEST(test_acked_round_trip)
+{
+    char err[256] = "", buf[1024], d[512];
+    struct offset_state st = state_at(0x16B374D848ULL), back;
+    st.has_acked = true;
+    st.acked_lsn = 0x16B3760000ULL;
+    st.has_progress = true;
+    st.txn_lsn = 0x16B3770000ULL;
+    st.txn_acked = 3;
+    ck_assert_int_eq(offset_format_of(&st), 5);
+    ck_assert_int_eq(offset_write(path, &st, err, sizeof(err)), 0);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_str_eq(buf, HEADER "format=5\nlsn=16/B374D848\nsystem=7312345678901234567\n"
+                          "timeline=1\ndatabase=outbox\nslot=outboxd\nplugin=pgoutput\n"
+                          "txn=16/B3770000\ntxn_acked=3\nacked=16/B3760000\n");
+    ck_assert_int_eq(offset_read(path, &back, err, sizeof(err)), 1);
+    ck_assert_int_eq(back.format, 5);
+    ck_assert(back.has_acked);
+    ck_assert_uint_eq(back.acked_lsn, 0x16B3760000ULL);
+    ck_assert(back.has_progress);
+    ck_assert_int_eq(back.commit_time_us, 0); /* optional in format 5 */
+    offset_describe(&back, d, sizeof(d));
+    ck_assert_msg(strstr(d, "16/B374D848 (all ACKed to 16/B3760000), and the first 3 events"),
+                  "%s", d);
+    /* With a commit time too; without acked, format 4 again. */
+    back.commit_time_us = 1796316491LL * 1000000 + 42;
+    ck_assert_int_eq(offset_write(path, &back, err, sizeof(err)), 0);
+    ck_assert_int_eq(offset_read(path, &st, err, sizeof(err)), 1);
+    ck_assert_int_eq(st.format, 5);
+    ck_assert_int_eq(st.commit_time_us, back.commit_time_us);
+    st.has_acked = false;
+    ck_assert_int_eq(offset_format_of(&st), 4);
+    ck_assert_int_eq(offset_write(path, &st, err, sizeof(err)), 0);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_ptr_null(strstr(buf, "\nacked="));
+}
+END_TEST
+
+static const char *const bad_acked[] = {
+    "format=5\nlsn=1/10\n" V3_IDENTITY,                          /* missing */
+    "format=4\nlsn=1/10\n" V3_IDENTITY "commit_time=2026-12-03 16:48:11.000042+00\n"
+    "acked=1/20\n",                                              /* keys of format 5 */
+    "format=3\nlsn=1/10\n" V3_IDENTITY "acked=1/20\n",
+    "format=5\nlsn=1/10\n" V3_IDENTITY "acked=1/10\n",           /* not ahead */
+    "format=5\nlsn=1/10\n" V3_IDENTITY "acked=1/8\n",            /* behind */
+    "format=5\nlsn=1/10\n" V3_IDENTITY "acked=1/2x\n",
+    "format=5\nlsn=1/10\n" V3_IDENTITY "acked=1/30\ntxn=1/20\ntxn_acked=5\n", /* txn before */
+};
+
+START_TEST(test_bad_acked_refused)
+{
+    struct offset_state st;
+    char err[256] = "";
+    const char *t = bad_acked[_i];
+    ck_assert_msg(offset_parse(t, strlen(t), &st, err, sizeof(err)) == -1, "accepted %s", t);
+    ck_assert_msg(strstr(err, "acked"), "%s", err);
+}
+END_TEST
+
 START_TEST(test_describe)
 {
     char out[512];
@@ -622,6 +683,9 @@ int main(void)
     tcase_add_test(tc, test_commit_time_round_trip);
     tcase_add_loop_test(tc, test_bad_commit_time_refused, 0,
                         (int)(sizeof(bad_commit_time) / sizeof(bad_commit_time[0])));
+    tcase_add_test(tc, test_acked_round_trip);
+    tcase_add_loop_test(tc, test_bad_acked_refused, 0,
+                        (int)(sizeof(bad_acked) / sizeof(bad_acked[0])));
     tcase_add_test(tc, test_write_read_identity);
     tcase_add_test(tc, test_describe);
     tcase_add_test(tc, test_probe_dir);
