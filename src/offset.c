@@ -171,18 +171,28 @@ static bool parse_bare_lsn(const char *text, size_t len, struct offset_state *ou
     return true;
 }
 
+/* A key of a later format: there when required, else refused when seen
+ * (where: the formats it belongs to). Returns 0 or -1 with err. */
+static int key_presence(bool seen, bool required, const char *key, const char *where,
+                        int format, char *err, size_t errlen)
+{
+    if (seen == required) return 0;
+    if (seen)
+        snprintf(err, errlen, "line %s= belongs to %s, and the file says format %d", key,
+                 where, format);
+    else
+        snprintf(err, errlen, "the %s line is missing (%s)", key, where);
+    return -1;
+}
+
 /* Format 4's commit_time: there, and optional in format 5. Returns 0 or
  * -1 with err. */
 static int parse_commit_time_line(const struct offset_state *out, bool seen, char *err,
                                   size_t errlen)
 {
-    if (out->format == 5 || seen == (out->format == 4)) return 0;
-    if (seen)
-        snprintf(err, errlen, "line commit_time= belongs to formats 4 and 5, and the file "
-                              "says format %d", out->format);
-    else
-        snprintf(err, errlen, "the commit_time line is missing (format 4)");
-    return -1;
+    if (out->format == 5) return 0;
+    return key_presence(seen, out->format == 4, "commit_time", "formats 4 and 5", out->format,
+                        err, errlen);
 }
 
 /* Format 5's acked: there, and only there, after lsn. Returns 0 or -1
@@ -190,14 +200,8 @@ static int parse_commit_time_line(const struct offset_state *out, bool seen, cha
 static int parse_acked_line(struct offset_state *out, bool seen, char *err, size_t errlen)
 {
     char a[LSN_STRLEN], b[LSN_STRLEN];
-    if (seen != (out->format == 5)) {
-        if (seen)
-            snprintf(err, errlen, "line acked= belongs to format 5, and the file says "
-                                  "format %d", out->format);
-        else
-            snprintf(err, errlen, "the acked line is missing (format 5)");
+    if (key_presence(seen, out->format == 5, "acked", "format 5", out->format, err, errlen))
         return -1;
-    }
     if (seen && out->acked_lsn <= out->lsn) {
         snprintf(err, errlen, "acked=%s is not after lsn=%s: it is written only when ahead",
                  lsn_format(out->acked_lsn, a), lsn_format(out->lsn, b));
@@ -207,8 +211,8 @@ static int parse_acked_line(struct offset_state *out, bool seen, char *err, size
     return 0;
 }
 
-/* Format 3's progress (also in format 4): txn and txn_acked both or
- * neither, and the transaction at or after lsn. At lsn: a keepalive may
+/* Format 3's progress (also in formats 4 and 5): txn and txn_acked both or
+ * neither, and the transaction at or after lsn (and acked). At lsn: a keepalive may
  * confirm the position of a commit record the walsender has not decoded
  * yet (everything before it was), and PostgreSQL sends a transaction
  * again unless it committed *before* the confirmed position
@@ -217,11 +221,9 @@ static int parse_acked_line(struct offset_state *out, bool seen, char *err, size
 static int parse_progress(struct offset_state *out, bool txn, bool acked, char *err,
                           size_t errlen)
 {
-    if (out->format == 2 && (txn || acked)) {
-        snprintf(err, errlen, "line %s= belongs to format 3, and the file says format 2",
-                 txn ? "txn" : "txn_acked");
-        return -1;
-    }
+    if (out->format == 2 && (txn || acked))
+        return key_presence(true, false, txn ? "txn" : "txn_acked", "formats 3 to 5", 2, err,
+                            errlen);
     if (txn != acked) {
         snprintf(err, errlen, "the %s line is missing (txn and txn_acked go together)",
                  txn ? "txn_acked" : "txn");
