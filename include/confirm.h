@@ -66,6 +66,11 @@ struct stream;
  * the events in flight plus at most this much of ACKed traffic, whatever
  * the status interval and however long the publication proof lags. */
 #define ACKED_WRITE_MS 100
+/* ... and further apart when a write takes long (two fsyncs on a busy
+ * disk, on the event loop): at least this many times the last write's
+ * duration, so that those writes never take more than about a tenth of
+ * the loop's time. */
+#define ACKED_WRITE_COST_FACTOR 10
 
 /* confirmer_status() results. */
 #define CONFIRM_OK 0
@@ -127,6 +132,7 @@ struct confirmer {
     uint64_t acked_at_write; /* events_acked at the last write with a status */
     uint64_t acked_at_store; /* events_acked at the last write of any kind */
     uint64_t offset_writes;  /* successful writes (outboxd_offset_writes_total) */
+    int64_t write_cost_ms;   /* how long the last write took (confirmer_write_took()) */
     /* the status */
     int64_t next_status_ms;  /* monotonic deadline of the next status */
     int64_t last_status_ms;  /* when the last one went out */
@@ -167,10 +173,18 @@ lsn_t confirmer_confirmable(const struct confirmer *c, const struct confirm_view
 lsn_t confirmer_acked_to_store(const struct confirmer *c, const struct confirm_view *v);
 
 /* Whether events ACKed since the last write moved acked past what the file
- * holds (or the progress inside a transaction after it) and ACKED_WRITE_MS
- * have passed since: the file is written now, without waiting for the
- * status. */
+ * holds (or the progress inside a transaction after it) and the write gap
+ * (confirmer_acked_write_gap()) has passed since: the file is written now,
+ * without waiting for the status. */
 bool confirmer_acked_write_due(const struct confirmer *c, const struct confirm_view *v);
+
+/* The least time between two writes of ACKed events: ACKED_WRITE_MS, or
+ * ACKED_WRITE_COST_FACTOR times the last write's duration when longer. */
+int64_t confirmer_acked_write_gap(const struct confirmer *c);
+
+/* The last write took ms (measured by the caller around the step that
+ * wrote). */
+void confirmer_write_took(struct confirmer *c, int64_t ms);
 
 /* Whether confirmer_status() writes the offset file now. force: the
  * position must be stored now (stop, reconnect, fatal error). Events ACKed

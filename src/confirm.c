@@ -76,9 +76,20 @@ static bool acked_unwritten(const struct confirmer *c, const struct confirm_view
     return progress_moved(c, v) && v->progress.txn_lsn >= stored_all_acked(c);
 }
 
+int64_t confirmer_acked_write_gap(const struct confirmer *c)
+{
+    int64_t by_cost = ACKED_WRITE_COST_FACTOR * c->write_cost_ms;
+    return by_cost > ACKED_WRITE_MS ? by_cost : ACKED_WRITE_MS;
+}
+
+void confirmer_write_took(struct confirmer *c, int64_t ms)
+{
+    c->write_cost_ms = ms > 0 ? ms : 0;
+}
+
 bool confirmer_acked_write_due(const struct confirmer *c, const struct confirm_view *v)
 {
-    return acked_unwritten(c, v) && v->now_ms - c->last_write_ms >= ACKED_WRITE_MS;
+    return acked_unwritten(c, v) && v->now_ms - c->last_write_ms >= confirmer_acked_write_gap(c);
 }
 
 bool confirmer_progress_to_store(const struct confirmer *c, const struct confirm_view *v,
@@ -128,7 +139,7 @@ int64_t confirmer_deadline(const struct confirmer *c, const struct confirm_view 
 {
     int64_t status = confirmer_status_deadline(c, v);
     if (!acked_unwritten(c, v) || c->offset_failed) return status;
-    int64_t write = c->last_write_ms + ACKED_WRITE_MS;
+    int64_t write = c->last_write_ms + confirmer_acked_write_gap(c);
     return write < status ? write : status;
 }
 

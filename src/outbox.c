@@ -714,13 +714,107 @@ void outbox_event_set_commit_time(const struct outbox_map *m, struct outbox_even
         ev->timestamp_ms = us >= 0 ? us / 1000 : -((-us + 999) / 1000);
 }
 
+/* The columns an event is made of, and each one's header if it has one:
+ * the outbox columns, then the commit LSN. */
+struct row_fields {
+    struct slice v[OUTBOX_HS_COMMIT_LSN + 1];
+    bool present[OUTBOX_HS_COMMIT_LSN + 1];
+};
+
+/* The outbox columns in the order their faults are reported, each with how
+ * it may be absent. */
+static const struct {
+    enum outbox_col col;
+    enum presence presence;
+} row_columns[] = {
+    {OC_EVENT_ID, REQUIRED},   {OC_AGGREGATE_TYPE, REQUIRED},     {OC_AGGREGATE_ID, REQUIRED},
+    {OC_EVENT_TYPE, REQUIRED}, {OC_AGGREGATE_VERSION, OPTIONAL}, {OC_PAYLOAD, NULLABLE},
+};
+
+/* Reads the row's outbox columns into f. Returns 0, or -1 on the first
+ * schema fault (err set). */
+static int read_columns(const struct outbox_map *m, const struct map_cache *mc,
+                        const struct relation *rel, const struct col_value *values,
+                        int nvalues, struct row_fields *f, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < sizeof(row_columns) / sizeof(row_columns[0]); i++) {
+        enum outbox_col c = row_columns[i].col;
+        int r = get_column(m, mc, rel, values, nvalues, c, row_columns[i].presence, &f->v[c],
+                           err, errlen);
+        if (r < 0) return -1;
+        f->present[c] = r > 0;
+    }
+    return 0;
+}
+
+/* The commit LSN's text into ev (formatted once per transaction, in the
+ * map's cache) and into f. */
+static void set_commit_lsn(const struct outbox_map *m, lsn_t commit_lsn,
+                           struct outbox_event *ev, struct row_fields *f)
+{
+    struct map_cache *lc = m->cache;
+    if (!lc->lsn_valid || lc->lsn != commit_lsn) {
+        lc->lsn_len = strlen(lsn_format(commit_lsn, lc->lsn_text));
+        lc->lsn = commit_lsn;
+        lc->lsn_valid = true;
+    }
+    memcpy(ev->commit_lsn, lc->lsn_text, lc->lsn_len + 1);
+    f->v[OUTBOX_HS_COMMIT_LSN] = (struct slice){ev->commit_lsn, lc->lsn_len};
+    f->present[OUTBOX_HS_COMMIT_LSN] = true;
+}
+
+/* The headers of [outbox] headers and additional_placement, in their
+ * order. Returns 0, or -1 on a schema fault (err set). */
+static int add_row_headers(const struct outbox_map *m, const struct map_cache *mc,
+                           const struct relation *rel, const struct col_value *values,
+                           int nvalues, const struct row_fields *f, struct outbox_event *ev,
+                           char *err, size_t errlen)
+{
+    for (int i = 0; i < m->nhspecs; i++) {
+        const struct outbox_hspec *h = &m->hspecs[i];
+        struct slice v;
+        if (h->source != OUTBOX_HS_COLUMN) {
+            if (f->present[h->source])
+                add_header(ev, h->name, f->v[h->source].data, f->v[h->source].len);
+            continue;
+        }
+        int r = get_placed(rel, values, nvalues, mc->hcol[i], h->column, &v, err, errlen);
+        if (r < 0) return -1;
+        if (r > 0 && !h->envelope) add_header(ev, h->name, v.data, v.len);
+    }
+    return 0;
+}
+
+/* The faults of a row whose columns all exist, in the order they are
+ * reported (the event is built: a dead-letter record carries it). */
+static int poison_if_unusable(struct outbox_event *ev, const struct row_fields *f,
+                              bool topic_ok, bool span_ok, const char *span_why, char *err,
+                              size_t errlen)
+{
+    if (!f->present[OC_EVENT_ID])
+        return poison(ev, OF_NULL_EVENT_ID, err, errlen, "event_id is NULL");
+    /* An empty id is as useless to a consumer that deduplicates on it as
+     * none, and a text column allows it. */
+    if (f->v[OC_EVENT_ID].len == 0)
+        return poison(ev, OF_EMPTY_EVENT_ID, err, errlen, "event_id is empty");
+    if (!f->present[OC_AGGREGATE_ID])
+        return poison(ev, OF_NULL_AGGREGATE_ID, err, errlen,
+                      "aggregate_id is NULL: the event would have no key and no order");
+    if (f->v[OC_AGGREGATE_ID].len == 0)
+        return poison(ev, OF_EMPTY_AGGREGATE_ID, err, errlen,
+                      "aggregate_id is empty: the event would have no key and no order");
+    if (!f->present[OC_EVENT_TYPE])
+        return poison(ev, OF_NULL_EVENT_TYPE, err, errlen, "event_type is NULL");
+    if (!topic_ok) return poison(ev, OF_BAD_TOPIC, err, errlen, ev->topic_error);
+    if (!span_ok) return poison(ev, OF_BAD_SPAN_CONTEXT, err, errlen, span_why);
+    return 0;
+}
+
 int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                        const struct col_value *values, int nvalues, lsn_t commit_lsn,
                        struct outbox_event *ev, char *err, size_t errlen)
 {
-    struct slice event_id, agg_type, agg_id, version, event_type, payload;
-    int has_id, has_type, has_agg, has_version, has_etype, has_payload;
-
+    struct row_fields f;
     /* Everything the row has is filled in first, so that a poison row can
      * still be dead-lettered with its key, value and event_id. */
     const struct map_cache *mc = cache_for(m, rel);
@@ -729,82 +823,28 @@ int outbox_event_build(const struct outbox_map *m, const struct relation *rel,
                               offsetof(struct outbox_event, fault));
     ev->topic[0] = '\0';
     ev->topic_error[0] = '\0';
-    struct map_cache *lc = m->cache;
-    if (!lc->lsn_valid || lc->lsn != commit_lsn) {
-        lc->lsn_len = strlen(lsn_format(commit_lsn, lc->lsn_text));
-        lc->lsn = commit_lsn;
-        lc->lsn_valid = true;
-    }
-    memcpy(ev->commit_lsn, lc->lsn_text, lc->lsn_len + 1);
-    if (!(values = decoded_values(m, rel, values, nvalues, err, errlen)))
+    set_commit_lsn(m, commit_lsn, ev, &f);
+    if (!(values = decoded_values(m, rel, values, nvalues, err, errlen)) ||
+        read_columns(m, mc, rel, values, nvalues, &f, err, errlen) != 0)
         return poison(ev, OF_SCHEMA, err, errlen, NULL);
-    if ((has_id = get_column(m, mc, rel, values, nvalues, OC_EVENT_ID, REQUIRED, &event_id,
-                             err, errlen)) < 0 ||
-        (has_type = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_TYPE, REQUIRED,
-                               &agg_type, err, errlen)) < 0 ||
-        (has_agg = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_ID, REQUIRED,
-                              &agg_id, err, errlen)) < 0 ||
-        (has_etype = get_column(m, mc, rel, values, nvalues, OC_EVENT_TYPE, REQUIRED,
-                                &event_type, err, errlen)) < 0 ||
-        (has_version = get_column(m, mc, rel, values, nvalues, OC_AGGREGATE_VERSION,
-                                  OPTIONAL, &version, err, errlen)) < 0 ||
-        (has_payload = get_column(m, mc, rel, values, nvalues, OC_PAYLOAD, NULLABLE,
-                                  &payload, err, errlen)) < 0)
-        return poison(ev, OF_SCHEMA, err, errlen, NULL);
-
-    ev->key = agg_id;
-    ev->key_null = !has_agg;
+    const struct slice payload = f.v[OC_PAYLOAD];
+    bool has_payload = f.present[OC_PAYLOAD];
+    ev->key = f.v[OC_AGGREGATE_ID];
+    ev->key_null = !f.present[OC_AGGREGATE_ID];
     ev->value_null = !has_payload || (m->tombstone_on_empty && payload.len == 0);
     ev->value = payload;
-    ev->event_id = event_id;
+    ev->event_id = f.v[OC_EVENT_ID];
     ev->nheaders = 0;
-    const struct slice field[OUTBOX_HS_COMMIT_LSN + 1] = {
-        [OC_EVENT_ID] = event_id,       [OC_AGGREGATE_TYPE] = agg_type,
-        [OC_AGGREGATE_ID] = agg_id,     [OC_AGGREGATE_VERSION] = version,
-        [OC_EVENT_TYPE] = event_type,   [OC_PAYLOAD] = payload,
-        [OUTBOX_HS_COMMIT_LSN] = {ev->commit_lsn, lc->lsn_len},
-    };
-    const bool present[OUTBOX_HS_COMMIT_LSN + 1] = {
-        [OC_EVENT_ID] = has_id,        [OC_AGGREGATE_TYPE] = has_type,
-        [OC_AGGREGATE_ID] = has_agg,   [OC_AGGREGATE_VERSION] = has_version,
-        [OC_EVENT_TYPE] = has_etype,   [OC_PAYLOAD] = has_payload,
-        [OUTBOX_HS_COMMIT_LSN] = true,
-    };
-    for (int i = 0; i < m->nhspecs; i++) {
-        const struct outbox_hspec *h = &m->hspecs[i];
-        struct slice v;
-        if (h->source != OUTBOX_HS_COLUMN) {
-            if (present[h->source])
-                add_header(ev, h->name, field[h->source].data, field[h->source].len);
-            continue;
-        }
-        int r = get_placed(rel, values, nvalues, mc->hcol[i], h->column, &v, err, errlen);
-        if (r < 0) return poison(ev, OF_SCHEMA, err, errlen, NULL);
-        if (r > 0 && !h->envelope) add_header(ev, h->name, v.data, v.len);
-    }
+    if (add_row_headers(m, mc, rel, values, nvalues, &f, ev, err, errlen) != 0)
+        return poison(ev, OF_SCHEMA, err, errlen, NULL);
     if (m->value_json && json_value(m, rel, values, payload, has_payload, ev) != 0)
         return poison(ev, OF_SCHEMA, err, errlen, "out of memory building the JSON value");
     char span_why[200];
     bool span_ok = add_span_headers(mc, values, nvalues, ev, span_why, sizeof(span_why)) == 0;
-
     /* The topic before the other checks: a poison row's dead-letter record
      * names the topic it would have gone to whatever its fault. */
     bool topic_ok = render_topic(m, rel, values, nvalues, ev);
-    if (!has_id) return poison(ev, OF_NULL_EVENT_ID, err, errlen, "event_id is NULL");
-    /* An empty id is as useless to a consumer that deduplicates on it as
-     * none, and a text column allows it. */
-    if (event_id.len == 0)
-        return poison(ev, OF_EMPTY_EVENT_ID, err, errlen, "event_id is empty");
-    if (!has_agg)
-        return poison(ev, OF_NULL_AGGREGATE_ID, err, errlen,
-                      "aggregate_id is NULL: the event would have no key and no order");
-    if (agg_id.len == 0)
-        return poison(ev, OF_EMPTY_AGGREGATE_ID, err, errlen,
-                      "aggregate_id is empty: the event would have no key and no order");
-    if (!has_etype) return poison(ev, OF_NULL_EVENT_TYPE, err, errlen, "event_type is NULL");
-    if (!topic_ok) return poison(ev, OF_BAD_TOPIC, err, errlen, ev->topic_error);
-    if (!span_ok) return poison(ev, OF_BAD_SPAN_CONTEXT, err, errlen, span_why);
-    return 0;
+    return poison_if_unusable(ev, &f, topic_ok, span_ok, span_why, err, errlen);
 }
 
 void outbox_dlq_headers(struct outbox_event *ev, const struct outbox_header *orig, int norig,

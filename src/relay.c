@@ -113,13 +113,22 @@ static void note_confirmed(struct relay *r)
 /* Writes the offset file when due, then confirms it to the server
  * (confirmer_status()). force: store the position now (stop, reconnect,
  * fatal error). Returns a STEP_* code. */
+/* After a step that may have written the offset file (writes before it):
+ * how long it took, and the count in /metrics. */
+static void note_writes(struct relay *r, uint64_t writes, int64_t t0)
+{
+    if (r->confirm.offset_writes == writes) return;
+    confirmer_write_took(&r->confirm, clock_mono_ms() - t0);
+    r->met.offset_writes = r->confirm.offset_writes;
+}
+
 int send_status_ex(struct relay *r, bool reply, bool force)
 {
     struct confirm_view v = confirm_view(r);
-    uint64_t sent = r->confirm.statuses_sent;
+    uint64_t sent = r->confirm.statuses_sent, writes = r->confirm.offset_writes;
     int rc = confirmer_status(&r->confirm, &v, reply, force);
+    note_writes(r, writes, v.now_ms);
     if (r->confirm.statuses_sent != sent) note_confirmed(r);
-    r->met.offset_writes = r->confirm.offset_writes;
     r->met.events_skipped = r->chg.events_skipped;
     return rc == CONFIRM_OK ? STEP_OK : rc == CONFIRM_BROKEN ? STEP_BROKEN : STEP_FATAL;
 }
@@ -143,8 +152,9 @@ int status_if_due(struct relay *r)
     struct confirm_view v = confirm_view(r);
     if (v.now_ms >= confirmer_status_deadline(&r->confirm, &v)) return send_status(r, false);
     if (!confirmer_acked_write_due(&r->confirm, &v)) return STEP_OK;
+    uint64_t writes = r->confirm.offset_writes;
     int rc = confirmer_store(&r->confirm, &v);
-    r->met.offset_writes = r->confirm.offset_writes;
+    note_writes(r, writes, v.now_ms);
     return rc == CONFIRM_OK ? STEP_OK : STEP_FATAL;
 }
 

@@ -319,6 +319,44 @@ static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *
     return STEP_OK;
 }
 
+/* What the stream takes from the resume decision d and the offset file
+ * (NULL: none): the identity's commit time, whether to rewrite the file,
+ * the stored positions, where to start, the progress to skip. */
+static void take_decision(struct slot_setup *s, const struct offset_state *file,
+                          const struct resume_decision *d, uint32_t timeline)
+{
+    char a[LSN_STRLEN];
+    bool own = file && d->verdict == RESUME_FROM_FILE && !d->forked;
+    /* The commit time the file holds stays until a newer one is stored. */
+    if (own) s->identity.commit_time_us = file->commit_time_us;
+    /* Absent, format 1 or from an older timeline: write it as this stream's
+     * at the first status. */
+    s->rewrite_offset = !file || !file->has_identity || file->timeline != timeline ||
+                        d->verdict == RESUME_TAKE_OVER;
+    s->have_offset = file != NULL;
+    /* Past a fork the file's position is not this server's: the fork is. */
+    s->stored_lsn = !file ? 0 : d->forked ? d->start : file->lsn;
+    /* What the file says is delivered beyond the confirmable position
+     * (offset.h, format 5): the stream starts there (stream_from()). Only
+     * this stream's: not past a fork, nor when the slot was not resumed
+     * from the file. */
+    s->stored_acked = own && file->has_acked && file->acked_lsn > d->start ? file->acked_lsn : 0;
+    s->start = d->start;
+    s->prepared = true;
+    /* The progress is the transaction's identity (its commit LSN) and a
+     * count: it holds whatever precedes it, but only the first stream
+     * takes it from the file (later ones have the tracker). */
+    s->resume_inside = !s->streamed && own && file->has_progress;
+    if (!s->resume_inside) return;
+    s->resume_progress = (struct tracker_progress){file->txn_lsn, file->txn_acked};
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(file->txn_lsn, a)}),
+           "resuming inside transaction %s: the %s says its first %llu events "
+           "were %s, so they are skipped, not produced again",
+           a, s->position ? "stored position" : "offset file",
+           (unsigned long long)file->txn_acked,
+           s->position ? "committed to Kafka" : "ACKed");
+}
+
 /* Connects, checks publication and slot, creates the slot if allowed.
  * Fills s->start with where to stream from, and the offset file's state
  * (or, in exactly_once, the progress topic's: s->position). */
@@ -371,40 +409,7 @@ static enum step prepare_stream(struct slot_setup *s)
     if (d.verdict == RESUME_NO_SLOT && (rc = create_slot(s, &si, &d.start, failover)) != STEP_OK)
         return rc;
     resume_identity(&srv, d.start, &s->identity);
-    /* The commit time the file holds stays until a newer one is stored. */
-    if (d.verdict == RESUME_FROM_FILE && !d.forked)
-        s->identity.commit_time_us = file.commit_time_us;
-    /* Absent, format 1 or from an older timeline: write it as this stream's
-     * at the first status. */
-    s->rewrite_offset = !have_offset || !file.has_identity || file.timeline != id.timeline ||
-                        d.verdict == RESUME_TAKE_OVER;
-    s->have_offset = have_offset;
-    /* Past a fork the file's position is not this server's: the fork is. */
-    s->stored_lsn = !have_offset ? 0 : d.forked ? d.start : file.lsn;
-    /* What the file says is delivered beyond the confirmable position
-     * (offset.h, format 5): the stream starts there (stream_from()). Only
-     * this stream's: not past a fork, nor when the slot was not resumed
-     * from the file. */
-    s->stored_acked = have_offset && !d.forked && d.verdict == RESUME_FROM_FILE &&
-                              file.has_acked && file.acked_lsn > d.start
-                          ? file.acked_lsn
-                          : 0;
-    s->start = d.start;
-    s->prepared = true;
-    /* The progress is the transaction's identity (its commit LSN) and a
-     * count: it holds whatever precedes it, but only the first stream
-     * takes it from the file (later ones have the tracker). */
-    s->resume_inside =
-        !s->streamed && d.verdict == RESUME_FROM_FILE && !d.forked && file.has_progress;
-    if (s->resume_inside) {
-        s->resume_progress = (struct tracker_progress){file.txn_lsn, file.txn_acked};
-        log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(file.txn_lsn, a)}),
-               "resuming inside transaction %s: the %s says its first %llu events "
-               "were %s, so they are skipped, not produced again",
-               a, s->position ? "stored position" : "offset file",
-               (unsigned long long)file.txn_acked,
-               s->position ? "committed to Kafka" : "ACKed");
-    }
+    take_decision(s, have_offset ? &file : NULL, &d, id.timeline);
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
            "streaming slot \"%s\" from %s on %s (%s %s, slot confirmed %s, server at %s, "
            "system %s, timeline %u)",

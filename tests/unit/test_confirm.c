@@ -798,6 +798,30 @@ START_TEST(test_uncapped_position_written_apart)
 }
 END_TEST
 
+START_TEST(test_slow_writes_spaced_out)
+{
+    /* A write took 50 ms (a busy disk): the next waits 10 times that, so
+     * writing takes at most about a tenth of the loop's time. */
+    setup_capped(1000, true);
+    v.idle = false;
+    ack_events(2000, 1);
+    v.now_ms = T0 + ACKED_WRITE_MS;
+    ck_assert_int_eq(confirmer_store(&c, &v), CONFIRM_OK);
+    confirmer_write_took(&c, 50);
+    ck_assert_int_eq(confirmer_acked_write_gap(&c), 50 * ACKED_WRITE_COST_FACTOR);
+    ack_events(3000, 1);
+    v.now_ms += ACKED_WRITE_MS;
+    ck_assert(!confirmer_acked_write_due(&c, &v));
+    ck_assert_int_eq(confirmer_deadline(&c, &v),
+                     T0 + ACKED_WRITE_MS + 50 * ACKED_WRITE_COST_FACTOR);
+    v.now_ms = T0 + ACKED_WRITE_MS + 50 * ACKED_WRITE_COST_FACTOR;
+    ck_assert(confirmer_acked_write_due(&c, &v));
+    /* Fast again: back to ACKED_WRITE_MS. */
+    confirmer_write_took(&c, 2);
+    ck_assert_int_eq(confirmer_acked_write_gap(&c), ACKED_WRITE_MS);
+}
+END_TEST
+
 START_TEST(test_store_after_failed_write)
 {
     setup_capped(1000, true);
@@ -863,6 +887,7 @@ int main(void)
     tcase_add_test(tc, test_progress_behind_acked_left_out);
     tcase_add_test(tc, test_progress_inside_written_apart);
     tcase_add_test(tc, test_uncapped_position_written_apart);
+    tcase_add_test(tc, test_slow_writes_spaced_out);
     tcase_add_test(tc, test_store_after_failed_write);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
