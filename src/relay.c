@@ -110,9 +110,6 @@ static void note_confirmed(struct relay *r)
         tracker_confirmed(r->trk, lsn, clock_unix_us(), &r->chg.stages[STAGE_ACK_TO_CONFIRM]);
 }
 
-/* Writes the offset file when due, then confirms it to the server
- * (confirmer_status()). force: store the position now (stop, reconnect,
- * fatal error). Returns a STEP_* code. */
 /* After a step that may have written the offset file (writes before it):
  * how long it took, and the count in /metrics. */
 static void note_writes(struct relay *r, uint64_t writes, int64_t t0)
@@ -122,6 +119,9 @@ static void note_writes(struct relay *r, uint64_t writes, int64_t t0)
     r->met.offset_writes = r->confirm.offset_writes;
 }
 
+/* Writes the offset file when due, then confirms it to the server
+ * (confirmer_status()). force: store the position now (stop, reconnect,
+ * fatal error). Returns a STEP_* code. */
 int send_status_ex(struct relay *r, bool reply, bool force)
 {
     struct confirm_view v = confirm_view(r);

@@ -200,18 +200,8 @@ faults_copies() {
     # before where the offset file said the restart resumes (its acked:
     # everything before it was ACKed). KILL_RESENT_EARLY counts those.
     touch "$T/kill_resume.txt"
-    KILL_RESENT_EARLY=$(awk '
-        function lsn(s,   i, h, n, c) { n = split(s, h, "/"); if (n != 2) return -1
-            return hex(h[1]) * 4294967296 + hex(h[2]) }
-        function hex(s,   i, v) { v = 0; s = toupper(s)
-            for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789ABCDEF", substr(s, i, 1)) - 1
-            return v }
-        FILENAME == ARGV[1] { t[++n] = $1; k[n] = $2; next }
-        FILENAME == ARGV[2] { at[$1] = lsn($2); atx[$1] = $2; next }
-        { for (i = n; i >= 1 && t[i] > $2; i--) ;
-          if (i >= 1 && k[i] == "kill9" && (t[i] in at) && lsn($3) < at[t[i]]) {
-              bad++; if (bad <= 5) printf "copy committed at %s re-sent after the kill at %s, which resumed at %s\n", $3, t[i], atx[t[i]] > "/dev/stderr" } }
-        END { print bad + 0 }' "$T/faults.marks" "$T/kill_resume.txt" "$T/dup_pairs.txt")
+    KILL_RESENT_EARLY=$(awk -f "$E2E_LIB_DIR/lsn.awk" -f "$E2E_LIB_DIR/kill_resume.awk" \
+        "$T/faults.marks" "$T/kill_resume.txt" "$T/dup_pairs.txt")
     awk 'NR == FNR { t[++n] = $1; k[n] = $2; next }
          { for (i = n; i >= 1 && t[i] > $2; i--) ;
            if (i >= 1 && k[i] == "kill9") print ($1 < t[i] ? t[i] - $1 : 0) }' \

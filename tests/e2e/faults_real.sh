@@ -196,12 +196,9 @@ kill9_restart() {
         fault_mark kill9
         outboxd_kill9
         KILLS=$((KILLS + 1))
-    else
-        kill9_noting_resume
-    fi
-    if [[ $DELIVERY_MODE == exactly_once ]]; then
         outboxd_start --no-wait "${OUTBOXD_ARGS[@]}"
     else
+        kill9_noting_resume
         outboxd_start "${OUTBOXD_ARGS[@]}"
     fi
 }

@@ -1017,7 +1017,7 @@ EOF
             (.headers_list | length | tostring)] | @tsv' \
         <"$dump" >"$T/check.msgs.tsv" || fail "jq could not read the dump"
     info "$(wc -l <"$T/check.rows.tsv") rows, $(wc -l <"$T/check.msgs.tsv") messages"
-    awk -F '\t' -v once="$once" -v strict_tx="$strict" -f "$E2E_LIB_DIR/check_delivery.awk" \
+    awk -F '\t' -v once="$once" -v strict_tx="$strict" -f "$E2E_LIB_DIR/lsn.awk" -f "$E2E_LIB_DIR/check_delivery.awk" \
         "$T/check.rows.tsv" "$T/check.msgs.tsv" >&2 ||
         fail "delivery check failed (rows: $T/check.rows.tsv, messages: $T/check.msgs.tsv)"
 }
