@@ -83,7 +83,26 @@ container_cleanup() {
         printf 'container: storage %s still mounted\n' "$STORE" >&2
     fi
 }
-trap 'rc=$?; set +eE; container_cleanup; (exit $rc); _e2e_cleanup' EXIT
+# Prefixes each line of stdin with the wall-clock time in seconds.
+stamp_lines() {
+    local line
+    while IFS= read -r line; do printf '%(%s)T %s\n' -1 "$line"; done
+}
+# Prints how long each step of the image build took (seconds from the
+# step's first line to the next step's, or to the log's last line).
+build_steps() {
+    [[ -s "$BUILD_LOG" ]] || return 0
+    # podman prints "[1/2] STEP 3/7: RUN ..." (stage, step in the stage).
+    awk '/^[0-9]+ (\[[0-9]+\/[0-9]+\] )?STEP [0-9]+\/[0-9]+:/ {
+             if (name != "") printf "%5ds %s\n", $1 - t, name
+             t = $1; name = substr($0, index($0, " ") + 1, 70) }
+         { last = $1 }
+         END { if (name != "") printf "%5ds %s%s\n", last - t, name, done ? "" : " (unfinished)" }' \
+        done="${BUILD_DONE:-}" "$BUILD_LOG" | while IFS= read -r l; do info "build $l"; done
+}
+BUILD_LOG=
+BUILD_DONE=
+trap 'rc=$?; set +eE; [[ -n "$BUILD_DONE" ]] || build_steps; container_cleanup; (exit $rc); _e2e_cleanup' EXIT
 
 # ---------------------------------------------------------------- image
 
@@ -120,9 +139,16 @@ step "podman build -f deploy/Dockerfile"
 start=$SECONDS
 # --network=host: the RUN steps reach the Debian mirror without a
 # container network (none is configured on these machines).
+# Each line of the build's output gets the time it was printed, so that a
+# slow build says which of its steps was slow (build_steps, also on the
+# watchdog's way out: CI's machines are slower than a quiet one).
+BUILD_LOG=$T/build.log
+rc=0
 podman build --pull=never --format docker --network=host -f "$E2E_SRC_DIR/deploy/Dockerfile" \
-    -t "$IMAGE" "$E2E_SRC_DIR" >"$T/build.log" 2>&1 ||
-    { tail -n 40 "$T/build.log" >&2; fail "podman build failed"; }
+    -t "$IMAGE" "$E2E_SRC_DIR" 2>&1 | stamp_lines >"$BUILD_LOG" || rc=$?
+BUILD_DONE=1
+build_steps
+((rc == 0)) || { tail -n 40 "$BUILD_LOG" >&2; fail "podman build failed"; }
 build_s=$((SECONDS - start))
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
 base=$(podman image inspect --format '{{.Size}}' docker.io/library/debian:bookworm-slim)
