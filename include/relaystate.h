@@ -1,8 +1,11 @@
 /*
  * relaystate.h - the logical relay's state, shared by the files of the
- * relay: relay.c (the loop, the wiring, the status), relaystate.c (what
- * each state of the loop does in one turn) and relayobs.c (metrics and the
- * monitor's findings). Nothing outside them includes it.
+ * relay: relay.c (the loop, the wiring), relaystate.c (what each state of
+ * the loop does in one turn), relayconfirm.c (the status and the offset
+ * file), relayobs.c (metrics and the monitor's findings) and relaytxn.c
+ * (exactly_once). relay.c calls relay_step() and the others' functions;
+ * relaystate.c calls relayconfirm.c, relayobs.c and relaytxn.c; none of
+ * them calls relay.c or relaystate.c. Nothing outside them includes it.
  */
 #ifndef OUTBOXD_RELAYSTATE_H
 #define OUTBOXD_RELAYSTATE_H
@@ -110,12 +113,6 @@ struct relay {
     bool txn_broken;                 /* a delivery failed: abort and start over */
     bool txn_refused;                /* the broker refused an event: stop */
 };
-
-/* relay.c: the standby status (see there). Each returns a step code. */
-int send_status_ex(struct relay *r, bool reply, bool force);
-int send_status(struct relay *r, bool reply);
-int64_t status_deadline(const struct relay *r);
-int status_if_due(struct relay *r);
 
 /* relaystate.c: one turn of the current state. Returns whether the loop
  * should wait (evloop.h) before the next turn; false: go on at once. */

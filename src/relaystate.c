@@ -14,7 +14,7 @@
 #include "clock.h"
 #include "exitcode.h"
 #include "log.h"
-#include "relay.h"
+#include "relayconfirm.h"
 #include "relaytxn.h"
 #include "slotsetup.h"
 #include "standby.h"
@@ -358,13 +358,8 @@ static bool connect_step(struct relay *r)
     r->st = s.st;
     r->retry_cause = s.retry_cause;
     if (s.prepared) {
-        r->confirm.identity = s.identity;
-        r->confirm.rewrite_offset = s.rewrite_offset;
-        if (s.have_offset) r->confirm.stored_lsn = s.stored_lsn;
-        r->confirm.stored_acked = s.stored_acked;
+        confirm_from_setup(&r->confirm, &s);
         if (s.resume_inside) {
-            r->confirm.stored_has_progress = true;
-            r->confirm.stored_progress = s.resume_progress;
             changes_skip_first(&r->chg, s.resume_progress);
         } else if (!s.streamed) {
             changes_skip_first(&r->chg, (struct tracker_progress){0, 0});
