@@ -67,7 +67,7 @@ static int send_to_producer(void *ctx, const struct outbox_event *ev, uint64_t t
     struct relay *r = ctx;
     int rc = producer_send(r->prod, ev, tag, kafka_err, err, errlen);
     if (!relaytxn_on(r)) return rc;
-    if (rc == PRODUCER_OK) relaytxn_sent(r);
+    if (rc == PRODUCER_OK) relaytxn_sent(&r->txn);
     /* The transaction failed, not the event: held, and the turn aborts the
      * transaction and streams again from the committed position. */
     if (rc == PRODUCER_ERROR && producer_txn_failed(r->prod)) {
@@ -91,12 +91,12 @@ static void wait_for(struct relay *r, struct evloop *l, int64_t now)
 {
     evloop_begin(l, now + TURN_MAX_MS);
     evloop_watch(l, producer_wakeup_fd(r->prod), false);
-    if (r->mon) {
+    if (r->obs.mon) {
         bool out;
-        evloop_watch(l, monitor_wait_fd(r->mon, &out), out);
-        evloop_until(l, now + monitor_due_in(r->mon, now));
+        evloop_watch(l, monitor_wait_fd(r->obs.mon, &out), out);
+        evloop_until(l, now + monitor_due_in(r->obs.mon, now));
     }
-    if (r->http) evloop_until(l, r->next_publish_ms);
+    if (r->obs.http) evloop_until(l, r->obs.next_publish_ms);
     switch (r->state) {
     case RS_STREAM:
         evloop_until(l, status_deadline(r));
@@ -201,7 +201,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     confirmer_init(&r->confirm, c->offsets_file, c->pg_status_interval_ms,
                    plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT, confirm_io_stream(&r->st));
     changes_init(&r->chg, c, &r->outboxes, &r->met, (struct sink){send_to_producer, r});
-    ktxn_init(&r->kt, (uint64_t)c->delivery_txn_max_events, c->delivery_txn_max_ms);
+    ktxn_init(&r->txn.kt, (uint64_t)c->delivery_txn_max_events, c->delivery_txn_max_ms);
     relay_seed_metrics(&r->met, r->confirm.pub_capped);
     if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0 ||
         r->confirm.pub_capped) {
@@ -213,23 +213,23 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
                                         r->confirm.pub_capped ? c->pg_publication : NULL,
                                     .schemas = r->pub_schemas,
                                     .tables = r->pub_tables};
-        if (!(r->mon = monitor_new(&mc))) {
+        if (!(r->obs.mon = monitor_new(&mc))) {
             log_error("out of memory");
             return EXIT_FATAL;
         }
     }
-    int code = httpd_from_config(c->http_listen, &r->http);
+    int code = httpd_from_config(c->http_listen, &r->obs.http);
     if (code != 0) return code;
-    if (r->http) relay_publish(r, clock_mono_ms());
+    if (r->obs.http) relay_publish(r, clock_mono_ms());
     return 0;
 }
 
 static void relay_free(struct relay *r)
 {
-    httpd_stop(r->http);
-    monitor_free(r->mon);
+    httpd_stop(r->obs.http);
+    monitor_free(r->obs.mon);
     metrics_free(&r->met);
-    free(r->text.data);
+    free(r->obs.text.data);
     changes_free(&r->chg);
     producer_free(r->prod);
     stream_close(r->st);
