@@ -3,9 +3,10 @@
  * relay: relay.c (the loop, the wiring), relaystate.c (what each state of
  * the loop does in one turn), relayconfirm.c (the status and the offset
  * file), relayobs.c (metrics and the monitor's findings) and relaytxn.c
- * (exactly_once). relay.c calls relay_step() and the others' functions;
- * relaystate.c calls relayconfirm.c, relayobs.c and relaytxn.c; none of
- * them calls relay.c or relaystate.c. Nothing outside them includes it.
+ * (exactly_once). The calls go one way: relay.c calls relay_step() and
+ * the three others; relaystate.c calls relayconfirm.c, relayobs.c and
+ * relaytxn.c; relayconfirm.c and relayobs.c call relaytxn.c; relaytxn.c
+ * calls none of them. Nothing outside them includes it.
  */
 #ifndef OUTBOXD_RELAYSTATE_H
 #define OUTBOXD_RELAYSTATE_H

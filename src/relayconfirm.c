@@ -39,13 +39,13 @@ static void note_confirmed(struct relay *r)
         tracker_confirmed(r->trk, lsn, clock_unix_us(), &r->chg.stages[STAGE_ACK_TO_CONFIRM]);
 }
 
-/* After a step that may have written the offset file (writes before it):
- * how long it took, and the count in /metrics. */
-static void note_writes(struct relay *r, uint64_t writes, int64_t t0)
+/* After a step of c that may have written the offset file (writes before
+ * it): how long it took, and the count in m (/metrics). */
+static void note_writes(struct confirmer *c, struct metrics *m, uint64_t writes, int64_t t0)
 {
-    if (r->confirm.offset_writes == writes) return;
-    confirmer_write_took(&r->confirm, clock_mono_ms() - t0);
-    r->met.offset_writes = r->confirm.offset_writes;
+    if (c->offset_writes == writes) return;
+    confirmer_write_took(c, clock_mono_ms() - t0);
+    m->offset_writes = c->offset_writes;
 }
 
 /* Writes the offset file when due, then confirms it to the server
@@ -56,7 +56,7 @@ int send_status_ex(struct relay *r, bool reply, bool force)
     struct confirm_view v = confirm_view(r);
     uint64_t sent = r->confirm.statuses_sent, writes = r->confirm.offset_writes;
     int rc = confirmer_status(&r->confirm, &v, reply, force);
-    note_writes(r, writes, v.now_ms);
+    note_writes(&r->confirm, &r->met, writes, v.now_ms);
     if (r->confirm.statuses_sent != sent) note_confirmed(r);
     r->met.events_skipped = r->chg.events_skipped;
     return rc == CONFIRM_OK ? STEP_OK : rc == CONFIRM_BROKEN ? STEP_BROKEN : STEP_FATAL;
@@ -83,7 +83,7 @@ int status_if_due(struct relay *r)
     if (!confirmer_acked_write_due(&r->confirm, &v)) return STEP_OK;
     uint64_t writes = r->confirm.offset_writes;
     int rc = confirmer_store(&r->confirm, &v);
-    note_writes(r, writes, v.now_ms);
+    note_writes(&r->confirm, &r->met, writes, v.now_ms);
     return rc == CONFIRM_OK ? STEP_OK : STEP_FATAL;
 }
 
