@@ -1,8 +1,12 @@
 /*
  * relaystate.h - the logical relay's state, shared by the files of the
- * relay: relay.c (the loop, the wiring, the status), relaystate.c (what
- * each state of the loop does in one turn) and relayobs.c (metrics and the
- * monitor's findings). Nothing outside them includes it.
+ * relay: relay.c (the loop, the wiring), relaystate.c (what each state of
+ * the loop does in one turn), relayconfirm.c (the status and the offset
+ * file), relayobs.c (metrics and the monitor's findings) and relaytxn.c
+ * (exactly_once). The calls go one way: relay.c calls relay_step() and
+ * the three others; relaystate.c calls relayconfirm.c, relayobs.c and
+ * relaytxn.c; relayconfirm.c and relayobs.c call relaytxn.c; relaytxn.c
+ * calls none of them. Nothing outside them includes it.
  */
 #ifndef OUTBOXD_RELAYSTATE_H
 #define OUTBOXD_RELAYSTATE_H
@@ -56,7 +60,52 @@ enum relay_state {
     RS_DONE,    /* exit with exit_code */
 };
 
+/* A hot standby pair (standby.h, README "Hot standby"): changed by
+ * relaystate.c only (standing by, taking the slot over, the fence, giving
+ * the slot up); relayobs.c reads it for readiness and the role. */
+struct relay_standby {
+    bool held;                   /* the slot is held by another process */
+    int holder_pid;              /* ... this one (its walsender; 0: unknown) */
+    int64_t since_ms;            /* when this instance began standing by */
+    int64_t log_ms;              /* when "still standing by" is logged next */
+    int64_t fence_ms;            /* this stream's fence (0: none) */
+    int64_t kafka_lost_since_ms; /* streaming and no broker reachable since
+                                  * (0: some are; standby_kafka_lost()) */
+    bool fenced;                 /* the stream broke at its fence */
+};
+
+/* [delivery] mode = exactly_once (relaytxn.h): changed by relaytxn.c only,
+ * once relay_init() has set its pacing up (ktxn_init()). */
+struct relay_txn {
+    struct ktxn kt; /* the Kafka transactions' pacing and position */
+    char id[256];   /* the producer's transactional.id */
+    bool discard;   /* aborting: reports are dropped */
+    bool broken;    /* a delivery failed: abort and start over */
+    bool refused;   /* the broker refused an event: stop */
+};
+
+/* What the relay shows (relayobs.h): changed by relayobs.c. relay.c makes
+ * and frees http and mon; the other files ask for a snapshot at once with
+ * relay_publish_soon(), relaystate.c takes the server's shutdown with
+ * relay_server_stopping() and asks mon for a last publication check
+ * (enter_prove()). */
+struct relay_obs {
+    struct httpd *http;      /* NULL when [http] listen is empty */
+    int64_t next_publish_ms; /* monotonic deadline of the next snapshot */
+    struct textbuf text;     /* the rendering, reused */
+    struct monitor *mon;     /* slot lag, heartbeats, publication check */
+    uint64_t proofs;         /* publication checks answered */
+    bool pub_lost;           /* the outbox is no longer published: stop */
+    bool pub_missing_warned; /* the publication check said it is missing */
+    bool server_stopping;    /* the monitor saw the server shut down */
+};
+
+/* The relay. Each part says which file changes it; every file reads what
+ * it needs, and gets the whole only where it needs several parts. */
 struct relay {
+    /* The wiring: made by relay.c's relay_init(), freed by relay_free();
+     * relaystate.c opens and closes the stream and the decoder, creates
+     * the tracker (relaytxn.c frees it to start over). */
     const struct config *cfg;
     volatile sig_atomic_t *stop;
     struct outbox_set outboxes; /* the outbox tables (config_outbox_set()) */
@@ -66,56 +115,41 @@ struct relay {
     struct tracker *trk;
     struct producer *prod;
     struct stream *st;
-    struct changes chg; /* the data path: decode, map, produce, ACK */
+    struct changes chg;         /* the data path: decode, map, produce, ACK */
+    uint64_t events_acked;      /* counted by relay.c's on_delivery() */
+    struct metrics met;         /* counted by every file of the relay (and
+                                 * changes.c), rendered by relayobs.c */
 
+    /* The loop's state: changed by relaystate.c (relaytxn.c says why a
+     * stream broke or failed to start: stream_err, retry_cause). */
     enum relay_state state;
     int64_t state_until_ms;  /* RS_BACKOFF/RS_DRAIN/RS_PROVE: its deadline */
     int64_t next_log_ms;     /* RS_RECOVER: next progress line */
-    uint64_t proofs_before;  /* RS_PROVE: r->proofs when it asked */
+    uint64_t proofs_before;  /* RS_PROVE: obs.proofs when it asked */
     int exit_code;           /* RS_DONE */
-    struct confirmer confirm; /* every LSN kept, the offset file, the status */
-    int64_t last_wake_us;    /* when wait_turn() last returned while reading */
-    size_t wake_bytes;       /* stream bytes read since then */
-    uint64_t events_acked;
     bool streaming;                  /* START_REPLICATION done, not broken since */
-    struct httpd *http;              /* NULL when [http] listen is empty */
-    int64_t next_publish_ms;         /* monotonic deadline of the next snapshot */
-    struct metrics met;              /* counted here, rendered for /metrics */
-    struct textbuf text;             /* the rendering, reused */
     const char *retry_cause;         /* why slot_open_stream() said STEP_BROKEN */
-    struct monitor *mon;             /* slot lag, heartbeats, publication check */
     struct backoff backoff;          /* reconnects, across streams that keep failing */
     int64_t stream_up_ms;            /* when the current stream started */
-    uint64_t proofs;                 /* publication checks answered */
-    bool pub_lost;                   /* the outbox is no longer published: stop */
     bool slot_lost;                  /* stopped: the slot is invalidated or gone
                                       * (slotsetup.h); relay_run() says so */
     bool pub_missing_on_stream;      /* the stream said the publication is missing */
-    bool pub_missing_warned;         /* ... and so did the publication check */
-    bool server_stopping;            /* the monitor saw the server shut down */
     char stream_err[512];            /* why the last stream broke */
-    /* A hot standby pair (standby.h, README "Hot standby") */
-    bool standby;                    /* the slot is held by another process */
-    int holder_pid;                  /* ... this one (its walsender; 0: unknown) */
-    int64_t standby_since_ms;        /* when this instance began standing by */
-    int64_t standby_log_ms;          /* when "still standing by" is logged next */
-    int64_t fence_ms;                /* this stream's fence (0: none) */
-    int64_t kafka_lost_since_ms;     /* streaming and no broker reachable since
-                                      * (0: some are; standby_kafka_lost()) */
-    bool fenced;                     /* the stream broke at its fence */
-    /* [delivery] mode = exactly_once (relaytxn.h) */
-    struct ktxn kt;                  /* the Kafka transactions' pacing and position */
-    char txn_id[256];                /* the producer's transactional.id */
-    bool txn_discard;                /* aborting: reports are dropped */
-    bool txn_broken;                 /* a delivery failed: abort and start over */
-    bool txn_refused;                /* the broker refused an event: stop */
-};
 
-/* relay.c: the standby status (see there). Each returns a step code. */
-int send_status_ex(struct relay *r, bool reply, bool force);
-int send_status(struct relay *r, bool reply);
-int64_t status_deadline(const struct relay *r);
-int status_if_due(struct relay *r);
+    /* relay.c's wait (wait_turn()); relaystate.c counts wake_bytes. */
+    int64_t last_wake_us;    /* when wait_turn() last returned while reading */
+    size_t wake_bytes;       /* stream bytes read since then */
+
+    /* The confirmation: every LSN kept, the offset file, the status;
+     * changed through confirm.h, by relayconfirm.c (the status, the offset
+     * file, confirm_from_setup()) and where the relay learns a position:
+     * relaystate.c (received, stream started), relayobs.c (proven),
+     * relaytxn.c (the commit time of what committed). */
+    struct confirmer confirm;
+    struct relay_standby standby;
+    struct relay_txn txn;
+    struct relay_obs obs;
+};
 
 /* relaystate.c: one turn of the current state. Returns whether the loop
  * should wait (evloop.h) before the next turn; false: go on at once. */

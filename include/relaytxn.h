@@ -30,6 +30,7 @@
 #include "step.h"
 
 struct relay;
+struct relay_txn;
 
 /* Whether the relay runs [delivery] mode = exactly_once. */
 bool relaytxn_on(const struct relay *r);
@@ -60,7 +61,7 @@ enum step relaytxn_fatal(struct relay *r, const char *err);
 void relaytxn_failed(struct relay *r, const char *why);
 
 /* An event was produced. */
-void relaytxn_sent(struct relay *r);
+void relaytxn_sent(struct relay_txn *t);
 
 /* While true the stream is not read: a commit waits for the last ACKs. */
 bool relaytxn_holds_stream(const struct relay *r);

@@ -30,10 +30,10 @@
 #include "evloop.h"
 #include "exitcode.h"
 #include "log.h"
+#include "relayconfirm.h"
 #include "relayobs.h"
 #include "relaystate.h"
 #include "relaytxn.h"
-#include "replproto.h"
 
 /* Minimum time between two wake-ups of the loop (see wait_turn()): while
  * the stream is live, and while it is a backlog, which a wake-up that
@@ -67,7 +67,7 @@ static int send_to_producer(void *ctx, const struct outbox_event *ev, uint64_t t
     struct relay *r = ctx;
     int rc = producer_send(r->prod, ev, tag, kafka_err, err, errlen);
     if (!relaytxn_on(r)) return rc;
-    if (rc == PRODUCER_OK) relaytxn_sent(r);
+    if (rc == PRODUCER_OK) relaytxn_sent(&r->txn);
     /* The transaction failed, not the event: held, and the turn aborts the
      * transaction and streams again from the committed position. */
     if (rc == PRODUCER_ERROR && producer_txn_failed(r->prod)) {
@@ -75,87 +75,6 @@ static int send_to_producer(void *ctx, const struct outbox_event *ev, uint64_t t
         return PRODUCER_QUEUE_FULL;
     }
     return rc;
-}
-
-/* ---- status --------------------------------------------------------------
- * confirm.h decides and does the work; these say what the relay sees. */
-
-/* What the confirmer reads now: the tracker, the ACK count, the stream,
- * the clock. */
-static struct confirm_view confirm_view(const struct relay *r)
-{
-    struct tracker_progress p = {0, 0};
-    bool has_progress = changes_progress(&r->chg, &p);
-    int64_t ct = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
-    struct confirm_view v = {.acked = tracker_flush_lsn(r->trk),
-                                 .acked_commit_time_us = ct ? ct + PG_EPOCH_OFFSET_US : 0,
-                                 .idle = tracker_idle(r->trk),
-                                 .has_progress = has_progress,
-                                 .progress = p,
-                                 .events_acked = r->events_acked,
-                                 .pending_events = tracker_pending_events(r->trk),
-                                 .pending_txns = tracker_pending_txns(r->trk),
-                                 .connected = r->st != NULL,
-                                 .now_ms = clock_mono_ms()};
-    relaytxn_cap(r, &v); /* exactly_once: only what committed */
-    return v;
-}
-
-/* A status went out confirming r->confirm.sent_lsn: the ack-to-confirm
- * stage of the transactions it confirmed (one clock read, only then). */
-static void note_confirmed(struct relay *r)
-{
-    lsn_t lsn = r->confirm.sent_lsn;
-    if (r->trk && tracker_confirm_due(r->trk, lsn))
-        tracker_confirmed(r->trk, lsn, clock_unix_us(), &r->chg.stages[STAGE_ACK_TO_CONFIRM]);
-}
-
-/* After a step that may have written the offset file (writes before it):
- * how long it took, and the count in /metrics. */
-static void note_writes(struct relay *r, uint64_t writes, int64_t t0)
-{
-    if (r->confirm.offset_writes == writes) return;
-    confirmer_write_took(&r->confirm, clock_mono_ms() - t0);
-    r->met.offset_writes = r->confirm.offset_writes;
-}
-
-/* Writes the offset file when due, then confirms it to the server
- * (confirmer_status()). force: store the position now (stop, reconnect,
- * fatal error). Returns a STEP_* code. */
-int send_status_ex(struct relay *r, bool reply, bool force)
-{
-    struct confirm_view v = confirm_view(r);
-    uint64_t sent = r->confirm.statuses_sent, writes = r->confirm.offset_writes;
-    int rc = confirmer_status(&r->confirm, &v, reply, force);
-    note_writes(r, writes, v.now_ms);
-    if (r->confirm.statuses_sent != sent) note_confirmed(r);
-    r->met.events_skipped = r->chg.events_skipped;
-    return rc == CONFIRM_OK ? STEP_OK : rc == CONFIRM_BROKEN ? STEP_BROKEN : STEP_FATAL;
-}
-
-int send_status(struct relay *r, bool reply)
-{
-    return send_status_ex(r, reply, false);
-}
-
-/* When the next status is due (monotonic ms; confirmer_deadline()). */
-int64_t status_deadline(const struct relay *r)
-{
-    struct confirm_view v = confirm_view(r);
-    return confirmer_deadline(&r->confirm, &v);
-}
-
-/* A status when due; between statuses, the offset file when ACKed events
- * wait to be written (confirmer_acked_write_due()). */
-int status_if_due(struct relay *r)
-{
-    struct confirm_view v = confirm_view(r);
-    if (v.now_ms >= confirmer_status_deadline(&r->confirm, &v)) return send_status(r, false);
-    if (!confirmer_acked_write_due(&r->confirm, &v)) return STEP_OK;
-    uint64_t writes = r->confirm.offset_writes;
-    int rc = confirmer_store(&r->confirm, &v);
-    note_writes(r, writes, v.now_ms);
-    return rc == CONFIRM_OK ? STEP_OK : STEP_FATAL;
 }
 
 /* ---- the wait ------------------------------------------------------------ */
@@ -172,12 +91,12 @@ static void wait_for(struct relay *r, struct evloop *l, int64_t now)
 {
     evloop_begin(l, now + TURN_MAX_MS);
     evloop_watch(l, producer_wakeup_fd(r->prod), false);
-    if (r->mon) {
+    if (r->obs.mon) {
         bool out;
-        evloop_watch(l, monitor_wait_fd(r->mon, &out), out);
-        evloop_until(l, now + monitor_due_in(r->mon, now));
+        evloop_watch(l, monitor_wait_fd(r->obs.mon, &out), out);
+        evloop_until(l, now + monitor_due_in(r->obs.mon, now));
     }
-    if (r->http) evloop_until(l, r->next_publish_ms);
+    if (r->obs.http) evloop_until(l, r->obs.next_publish_ms);
     switch (r->state) {
     case RS_STREAM:
         evloop_until(l, status_deadline(r));
@@ -282,7 +201,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     confirmer_init(&r->confirm, c->offsets_file, c->pg_status_interval_ms,
                    plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT, confirm_io_stream(&r->st));
     changes_init(&r->chg, c, &r->outboxes, &r->met, (struct sink){send_to_producer, r});
-    ktxn_init(&r->kt, (uint64_t)c->delivery_txn_max_events, c->delivery_txn_max_ms);
+    ktxn_init(&r->txn.kt, (uint64_t)c->delivery_txn_max_events, c->delivery_txn_max_ms);
     relay_seed_metrics(&r->met, r->confirm.pub_capped);
     if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0 ||
         r->confirm.pub_capped) {
@@ -294,23 +213,23 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
                                         r->confirm.pub_capped ? c->pg_publication : NULL,
                                     .schemas = r->pub_schemas,
                                     .tables = r->pub_tables};
-        if (!(r->mon = monitor_new(&mc))) {
+        if (!(r->obs.mon = monitor_new(&mc))) {
             log_error("out of memory");
             return EXIT_FATAL;
         }
     }
-    int code = httpd_from_config(c->http_listen, &r->http);
+    int code = httpd_from_config(c->http_listen, &r->obs.http);
     if (code != 0) return code;
-    if (r->http) relay_publish(r, clock_mono_ms());
+    if (r->obs.http) relay_publish(r, clock_mono_ms());
     return 0;
 }
 
 static void relay_free(struct relay *r)
 {
-    httpd_stop(r->http);
-    monitor_free(r->mon);
+    httpd_stop(r->obs.http);
+    monitor_free(r->obs.mon);
     metrics_free(&r->met);
-    free(r->text.data);
+    free(r->obs.text.data);
     changes_free(&r->chg);
     producer_free(r->prod);
     stream_close(r->st);

@@ -1,6 +1,7 @@
 /*
  * relayobs.c - the logical relay's metrics, readiness and monitor glue
- * (see relayobs.h).
+ * (see relayobs.h). It changes struct relay_obs (relaystate.h); the other
+ * files of the relay go through relay_publish_soon() and friends.
  */
 #include "relayobs.h"
 
@@ -37,11 +38,11 @@ static const char *not_ready_reason(const struct relay *r)
 {
     if (*r->stop) return "shutting down";
     if (r->trk && tracker_failed(r->trk)) return "an event failed: stopping";
-    if (r->pub_lost) return "the outbox table is no longer published: stopping";
+    if (r->obs.pub_lost) return "the outbox table is no longer published: stopping";
     if (r->slot_lost)
         return "the replication slot is lost (invalidated or missing): halted; run outboxd "
                "repair (README \"Gap repair\")";
-    if (r->standby)
+    if (r->standby.held)
         return relaytxn_on(r) && !producer_txn_ready(r->prod) ? NULL : kafka_not_ready(r);
     if (!r->streaming) return "not streaming from the replication slot (connecting)";
     if (r->backoff.failures > 0)
@@ -50,14 +51,16 @@ static const char *not_ready_reason(const struct relay *r)
     return kafka_not_ready(r);
 }
 
-/* What /readyz adds to "ready" (NULL: nothing): a standby says so. */
-static const char *ready_note(const struct relay *r, char *buf, size_t len)
+/* What /readyz adds to "ready" (NULL: nothing): a standby (of slot) says
+ * so. */
+static const char *ready_note(const struct relay_standby *s, const char *slot, char *buf,
+                              size_t len)
 {
-    if (!r->standby) return NULL;
+    if (!s->held) return NULL;
     char pid[32] = "pid unknown";
-    if (r->holder_pid) snprintf(pid, sizeof(pid), "pid %d", r->holder_pid);
-    snprintf(buf, len, "standing by: slot \"%s\" is held by another process (%s)",
-             r->cfg->pg_slot, pid);
+    if (s->holder_pid) snprintf(pid, sizeof(pid), "pid %d", s->holder_pid);
+    snprintf(buf, len, "standing by: slot \"%s\" is held by another process (%s)", slot,
+             pid);
     return buf;
 }
 
@@ -74,7 +77,7 @@ static void collect_gauges(struct relay *r)
     m->confirmed_lsn = r->confirm.sent_lsn;
     m->streaming = r->streaming;
     m->slot_lost = r->slot_lost;
-    m->role = r->streaming ? ROLE_ACTIVE : r->standby ? ROLE_STANDBY : ROLE_CONNECTING;
+    m->role = r->streaming ? ROLE_ACTIVE : r->standby.held ? ROLE_STANDBY : ROLE_CONNECTING;
     int64_t t = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
     m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;
 }
@@ -83,9 +86,28 @@ void relay_publish(struct relay *r, int64_t now)
 {
     char note[256];
     collect_gauges(r);
-    httpd_publish_metrics(r->http, &r->met, &r->text, clock_unix_us(), not_ready_reason(r),
-                          ready_note(r, note, sizeof(note)));
-    r->next_publish_ms = now + HTTPD_PUBLISH_MS;
+    httpd_publish_metrics(r->obs.http, &r->met, &r->obs.text, clock_unix_us(),
+                          not_ready_reason(r),
+                          ready_note(&r->standby, r->cfg->pg_slot, note, sizeof(note)));
+    r->obs.next_publish_ms = now + HTTPD_PUBLISH_MS;
+}
+
+void relay_publish_soon(struct relay_obs *o)
+{
+    o->next_publish_ms = 0;
+}
+
+void relay_stream_started(struct relay_obs *o)
+{
+    o->server_stopping = false;
+    relay_publish_soon(o);
+}
+
+bool relay_server_stopping(struct relay_obs *o)
+{
+    bool stopping = o->server_stopping;
+    o->server_stopping = false;
+    return stopping;
 }
 
 /* The outbox table left the publication (or it stopped publishing inserts):
@@ -94,8 +116,8 @@ static void publication_lost(struct relay *r, const struct monitor_report *rep)
 {
     const struct config *c = r->cfg;
     char a[LSN_STRLEN], b[LSN_STRLEN], fix[512];
-    r->pub_lost = true;
-    r->next_publish_ms = 0; /* not ready: say so at once */
+    r->obs.pub_lost = true;
+    relay_publish_soon(&r->obs); /* not ready: say so at once */
     metrics_count(&r->met.failed, "NOT_IN_PUBLICATION", 1);
     if (rep->pub_member)
         fixit_publish_inserts(fix, sizeof(fix), c->pg_publication);
@@ -126,17 +148,17 @@ static void publication_lost(struct relay *r, const struct monitor_report *rep)
  * it, see slotsetup.c). */
 static void on_publication_check(struct relay *r, const struct monitor_report *rep)
 {
-    r->proofs++;
-    if (!r->confirm.pub_capped || r->pub_lost) return;
+    r->obs.proofs++;
+    if (!r->confirm.pub_capped || r->obs.pub_lost) return;
     if (!rep->pub_found) {
-        if (!r->pub_missing_warned)
+        if (!r->obs.pub_missing_warned)
             log_warn("publication \"%s\" does not exist (publication check): nothing is "
                      "confirmed until it does",
                      r->cfg->pg_publication);
-        r->pub_missing_warned = true;
+        r->obs.pub_missing_warned = true;
         return;
     }
-    r->pub_missing_warned = false;
+    r->obs.pub_missing_warned = false;
     if (!rep->pub_insert || !rep->pub_member) {
         publication_lost(r, rep);
         return;
@@ -148,7 +170,7 @@ static void on_publication_check(struct relay *r, const struct monitor_report *r
 static void monitor_tick(struct relay *r, int64_t now)
 {
     struct monitor_report rep;
-    monitor_step(r->mon, now, clock_unix_us(), &rep);
+    monitor_step(r->obs.mon, now, clock_unix_us(), &rep);
     struct metrics *m = &r->met;
     if (rep.slot_answer) {
         m->slot_seen = rep.slot_found && rep.lag_bytes >= 0;
@@ -159,7 +181,7 @@ static void monitor_tick(struct relay *r, int64_t now)
     if (rep.heartbeat_sent) m->heartbeats_sent++;
     if (rep.failed) m->monitor_errors++;
     if (rep.pub_answer) on_publication_check(r, &rep);
-    if (rep.server_stopping && r->confirm.pub_capped) r->server_stopping = true;
+    if (rep.server_stopping && r->confirm.pub_capped) r->obs.server_stopping = true;
 }
 
 /* The start of every turn of the loop: signals, the monitor, the HTTP
@@ -168,8 +190,8 @@ void relay_tick(struct relay *r)
 {
     signals_service(); /* SIGHUP, SIGUSR1/2: signals.h */
     int64_t now = clock_mono_ms();
-    if (r->mon) monitor_tick(r, now);
-    if (httpd_tick(r->http, now, r->next_publish_ms)) relay_publish(r, now);
+    if (r->obs.mon) monitor_tick(r, now);
+    if (httpd_tick(r->obs.http, now, r->obs.next_publish_ms)) relay_publish(r, now);
 }
 
 /* Every reason and cause this relay can count, at 0 from the start (see

@@ -4,6 +4,7 @@
  * backpressure), recovering from a broken stream, the reconnect backoff,
  * and a graceful stop's drain and last publication proof. None of them
  * waits: relay.c's loop does, once per turn, for what the state needs.
+ * It changes the loop's state and struct relay_standby (relaystate.h).
  */
 #include "relaystate.h"
 
@@ -14,7 +15,8 @@
 #include "clock.h"
 #include "exitcode.h"
 #include "log.h"
-#include "relay.h"
+#include "relayconfirm.h"
+#include "relayobs.h"
 #include "relaytxn.h"
 #include "slotsetup.h"
 #include "standby.h"
@@ -37,7 +39,7 @@ static int64_t last_status_or_start(const struct relay *r)
  * slot to another instance. Read before every frame is handed on. */
 static bool past_fence(const struct relay *r)
 {
-    return standby_fenced(clock_mono_ms(), last_status_or_start(r), r->fence_ms);
+    return standby_fenced(clock_mono_ms(), last_status_or_start(r), r->standby.fence_ms);
 }
 
 /* The stream is past its fence: nothing more of it goes to Kafka. Says
@@ -50,7 +52,7 @@ static enum step fence_stream(struct relay *r)
     int64_t last = last_status_or_start(r);
     uint64_t inflight = r->trk ? tracker_pending_events(r->trk) : 0;
     lsn_t confirmed = r->confirm.sent_lsn ? r->confirm.sent_lsn : r->confirm.stored_lsn;
-    r->fenced = true;
+    r->standby.fenced = true;
     snprintf(r->stream_err, sizeof(r->stream_err), "replication stream fenced after a stall");
     log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(confirmed, a)}),
            "fenced: no status has gone to the server for %lld ms (this process did not "
@@ -61,8 +63,8 @@ static enum step fence_stream(struct relay *r)
            "ACKed: those already handed to librdkafka may still be delivered, as "
            "duplicates); the slot is confirmed up to %s, and the instance that holds the "
            "slot delivers everything after it again",
-           (long long)(clock_mono_ms() - last), (long long)r->fence_ms, r->cfg->pg_slot,
-           (unsigned long long)inflight, a);
+           (long long)(clock_mono_ms() - last), (long long)r->standby.fence_ms,
+           r->cfg->pg_slot, (unsigned long long)inflight, a);
     return STEP_BROKEN;
 }
 
@@ -126,7 +128,7 @@ static bool yield_to_standby(struct relay *r)
     const struct config *c = r->cfg;
     if (!c->pg_hot_standby || c->pg_hot_standby_yield_ms <= 0) return false;
     int64_t lost = standby_kafka_lost(producer_brokers_up(r->prod), clock_mono_ms(),
-                                      &r->kafka_lost_since_ms);
+                                      &r->standby.kafka_lost_since_ms);
     if (!standby_should_yield(lost, c->pg_hot_standby_yield_ms)) return false;
     log_error("no Kafka broker reachable for %lld ms while holding slot \"%s\" ([postgres] "
               "hot_standby_yield = %lld ms): stopping (exit 1) so that a standby instance "
@@ -139,14 +141,13 @@ static bool yield_to_standby(struct relay *r)
 static enum step stream_health(struct relay *r)
 {
     char err[1536]; /* a refusal: librdkafka's reason (512) and its fix */
-    if (tracker_failed(r->trk) || r->pub_lost) return STEP_FATAL;
-    if (r->server_stopping) {
+    if (tracker_failed(r->trk) || r->obs.pub_lost) return STEP_FATAL;
+    if (relay_server_stopping(&r->obs)) {
         /* A walsender of a shutting-down server waits until the client
          * has confirmed everything sent; with the monitor gone (fast
          * shutdown ends it first) nothing past the last publication
          * check can be confirmed, so the server would wait forever.
          * Ending the stream lets it stop; the rest is re-delivered. */
-        r->server_stopping = false;
         log_warn("the server is shutting down: ending the replication stream, "
                  "confirmed up to the last publication check");
         return STEP_BROKEN;
@@ -155,7 +156,7 @@ static enum step stream_health(struct relay *r)
         log_info("the replication stream has stayed up for %d ms: healthy again",
                  STREAM_HEALTHY_MS);
         backoff_reset(&r->backoff);
-        r->next_publish_ms = 0;
+        relay_publish_soon(&r->obs);
     }
     if (yield_to_standby(r)) return STEP_FATAL;
     if (producer_fatal(r->prod, err, sizeof(err))) {
@@ -226,7 +227,7 @@ static void enter_backoff(struct relay *r, const char *what)
 {
     int ms = backoff_next(&r->backoff, rand());
     log_info("%s: attempt %d failed, next in %d ms", what, r->backoff.failures, ms);
-    r->next_publish_ms = 0; /* not ready: say so at once */
+    relay_publish_soon(&r->obs); /* not ready: say so at once */
     r->state = RS_BACKOFF;
     r->state_until_ms = clock_mono_ms() + ms;
 }
@@ -240,28 +241,28 @@ static void enter_standby(struct relay *r, int pid)
     const struct config *c = r->cfg;
     int64_t now = clock_mono_ms();
     int every = standby_check_ms(c->pg_retry_max_ms);
-    bool changed = pid != 0 && pid != r->holder_pid;
-    if (!r->standby) {
-        r->standby_since_ms = now;
-        r->next_publish_ms = 0; /* say so at once */
+    bool changed = pid != 0 && pid != r->standby.holder_pid;
+    if (!r->standby.held) {
+        r->standby.since_ms = now;
+        relay_publish_soon(&r->obs); /* say so at once */
         if (relaytxn_on(r)) relaytxn_stand_by(r);
     }
-    if (!r->standby || changed || now >= r->standby_log_ms) {
+    if (!r->standby.held || changed || now >= r->standby.log_ms) {
         if (c->pg_hot_standby)
             log_info("standing by: replication slot \"%s\" is held by another process "
                      "(pid %d)%s; checking every %d ms, taking it over when it is free",
-                     c->pg_slot, pid ? pid : r->holder_pid,
-                     r->standby ? " (still)" : "", every);
+                     c->pg_slot, pid ? pid : r->standby.holder_pid,
+                     r->standby.held ? " (still)" : "", every);
         else
             log_warn("replication slot \"%s\" is in use by another process (pid %d): "
                      "waiting for it, checking every %d ms. If that is another outboxd "
                      "instance sharing the slot, set [postgres] hot_standby = true in both "
                      "(README \"Hot standby\")",
-                     c->pg_slot, pid ? pid : r->holder_pid, every);
-        r->standby_log_ms = now + STANDBY_LOG_MS;
+                     c->pg_slot, pid ? pid : r->standby.holder_pid, every);
+        r->standby.log_ms = now + STANDBY_LOG_MS;
     }
-    r->standby = true;
-    if (pid) r->holder_pid = pid;
+    r->standby.held = true;
+    if (pid) r->standby.holder_pid = pid;
     backoff_reset(&r->backoff);
     r->state = RS_BACKOFF;
     r->state_until_ms = now + every;
@@ -283,7 +284,7 @@ static void enter_halted(struct relay *r)
     log_info("halted: serving /readyz and /metrics with the reason for %lld s, then exiting "
              "with status 2 ([postgres] halt_linger)",
              (long long)(c->pg_halt_linger_ms / 1000));
-    r->next_publish_ms = 0; /* say so at once */
+    relay_publish_soon(&r->obs); /* say so at once */
     r->state = RS_HALTED;
     r->state_until_ms = clock_mono_ms() + c->pg_halt_linger_ms;
 }
@@ -324,6 +325,17 @@ static void setup_from_relay(const struct relay *r, struct slot_setup *s)
                              .position_ctx = (void *)r};
 }
 
+/* The stream started: a standby (s) takes the slot over. */
+static void take_slot_over(struct relay_standby *s)
+{
+    if (s->held)
+        log_info("the slot is free: taking it over after standing by for %lld ms",
+                 (long long)(clock_mono_ms() - s->since_ms));
+    s->held = false;
+    s->holder_pid = 0;
+    s->kafka_lost_since_ms = 0;
+}
+
 /* The stream is open from start: a new session of the tracker (created on
  * the first connection) and of the status. */
 static enum step stream_started(struct relay *r, lsn_t start)
@@ -334,16 +346,10 @@ static enum step stream_started(struct relay *r, lsn_t start)
     }
     changes_start(&r->chg, r->trk, r->dec);
     confirmer_stream_started(&r->confirm, start, clock_mono_ms());
-    if (r->standby)
-        log_info("the slot is free: taking it over after standing by for %lld ms",
-                 (long long)(clock_mono_ms() - r->standby_since_ms));
-    r->standby = false;
-    r->holder_pid = 0;
+    take_slot_over(&r->standby);
     r->streaming = true;
-    r->server_stopping = false;
     r->stream_up_ms = clock_mono_ms();
-    r->kafka_lost_since_ms = 0;
-    r->next_publish_ms = 0; /* ready now: say so at once */
+    relay_stream_started(&r->obs); /* ready now: say so at once */
     r->stream_err[0] = '\0';
     r->state = RS_STREAM;
     return STEP_OK;
@@ -358,13 +364,8 @@ static bool connect_step(struct relay *r)
     r->st = s.st;
     r->retry_cause = s.retry_cause;
     if (s.prepared) {
-        r->confirm.identity = s.identity;
-        r->confirm.rewrite_offset = s.rewrite_offset;
-        if (s.have_offset) r->confirm.stored_lsn = s.stored_lsn;
-        r->confirm.stored_acked = s.stored_acked;
+        confirm_from_setup(&r->confirm, &s);
         if (s.resume_inside) {
-            r->confirm.stored_has_progress = true;
-            r->confirm.stored_progress = s.resume_progress;
             changes_skip_first(&r->chg, s.resume_progress);
         } else if (!s.streamed) {
             changes_skip_first(&r->chg, (struct tracker_progress){0, 0});
@@ -382,11 +383,11 @@ static bool connect_step(struct relay *r)
             enter_standby(r, s.holder_pid);
             return true;
         }
-        r->standby = false;
+        r->standby.held = false;
         enter_backoff(r, "connecting to the slot");
         return true;
     }
-    r->fence_ms = standby_fence_ms(s.sender_timeout_ms);
+    r->standby.fence_ms = standby_fence_ms(s.sender_timeout_ms);
     if (rc != STEP_OK) {
         r->slot_lost = s.slot_lost;
         if (r->slot_lost) {
@@ -409,8 +410,8 @@ static bool connect_step(struct relay *r)
  * every event already produced to be reported. */
 static void enter_recover(struct relay *r)
 {
-    metrics_count(&r->met.reconnects, r->fenced ? "fenced" : "stream_lost", 1);
-    r->fenced = false;
+    metrics_count(&r->met.reconnects, r->standby.fenced ? "fenced" : "stream_lost", 1);
+    r->standby.fenced = false;
     /* Checked on the next connection, with a normal query. */
     r->pub_missing_on_stream =
         r->confirm.pub_capped &&
@@ -418,7 +419,7 @@ static void enter_recover(struct relay *r)
     bool eos = relaytxn_on(r);
     if (!eos) changes_abort_open(&r->chg);
     r->streaming = false;
-    r->next_publish_ms = 0; /* not ready: say so at once */
+    relay_publish_soon(&r->obs); /* not ready: say so at once */
     stream_close(r->st);
     r->st = NULL;
     decoder_free(r->dec);
@@ -485,7 +486,7 @@ static bool recover_step(struct relay *r)
 static bool backoff_step(struct relay *r)
 {
     producer_poll(r->prod, 0);
-    if (r->pub_lost) {
+    if (r->obs.pub_lost) {
         finish_failed(r, STEP_FATAL);
         return false;
     }
@@ -534,13 +535,13 @@ static void confirm_and_finish(struct relay *r)
  * stays at the last proof and a restart re-delivers the rest). */
 static void enter_prove(struct relay *r)
 {
-    if (!r->confirm.pub_capped || !r->mon || r->pub_lost ||
+    if (!r->confirm.pub_capped || !r->obs.mon || r->obs.pub_lost ||
         tracker_flush_lsn(r->trk) <= r->confirm.proven_lsn) {
         confirm_and_finish(r);
         return;
     }
-    r->proofs_before = r->proofs;
-    monitor_check_publication_now(r->mon);
+    r->proofs_before = r->obs.proofs;
+    monitor_check_publication_now(r->obs.mon);
     r->state = RS_PROVE;
     r->state_until_ms = clock_mono_ms() + FINAL_PROOF_MS;
 }
@@ -564,7 +565,8 @@ static bool drain_step(struct relay *r)
 static bool prove_step(struct relay *r)
 {
     producer_poll(r->prod, 0);
-    if (r->proofs == r->proofs_before && clock_mono_ms() < r->state_until_ms) return true;
+    if (r->obs.proofs == r->proofs_before && clock_mono_ms() < r->state_until_ms)
+        return true;
     confirm_and_finish(r);
     return false;
 }

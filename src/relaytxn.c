@@ -1,7 +1,8 @@
 /*
  * relaytxn.c - exactly_once in the logical relay (see relaytxn.h): the
  * transactional producer's start, commits paced by ktxn.h, the confirm
- * cap, and the abort that starts the stream over.
+ * cap, and the abort that starts the stream over. It changes struct
+ * relay_txn (relaystate.h); nothing else does.
  */
 #include "relaytxn.h"
 
@@ -34,40 +35,40 @@ bool relaytxn_on(const struct relay *r)
     return r->cfg->delivery_mode == DELIVERY_EXACTLY_ONCE;
 }
 
-/* Makes the transactional producer: r->txn_id from the configuration or
+/* Makes the transactional producer: r->txn.id from the configuration or
  * outboxd-<system>-<slot>. */
 static enum step init_producer(struct relay *r, const char *system)
 {
     char err[1024];
     const struct config *c = r->cfg;
     if (c->delivery_transactional_id && *c->delivery_transactional_id)
-        snprintf(r->txn_id, sizeof(r->txn_id), "%s", c->delivery_transactional_id);
+        snprintf(r->txn.id, sizeof(r->txn.id), "%s", c->delivery_transactional_id);
     else
-        snprintf(r->txn_id, sizeof(r->txn_id), "outboxd-%s-%s", system, c->pg_slot);
-    int rc = producer_txn_init(r->prod, r->txn_id, TXN_INIT_MS, err, sizeof(err));
+        snprintf(r->txn.id, sizeof(r->txn.id), "outboxd-%s-%s", system, c->pg_slot);
+    int rc = producer_txn_init(r->prod, r->txn.id, TXN_INIT_MS, err, sizeof(err));
     if (rc == PRODUCER_TXN_FATAL) {
-        log_error("%s (transactional.id %s)", err, r->txn_id);
+        log_error("%s (transactional.id %s)", err, r->txn.id);
         return STEP_FATAL;
     }
     if (rc != PRODUCER_TXN_OK) {
-        log_warn("%s (transactional.id %s): trying again", err, r->txn_id);
+        log_warn("%s (transactional.id %s): trying again", err, r->txn.id);
         r->retry_cause = "kafka_unavailable";
         return STEP_BROKEN;
     }
     log_info("kafka: transactional producer %s ready (exactly_once; an older instance "
              "with this id is fenced)",
-             r->txn_id);
+             r->txn.id);
     return STEP_OK;
 }
 
-/* The progress topic's record for r->txn_id, else the offset file's. */
+/* The progress topic's record for r->txn.id, else the offset file's. */
 static enum step read_stored(struct relay *r, struct offset_state *out, int *have)
 {
     char err[1024], a[LSN_STRLEN];
     const struct config *c = r->cfg;
     if (progress_topic_ensure(c, c->delivery_progress_topic, TXN_WAIT_MS, err,
                               sizeof(err)) != 0 ||
-        (*have = progress_read(c, c->delivery_progress_topic, r->txn_id,
+        (*have = progress_read(c, c->delivery_progress_topic, r->txn.id,
                                TXN_WAIT_MS, out, err, sizeof(err))) < 0) {
         log_warn("%s: trying again", err);
         r->retry_cause = "kafka_unavailable";
@@ -76,7 +77,7 @@ static enum step read_stored(struct relay *r, struct offset_state *out, int *hav
     if (*have) {
         log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(out->lsn, a)}),
                "the progress topic %s holds %s for %s", c->delivery_progress_topic, a,
-               r->txn_id);
+               r->txn.id);
         return STEP_OK;
     }
     *have = offset_read(c->offsets_file, out, err, sizeof(err));
@@ -86,7 +87,7 @@ static enum step read_stored(struct relay *r, struct offset_state *out, int *hav
     }
     log_info("the progress topic %s has no record for %s: the position comes from the "
              "offset file %s (%s)",
-             c->delivery_progress_topic, r->txn_id, c->offsets_file,
+             c->delivery_progress_topic, r->txn.id, c->offsets_file,
              *have ? "present" : "absent");
     return STEP_OK;
 }
@@ -95,9 +96,9 @@ enum step relaytxn_position(void *relay, const char *system, struct offset_state
                             int *have)
 {
     struct relay *r = relay;
-    if (r->kt.have_committed) { /* a restart after an abort: what committed */
+    if (r->txn.kt.have_committed) { /* a restart after an abort: what committed */
         enum step rc = producer_txn_ready(r->prod) ? STEP_OK : init_producer(r, system);
-        *out = r->kt.committed;
+        *out = r->txn.kt.committed;
         *have = 1;
         return rc;
     }
@@ -111,16 +112,16 @@ void relaytxn_started(struct relay *r, const struct offset_state *identity, lsn_
     struct tracker_progress none = {0, 0};
     struct offset_state pos =
         ktxn_position(identity, start, progress != NULL, progress ? *progress : none);
-    ktxn_started(&r->kt, &pos, clock_mono_ms());
+    ktxn_started(&r->txn.kt, &pos, clock_mono_ms());
 }
 
 bool relaytxn_on_delivery(struct relay *r, const struct delivery_report *dr)
 {
-    if (r->txn_discard) return false; /* an aborted transaction's */
+    if (r->txn.discard) return false; /* an aborted transaction's */
     if (!dr->err) return true;
     if (producer_err_is_poison(dr->err) && !producer_err_is_missing_topic(dr->err) &&
-        !r->txn_refused) {
-        r->txn_refused = true;
+        !r->txn.refused) {
+        r->txn.refused = true;
         log_error("kafka: the broker refused event %.*s of transaction %.*s on %s: %s (%s). "
                   "In exactly_once a refused message fails its Kafka transaction, so it "
                   "cannot be dead-lettered: fix the cause (e.g. message.max.bytes) and "
@@ -128,31 +129,40 @@ bool relaytxn_on_delivery(struct relay *r, const struct delivery_report *dr)
                   (int)dr->event_id.len, dr->event_id.data, (int)dr->commit_lsn.len,
                   dr->commit_lsn.data, dr->topic, producer_err_name(dr->err),
                   dr->reason ? dr->reason : "");
-    } else if (!r->txn_broken) {
+    } else if (!r->txn.broken) {
         snprintf(r->stream_err, sizeof(r->stream_err),
                  "kafka: a delivery failed in the open transaction (%s: %s)",
                  producer_err_name(dr->err), dr->reason ? dr->reason : "");
-        r->txn_broken = true;
+        r->txn.broken = true;
     }
     return false;
 }
 
 void relaytxn_failed(struct relay *r, const char *why)
 {
-    if (r->txn_broken) return;
+    if (r->txn.broken) return;
     snprintf(r->stream_err, sizeof(r->stream_err),
              "kafka: the open transaction failed (%.400s): aborting it", why);
-    r->txn_broken = true;
+    r->txn.broken = true;
 }
 
-void relaytxn_sent(struct relay *r)
+void relaytxn_sent(struct relay_txn *t)
 {
-    ktxn_sent(&r->kt, clock_mono_ms());
+    ktxn_sent(&t->kt, clock_mono_ms());
 }
 
 bool relaytxn_holds_stream(const struct relay *r)
 {
-    return relaytxn_on(r) && r->kt.committing;
+    return relaytxn_on(r) && r->txn.kt.committing;
+}
+
+/* Closes t's transactional client (in p), dropping the reports it serves
+ * meanwhile; the next start makes a new one. */
+static void discard_client(struct relay_txn *t, struct producer *p)
+{
+    t->discard = true;
+    producer_txn_discard(p);
+    t->discard = false;
 }
 
 /* [postgres] hot_standby: a client fenced by a newer one with the same
@@ -167,11 +177,10 @@ static bool discard_fenced_client(struct relay *r, const char *err)
     log_warn("%s: another outboxd instance with transactional.id %s took the slot over "
              "([postgres] hot_standby), and the broker aborted this one's open transaction; "
              "its client is discarded (a new one is made at the next take-over)",
-             err, r->txn_id);
-    r->txn_discard = true;
-    producer_txn_discard(r->prod);
-    r->txn_discard = false;
-    r->kt.have_committed = false; /* the other one commits now: read them at the take-over */
+             err, r->txn.id);
+    discard_client(&r->txn, r->prod);
+    /* the other one commits now: read them at the take-over */
+    r->txn.kt.have_committed = false;
     return true;
 }
 
@@ -179,14 +188,12 @@ void relaytxn_stand_by(struct relay *r)
 {
     /* The holder commits from now on: at the take-over the position is the
      * progress topic's again, not what this instance committed last. */
-    r->kt.have_committed = false;
+    r->txn.kt.have_committed = false;
     if (!producer_txn_ready(r->prod)) return;
     log_info("exactly_once: standing by, so this instance's transactional client is closed; "
              "a new one is made at the take-over (its init_transactions fences the other "
              "instance's)");
-    r->txn_discard = true;
-    producer_txn_discard(r->prod);
-    r->txn_discard = false;
+    discard_client(&r->txn, r->prod);
 }
 
 /* After a fatal error of the transactional client (err): false when it was
@@ -198,18 +205,16 @@ static bool replace_failed_client(struct relay *r, const char *err)
     char a[LSN_STRLEN];
     if (discard_fenced_client(r, err)) return true;
     if (producer_txn_must_stop(r->prod)) return false;
-    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", lsn_format(r->kt.committed.lsn, a)}),
+    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", lsn_format(r->txn.kt.committed.lsn, a)}),
            "%s: the transactional client %s failed for good; a new one aborts its open "
            "transaction, and the stream starts over from the committed position %s",
-           err, r->txn_id, a);
-    r->txn_discard = true;
-    producer_txn_discard(r->prod);
-    r->txn_discard = false;
+           err, r->txn.id, a);
+    discard_client(&r->txn, r->prod);
     /* A commit of the old client may have completed at the broker after it
      * gave up waiting (all brokers down during commit_transaction): the
      * position is read again from the progress topic, after the new
      * client's init_transactions has finished or aborted it. */
-    r->kt.have_committed = false;
+    r->txn.kt.have_committed = false;
     return true;
 }
 
@@ -223,7 +228,7 @@ enum step relaytxn_fatal(struct relay *r, const char *err)
     }
     log_error("kafka producer failed: %s. If another outboxd with transactional.id %s "
               "started, it fenced this one and continues from the last committed position",
-              err, r->txn_id);
+              err, r->txn.id);
     return STEP_FATAL;
 }
 
@@ -244,8 +249,8 @@ static enum step commit(struct relay *r)
         log_error("the progress record does not fit %zu bytes", sizeof(text));
         return STEP_FATAL;
     }
-    uint64_t events = r->kt.events;
-    int rc = producer_txn_commit(r->prod, r->cfg->delivery_progress_topic, r->txn_id, text,
+    uint64_t events = r->txn.kt.events;
+    int rc = producer_txn_commit(r->prod, r->cfg->delivery_progress_topic, r->txn.id, text,
                                  TXN_WAIT_MS, err, sizeof(err));
     if (rc == PRODUCER_TXN_FATAL) return relaytxn_fatal(r, err);
     if (rc != PRODUCER_TXN_OK) {
@@ -253,7 +258,7 @@ static enum step commit(struct relay *r)
         log_warn("%s", err);
         return STEP_BROKEN;
     }
-    ktxn_committed(&r->kt, &pos, clock_mono_ms());
+    ktxn_committed(&r->txn.kt, &pos, clock_mono_ms());
     log_kv(LOG_DEBUG, LOG_FIELDS({"lsn", lsn_format(pos.lsn, a)}),
            "kafka transaction committed: %llu messages, position %s%s",
            (unsigned long long)events, a, pos.has_progress ? " (inside a transaction)" : "");
@@ -263,11 +268,12 @@ static enum step commit(struct relay *r)
 enum step relaytxn_turn(struct relay *r)
 {
     if (!relaytxn_on(r)) return STEP_OK;
-    if (r->txn_refused) return STEP_FATAL;
-    if (r->txn_broken) return STEP_BROKEN;
-    if (!r->kt.committing) {
-        if (!ktxn_due(&r->kt, tracker_flush_lsn(r->trk), clock_mono_ms())) return STEP_OK;
-        r->kt.committing = true;
+    if (r->txn.refused) return STEP_FATAL;
+    if (r->txn.broken) return STEP_BROKEN;
+    if (!r->txn.kt.committing) {
+        if (!ktxn_due(&r->txn.kt, tracker_flush_lsn(r->trk), clock_mono_ms()))
+            return STEP_OK;
+        r->txn.kt.committing = true;
     }
     if (producer_outq_len(r->prod) > 0 || changes_held(&r->chg)) return STEP_OK;
     return commit(r);
@@ -275,8 +281,8 @@ enum step relaytxn_turn(struct relay *r)
 
 void relaytxn_cap(const struct relay *r, struct confirm_view *v)
 {
-    const struct offset_state *c = &r->kt.committed;
-    if (!relaytxn_on(r) || !r->kt.have_committed) return;
+    const struct offset_state *c = &r->txn.kt.committed;
+    if (!relaytxn_on(r) || !r->txn.kt.have_committed) return;
     v->idle = v->idle && v->acked <= c->lsn;
     v->acked = c->lsn < v->acked ? c->lsn : v->acked;
     v->has_progress = c->has_progress;
@@ -288,7 +294,7 @@ static enum step abort_open(struct relay *r, int wait_ms)
 {
     char err[1024];
     int rc = PRODUCER_TXN_OK;
-    r->txn_discard = true;
+    r->txn.discard = true;
     if (producer_txn_open(r->prod)) {
         rc = producer_txn_abort(r->prod, wait_ms, err, sizeof(err));
         /* Any failed abort, fatal or not (after a commit_transaction that
@@ -296,28 +302,28 @@ static enum step abort_open(struct relay *r, int wait_ms)
          * is still in progress), is left to a new client, whose
          * init_transactions settles what this one left open. */
         if (rc != PRODUCER_TXN_OK && replace_failed_client(r, err)) rc = PRODUCER_TXN_OK;
-        if (rc != PRODUCER_TXN_OK) log_error("%s (transactional.id %s)", err, r->txn_id);
+        if (rc != PRODUCER_TXN_OK) log_error("%s (transactional.id %s)", err, r->txn.id);
     }
     int64_t until = clock_mono_ms() + wait_ms;
     while (producer_outq_len(r->prod) > 0 && clock_mono_ms() < until)
         producer_poll(r->prod, 100);
     producer_poll(r->prod, 0);
-    r->txn_discard = false;
-    ktxn_aborted(&r->kt);
+    r->txn.discard = false;
+    ktxn_aborted(&r->txn.kt);
     return rc == PRODUCER_TXN_OK ? STEP_OK : STEP_FATAL;
 }
 
 enum step relaytxn_reset(struct relay *r)
 {
     char a[LSN_STRLEN];
-    uint64_t events = r->kt.events;
+    uint64_t events = r->txn.kt.events;
     enum step rc = abort_open(r, TXN_WAIT_MS);
-    r->txn_broken = false;
+    r->txn.broken = false;
     if (r->trk) changes_abort_open(&r->chg);
     tracker_free(r->trk);
     r->trk = NULL;
     if (rc != STEP_OK) return rc;
-    log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(r->kt.committed.lsn, a)}),
+    log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(r->txn.kt.committed.lsn, a)}),
            "kafka transaction aborted (%llu messages; read_committed consumers never see "
            "them): starting over from the committed position %s",
            (unsigned long long)events, a);
@@ -326,12 +332,12 @@ enum step relaytxn_reset(struct relay *r)
 
 void relaytxn_finish(struct relay *r)
 {
-    if (!relaytxn_on(r) || !r->trk || producer_outq_len(r->prod) > 0 || r->txn_broken ||
-        r->txn_refused) {
+    if (!relaytxn_on(r) || !r->trk || producer_outq_len(r->prod) > 0 || r->txn.broken ||
+        r->txn.refused) {
         if (relaytxn_on(r)) relaytxn_fail(r);
         return;
     }
-    if (!producer_txn_open(r->prod) && tracker_flush_lsn(r->trk) <= r->kt.committed.lsn)
+    if (!producer_txn_open(r->prod) && tracker_flush_lsn(r->trk) <= r->txn.kt.committed.lsn)
         return;
     if (commit(r) != STEP_OK) relaytxn_fail(r);
 }

@@ -171,14 +171,14 @@ START_TEST(test_stream_past_its_fence_is_dropped_unread)
     txn(140, 150, 0);
     txn(240, 250, 1); /* in flight */
     r.state = RS_STREAM;
-    r.fence_ms = 3000;
+    r.standby.fence_ms = 3000;
     r.stream_up_ms = clock_mono_ms() - 10000;
     r.confirm.last_status_ms = clock_mono_ms() - 3100;
     ck_assert(!relay_step(&r));
     ck_assert_int_eq(r.state, RS_RECOVER);
     ck_assert_uint_eq(metrics_get(&r.met.reconnects, "fenced"), 1);
     ck_assert_uint_eq(metrics_get(&r.met.reconnects, "stream_lost"), 0);
-    ck_assert(!r.fenced); /* the next loss is counted as what it is */
+    ck_assert(!r.standby.fenced); /* the next loss is counted as what it is */
     ck_assert(relay_step(&r)); /* the event in flight: wait for its report */
     ck_assert_int_eq(r.state, RS_RECOVER);
     ck_assert_uint_eq(stored(), 0);

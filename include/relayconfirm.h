@@ -1,0 +1,38 @@
+/*
+ * relayconfirm.h - the logical relay's confirmation: the standby status to
+ * the server and the offset file, as the relay sees them (confirm.h
+ * decides and does the work). One of the relay's files (relaystate.h):
+ * relay.c's wait asks it when the next status is due, relaystate.c's turns
+ * send statuses through it; neither calls the other for them.
+ */
+#ifndef OUTBOXD_RELAYCONFIRM_H
+#define OUTBOXD_RELAYCONFIRM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "relaystate.h"
+#include "slotsetup.h"
+
+/* Each returns a step code (step.h). */
+
+/* Writes the offset file when due, then confirms it to the server
+ * (confirmer_status()). reply: the server asked for one. force: store the
+ * position now (stop, reconnect, fatal error). */
+int send_status_ex(struct relay *r, bool reply, bool force);
+
+/* send_status_ex() without force. */
+int send_status(struct relay *r, bool reply);
+
+/* When the next status is due (monotonic ms; confirmer_deadline()). */
+int64_t status_deadline(const struct relay *r);
+
+/* A status when due; between statuses, the offset file when ACKed events
+ * wait to be written (confirmer_acked_write_due()). */
+int status_if_due(struct relay *r);
+
+/* slot_open_stream() prepared a stream (s->prepared): the identity and
+ * the stored position it found become the confirmer's. */
+void confirm_from_setup(struct confirmer *c, const struct slot_setup *s);
+
+#endif
