@@ -6,6 +6,7 @@
  */
 #include "changes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
