@@ -14,8 +14,8 @@
 
 #include "bytea.h"
 #include "grow.h"
+#include "heartbeat.h"
 #include "jsonvalue.h"
-#include "monitor.h" /* HEARTBEAT_PREFIX */
 #include "replproto.h"
 #include "str.h"
 
