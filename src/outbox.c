@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "bytea.h"
+#include "clock.h"
 #include "grow.h"
 #include "heartbeat.h"
 #include "jsonvalue.h"
-#include "replproto.h"
 #include "str.h"
 
 static const char *const col_names[OC__COUNT] = {

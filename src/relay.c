@@ -33,7 +33,6 @@
 #include "relayobs.h"
 #include "relaystate.h"
 #include "relaytxn.h"
-#include "replproto.h"
 
 /* Minimum time between two wake-ups of the loop (see wait_turn()): while
  * the stream is live, and while it is a backlog, which a wake-up that
