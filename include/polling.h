@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "outbox.h"
+#include "pollbacklog.h"
 
 /* Parses a duration: a non-negative integer followed by one of ms, s, m,
  * h, d ("7d", "30s", "250ms"), or "0" / "off" for zero. Returns 0 with the
@@ -112,17 +113,9 @@ void polling_sql_free(struct polling_sql *q);
  *   indexes, TOAST; the same on every row).
  * It reads the undelivered rows only (status <> 'SENT': the partial index
  * of sql/outbox_polling.sql), every one of them, so its cost grows with
- * the backlog, not with the SENT rows retention keeps.
+ * the backlog, not with the SENT rows retention keeps. The answer is read
+ * into a struct polling_backlog (pollbacklog.h).
  */
-enum polling_status { PS_PENDING, PS_CLAIMED, PS_QUARANTINED, PS__COUNT };
-
-struct polling_backlog {
-    bool seen; /* false until the first answer */
-    int64_t rows[PS__COUNT];
-    int64_t oldest_ms[PS__COUNT]; /* 0 when there is no row */
-    int64_t max_attempts[PS__COUNT];
-    int64_t table_bytes;
-};
 
 /* "PENDING", "CLAIMED", "QUARANTINED" (the status column's values). */
 const char *polling_status_name(enum polling_status s);
