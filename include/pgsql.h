@@ -1,9 +1,10 @@
 /*
  * pgsql.h - SQL on an ordinary libpq connection, shared by every module that
  * runs statements of its own (the polling relay and `outboxd requeue`,
- * `repair`, `republish` and the rows they publish again, `check`): run one
- * statement with text parameters and say what failed, quote an identifier
- * or a string literal, build the text form of an array parameter.
+ * `repair`, `republish` and the rows they publish again, `check`, the
+ * monitor's publication check through outboxset.h): run one statement with
+ * text parameters and say what failed, quote an identifier or a string
+ * literal, build the text form of an array parameter.
  *
  * Nothing here logs: the caller decides what a failure means (retry,
  * reconnect, stop) and logs it once. The quoting needs no connection and
