@@ -1,12 +1,18 @@
 /*
  * clock.h - the clocks every module reads: monotonic time for deadlines and
  * durations, wall-clock time for what is compared with the database's
- * timestamps (commit times, heartbeats) or shown to people.
+ * timestamps (commit times, heartbeats) or shown to people; and the epoch
+ * those timestamps count from.
  */
 #ifndef OUTBOXD_CLOCK_H
 #define OUTBOXD_CLOCK_H
 
 #include <stdint.h>
+
+/* Microseconds between 1970-01-01 00:00 UTC and 2000-01-01 00:00 UTC, the
+ * epoch of PostgreSQL's timestamps (commit times, the replication
+ * protocol's send times): add it to one to get Unix time. */
+#define PG_EPOCH_OFFSET_US INT64_C(946684800000000)
 
 /* Monotonic time: only differences mean anything. */
 int64_t clock_mono_ms(void);

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "latency.h"
-#include "polling.h"
+#include "pollbacklog.h"
 
 /* Series per labelled family: the first METRICS_MAX_LABELS - 1 label
  * values get their own, later ones are counted under "_other" (topic names

@@ -6,14 +6,14 @@
  *     sees it (pg_current_wal_lsn() - confirmed_flush_lsn) and its
  *     wal_status, from pg_replication_slots;
  *   - every [postgres] heartbeat_interval_ms (when not 0), a heartbeat:
- *     pg_logical_emit_message(false, 'outboxd.heartbeat', 'slot=S sent_us=T').
- *     The WAL record it writes is in this database, so the slot's walsender
- *     decodes past it and outboxd can confirm past it even when this
- *     database is idle while others in the cluster write (their WAL is
- *     decoded but yields nothing to confirm). Non-transactional: written
- *     at once, no transaction id used. The message comes back on the
- *     stream (pgoutput with messages 'true', wal2json always), which gives
- *     its round trip;
+ *     pg_logical_emit_message(false, 'outboxd.heartbeat', 'slot=S sent_us=T')
+ *     (heartbeat.h). The WAL record it writes is in this database, so the
+ *     slot's walsender decodes past it and outboxd can confirm past it even
+ *     when this database is idle while others in the cluster write (their
+ *     WAL is decoded but yields nothing to confirm). Non-transactional:
+ *     written at once, no transaction id used. The message comes back on
+ *     the stream (pgoutput with messages 'true', wal2json always), which
+ *     gives its round trip;
  *   - with pgoutput (publication set), every min(monitor_interval_ms,
  *     MONITOR_PUB_MS), the proof that the outbox table is still published:
  *     pg_current_wal_lsn() in one statement, then, in a later statement
@@ -40,9 +40,6 @@
 #include <stdint.h>
 
 #include "lsn.h"
-
-/* The prefix of heartbeat messages. */
-#define HEARTBEAT_PREFIX "outboxd.heartbeat"
 
 /* The longest period of the publication check (see above). */
 #define MONITOR_PUB_MS 1000
@@ -98,14 +95,5 @@ void monitor_check_publication_now(struct monitor *m);
 /* Milliseconds until monitor_step() has something to do on a timer
  * (0 = now), at monotonic now_ms. */
 int64_t monitor_due_in(const struct monitor *m, int64_t now_ms);
-
-/* The content of a heartbeat for slot sent at sent_us (Unix epoch us)
- * into out. Pure. */
-void heartbeat_content(const char *slot, int64_t sent_us, char *out, size_t outlen);
-
-/* True when a logical message (prefix, content of len bytes) is a
- * heartbeat of slot; sets *sent_us. Pure: any bytes are safe. */
-bool heartbeat_parse(const char *prefix, const char *content, size_t len, const char *slot,
-                     int64_t *sent_us);
 
 #endif

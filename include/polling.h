@@ -7,8 +7,8 @@
  *  - what a delivery outcome does to the row (SENT, back to PENDING,
  *    QUARANTINED);
  *  - the SQL text of every statement the polling relay runs, built once
- *    from the configured table and column names (quoted here), and the
- *    array literals of their parameters;
+ *    from the configured table and column names (quoted with pgsql.h, which
+ *    also builds the array literals of their parameters);
  *  - the backlog (metrics, `outboxd check`);
  *  - the line `outboxd requeue` prints per event.
  *
@@ -23,9 +23,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "outbox.h"
+#include "pollbacklog.h"
 
 /* Parses a duration: a non-negative integer followed by one of ms, s, m,
  * h, d ("7d", "30s", "250ms"), or "0" / "off" for zero. Returns 0 with the
@@ -56,10 +56,6 @@ enum polling_action polling_classify(int kafka_err, bool permanent, int attempts
 
 /* "SENT", "RETRY", "QUARANTINE". */
 const char *polling_action_name(enum polling_action a);
-
-/* Quotes an SQL identifier: wraps it in double quotes, doubling any inside.
- * Returns a malloc'd string (caller frees), NULL on out of memory. */
-char *polling_quote_ident(const char *name);
 
 /*
  * The statements, with their parameters. T is the table, EID the event_id
@@ -117,17 +113,9 @@ void polling_sql_free(struct polling_sql *q);
  *   indexes, TOAST; the same on every row).
  * It reads the undelivered rows only (status <> 'SENT': the partial index
  * of sql/outbox_polling.sql), every one of them, so its cost grows with
- * the backlog, not with the SENT rows retention keeps.
+ * the backlog, not with the SENT rows retention keeps. The answer is read
+ * into a struct polling_backlog (pollbacklog.h).
  */
-enum polling_status { PS_PENDING, PS_CLAIMED, PS_QUARANTINED, PS__COUNT };
-
-struct polling_backlog {
-    bool seen; /* false until the first answer */
-    int64_t rows[PS__COUNT];
-    int64_t oldest_ms[PS__COUNT]; /* 0 when there is no row */
-    int64_t max_attempts[PS__COUNT];
-    int64_t table_bytes;
-};
 
 /* "PENDING", "CLAIMED", "QUARANTINED" (the status column's values). */
 const char *polling_status_name(enum polling_status s);
@@ -146,24 +134,6 @@ int polling_backlog_row(struct polling_backlog *b, const char *const vals[5], ch
  * 10 pending, 1 claimed, 1 quarantined; oldest 3m 20s (pending); at most
  * 4 attempts; table 1.2 MiB". Returns out. */
 char *polling_backlog_line(const struct polling_backlog *b, char *out, size_t outlen);
-
-/* An array parameter in Postgres's text form ("{"a","b",NULL}"), built
- * element by element; zero-initialise it. Free with polling_array_free(). */
-struct polling_array {
-    FILE *f;     /* open_memstream() on s while elements are added */
-    char *s;     /* owned: the text */
-    size_t len;
-    int n;       /* elements so far */
-    bool oom;    /* out of memory: the text is incomplete */
-};
-
-/* Appends one element: NULL, or v double-quoted with '"' and '\' escaped. */
-void polling_array_add(struct polling_array *a, const char *v);
-
-/* Closes the literal (call once, after the last element) and returns its
- * text, owned by a; NULL when an append ran out of memory. */
-const char *polling_array_text(struct polling_array *a);
-void polling_array_free(struct polling_array *a);
 
 /* What the requeue and states statements answered (text values). */
 struct polling_requeue_answer {

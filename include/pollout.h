@@ -1,8 +1,8 @@
 /*
  * pollout.h - the outcomes the polling relay has yet to write back to its
- * table (poll_relay.c), with no I/O: the queue, the array parameters of the
- * two outcome statements (polling.h: sent, fail) and what their answer
- * means. Unit-tested without a server.
+ * table (poll_relay.c), with no I/O: the queue, the array parameters
+ * (pgsql.h) of the two outcome statements (polling.h: sent, fail) and what
+ * their answer means. Unit-tested without a server.
  *
  * An outcome is recorded only when its row was still CLAIMED by this relay
  * at the claim's generation; the statement returns the event_ids it
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "polling.h"
+#include "pgsql.h"
 
 /* Kinds of outcome written back to a row. */
 enum pollout_kind { OUT_SENT, OUT_RETRY, OUT_QUARANTINE, OUT_RELEASE, OUT__COUNT };
@@ -54,7 +54,7 @@ size_t pollout_count(const struct pollout *o, enum pollout_kind k);
  * gens) or all others (fail: also the new status, the delay, the error and
  * the attempt increment, 0 for a release). */
 struct pollout_params {
-    struct polling_array ids, gens, sts, delays, errs, bumps;
+    struct pgsql_array ids, gens, sts, delays, errs, bumps;
 };
 
 /* Fills p (zero-initialised) for group sent. Returns how many outcomes it

@@ -9,7 +9,8 @@
  * Client to server:
  *   Standby status    Byte1('r') Int64 written Int64 flushed Int64 applied
  *                     Int64 sendTime Byte1 replyRequested
- * All integers are big-endian; times are microseconds since 2000-01-01 UTC.
+ * All integers are big-endian; times are microseconds since 2000-01-01 UTC
+ * (PostgreSQL's epoch: PG_EPOCH_OFFSET_US, clock.h).
  */
 #ifndef OUTBOXD_REPLPROTO_H
 #define OUTBOXD_REPLPROTO_H
@@ -19,10 +20,6 @@
 #include <stdint.h>
 
 #include "lsn.h"
-
-/* Microseconds between 1970-01-01 00:00 UTC and 2000-01-01 00:00 UTC, the
- * epoch of the protocol's timestamps (commit times, send times). */
-#define PG_EPOCH_OFFSET_US INT64_C(946684800000000)
 
 #define REPL_STATUS_LEN 34
 

@@ -6,12 +6,13 @@
  */
 #include "changes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
+#include "heartbeat.h"
 #include "log.h"
-#include "monitor.h"
 
 void changes_init(struct changes *c, const struct config *cfg, struct outbox_set *outboxes,
                   struct metrics *met, struct sink out)

@@ -16,6 +16,7 @@
 #include "grow.h"
 #include "kafkaconf.h"
 #include "log.h"
+#include "pgsql.h"
 #include "progress.h"
 
 /* The Kafka side of one run. */
@@ -215,7 +216,7 @@ static void list_names(char **names, size_t n, char *out, size_t outlen)
 static int render_topics(struct ck *k, struct topic_list *l, int *nulls, bool *truncated,
                          char *err, size_t errlen)
 {
-    char tsql[420], sql[8192], topic[OUTBOX_TOPIC_MAX], why[512];
+    char sql[8192], topic[OUTBOX_TOPIC_MAX], why[512];
     struct relation rel = {.nspname = k->map.schema, .relname = k->map.table};
     struct rel_column cols[MAX_TEMPLATE_COLUMNS];
     struct col_value vals[MAX_TEMPLATE_COLUMNS] = {{0}};
@@ -229,23 +230,24 @@ static int render_topics(struct ck *k, struct topic_list *l, int *nulls, bool *t
     }
     size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT DISTINCT ");
     for (int i = 0; i < k->ntcols; i++) {
-        char *q = PQescapeIdentifier(k->pg, k->tcols[i], strlen(k->tcols[i]));
+        char *q = pgsql_quote_ident(k->tcols[i]);
         if (!q) {
             snprintf(err, errlen, "out of memory");
             return -1;
         }
         n += (size_t)snprintf(sql + n, n < sizeof(sql) ? sizeof(sql) - n : 0, "%s%s::text",
                               i ? ", " : "", q);
-        PQfreemem(q);
+        free(q);
         cols[i] = (struct rel_column){.name = k->tcols[i]};
     }
-    char *sq = PQescapeIdentifier(k->pg, k->map.schema, strlen(k->map.schema));
-    char *tq = PQescapeIdentifier(k->pg, k->map.table, strlen(k->map.table));
-    snprintf(tsql, sizeof(tsql), "%s.%s", sq ? sq : "", tq ? tq : "");
-    PQfreemem(sq);
-    PQfreemem(tq);
+    char *table = pgsql_quote_qualified(k->map.schema, k->map.table);
+    if (!table) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     if (n < sizeof(sql))
-        snprintf(sql + n, sizeof(sql) - n, " FROM %s LIMIT %d", tsql, CHECK_TOPIC_ROWS + 1);
+        snprintf(sql + n, sizeof(sql) - n, " FROM %s LIMIT %d", table, CHECK_TOPIC_ROWS + 1);
+    free(table);
     PGresult *r = ck_query(k, sql, 0, NULL, err, errlen);
     if (!r) return -1;
     rel.ncols = k->ntcols;

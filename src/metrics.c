@@ -435,7 +435,7 @@ static void backlog_gauge(struct textbuf *b, const char *name, const char *help,
     }
 }
 
-/* The backlog query's answer (polling.h); no samples before the first. */
+/* The backlog query's answer (pollbacklog.h); no samples before the first. */
 static void render_backlog(const struct polling_backlog *q, struct textbuf *b)
 {
     backlog_gauge(b, "outboxd_polling_backlog_rows",

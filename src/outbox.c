@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "bytea.h"
+#include "clock.h"
 #include "grow.h"
+#include "heartbeat.h"
 #include "jsonvalue.h"
-#include "monitor.h" /* HEARTBEAT_PREFIX */
-#include "replproto.h"
 #include "str.h"
 
 static const char *const col_names[OC__COUNT] = {

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pgsql.h"
+
 void outbox_set_init(struct outbox_set *s) { memset(s, 0, sizeof(*s)); }
 
 int outbox_set_add(struct outbox_set *s, struct outbox_map *m, const char *name)
@@ -124,25 +126,13 @@ char *outbox_set_tables(const struct outbox_set *s)
     return out;
 }
 
-/* An array element in double quotes, '"' and '\\' escaped with '\\'. */
 char *outbox_set_array(const struct outbox_set *s, bool tables)
 {
-    size_t len = 3;
+    struct pgsql_array a = {0};
     for (size_t i = 0; i < s->n; i++)
-        len += 2 * strlen(tables ? s->maps[i].table : s->maps[i].schema) + 3;
-    char *out = malloc(len), *p = out;
-    if (!out) return NULL;
-    *p++ = '{';
-    for (size_t i = 0; i < s->n; i++) {
-        if (i) *p++ = ',';
-        *p++ = '"';
-        for (const char *c = tables ? s->maps[i].table : s->maps[i].schema; *c; c++) {
-            if (*c == '"' || *c == '\\') *p++ = '\\';
-            *p++ = *c;
-        }
-        *p++ = '"';
-    }
-    *p++ = '}';
-    *p = '\0';
+        pgsql_array_add(&a, tables ? s->maps[i].table : s->maps[i].schema);
+    const char *text = pgsql_array_text(&a);
+    char *out = text ? strdup(text) : NULL;
+    pgsql_array_free(&a);
     return out;
 }

@@ -11,14 +11,14 @@
  * deadlines of the loop are pollstate.h's (start-up checks, the
  * non-blocking connect, a batch waiting for room in the producer queue,
  * the drain of a graceful stop). The queue of outcomes and its statements'
- * parameters are pollout.h's, the statements themselves polldb.h's. No row
- * lock is ever held while the broker
- * is talked to: the claim statement commits before the first message is
- * produced, and the outcome updates run after the reports. Per-aggregate
- * order comes from the claim statement itself: a row is claimable only
- * when no earlier row (by seq) of its aggregate is unsent, so at most one
- * event per aggregate is in flight across all relays, and it was ACKed
- * before the next is claimed.
+ * parameters are pollout.h's, the statements themselves polling.h's
+ * (prepared by polldb.h, run with pgsql.h). No row lock is ever held while
+ * the broker is talked to: the claim statement commits before the first
+ * message is produced, and the outcome updates run after the reports.
+ * Per-aggregate order comes from the claim statement itself: a row is
+ * claimable only when no earlier row (by seq) of its aggregate is unsent,
+ * so at most one event per aggregate is in flight across all relays, and
+ * it was ACKed before the next is claimed.
  *
  * Errors: a step that fails logs once, then sets r->st.fatal or schedules
  * its retry; the few that return a status return 0 or -1 (pr_setup(): an
@@ -47,6 +47,7 @@
 #include "metrics.h"
 #include "outbox.h"
 #include "pgconn.h"
+#include "pgsql.h"
 #include "polldb.h"
 #include "polling.h"
 #include "pollout.h"
@@ -259,14 +260,14 @@ static void drain_notifies(struct pr *r)
 
 /* Acts on a failed statement: a lost connection is dropped (reconnect
  * later), a set-up mistake is fatal, anything else is retried later. */
-static void on_db_error(struct pr *r, const struct polldb_error *e)
+static void on_db_error(struct pr *r, const struct pgsql_error *e)
 {
     const char *st = e->sqlstate[0] ? e->sqlstate : "?";
-    if (e->kind == POLLDB_LOST) {
+    if (e->kind == PGSQL_LOST) {
         char why[1200];
         snprintf(why, sizeof(why), "%s: %s", e->what ? e->what : "postgres", e->msg);
         disconnect(r, why);
-    } else if (e->kind == POLLDB_SETUP) {
+    } else if (e->kind == PGSQL_SETUP) {
         if (e->what)
             log_error("postgres: %s: %s (SQLSTATE %s); stopping", e->what, e->msg, st);
         else
@@ -277,15 +278,15 @@ static void on_db_error(struct pr *r, const struct polldb_error *e)
     }
 }
 
-/* Runs one statement (polldb_exec()). Returns the result when its status
+/* Runs one statement (pgsql_exec()). Returns the result when its status
  * is expect; otherwise NULL after on_db_error(). */
 static PGresult *exec(struct pr *r, const char *what, const char *sql, int nparams,
                       const char *const *params, ExecStatusType expect)
 {
     if (r->st.db != DB_UP) return NULL;
-    struct polldb_error e;
+    struct pgsql_error e;
     PGresult *res =
-        polldb_exec(r->conn, r->cfg->pg_conninfo, what, sql, nparams, params, expect, &e);
+        pgsql_exec(r->conn, r->cfg->pg_conninfo, what, sql, nparams, params, expect, &e);
     drain_notifies(r);
     if (!res) on_db_error(r, &e);
     return res;
@@ -300,7 +301,7 @@ static void connected(struct pr *r)
     PGresult *res = exec(r, "LISTEN", r->channel_sql, 0, NULL, PGRES_COMMAND_OK);
     if (!res) return;
     PQclear(res);
-    struct polldb_error e;
+    struct pgsql_error e;
     if (!r->st.sql_ready) {
         if (polldb_prepare(r->conn, r->cfg->pg_conninfo, &r->map, &r->sql, &e) != 0)
             return on_db_error(r, &e);
@@ -902,7 +903,7 @@ static int pr_setup(struct pr *r)
     metrics_setup(r);
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     owner_id(cfg, r->owner, sizeof(r->owner));
-    char *qch = polling_quote_ident(cfg->poll_notify_channel);
+    char *qch = pgsql_quote_ident(cfg->poll_notify_channel);
     snprintf(r->channel_sql, sizeof(r->channel_sql), "LISTEN %s", qch ? qch : "outboxd");
     free(qch);
     backoff_init(&r->backoff, cfg->pg_retry_min_ms, cfg->pg_retry_max_ms);

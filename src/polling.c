@@ -1,12 +1,13 @@
 /*
  * polling.c - the pure part of polling mode (see polling.h): durations,
  * retry backoff with jitter, outcome classification, the SQL text of the
- * polling relay's statements and their array parameters, the backlog, and
- * the verdict `outboxd requeue` prints per event.
+ * polling relay's statements (quoted with pgsql.h), the backlog, and the
+ * verdict `outboxd requeue` prints per event.
  */
 #include "polling.h"
 
 #include "duration.h"
+#include "pgsql.h"
 #include "str.h"
 
 #include <errno.h>
@@ -56,22 +57,6 @@ const char *polling_action_name(enum polling_action a)
     return "?";
 }
 
-char *polling_quote_ident(const char *name)
-{
-    size_t n = 2;
-    for (const char *p = name; *p; p++) n += *p == '"' ? 2 : 1;
-    char *out = malloc(n + 1), *q = out;
-    if (!out) return NULL;
-    *q++ = '"';
-    for (const char *p = name; *p; p++) {
-        if (*p == '"') *q++ = '"';
-        *q++ = *p;
-    }
-    *q++ = '"';
-    *q = '\0';
-    return out;
-}
-
 /* The lease/ownership condition of every outcome update, on alias t and
  * the unnest alias a (id, gen). */
 #define OWNED "t.%s = a.id AND t.lease_generation = a.gen AND t.status = 'CLAIMED' " \
@@ -81,11 +66,9 @@ int polling_sql_build(struct polling_sql *q, const struct outbox_map *map,
                       const char *etype, char *err, size_t errlen)
 {
     memset(q, 0, sizeof(*q));
-    char *schema = polling_quote_ident(map->schema);
-    char *table = polling_quote_ident(map->table);
-    char *eid = polling_quote_ident(map->columns[OC_EVENT_ID]);
-    char *agg = polling_quote_ident(map->columns[OC_AGGREGATE_ID]);
-    char *t = schema && table ? str_printf("%s.%s", schema, table) : NULL;
+    char *t = pgsql_quote_qualified(map->schema, map->table);
+    char *eid = pgsql_quote_ident(map->columns[OC_EVENT_ID]);
+    char *agg = pgsql_quote_ident(map->columns[OC_AGGREGATE_ID]);
     if (!t || !eid || !agg) goto oom;
 
     q->claim = str_printf(
@@ -130,16 +113,12 @@ int polling_sql_build(struct polling_sql *q, const struct outbox_map *map,
                            t, eid, etype);
     if (!q->claim || !q->sent || !q->fail || !q->retention || !q->requeue || !q->states)
         goto oom;
-    free(schema);
-    free(table);
     free(eid);
     free(agg);
     free(t);
     return 0;
 oom:
     snprintf(err, errlen, "out of memory");
-    free(schema);
-    free(table);
     free(eid);
     free(agg);
     free(t);
@@ -166,29 +145,10 @@ const char *polling_status_name(enum polling_status s)
     return (unsigned)s < PS__COUNT ? names[s] : "?";
 }
 
-/* A string literal of s: quotes doubled (standard_conforming_strings). */
-static char *sql_literal(const char *s)
-{
-    size_t n = 2;
-    for (const char *p = s; *p; p++) n += *p == '\'' ? 2 : 1;
-    char *out = malloc(n + 1), *q = out;
-    if (!out) return NULL;
-    *q++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') *q++ = '\'';
-        *q++ = *p;
-    }
-    *q++ = '\'';
-    *q = '\0';
-    return out;
-}
-
 char *polling_backlog_sql(const struct outbox_map *map)
 {
-    char *schema = polling_quote_ident(map->schema);
-    char *table = polling_quote_ident(map->table);
-    char *t = schema && table ? str_printf("%s.%s", schema, table) : NULL;
-    char *lit = t ? sql_literal(t) : NULL;
+    char *t = pgsql_quote_qualified(map->schema, map->table);
+    char *lit = t ? pgsql_quote_literal(t) : NULL;
     char *sql = lit ? str_printf(
         "WITH b AS (SELECT status, count(*) AS n, min(created_at) AS oldest,"
         " max(attempts) AS att FROM %1$s WHERE status <> 'SENT' GROUP BY status)"
@@ -200,8 +160,6 @@ char *polling_backlog_sql(const struct outbox_map *map)
         " WITH ORDINALITY AS s(status, i)"
         " LEFT JOIN b USING (status) ORDER BY s.i",
         t, lit) : NULL;
-    free(schema);
-    free(table);
     free(t);
     free(lit);
     return sql;
@@ -299,49 +257,6 @@ char *polling_backlog_line(const struct polling_backlog *b, char *out, size_t ou
              total, total == 1 ? "" : "s", b->rows[PS_PENDING], b->rows[PS_CLAIMED],
              b->rows[PS_QUARANTINED], age, status, attempts, attempts == 1 ? "" : "s", size);
     return out;
-}
-
-/* ---- array parameters ---------------------------------------------------- */
-
-/* The stream the elements are written to, opened on first use. Returns
- * false on out of memory (a->oom) or after the literal was closed. */
-static bool array_open(struct polling_array *a)
-{
-    if (!a->f && !a->oom && !a->s && !(a->f = open_memstream(&a->s, &a->len))) a->oom = true;
-    return a->f != NULL;
-}
-
-void polling_array_add(struct polling_array *a, const char *v)
-{
-    if (!array_open(a)) return;
-    bool ok = fputc(a->n++ ? ',' : '{', a->f) != EOF;
-    if (!v) {
-        a->oom |= !ok || fputs("NULL", a->f) == EOF;
-        return;
-    }
-    ok = ok && fputc('"', a->f) != EOF;
-    for (const char *p = v; *p && ok; p++) {
-        if (*p == '"' || *p == '\\') ok = fputc('\\', a->f) != EOF;
-        ok = ok && fputc(*p, a->f) != EOF;
-    }
-    a->oom |= !ok || fputc('"', a->f) == EOF;
-}
-
-const char *polling_array_text(struct polling_array *a)
-{
-    if (!array_open(a)) return NULL;
-    bool ok = (a->n || fputc('{', a->f) != EOF) && fputc('}', a->f) != EOF;
-    ok = fclose(a->f) == 0 && ok;
-    a->f = NULL;
-    a->oom |= !ok || !a->s;
-    return a->oom ? NULL : a->s;
-}
-
-void polling_array_free(struct polling_array *a)
-{
-    if (a->f) fclose(a->f);
-    free(a->s);
-    memset(a, 0, sizeof(*a));
 }
 
 /* ---- requeue ------------------------------------------------------------- */

@@ -51,31 +51,31 @@ static bool in_group(const struct pollout_entry *x, bool sent)
 
 int pollout_params(const struct pollout *o, bool sent, struct pollout_params *p)
 {
-    struct polling_array *all[] = {&p->ids, &p->gens, &p->sts, &p->delays, &p->errs, &p->bumps};
+    struct pgsql_array *all[] = {&p->ids, &p->gens, &p->sts, &p->delays, &p->errs, &p->bumps};
     char num[32];
     int n = 0;
     for (size_t i = 0; i < o->n; i++) {
         const struct pollout_entry *x = &o->e[i];
         if (!in_group(x, sent)) continue;
         n++;
-        polling_array_add(&p->ids, x->event_id);
+        pgsql_array_add(&p->ids, x->event_id);
         snprintf(num, sizeof(num), "%" PRId64, x->gen);
-        polling_array_add(&p->gens, num);
-        polling_array_add(&p->sts, x->kind == OUT_QUARANTINE ? "QUARANTINED" : "PENDING");
+        pgsql_array_add(&p->gens, num);
+        pgsql_array_add(&p->sts, x->kind == OUT_QUARANTINE ? "QUARANTINED" : "PENDING");
         snprintf(num, sizeof(num), "%" PRId64, x->kind == OUT_RETRY ? x->delay_ms : 0);
-        polling_array_add(&p->delays, num);
-        polling_array_add(&p->errs, x->error);
-        polling_array_add(&p->bumps, x->kind == OUT_RELEASE ? "0" : "1");
+        pgsql_array_add(&p->delays, num);
+        pgsql_array_add(&p->errs, x->error);
+        pgsql_array_add(&p->bumps, x->kind == OUT_RELEASE ? "0" : "1");
     }
     for (int i = 0; i < 6; i++)
-        if (!polling_array_text(all[i])) return -1;
+        if (!pgsql_array_text(all[i])) return -1;
     return n;
 }
 
 void pollout_params_free(struct pollout_params *p)
 {
-    struct polling_array *all[] = {&p->ids, &p->gens, &p->sts, &p->delays, &p->errs, &p->bumps};
-    for (int i = 0; i < 6; i++) polling_array_free(all[i]);
+    struct pgsql_array *all[] = {&p->ids, &p->gens, &p->sts, &p->delays, &p->errs, &p->bumps};
+    for (int i = 0; i < 6; i++) pgsql_array_free(all[i]);
 }
 
 static int cmp_str(const void *a, const void *b)

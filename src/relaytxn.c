@@ -13,7 +13,6 @@
 #include "log.h"
 #include "progress.h"
 #include "relaystate.h"
-#include "replproto.h"
 
 /* The longest wait of one commit or abort on the event loop. The loop
  * sends no status meanwhile, so it stays well under wal_sender_timeout

@@ -17,7 +17,7 @@
 #include "offset.h"
 #include "outbox.h"
 #include "pgconn.h"
-#include "polldb.h"
+#include "pgsql.h"
 #include "producer.h"
 #include "repairplan.h"
 #include "resume.h"
@@ -72,13 +72,13 @@ struct repair {
 
 /* ---- statements on the normal connection ---- */
 
-/* Runs sql with params (polldb_exec()); the result when its status is
+/* Runs sql with params (pgsql_exec()); the result when its status is
  * expect, else NULL after logging what failed (the caller PQclears). */
 static PGresult *db_exec(struct repair *r, const char *what, const char *sql, int n,
                          const char *const *params, ExecStatusType expect)
 {
-    struct polldb_error e;
-    PGresult *res = polldb_exec(r->db, r->c->pg_conninfo, what, sql, n, params, expect, &e);
+    struct pgsql_error e;
+    PGresult *res = pgsql_exec(r->db, r->c->pg_conninfo, what, sql, n, params, expect, &e);
     if (!res) log_error("repair: %s: %s", what, e.msg);
     return res;
 }

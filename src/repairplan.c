@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "polling.h"
+#include "pgsql.h"
 #include "str.h"
 
 /* Fills out as a refusal or a no-op with the formatted message. */
@@ -138,23 +138,13 @@ void repair_plan_decide(const struct repair_facts *f, struct repair_plan *out)
 static char *time_expr(const struct repair_plan *p, const char *time_column)
 {
     if (p->by == REPAIR_BY_COMMIT_TS) return strdup("pg_catalog.pg_xact_commit_timestamp(xmin)");
-    return polling_quote_ident(time_column);
-}
-
-/* "schema"."table", malloc'd. */
-static char *qualified(const struct outbox_map *m)
-{
-    char *s = polling_quote_ident(m->schema), *t = polling_quote_ident(m->table);
-    char *q = s && t ? str_printf("%s.%s", s, t) : NULL;
-    free(s);
-    free(t);
-    return q;
+    return pgsql_quote_ident(time_column);
 }
 
 char *repair_select_sql(const struct outbox_map *m, const struct repair_plan *p,
                         const char *time_column)
 {
-    char *te = time_expr(p, time_column), *qt = qualified(m);
+    char *te = time_expr(p, time_column), *qt = pgsql_quote_qualified(m->schema, m->table);
     char *sql = NULL;
     /* In commit order: by time; within one time, by transaction (xmin as a
      * number: the text cast, as xid has no ordering operator); within one
@@ -173,7 +163,7 @@ char *repair_select_sql(const struct outbox_map *m, const struct repair_plan *p,
 char *repair_stats_sql(const struct outbox_map *m, const struct repair_plan *p,
                        const char *time_column)
 {
-    char *te = time_expr(p, time_column), *qt = qualified(m);
+    char *te = time_expr(p, time_column), *qt = pgsql_quote_qualified(m->schema, m->table);
     char *sql = te && qt ? str_printf("SELECT count(*), min(%s)::text, max(%s)::text FROM %s "
                                       "WHERE %s >= $1::timestamptz",
                                       te, te, qt, te)
@@ -186,7 +176,7 @@ char *repair_stats_sql(const struct outbox_map *m, const struct repair_plan *p,
 char *repair_count_untimed_sql(const struct outbox_map *m, const struct repair_plan *p,
                                const char *time_column)
 {
-    char *te = time_expr(p, time_column), *qt = qualified(m);
+    char *te = time_expr(p, time_column), *qt = pgsql_quote_qualified(m->schema, m->table);
     char *sql = te && qt ? str_printf("SELECT count(*) FROM %s WHERE %s IS NULL", qt, te) : NULL;
     free(te);
     free(qt);

@@ -15,8 +15,7 @@
 #include "log.h"
 #include "outbox.h"
 #include "pgconn.h"
-#include "polldb.h"
-#include "polling.h"
+#include "pgsql.h"
 #include "producer.h"
 #include "repairplan.h"
 #include "rowpub.h"
@@ -59,7 +58,7 @@ struct republish {
 
 /* ---- statements ---- */
 
-/* Runs sql with params (polldb_exec()); the result when its status is
+/* Runs sql with params (pgsql_exec()); the result when its status is
  * expect, else NULL after logging what failed, with *code set: EXIT_USAGE
  * for a value PostgreSQL cannot read (SQLSTATE class 22: a timestamp, an
  * event id) or a missing table, column or privilege (class 42), else
@@ -67,8 +66,8 @@ struct republish {
 static PGresult *db_exec(struct republish *r, const char *what, const char *sql, int n,
                          const char *const *params, ExecStatusType expect, int *code)
 {
-    struct polldb_error e;
-    PGresult *res = polldb_exec(r->db, r->c->pg_conninfo, what, sql, n, params, expect, &e);
+    struct pgsql_error e;
+    PGresult *res = pgsql_exec(r->db, r->c->pg_conninfo, what, sql, n, params, expect, &e);
     if (res) return res;
     bool usage = !strncmp(e.sqlstate, "22", 2) || !strncmp(e.sqlstate, "42", 2);
     *code = usage ? EXIT_USAGE : EXIT_FATAL;
@@ -299,10 +298,7 @@ static int prepare(struct republish *r)
         log_error("republish: %s", err);
         return EXIT_USAGE;
     }
-    char *s = polling_quote_ident(r->map.schema), *t = polling_quote_ident(r->map.table);
-    r->table = s && t ? str_printf("%s.%s", s, t) : NULL;
-    free(s);
-    free(t);
+    r->table = pgsql_quote_qualified(r->map.schema, r->map.table);
     if (!r->table) {
         log_error("republish: out of memory");
         return EXIT_FATAL;

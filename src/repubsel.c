@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "polling.h"
+#include "pgsql.h"
 #include "str.h"
 
 /* ---- options ---- */
@@ -171,13 +171,13 @@ const char *repub_describe(const struct repub_options *o, const char *time_colum
 /* The quoted name of m's column c (malloc'd), or NULL. */
 static char *col(const struct outbox_map *m, enum outbox_col c)
 {
-    return polling_quote_ident(m->columns[c] ? m->columns[c] : "");
+    return pgsql_quote_ident(m->columns[c] ? m->columns[c] : "");
 }
 
 /* time_column quoted (malloc'd; "" when none is set), or NULL. */
 static char *time_col(const char *time_column)
 {
-    return polling_quote_ident(time_column ? time_column : "");
+    return pgsql_quote_ident(time_column ? time_column : "");
 }
 
 /* The WHERE condition of o, its parameters into q. malloc'd, or NULL. */
@@ -188,11 +188,11 @@ static char *where_of(const struct outbox_map *m, const struct repub_options *o,
          *ai = col(m, OC_AGGREGATE_ID), *tc = time_col(time_column), *next = NULL;
     if (!w || !eid || !at || !ai || !tc) goto fail;
     if (o->nids) {
-        struct polling_array a = {0};
-        for (size_t i = 0; i < o->nids; i++) polling_array_add(&a, o->ids[i]);
-        const char *text = polling_array_text(&a);
+        struct pgsql_array a = {0};
+        for (size_t i = 0; i < o->nids; i++) pgsql_array_add(&a, o->ids[i]);
+        const char *text = pgsql_array_text(&a);
         q->ids_param = text ? strdup(text) : NULL;
-        polling_array_free(&a);
+        pgsql_array_free(&a);
         if (!q->ids_param) goto fail;
         q->params[q->nparams++] = q->ids_param;
         next = str_printf("%s AND %s = ANY($%d::%s[])", w, eid, q->nparams, t->id_type);
@@ -267,9 +267,8 @@ int repub_sql_build(const struct outbox_map *m, const struct repub_options *o,
                  m->schema, m->table, time_column ? time_column : "");
         return -1;
     }
-    char *qs = polling_quote_ident(m->schema), *qt = polling_quote_ident(m->table);
     char *eid = col(m, OC_EVENT_ID);
-    char *table = qs && qt ? str_printf("%s.%s", qs, qt) : NULL;
+    char *table = pgsql_quote_qualified(m->schema, m->table);
     char *where = where_of(m, o, time_column, t, q);
     char *order = order_of(m, o, time_column, t);
     if (table && where && order && eid) {
@@ -281,8 +280,6 @@ int repub_sql_build(const struct outbox_map *m, const struct repub_options *o,
                                     "(SELECT %s FROM %s WHERE %s)",
                                     t->id_type, eid, table, where);
     }
-    free(qs);
-    free(qt);
     free(eid);
     free(table);
     free(where);

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "outbox.h"
 #include "pgconn.h"
+#include "pgsql.h"
 #include "polldb.h"
 #include "polling.h"
 #include "str.h"
@@ -27,7 +28,7 @@ struct requeue {
     PGconn *conn;
 };
 
-static void log_db_error(const struct polldb_error *e)
+static void log_db_error(const struct pgsql_error *e)
 {
     if (!e->what)
         log_error("%s", e->msg);
@@ -49,7 +50,7 @@ static int requeue_open(struct requeue *q)
         log_error("cannot connect to postgres: %s", msg);
         return -1;
     }
-    struct polldb_error e;
+    struct pgsql_error e;
     if (polldb_prepare(q->conn, q->cfg->pg_conninfo, &q->map, &q->sql, &e) != 0) {
         log_db_error(&e);
         return -1;
@@ -61,10 +62,10 @@ static int requeue_open(struct requeue *q)
 static PGresult *run_with_ids(struct requeue *q, const char *what, const char *sql,
                               const char *ids)
 {
-    struct polldb_error e;
+    struct pgsql_error e;
     const char *params[] = {ids};
-    PGresult *res = polldb_exec(q->conn, q->cfg->pg_conninfo, what, sql, 1, params,
-                                PGRES_TUPLES_OK, &e);
+    PGresult *res = pgsql_exec(q->conn, q->cfg->pg_conninfo, what, sql, 1, params,
+                               PGRES_TUPLES_OK, &e);
     if (!res) log_db_error(&e);
     return res;
 }
@@ -104,9 +105,9 @@ static int print_verdicts(const struct requeue *q, char *const *ids, int nids,
  * logging an error. */
 static int requeue_ids(struct requeue *q, char *const *ids, int nids)
 {
-    struct polling_array arr = {0};
-    for (int i = 0; i < nids; i++) polling_array_add(&arr, ids[i]);
-    const char *text = polling_array_text(&arr);
+    struct pgsql_array arr = {0};
+    for (int i = 0; i < nids; i++) pgsql_array_add(&arr, ids[i]);
+    const char *text = pgsql_array_text(&arr);
     PGresult *done = NULL, *states = NULL;
     if (text && (done = run_with_ids(q, "requeueing", q->sql.requeue, text)))
         states = run_with_ids(q, "reading states", q->sql.states, text);
@@ -116,18 +117,18 @@ static int requeue_ids(struct requeue *q, char *const *ids, int nids)
     if (done && states && failed < 0) log_error("out of memory");
     PQclear(done);
     PQclear(states);
-    polling_array_free(&arr);
+    pgsql_array_free(&arr);
     return failed;
 }
 
 /* Wakes the relays (they LISTEN); a failure is logged and changes nothing. */
 static void notify_relays(struct requeue *q)
 {
-    char *qch = polling_quote_ident(q->cfg->poll_notify_channel);
+    char *qch = pgsql_quote_ident(q->cfg->poll_notify_channel);
     char *notify = qch ? str_printf("NOTIFY %s", qch) : NULL;
-    struct polldb_error e;
-    PGresult *res = notify ? polldb_exec(q->conn, q->cfg->pg_conninfo, "NOTIFY", notify, 0,
-                                         NULL, PGRES_COMMAND_OK, &e)
+    struct pgsql_error e;
+    PGresult *res = notify ? pgsql_exec(q->conn, q->cfg->pg_conninfo, "NOTIFY", notify, 0,
+                                        NULL, PGRES_COMMAND_OK, &e)
                            : NULL;
     if (notify && !res) log_db_error(&e);
     PQclear(res);

@@ -12,7 +12,7 @@
 #include "clock.h"
 #include "grow.h"
 #include "log.h"
-#include "polldb.h"
+#include "pgsql.h"
 #include "str.h"
 
 /* Counts a failure; the first one's text is kept in failure. */
@@ -235,9 +235,9 @@ int rowpub_cursor(struct rowpub *p, PGconn *db, const char *conninfo, const char
     int rc = fetch ? 0 : -1;
     if (!fetch) log_error("%s: out of memory", p->who);
     while (rc == 0) {
-        struct polldb_error e;
+        struct pgsql_error e;
         PGresult *res =
-            polldb_exec(db, conninfo, "fetching rows", fetch, 0, NULL, PGRES_TUPLES_OK, &e);
+            pgsql_exec(db, conninfo, "fetching rows", fetch, 0, NULL, PGRES_TUPLES_OK, &e);
         if (!res) {
             log_error("%s: fetching rows: %s", p->who, e.msg);
             rc = -1;

@@ -65,13 +65,15 @@
 #include <string.h>
 
 #include "bytea.h"
+#include "clock.h"
 #include "grow.h"
 #include "relcache.h"
 
-/* Microseconds per second / day, and days from 1970-01-01 to 2000-01-01. */
+/* Microseconds per second / day, and days from 1970-01-01 to 2000-01-01
+ * (10957: PostgreSQL's epoch, clock.h). */
 #define USECS_PER_SEC INT64_C(1000000)
 #define SECS_PER_DAY INT64_C(86400)
-#define PG_EPOCH_DAYS INT64_C(10957)
+#define PG_EPOCH_DAYS (PG_EPOCH_OFFSET_US / USECS_PER_SEC / SECS_PER_DAY)
 
 /*
  * The object keys the readers look up, interned while parsing: a key token

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "changes.h"
+#include "clock.h"
 #include "config.h"
 #include "decode.h"
 #include "metrics.h"

@@ -1,5 +1,5 @@
 /*
- * test_heartbeat.c - heartbeat messages (include/monitor.h): the content
+ * test_heartbeat.c - heartbeat messages (include/heartbeat.h): the content
  * outboxd writes with pg_logical_emit_message(), recognising it when it
  * comes back, and both decoders on heartbeats captured from a real
  * PostgreSQL 15 server (pg_logical_emit_message(false, 'outboxd.heartbeat',
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "decoder.h"
-#include "monitor.h"
+#include "heartbeat.h"
 
 /* pgoutput 'M': flags 0 (not transactional), LSN 0/1517A70, prefix,
  * content length 18, content. */

@@ -132,20 +132,6 @@ END_TEST
 
 /* ---- SQL ---- */
 
-START_TEST(test_quote_ident)
-{
-    char *q = polling_quote_ident("outbox_events");
-    ck_assert_str_eq(q, "\"outbox_events\"");
-    free(q);
-    q = polling_quote_ident("we\"ird Name");
-    ck_assert_str_eq(q, "\"we\"\"ird Name\"");
-    free(q);
-    q = polling_quote_ident("");
-    ck_assert_str_eq(q, "\"\"");
-    free(q);
-}
-END_TEST
-
 static struct outbox_map MAP;
 
 static void map_init(const char *table, const char *agg_col, const char *id_col)
@@ -391,7 +377,6 @@ int main(void)
     tcase_add_test(tc, test_backoff_jitter_range);
     tcase_add_test(tc, test_backoff_degenerate_bounds);
     tcase_add_test(tc, test_classify);
-    tcase_add_test(tc, test_quote_ident);
     tcase_add_test(tc, test_sql_claim);
     tcase_add_test(tc, test_sql_outcomes_are_conditional);
     tcase_add_test(tc, test_state_columns);

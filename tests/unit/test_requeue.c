@@ -1,7 +1,6 @@
 /*
- * test_requeue.c - `outboxd requeue` without a server: the event_id array
- * it sends (polling_array, include/polling.h), the line it prints per
- * argument (polling_requeue_verdict), and the exit codes of
+ * test_requeue.c - `outboxd requeue` without a server: the line it prints
+ * per argument (polling_requeue_verdict), and the exit codes of
  * poll_requeue_run() (include/requeue.h) for a bad configuration and an
  * unreachable database.
  */
@@ -16,37 +15,6 @@
 #include "requeue.h"
 
 static char line[512];
-
-START_TEST(test_array_literal)
-{
-    struct polling_array a = {0};
-    ck_assert_str_eq(polling_array_text(&a), "{}");
-    polling_array_free(&a);
-    const char *ids[] = {"id-1", "a\"b", "c\\d", NULL, ""};
-    for (size_t i = 0; i < 5; i++) polling_array_add(&a, ids[i]);
-    ck_assert_int_eq(a.n, 5);
-    ck_assert_str_eq(polling_array_text(&a), "{\"id-1\",\"a\\\"b\",\"c\\\\d\",NULL,\"\"}");
-    polling_array_free(&a);
-    ck_assert_ptr_null(a.s);
-}
-END_TEST
-
-START_TEST(test_array_grows)
-{
-    struct polling_array a = {0};
-    char want[8000] = "{";
-    for (int i = 0; i < 500; i++) {
-        char v[16];
-        snprintf(v, sizeof(v), "e%d", i);
-        polling_array_add(&a, v);
-        snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s\"%s\"", i ? "," : "",
-                 v);
-    }
-    strcat(want, "}");
-    ck_assert_str_eq(polling_array_text(&a), want);
-    polling_array_free(&a);
-}
-END_TEST
 
 /* The answer of a requeue of three ids: one done, one SENT, one missing. */
 static const char *const done[] = {"0a0b0c0d-0000-0000-0000-000000000001"};
@@ -120,8 +88,6 @@ int main(void)
 {
     Suite *s = suite_create("requeue");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_array_literal);
-    tcase_add_test(tc, test_array_grows);
     tcase_add_test(tc, test_verdict_requeued_in_server_form);
     tcase_add_test(tc, test_verdict_not_quarantined);
     tcase_add_test(tc, test_verdict_missing);
