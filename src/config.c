@@ -22,7 +22,6 @@
 #include "duration.h"
 #include "httpd.h"
 #include "log.h"
-#include "polling.h"
 #include "redact.h"
 #include "secrets.h"
 #include "slotcmd.h"
@@ -714,7 +713,7 @@ static int set_number(struct config *c, struct outbox_spec *s, const struct key_
     int64_t ms;
     switch (d->type) {
     case KT_DURATION:
-        if (polling_duration_parse(value, &ms, why, sizeof(why)) != 0)
+        if (duration_parse(value, 0, &ms, why, sizeof(why)) != 0)
             return key_error(err, errlen, d, "%s", why);
         *(int64_t *)field = ms;
         return 0;

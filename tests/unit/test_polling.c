@@ -1,6 +1,6 @@
 /*
  * test_polling.c - the pure part of polling mode (include/polling.h):
- * durations, backoff with jitter, outcome classification, identifier
+ * backoff with jitter, outcome classification, identifier
  * quoting, the SQL of the relay's statements; and the [source] / [polling]
  * configuration keys (include/config.h).
  */
@@ -18,49 +18,6 @@ static char err[512];
 #define HAS(hay, needle)                                                          \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "\"%s\" does not contain \"%s\"", \
                   (hay), (needle))
-
-/* ---- durations ---- */
-
-START_TEST(test_duration_units)
-{
-    int64_t ms = -1;
-    ck_assert_int_eq(polling_duration_parse("250ms", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 250);
-    ck_assert_int_eq(polling_duration_parse("30s", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 30000);
-    ck_assert_int_eq(polling_duration_parse("5m", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 300000);
-    ck_assert_int_eq(polling_duration_parse("2h", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 7200000);
-    ck_assert_int_eq(polling_duration_parse("7d", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 7LL * 86400000);
-    ck_assert_int_eq(polling_duration_parse("0", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 0);
-    ms = 5;
-    ck_assert_int_eq(polling_duration_parse("off", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 0);
-}
-END_TEST
-
-START_TEST(test_duration_errors)
-{
-    int64_t ms = 42;
-    const char *bad[] = {"", "30", "s", "-5s", "5 s", "5sec", "1.5h", "5S", "7dd", " 7d",
-                         "99999999999999999999d"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        err[0] = '\0';
-        ck_assert_msg(polling_duration_parse(bad[i], &ms, err, sizeof(err)) == -1,
-                      "\"%s\" accepted", bad[i]);
-        ck_assert_msg(err[0] != '\0', "no reason for \"%s\"", bad[i]);
-    }
-    ck_assert_int_eq(ms, 42); /* untouched on error */
-    polling_duration_parse("30", &ms, err, sizeof(err));
-    HAS(err, "\"30\" is not a duration");
-    HAS(err, "ms, s, m, h or d");
-    ck_assert_int_eq(polling_duration_parse("4000d", &ms, err, sizeof(err)), -1);
-    HAS(err, "longer than 10 years");
-}
-END_TEST
 
 /* ---- backoff ---- */
 
@@ -385,8 +342,6 @@ int main(void)
 {
     Suite *s = suite_create("polling");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_duration_units);
-    tcase_add_test(tc, test_duration_errors);
     tcase_add_test(tc, test_backoff_grows_and_caps);
     tcase_add_test(tc, test_backoff_jitter_range);
     tcase_add_test(tc, test_backoff_degenerate_bounds);
