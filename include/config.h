@@ -20,6 +20,7 @@
 
 #include "outbox.h"
 #include "outboxset.h"
+#include "settings.h"
 
 /* [errors] policy: what to do with an event that cannot be published. */
 enum { ERRORS_HALT = 0, ERRORS_DLQ = 1 };
@@ -126,10 +127,10 @@ struct config {
     char *pg_conninfo;
     char *pg_slot;
     char *pg_publication;
-    char *pg_plugin; /* "pgoutput" (later: "wal2json") */
+    enum plugin_kind pg_plugin; /* plugin_name() prints it */
     bool pg_create_slot;
     bool pg_direct_read; /* read the replication socket itself (stream.c) */
-    char *pg_failover;   /* "auto", "on" or "off" (slotcmd_failover_parse()) */
+    enum failover_mode pg_failover;
     bool pg_hot_standby; /* other instances share the slot (README "Hot standby") */
     int64_t pg_hot_standby_yield_ms; /* ... and an active one that reaches no
                                       * broker this long exits (0: never) */
@@ -138,7 +139,7 @@ struct config {
     int pg_retry_max_ms;
     int pg_heartbeat_interval_ms; /* 0: no heartbeat message */
     int pg_monitor_interval_ms;   /* slot lag / wal_status query period */
-    char *pg_on_slot_loss;        /* "halt" or "repair" (README "Gap repair") */
+    enum slot_loss pg_on_slot_loss; /* README "Gap repair" */
     int64_t pg_halt_linger_ms;    /* halt: /readyz and /metrics say so this long,
                                    * then exit 2 */
 
@@ -248,8 +249,10 @@ int config_env_unmatched(char *const *envp, char *msg, size_t msglen);
 int config_apply_set(struct config *c, const char *assignment, char *err,
                      size_t errlen);
 
-/* Checks cross-key consistency after loading (conninfo present, plugin
- * known, ...). Returns 0 or -1. */
+/* Checks cross-key consistency after loading (conninfo present and
+ * parseable, retry bounds in order, the outbox sections' maps, ...); the
+ * words and numbers of single keys were checked, and parsed, when they
+ * were set. Returns 0 or -1. */
 int config_validate(const struct config *c, char *err, size_t errlen);
 
 /* Reads the secret files (password_file into the conninfo's password,

@@ -18,13 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
 #include "duration.h"
 #include "httpd.h"
 #include "log.h"
 #include "redact.h"
 #include "secrets.h"
-#include "slotcmd.h"
+#include "settings.h"
 #include "str.h"
 
 enum key_type {
@@ -35,7 +34,9 @@ enum key_type {
     KT_MS0,     /* the same, 0 allowed (off) */
     KT_LOGLEVEL,
     KT_LOGFORMAT,
-    KT_PLUGIN,
+    KT_PLUGIN,   /* enum plugin_kind (settings.h) */
+    KT_FAILOVER, /* enum failover_mode */
+    KT_SLOTLOSS, /* enum slot_loss */
     KT_POLICY,
     KT_LISTEN,
     KT_MODE,
@@ -80,7 +81,7 @@ static const struct key_def key_defs[] = {
       "other outboxd instances share this slot: wait while one holds it, trust the slot they moved"),
     K("postgres", "hot_standby_yield", KT_DURATION, pg_hot_standby_yield_ms, "30s",
       "hot_standby: an active instance that reaches no Kafka broker this long exits 1 so a standby takes the slot (0: never)"),
-    K("postgres", "failover", KT_STRING, pg_failover, "auto",
+    K("postgres", "failover", KT_FAILOVER, pg_failover, "auto",
       "failover slot (synced to standbys, PostgreSQL 17+): auto (on where the server has it), on or off"),
     K("postgres", "status_interval_ms", KT_MS, pg_status_interval_ms, "1000",
       "standby status (confirmed position) sent at least this often"),
@@ -92,7 +93,7 @@ static const struct key_def key_defs[] = {
       "heartbeat message period (0: off, else at least 100 ms)"),
     K("postgres", "monitor_interval_ms", KT_MS, pg_monitor_interval_ms, "5000",
       "slot lag / wal_status query period (at least 100 ms)"),
-    K("postgres", "on_slot_loss", KT_STRING, pg_on_slot_loss, "halt",
+    K("postgres", "on_slot_loss", KT_SLOTLOSS, pg_on_slot_loss, "halt",
       "the slot is gone or invalidated: halt (exit 2, run outboxd repair) or repair"),
     K("postgres", "halt_linger", KT_DURATION, pg_halt_linger_ms, "5m",
       "on_slot_loss = halt: /readyz and /metrics say why this long, then exit 2 (0: at once)"),
@@ -439,7 +440,7 @@ fail:
 
 static bool is_string_type(enum key_type t)
 {
-    return t == KT_STRING || t == KT_PLUGIN || t == KT_LISTEN || t == KT_PATH;
+    return t == KT_STRING || t == KT_LISTEN || t == KT_PATH;
 }
 
 /* Frees the strings of c's keys (s NULL) or of s's [outbox] keys. */
@@ -704,6 +705,43 @@ static int set_enum(struct config *c, struct outbox_spec *s, const struct key_de
     }
 }
 
+/* "pgoutput, wal2json": the plugins settings.h knows, into out. */
+static const char *plugin_list(char *out, size_t outlen)
+{
+    out[0] = '\0';
+    for (int i = 0; i < PLUGIN__COUNT; i++)
+        snprintf(out + strlen(out), outlen - strlen(out), "%s%s", i ? ", " : "",
+                 plugin_name((enum plugin_kind)i));
+    return out;
+}
+
+/* The [postgres] keys other modules act on (settings.h): plugin, failover,
+ * on_slot_loss, parsed here once into their enums. */
+static int set_postgres_word(struct config *c, const struct key_def *d, const char *value,
+                             char *err, size_t errlen)
+{
+    char list[128];
+    int i;
+    switch (d->type) {
+    case KT_PLUGIN:
+        if ((i = plugin_parse(value)) < 0)
+            return key_error(err, errlen, d, "unknown plugin \"%s\" (supported: %s)", value,
+                             plugin_list(list, sizeof(list)));
+        c->pg_plugin = (enum plugin_kind)i;
+        return 0;
+    case KT_FAILOVER:
+        if ((i = failover_parse(value)) < 0)
+            return key_error(err, errlen, d, "\"%s\" is not one of auto|on|off", value);
+        c->pg_failover = (enum failover_mode)i;
+        return 0;
+    default: /* KT_SLOTLOSS */
+        if ((i = slot_loss_parse(value)) < 0)
+            return key_error(err, errlen, d, "\"%s\" is not one of halt|repair", value);
+        c->pg_on_slot_loss = (enum slot_loss)i;
+        return 0;
+    }
+}
+
 /* The keys whose value is a number: a boolean, a count, milliseconds. */
 static int set_number(struct config *c, struct outbox_spec *s, const struct key_def *d,
                       const char *value, char *err, size_t errlen)
@@ -751,12 +789,6 @@ static int set_text(struct config *c, struct outbox_spec *s, const struct key_de
         if (*value == '\0' && strcmp(d->doc.key, "conninfo") != 0)
             return key_error(err, errlen, d, "must not be empty");
         break;
-    case KT_PLUGIN:
-        if (plugin_parse(value) < 0)
-            return key_error(err, errlen, d,
-                             "unknown plugin \"%s\" (supported: pgoutput, wal2json)",
-                             value);
-        break;
     default: /* KT_LISTEN */
         if (*value != '\0' && listen_addr_parse(value, &la, why, sizeof(why)) != 0)
             return key_error(err, errlen, d, "%s", why);
@@ -780,6 +812,10 @@ static int set_known(struct config *c, struct outbox_spec *s, const struct key_d
     case KT_LOGFORMAT:
     case KT_LOGLEVEL:
         return set_enum(c, s, d, value, err, errlen);
+    case KT_PLUGIN:
+    case KT_FAILOVER:
+    case KT_SLOTLOSS:
+        return set_postgres_word(c, d, value, err, errlen);
     case KT_DURATION:
     case KT_MS:
     case KT_MS0:
@@ -788,7 +824,6 @@ static int set_known(struct config *c, struct outbox_spec *s, const struct key_d
         return set_number(c, s, d, value, err, errlen);
     case KT_PATH:
     case KT_STRING:
-    case KT_PLUGIN:
     case KT_LISTEN:
         return set_text(c, s, d, value, err, errlen);
     }
@@ -1446,20 +1481,6 @@ int config_validate(const struct config *c, char *err, size_t errlen)
         return -1;
     }
     PQconninfoFree(opts);
-    if (plugin_parse(c->pg_plugin) < 0) {
-        snprintf(err, errlen, "[postgres] plugin: unknown plugin \"%s\"", c->pg_plugin);
-        return -1;
-    }
-    if (slotcmd_failover_parse(c->pg_failover) < 0) {
-        snprintf(err, errlen, "[postgres] failover: \"%s\" is not one of auto|on|off",
-                 c->pg_failover);
-        return -1;
-    }
-    if (strcmp(c->pg_on_slot_loss, "halt") != 0 && strcmp(c->pg_on_slot_loss, "repair") != 0) {
-        snprintf(err, errlen, "[postgres] on_slot_loss: \"%s\" is not one of halt|repair",
-                 c->pg_on_slot_loss);
-        return -1;
-    }
     if (c->pg_retry_min_ms > c->pg_retry_max_ms) {
         snprintf(err, errlen, "[postgres] retry_min_ms (%d) is larger than retry_max_ms (%d)",
                  c->pg_retry_min_ms, c->pg_retry_max_ms);
@@ -1569,7 +1590,6 @@ static const char *key_value(const struct config *c, const struct outbox_spec *s
     out[0] = '\0';
     switch (d->type) {
     case KT_STRING:
-    case KT_PLUGIN:
     case KT_LISTEN:
     case KT_PATH: {
         const char *v = *(char *const *)f;
@@ -1604,6 +1624,11 @@ static const char *key_value(const struct config *c, const struct outbox_spec *s
         break;
     case KT_PRESET:
         snprintf(out, outlen, "%s", presets[s->preset == OUTBOX_PRESET_DEBEZIUM]);
+        break;
+    case KT_PLUGIN: snprintf(out, outlen, "%s", plugin_name(c->pg_plugin)); break;
+    case KT_FAILOVER: snprintf(out, outlen, "%s", failover_name(c->pg_failover)); break;
+    case KT_SLOTLOSS:
+        snprintf(out, outlen, "%s", slot_loss_name(c->pg_on_slot_loss));
         break;
     }
     return out;

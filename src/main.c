@@ -627,7 +627,7 @@ static int run_subcommand(const struct config *cfg, const struct args *a)
  * stopped because the slot is invalidated or gone. */
 static int run_logical(const struct config *cfg)
 {
-    bool repair = strcmp(cfg->pg_on_slot_loss, "repair") == 0;
+    bool repair = cfg->pg_on_slot_loss == SLOT_LOSS_REPAIR;
     for (;;) {
         int code;
         if (repair && (code = repair_run(cfg, &(struct repair_options){.at_start = true})))

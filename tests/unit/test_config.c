@@ -47,7 +47,7 @@ START_TEST(test_defaults)
     ck_assert_ptr_null(C.pg_conninfo);
     ck_assert_str_eq(C.pg_slot, "outboxd");
     ck_assert_str_eq(C.pg_publication, "outboxd_pub");
-    ck_assert_str_eq(C.pg_plugin, "pgoutput");
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);
     ck_assert(C.pg_create_slot == true);
     ck_assert_int_eq(C.pg_status_interval_ms, 1000);
     ck_assert_str_eq(C.outbox.table, "public.outbox_events");
@@ -123,7 +123,7 @@ START_TEST(test_set_postgres)
     ck_assert_int_eq(config_set(&C, "postgres", "publication", "p1", err, sizeof(err)), 0);
     ck_assert_str_eq(C.pg_publication, "p1");
     ck_assert_int_eq(config_set(&C, "postgres", "plugin", "pgoutput", err, sizeof(err)), 0);
-    ck_assert_str_eq(C.pg_plugin, "pgoutput");
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);
     ck_assert_int_eq(config_set(&C, "postgres", "create_slot", "false", err, sizeof(err)), 0);
     ck_assert(C.pg_create_slot == false);
     ck_assert_int_eq(config_set(&C, "postgres", "status_interval_ms", "250", err, sizeof(err)), 0);
@@ -503,7 +503,7 @@ START_TEST(test_load_file)
     ck_assert_pstr_eq(C.pg_conninfo, "host=db.internal port=5433 dbname=app user=outboxd");
     ck_assert_str_eq(C.pg_slot, "file_slot");
     ck_assert_str_eq(C.pg_publication, "file_pub");
-    ck_assert_str_eq(C.pg_plugin, "pgoutput");
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);
     ck_assert(C.pg_create_slot == false);
     ck_assert_int_eq(C.pg_status_interval_ms, 2500);
     ck_assert_str_eq(C.outbox.table, "app.events");
@@ -908,7 +908,7 @@ START_TEST(test_precedence)
     ck_assert_str_eq(C.pg_publication, "env_pub");        /* env > file */
     ck_assert_int_eq(C.pg_status_interval_ms, 111);        /* file > default */
     ck_assert_pstr_eq(config_kafka_get(&C, "linger.ms"), "1");
-    ck_assert_str_eq(C.pg_plugin, "pgoutput");             /* default */
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);             /* default */
     ck_assert_pstr_eq(config_kafka_get(&C, "enable.idempotence"), "true");
 }
 END_TEST
@@ -1014,19 +1014,46 @@ START_TEST(test_validate_bad_conninfo_hides_password)
 }
 END_TEST
 
-START_TEST(test_validate_unknown_plugin)
+/* plugin, failover and on_slot_loss are parsed once, when set, into
+ * their enums (settings.h); a bad value is refused there, naming the key
+ * and the value, and leaves the setting as it was. */
+START_TEST(test_postgres_words_parsed_once)
 {
-    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
-    /* Whether config_set rejects it already or not, validate must. */
-    if (config_set(&C, "postgres", "plugin", "decoderbufs", err, sizeof(err)) != 0) {
-        free(C.pg_plugin);
-        C.pg_plugin = strdup("decoderbufs");
+    static const struct {
+        const char *key, *bad, *msg;
+    } cases[] = {
+        {"plugin", "decoderbufs", "[postgres] plugin: unknown plugin \"decoderbufs\" "
+                                  "(supported: pgoutput, wal2json)"},
+        {"failover", "maybe", "[postgres] failover: \"maybe\" is not one of auto|on|off"},
+        {"on_slot_loss", "Repair",
+         "[postgres] on_slot_loss: \"Repair\" is not one of halt|repair"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        err[0] = '\0';
+        ck_assert_int_eq(
+            config_set(&C, "postgres", cases[i].key, cases[i].bad, err, sizeof(err)), -1);
+        ck_assert_str_eq(err, cases[i].msg);
     }
-    err[0] = '\0';
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
-    ck_assert(err[0] != '\0');
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);
+    ck_assert_int_eq(C.pg_failover, FAILOVER_AUTO);
+    ck_assert_int_eq(C.pg_on_slot_loss, SLOT_LOSS_HALT);
+    ck_assert_int_eq(config_set(&C, "postgres", "plugin", "wal2json", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_WAL2JSON);
+    ck_assert_int_eq(config_set(&C, "postgres", "failover", "YES", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_failover, FAILOVER_ON);
+    ck_assert_int_eq(config_set(&C, "postgres", "on_slot_loss", "repair", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(C.pg_on_slot_loss, SLOT_LOSS_REPAIR);
+    /* printed from the enum (outboxd config): "YES" as "on" */
+    static const char *const printed[][2] = {
+        {"plugin", "wal2json"}, {"failover", "on"}, {"on_slot_loss", "repair"}};
+    char v[64];
+    for (size_t i = 0; i < config_key_count(); i++) {
+        const struct config_key *k = config_key_at(i);
+        for (size_t j = 0; j < 3; j++)
+            if (!strcmp(k->section, "postgres") && !strcmp(k->key, printed[j][0]))
+                ck_assert_str_eq(config_key_value(&C, i, v, sizeof(v)), printed[j][1]);
+    }
 }
 END_TEST
 
@@ -1356,7 +1383,7 @@ int main(void)
     tcase_add_test(tc, test_apply_set_errors);
     tcase_add_test(tc, test_precedence);
     tcase_add_test(tc, test_validate);
-    tcase_add_test(tc, test_validate_unknown_plugin);
+    tcase_add_test(tc, test_postgres_words_parsed_once);
     tcase_add_test(tc, test_validate_message_larger_than_queue);
     tcase_add_test(tc, test_value_fits_queue);
     tcase_add_test(tc, test_validate_bad_conninfo_hides_password);
