@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "listenaddr.h"
 #include "outbox.h"
 #include "outboxset.h"
 #include "settings.h"
@@ -177,6 +178,7 @@ struct config {
 
     /* [http] */
     char *http_listen; /* "host:port"; "" disables the HTTP server */
+    struct listen_addr http_addr; /* http_listen parsed (httpd_from_config()) */
 
     /* [source] */
     int source_mode; /* SOURCE_LOGICAL or SOURCE_POLLING */

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "duration.h"
-#include "httpd.h"
+#include "listenaddr.h"
 #include "log.h"
 #include "redact.h"
 #include "secrets.h"
@@ -776,7 +776,7 @@ static int set_text(struct config *c, struct outbox_spec *s, const struct key_de
                     const char *value, char *err, size_t errlen)
 {
     char why[256];
-    struct listen_addr la;
+    struct listen_addr la = {0};
     switch (d->type) {
     case KT_PATH:
         if (*value == '\0') { /* empty: unset */
@@ -792,6 +792,7 @@ static int set_text(struct config *c, struct outbox_spec *s, const struct key_de
     default: /* KT_LISTEN */
         if (*value != '\0' && listen_addr_parse(value, &la, why, sizeof(why)) != 0)
             return key_error(err, errlen, d, "%s", why);
+        c->http_addr = la; /* parsed once: httpd_from_config() binds it */
         break;
     }
     if (set_string(str_field(c, s, d), value) != 0) {

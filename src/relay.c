@@ -218,7 +218,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
             return EXIT_FATAL;
         }
     }
-    int code = httpd_from_config(c->http_listen, &r->obs.http);
+    int code = httpd_from_config(c->http_listen, &c->http_addr, &r->obs.http);
     if (code != 0) return code;
     if (r->obs.http) relay_publish(r, clock_mono_ms());
     return 0;

@@ -400,6 +400,9 @@ START_TEST(test_observability_keys)
     ERR_HAS("[http] listen");
     ERR_HAS("numeric IP");
     ck_assert_str_eq(C.http_listen, "[::]:9000");
+    /* parsed once, with the text: what httpd_from_config() binds */
+    ck_assert_int_eq(C.http_addr.family, AF_INET6);
+    ck_assert_int_eq(C.http_addr.port, 9000);
     ck_assert_int_eq(config_set(&C, "http", "listen", "127.0.0.1:99999", err, sizeof(err)),
                      -1);
     ERR_HAS("0 to 65535");
