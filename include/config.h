@@ -103,8 +103,10 @@ struct outbox_spec {
     char *placement; /* COLUMN:header[:NAME], ...; NULL: none */
     bool tombstone_on_empty; /* an empty payload: a null value */
     char *span_column;       /* tracing span-context column; NULL: none */
-    char *value_converter;   /* "string" or "json" (outbox_map_set_value_json()) */
-    char *timestamp;         /* "produce" or "commit" (outbox_map.timestamp_commit) */
+    bool value_json;         /* value_converter = json, else string
+                              * (outbox_map_set_value_json()) */
+    bool timestamp_commit;   /* timestamp = commit, else produce
+                              * (outbox_map.timestamp_commit) */
     char *repair_column;     /* repair's time column when track_commit_timestamp
                               * is off (e.g. created_at); NULL: none */
     int64_t repair_margin_ms; /* repair re-sends from this much before the boundary */

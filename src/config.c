@@ -44,6 +44,8 @@ enum key_type {
     KT_DURATION, /* int64 milliseconds, the unit required */
     KT_PATH,     /* a string, NULL (unset) by default */
     KT_PRESET,
+    KT_CONVERTER, /* [outbox] value_converter: string or json, as a bool */
+    KT_TIMESTAMP, /* [outbox] timestamp: produce or commit, as a bool */
 };
 
 struct key_def {
@@ -125,9 +127,9 @@ static const struct key_def key_defs[] = {
       "an empty payload is sent as a null value (a tombstone), like a NULL one"),
     KO("span_context_column", KT_PATH, span_column, NULL,
       "column of a tracing span context (Properties text): its entries become headers"),
-    KO("value_converter", KT_STRING, value_converter, "string",
+    KO("value_converter", KT_CONVERTER, value_json, "string",
       "string: the payload's text; json: as Connect's JsonConverter (envelope fields)"),
-    KO("timestamp", KT_STRING, timestamp, "produce",
+    KO("timestamp", KT_TIMESTAMP, timestamp_commit, "produce",
       "record timestamp: produce (when sent to Kafka) or commit (the transaction's commit time)"),
     KO("repair_column", KT_PATH, repair_column, "created_at",
       "each row's insert time: repair without track_commit_timestamp; republish --since"),
@@ -673,8 +675,18 @@ static int set_enum(struct config *c, struct outbox_spec *s, const struct key_de
     static const char *const modes[] = {"logical", "polling"};
     static const char *const policies[] = {"halt", "dlq"};
     static const char *const deliveries[] = {"at_least_once", "exactly_once"};
+    static const char *const converters[] = {"string", "json"};
+    static const char *const timestamps[] = {"produce", "commit"};
     int i;
     switch (d->type) {
+    case KT_CONVERTER:
+        if ((i = parse_choice(d, value, converters, 2, err, errlen)) < 0) return -1;
+        s->value_json = i == 1;
+        return 0;
+    case KT_TIMESTAMP:
+        if ((i = parse_choice(d, value, timestamps, 2, err, errlen)) < 0) return -1;
+        s->timestamp_commit = i == 1;
+        return 0;
     case KT_PRESET:
         if ((i = parse_choice(d, value, presets, 2, err, errlen)) < 0) return -1;
         s->preset = i;
@@ -809,6 +821,8 @@ static int set_known(struct config *c, struct outbox_spec *s, const struct key_d
     case KT_MODE:
     case KT_DELIVERY:
     case KT_PRESET:
+    case KT_CONVERTER:
+    case KT_TIMESTAMP:
     case KT_POLICY:
     case KT_LOGFORMAT:
     case KT_LOGLEVEL:
@@ -1347,7 +1361,7 @@ int config_apply_set(struct config *c, const char *assignment, char *err, size_t
 /* The [polling] keys that depend on each other (mode = polling only). */
 static int config_validate_polling(const struct config *c, char *err, size_t errlen)
 {
-    if (config_outbox_count(c) > 0 && strcmp(config_outbox_at(c, 0)->timestamp, "commit") == 0) {
+    if (config_outbox_count(c) > 0 && config_outbox_at(c, 0)->timestamp_commit) {
         snprintf(err, errlen,
                  "[outbox] timestamp = commit needs [source] mode = logical: polling mode "
                  "reads rows, not the transactions' commit records, so it has no commit time "
@@ -1626,6 +1640,12 @@ static const char *key_value(const struct config *c, const struct outbox_spec *s
     case KT_PRESET:
         snprintf(out, outlen, "%s", presets[s->preset == OUTBOX_PRESET_DEBEZIUM]);
         break;
+    case KT_CONVERTER:
+        snprintf(out, outlen, "%s", s->value_json ? "json" : "string");
+        break;
+    case KT_TIMESTAMP:
+        snprintf(out, outlen, "%s", s->timestamp_commit ? "commit" : "produce");
+        break;
     case KT_PLUGIN: snprintf(out, outlen, "%s", plugin_name(c->pg_plugin)); break;
     case KT_FAILOVER: snprintf(out, outlen, "%s", failover_name(c->pg_failover)); break;
     case KT_SLOTLOSS:
@@ -1670,20 +1690,9 @@ int config_outbox_map(const struct outbox_spec *s, struct outbox_map *m, char *e
                         errlen) != 0)
         goto fail_init;
     m->tombstone_on_empty = s->tombstone_on_empty;
-    bool json = strcmp(s->value_converter, "json") == 0;
-    if (!json && strcmp(s->value_converter, "string") != 0) {
-        snprintf(err, errlen, "[outbox] value_converter: \"%s\" is not one of string|json",
-                 s->value_converter);
-        goto fail;
-    }
-    m->timestamp_commit = strcmp(s->timestamp, "commit") == 0;
-    if (!m->timestamp_commit && strcmp(s->timestamp, "produce") != 0) {
-        snprintf(err, errlen, "[outbox] timestamp: \"%s\" is not one of produce|commit",
-                 s->timestamp);
-        goto fail;
-    }
+    m->timestamp_commit = s->timestamp_commit;
     if (outbox_map_set_headers(m, s->headers, s->placement, err, errlen) != 0 ||
-        outbox_map_set_value_json(m, json, err, errlen) != 0 ||
+        outbox_map_set_value_json(m, s->value_json, err, errlen) != 0 ||
         outbox_map_set_span_context(m, s->span_column, err, errlen) != 0 ||
         outbox_map_set_message_prefix(m, s->message_prefix, err, errlen) != 0)
         goto fail;
