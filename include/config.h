@@ -19,8 +19,6 @@
 #include <stdint.h>
 
 #include "listenaddr.h"
-#include "outbox.h"
-#include "outboxset.h"
 #include "settings.h"
 
 /* [errors] policy: what to do with an event that cannot be published. */
@@ -64,6 +62,9 @@ struct config_key {
 size_t config_key_count(void);
 /* Key i (< config_key_count()). */
 const struct config_key *config_key_at(size_t i);
+/* The index of section's key (config_key_at()), config_key_count() when
+ * there is none. */
+size_t config_key_index(const char *section, const char *key);
 
 /* Section i of the known ones in file order ("postgres", "outbox",
  * "kafka", ...); NULL past the last. */
@@ -210,18 +211,6 @@ int config_outbox_find(const struct config *c, const char *name, char *err, size
 
 /* "[outbox]" or "[outbox.NAME]" into buf; returns buf. */
 const char *config_outbox_label(const struct outbox_spec *s, char *buf, size_t buflen);
-
-/* Builds the outbox map section s describes (table, columns, topic
- * template, headers) into m. 0, or -1 with the reason in err (naming the
- * section). The caller frees m with outbox_map_free(). */
-int config_outbox_map(const struct outbox_spec *s, struct outbox_map *m, char *err,
-                      size_t errlen);
-
-/* The maps of every section in use, in config_outbox_at() order, into
- * set (outbox_set_init()). 0, or -1 with err. The caller frees set with
- * outbox_set_free(). */
-int config_outbox_set(const struct config *c, struct outbox_set *set, char *err,
-                      size_t errlen);
 
 /* Fills c with the built-in defaults. Returns 0, -1 on out of memory. */
 int config_init(struct config *c);

@@ -1,9 +1,9 @@
 /*
  * settings.h - the typed values of the [postgres] keys whose words other
- * modules act on: the output plugin, failover and on_slot_loss. config.c
- * parses each once, when the configuration is loaded, into struct
- * config's enum fields; every other module reads the enum, and prints it
- * with the name function. Pure, and includes nothing of outboxd's, so
+ * modules act on: the output plugin, failover and on_slot_loss; and the
+ * roles of the [outbox] column.* keys. config.c parses each once, when
+ * the configuration is loaded, into struct config's enum fields; every
+ * other module reads the enum, and prints it with the name function. Pure, and includes nothing of outboxd's, so
  * that the configuration stays at the bottom of the include graph.
  * Adding an output plugin starts here: its name in settings.c's table,
  * then its decoder (decoder.c). Unit-tested in tests/unit/test_decoder.c
@@ -44,5 +44,21 @@ enum slot_loss {
 int slot_loss_parse(const char *s);
 /* "halt" or "repair". */
 const char *slot_loss_name(enum slot_loss l);
+
+/* [outbox] column.*: the role each configured column plays in an event
+ * (outbox.h's map; outbox_col_name() says "event_id", ...). */
+enum outbox_col {
+    OC_EVENT_ID = 0,
+    OC_AGGREGATE_TYPE,
+    OC_AGGREGATE_ID,
+    OC_AGGREGATE_VERSION,
+    OC_EVENT_TYPE,
+    OC_PAYLOAD,
+    OC__COUNT
+};
+
+/* The [outbox] headers default: outboxd's own headers. */
+#define OUTBOX_HEADERS_DEFAULT                                                         \
+    "event_id, event_type, aggregate_type, aggregate_id, aggregate_version, commit_lsn"
 
 #endif

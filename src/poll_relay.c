@@ -39,6 +39,7 @@
 #include "backoff.h"
 #include "check.h"
 #include "clock.h"
+#include "config_outbox.h"
 #include "evloop.h"
 #include "exitcode.h"
 #include "grow.h"

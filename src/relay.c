@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "clock.h"
+#include "config_outbox.h"
 #include "confirm.h"
 #include "evloop.h"
 #include "exitcode.h"

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_outbox.h"
 #include "exitcode.h"
 #include "log.h"
 #include "offset.h"

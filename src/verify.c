@@ -40,6 +40,7 @@
 
 #include "audit.h"
 #include "clock.h"
+#include "config_outbox.h"
 #include "duration.h"
 #include "exitcode.h"
 #include "kafkaconf.h"

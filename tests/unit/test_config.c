@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_outbox.h"
 #include "kafkaconf.h"
 #include "log.h"
 #include "outbox.h"
@@ -433,17 +434,17 @@ START_TEST(test_observability_keys)
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "k:9092", err, sizeof(err)),
                      0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "postgres", "heartbeat_interval_ms", "50", err,
                                 sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("heartbeat_interval_ms: 50 is below 100 ms");
     ck_assert_int_eq(config_set(&C, "postgres", "heartbeat_interval_ms", "100", err,
                                 sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "postgres", "monitor_interval_ms", "99", err,
                                 sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("monitor_interval_ms: 99 is below 100 ms");
 
     char *env[] = {"OUTBOXD_HTTP_LISTEN=0.0.0.0:9100", "OUTBOXD_LOG_FORMAT=json", NULL};
@@ -522,7 +523,7 @@ START_TEST(test_load_file)
     ck_assert_pstr_eq(config_kafka_get(&C, "partitioner"), "murmur2_random");
     ck_assert_str_eq(C.offsets_file, "/var/lib/outboxd/outboxd.offset");
     ck_assert_int_eq(C.log_level, LOG_DEBUG);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
 }
 END_TEST
 
@@ -922,11 +923,11 @@ START_TEST(test_validate)
 {
     /* bootstrap.servers set so that conninfo is the only thing missing. */
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1); /* no conninfo */
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1); /* no conninfo */
     ck_assert(err[0] != '\0');
     err[0] = '\0';
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
 }
 END_TEST
 
@@ -943,16 +944,16 @@ START_TEST(test_validate_message_larger_than_queue)
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
     /* defaults: librdkafka's 1,000,000 bytes against outboxd's 16,384 kB */
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
     KSET("message.max.bytes", "16777216");
     ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "equal bounds: %s", err);
     KSET("message.max.bytes", "16777217");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("message.max.bytes = 16777217");
     ERR_HAS("queue.buffering.max.kbytes = 16384");
     KSET("message.max.bytes", "100000000");
     KSET("queue.buffering.max.kbytes", "65536");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("message.max.bytes = 100000000");
     ERR_HAS("queue.buffering.max.kbytes = 65536");
     ERR_HAS("97657"); /* the kbytes that would do */
@@ -970,15 +971,15 @@ START_TEST(test_validate_in_flight)
 {
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "default: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "default: %s", err);
     KSET("max.in.flight.requests.per.connection", "5");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("max.in.flight.requests.per.connection = 5");
     ERR_HAS("NOT_ENOUGH_REPLICAS");
     KSET("max.in.flight.requests.per.connection", "2");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     KSET("max.in.flight.requests.per.connection", "1");
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "one: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "one: %s", err);
 }
 END_TEST
 
@@ -1010,7 +1011,7 @@ START_TEST(test_validate_bad_conninfo_hides_password)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ck_assert_int_eq(config_set(&C, "postgres", "conninfo", bad[i], err, sizeof(err)), 0);
         err[0] = '\0';
-        ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+        ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
         ck_assert_msg(strstr(err, "conninfo cannot be parsed") != NULL, "%s", err);
         ck_assert_msg(strstr(err, "S3cr3tPW") == NULL, "password in: %s", err);
     }
@@ -1145,12 +1146,12 @@ START_TEST(test_delivery_keys)
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "k:9092", err, sizeof(err)),
                      0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "delivery", "progress_topic", "", err, sizeof(err)), -1);
     ERR_HAS("progress_topic");
     ck_assert_int_eq(config_set(&C, "delivery", "progress_topic", "p", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "source", "mode", "polling", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("exactly_once needs [source] mode = logical");
     /* an unknown section's error lists [delivery] among the known ones */
     ck_assert_int_eq(config_set(&C, "deliver", "mode", "x", err, sizeof(err)), -1);
@@ -1212,13 +1213,13 @@ START_TEST(test_validate_outbox_headers)
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "type:header:eventType",
                                 err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
     ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "type:envelope", err,
                                 sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("need [outbox] value_converter = json");
     ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "json", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
     ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "JSON", err, sizeof(err)),
                      -1);
     ERR_HAS("[outbox] value_converter: \"JSON\" is not one of string|json");
@@ -1227,7 +1228,7 @@ START_TEST(test_validate_outbox_headers)
     ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "headers", "event_id,payload", err, sizeof(err)),
                      0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox] headers");
 }
 END_TEST
@@ -1245,15 +1246,15 @@ START_TEST(test_outbox_timestamp)
     ck_assert(!m.timestamp_commit);
     outbox_map_free(&m);
     ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "commit", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
     ck_assert_int_eq(config_outbox_map(&C.outbox, &m, err, sizeof(err)), 0);
     ck_assert(m.timestamp_commit);
     outbox_map_free(&m);
     ck_assert_int_eq(config_set(&C, "source", "mode", "polling", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox] timestamp = commit needs [source] mode = logical");
     ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "produce", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
     ck_assert_int_eq(config_set(&C, "source", "mode", "logical", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "Commit", err, sizeof(err)), -1);
     ERR_HAS("[outbox] timestamp: \"Commit\" is not one of produce|commit");

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_outbox.h"
 #include "outbox.h"
 #include "polling.h"
 
@@ -274,7 +275,7 @@ START_TEST(test_config_defaults)
     ck_assert_int_eq(C.poll_retention_batch, 1000);
     ck_assert_int_eq(C.poll_retention_interval_ms, 60000);
     ck_assert_str_eq(C.poll_notify_channel, "outboxd");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     config_free(&C);
 }
 END_TEST
@@ -292,7 +293,7 @@ START_TEST(test_config_sources)
     ck_assert_int_eq(C.poll_retention_ms, 0);
     ck_assert_int_eq(config_apply_set(&C, "polling.batch_size=7", err, sizeof(err)), 0);
     ck_assert_int_eq(C.poll_batch_size, 7);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     config_free(&C);
 }
 END_TEST
@@ -316,23 +317,23 @@ START_TEST(test_config_errors)
     ck_assert_int_eq(config_set(&C, "polling", "lease", "500ms", err, sizeof(err)), 0);
     ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0); /* logical: not used */
     ck_assert_int_eq(config_set(&C, "source", "mode", "polling", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] lease: 500 ms is too short");
     ck_assert_int_eq(config_set(&C, "polling", "lease", "10s", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "polling", "backoff_min", "10m", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] backoff_min (600000 ms) is larger than backoff_max (300000 ms)");
     ck_assert_int_eq(config_set(&C, "polling", "backoff_min", "0", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] backoff_min must be more than 0");
     ck_assert_int_eq(config_set(&C, "polling", "backoff_min", "1s", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "polling", "retention_interval", "0", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] retention_interval must be more than 0");
     ck_assert_int_eq(config_set(&C, "polling", "retention", "off", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0); /* retention off */
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0); /* retention off */
     ck_assert_int_eq(config_set(&C, "polling", "notify_channel", "Out-box", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] notify_channel \"Out-box\"");
     config_free(&C);
 }
