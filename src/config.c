@@ -5,7 +5,14 @@
  *
  * Known keys are described once, in the table below; the file parser, the
  * environment scan and --set all go through config_set(), so a key behaves
- * the same wherever it comes from.
+ * the same wherever it comes from. config_set() parses a value once, into
+ * its type (a number, a duration, an enum of settings.h, a parsed listen
+ * address): no other module reads a key's text again.
+ *
+ * The configuration is the bottom of the include graph: this file uses
+ * only the base (str, log, duration, settings, listenaddr, secrets,
+ * redact). Building the outbox sections into outbox.c's maps, and the
+ * checks that need them, are config_outbox.c's.
  */
 #include "config.h"
 
