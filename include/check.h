@@ -71,7 +71,7 @@ enum check_scope {
 int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope);
 
 /* For `outboxd check` when the configuration could not be loaded: prints
- * the FAIL line for err (config_load_file/env/--set/config_validate's
+ * the FAIL line for err (config_load_file/env/--set/config_outbox_validate's
  * message) and a skip line for every other check. Returns 2 (EXIT_USAGE:
  * a configuration error, as in every subcommand). */
 int check_config_failed(const char *err);

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "outbox.h"
-#include "outboxset.h"
+#include "listenaddr.h"
+#include "settings.h"
 
 /* [errors] policy: what to do with an event that cannot be published. */
 enum { ERRORS_HALT = 0, ERRORS_DLQ = 1 };
@@ -62,6 +62,9 @@ struct config_key {
 size_t config_key_count(void);
 /* Key i (< config_key_count()). */
 const struct config_key *config_key_at(size_t i);
+/* The index of section's key (config_key_at()), config_key_count() when
+ * there is none. */
+size_t config_key_index(const char *section, const char *key);
 
 /* Section i of the known ones in file order ("postgres", "outbox",
  * "kafka", ...); NULL past the last. */
@@ -101,8 +104,10 @@ struct outbox_spec {
     char *placement; /* COLUMN:header[:NAME], ...; NULL: none */
     bool tombstone_on_empty; /* an empty payload: a null value */
     char *span_column;       /* tracing span-context column; NULL: none */
-    char *value_converter;   /* "string" or "json" (outbox_map_set_value_json()) */
-    char *timestamp;         /* "produce" or "commit" (outbox_map.timestamp_commit) */
+    bool value_json;         /* value_converter = json, else string
+                              * (outbox_map_set_value_json()) */
+    bool timestamp_commit;   /* timestamp = commit, else produce
+                              * (outbox_map.timestamp_commit) */
     char *repair_column;     /* repair's time column when track_commit_timestamp
                               * is off (e.g. created_at); NULL: none */
     int64_t repair_margin_ms; /* repair re-sends from this much before the boundary */
@@ -126,10 +131,10 @@ struct config {
     char *pg_conninfo;
     char *pg_slot;
     char *pg_publication;
-    char *pg_plugin; /* "pgoutput" (later: "wal2json") */
+    enum plugin_kind pg_plugin; /* plugin_name() prints it */
     bool pg_create_slot;
     bool pg_direct_read; /* read the replication socket itself (stream.c) */
-    char *pg_failover;   /* "auto", "on" or "off" (slotcmd_failover_parse()) */
+    enum failover_mode pg_failover;
     bool pg_hot_standby; /* other instances share the slot (README "Hot standby") */
     int64_t pg_hot_standby_yield_ms; /* ... and an active one that reaches no
                                       * broker this long exits (0: never) */
@@ -138,7 +143,7 @@ struct config {
     int pg_retry_max_ms;
     int pg_heartbeat_interval_ms; /* 0: no heartbeat message */
     int pg_monitor_interval_ms;   /* slot lag / wal_status query period */
-    char *pg_on_slot_loss;        /* "halt" or "repair" (README "Gap repair") */
+    enum slot_loss pg_on_slot_loss; /* README "Gap repair" */
     int64_t pg_halt_linger_ms;    /* halt: /readyz and /metrics say so this long,
                                    * then exit 2 */
 
@@ -176,6 +181,7 @@ struct config {
 
     /* [http] */
     char *http_listen; /* "host:port"; "" disables the HTTP server */
+    struct listen_addr http_addr; /* http_listen parsed (httpd_from_config()) */
 
     /* [source] */
     int source_mode; /* SOURCE_LOGICAL or SOURCE_POLLING */
@@ -205,18 +211,6 @@ int config_outbox_find(const struct config *c, const char *name, char *err, size
 
 /* "[outbox]" or "[outbox.NAME]" into buf; returns buf. */
 const char *config_outbox_label(const struct outbox_spec *s, char *buf, size_t buflen);
-
-/* Builds the outbox map section s describes (table, columns, topic
- * template, headers) into m. 0, or -1 with the reason in err (naming the
- * section). The caller frees m with outbox_map_free(). */
-int config_outbox_map(const struct outbox_spec *s, struct outbox_map *m, char *err,
-                      size_t errlen);
-
-/* The maps of every section in use, in config_outbox_at() order, into
- * set (outbox_set_init()). 0, or -1 with err. The caller frees set with
- * outbox_set_free(). */
-int config_outbox_set(const struct config *c, struct outbox_set *set, char *err,
-                      size_t errlen);
 
 /* Fills c with the built-in defaults. Returns 0, -1 on out of memory. */
 int config_init(struct config *c);
@@ -248,8 +242,10 @@ int config_env_unmatched(char *const *envp, char *msg, size_t msglen);
 int config_apply_set(struct config *c, const char *assignment, char *err,
                      size_t errlen);
 
-/* Checks cross-key consistency after loading (conninfo present, plugin
- * known, ...). Returns 0 or -1. */
+/* Checks cross-key consistency after loading (conninfo present and
+ * parseable, retry bounds in order, the outbox sections' maps, ...); the
+ * words and numbers of single keys were checked, and parsed, when they
+ * were set. Returns 0 or -1. */
 int config_validate(const struct config *c, char *err, size_t errlen);
 
 /* Reads the secret files (password_file into the conninfo's password,

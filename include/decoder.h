@@ -11,12 +11,7 @@
 #include <stddef.h>
 
 #include "decode.h"
-
-enum plugin_kind { PLUGIN_PGOUTPUT = 0, PLUGIN_WAL2JSON = 1 };
-
-/* "pgoutput" or "wal2json"; -1 when unknown. */
-int plugin_parse(const char *name);
-const char *plugin_name(enum plugin_kind p);
+#include "settings.h" /* enum plugin_kind, plugin_name() */
 
 /* True when list, the value of a server's output_plugin_libraries setting
  * (comma-separated names, e.g. "pgoutput, test_decoding"), names plugin. */

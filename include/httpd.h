@@ -19,27 +19,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
-
+#include "listenaddr.h"
 #include "metrics.h"
 
-/* A parsed [http] listen value: an address (family AF_INET or AF_INET6,
- * sa and len set), or a host name to resolve when the server starts
- * (family AF_UNSPEC, name set). */
-struct listen_addr {
-    struct sockaddr_storage sa;
-    socklen_t len;
-    int family; /* AF_INET, AF_INET6, or AF_UNSPEC for a host name */
-    int port;
-    char name[254]; /* the host name, when family is AF_UNSPEC */
-};
-
-/* Parses "HOST:PORT": HOST a numeric IPv4 address, a numeric IPv6 address
- * in brackets ("[::1]:19187"), a host name ("localhost:19187": letters,
- * digits, '-' and '.', resolved by httpd_start(), not here), or empty for
- * every IPv4 interface (":19187"); PORT 0-65535 (0: any free port).
- * Returns 0, or -1 with err naming the problem. Pure. */
-int listen_addr_parse(const char *s, struct listen_addr *out, char *err, size_t errlen);
 
 /* Bounds on the clients (libmicrohttpd 0.9.75 options): at most
  * HTTPD_MAX_CONNECTIONS at once, HTTPD_MAX_PER_IP of them from one
@@ -127,11 +109,11 @@ bool httpd_tick(struct httpd *h, int64_t now_ms, int64_t next_publish_ms);
 int httpd_publish(struct httpd *h, const char *metrics, size_t len, bool ready,
                   const char *reason);
 
-/* For the relays: starts the server of [http] listen, logging where it
- * serves; *out = NULL when listen is NULL or "" (no server). Returns 0, or
- * the exit code after logging why: 2 for a bad value, 1 when the address
- * cannot be bound. */
-int httpd_from_config(const char *listen, struct httpd **out);
+/* For the relays: starts the server of [http] listen, the text listen
+ * (for the log) that config.c parsed into la, logging where it serves;
+ * *out = NULL when listen is NULL or "" (no server). Returns 0, or 1
+ * after logging why when the address cannot be bound. */
+int httpd_from_config(const char *listen, const struct listen_addr *la, struct httpd **out);
 
 /* For the relays: renders m (m->ready set from not_ready) into tb (reused:
  * emptied first) at Unix time now_us and publishes it with the verdict

@@ -25,17 +25,8 @@
 #include <stdint.h>
 
 #include "decode.h"
+#include "settings.h" /* enum outbox_col, OUTBOX_HEADERS_DEFAULT */
 #include "spanctx.h"
-
-enum outbox_col {
-    OC_EVENT_ID = 0,
-    OC_AGGREGATE_TYPE,
-    OC_AGGREGATE_ID,
-    OC_AGGREGATE_VERSION,
-    OC_EVENT_TYPE,
-    OC_PAYLOAD,
-    OC__COUNT
-};
 
 /* "event_id", "aggregate_type", ... : the config key suffix and header name. */
 const char *outbox_col_name(enum outbox_col c);
@@ -142,10 +133,6 @@ struct outbox_hspec {
     char *name;    /* the header's name (envelope: the field's); owned */
     bool envelope; /* a field of the JSON envelope, not a header */
 };
-
-/* The [outbox] headers default: outboxd's own headers. */
-#define OUTBOX_HEADERS_DEFAULT                                                         \
-    "event_id, event_type, aggregate_type, aggregate_id, aggregate_version, commit_lsn"
 
 struct outbox_map {
     char *schema;                  /* owned */

@@ -2,7 +2,6 @@
  * polling.h - the pure part of polling mode ([source] mode = polling): no
  * I/O, so it is unit-tested without a server.
  *
- *  - durations as configured ("30s", "7d", "250ms", "0"/"off");
  *  - the retry delay: exponential backoff with jitter;
  *  - what a delivery outcome does to the row (SENT, back to PENDING,
  *    QUARANTINED);
@@ -26,11 +25,6 @@
 
 #include "outbox.h"
 #include "pollbacklog.h"
-
-/* Parses a duration: a non-negative integer followed by one of ms, s, m,
- * h, d ("7d", "30s", "250ms"), or "0" / "off" for zero. Returns 0 with the
- * milliseconds in *ms, or -1 with a reason in err. */
-int polling_duration_parse(const char *s, int64_t *ms, char *err, size_t errlen);
 
 /* The delay before retry number attempts + 1, after attempts failed ones
  * (attempts >= 1): base = min(max_ms, min_ms * 2^(attempts - 1)), then

@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "settings.h" /* enum failover_mode */
+
 /* The first server major that has failover slots (CREATE_REPLICATION_SLOT
  * ... (FAILOVER), ALTER_REPLICATION_SLOT, pg_replication_slots.failover,
  * slot synchronisation to standbys). */
@@ -42,18 +44,6 @@ int slotcmd_create(const char *slot, const char *plugin, const struct slot_creat
  * as above). Returns 0, or -1 with err below 17. */
 int slotcmd_alter_failover(const char *slot, bool failover, int server_major, char *out,
                            size_t outlen, char *err, size_t errlen);
-
-/* [postgres] failover. */
-enum failover_mode {
-    FAILOVER_AUTO, /* on when the server has failover slots (17+) */
-    FAILOVER_ON,   /* required: a server below 17 is an error */
-    FAILOVER_OFF,
-};
-
-/* "auto", "on" or "off" (also true/false, yes/no, 1/0 for on/off); -1
- * for anything else. */
-int slotcmd_failover_parse(const char *s);
-const char *slotcmd_failover_name(enum failover_mode m);
 
 /* Whether the slot should be a failover slot on a server of server_major:
  * 1 yes, 0 no, -1 when mode is on and the server is below 17 (err says so,

@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "decoder.h"
 #include "lsn.h"
 #include "outboxset.h"
+#include "settings.h"
 #include "slotcmd.h" /* struct slot_create_opts */
 
 struct stream;

@@ -52,10 +52,11 @@ int accept_slot_run(const struct config *c)
                   c->pg_slot, id.system, id.dbname);
         goto out;
     }
-    if (strcmp(si.plugin, c->pg_plugin) != 0 || strcmp(si.database, id.dbname) != 0) {
+    if (strcmp(si.plugin, plugin_name(c->pg_plugin)) != 0 ||
+        strcmp(si.database, id.dbname) != 0) {
         log_error("replication slot \"%s\" is of database %s with plugin %s, but the "
                   "configuration streams database %s with plugin %s: nothing written",
-                  c->pg_slot, si.database, si.plugin, id.dbname, c->pg_plugin);
+                  c->pg_slot, si.database, si.plugin, id.dbname, plugin_name(c->pg_plugin));
         goto out;
     }
     if (si.active) {
@@ -66,7 +67,7 @@ int accept_slot_run(const struct config *c)
     }
     struct resume_server srv;
     resume_server_init(&srv, id.system, id.timeline, id.xlogpos, id.dbname, c->pg_slot,
-                       c->pg_plugin);
+                       plugin_name(c->pg_plugin));
     struct offset_state next;
     resume_identity(&srv, si.confirmed_flush, &next);
     describe_old(c->offsets_file, before, sizeof(before));

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "check_int.h"
+#include "config_outbox.h"
 #include "exitcode.h"
 #include "log.h"
 

@@ -19,7 +19,7 @@ void check_messages(struct ck *k)
     char err[512];
     if (!prefix) return;
     if (!k->pg_ok) return ck_skip(k, what, "no connection to postgres");
-    bool pgoutput = plugin_parse(k->cfg->pg_plugin) == PLUGIN_PGOUTPUT;
+    bool pgoutput = k->cfg->pg_plugin == PLUGIN_PGOUTPUT;
     if (pgoutput && k->server_version < 140000) {
         ck_report(k, CHECK_FAIL, what,
                   "use [postgres] plugin = wal2json, or PostgreSQL 14 or later, or unset "

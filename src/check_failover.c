@@ -66,14 +66,14 @@ static void failover_slot(struct ck *k, struct fo *f, enum failover_mode mode)
     if (PQntuples(r) == 0)
         ck_report(k, CHECK_OK, W_SLOT, NULL,
                   "slot \"%s\" will be created as a failover slot ([postgres] failover = %s)",
-                  c->pg_slot, slotcmd_failover_name(mode));
+                  c->pg_slot, failover_name(mode));
     else if (PQgetvalue(r, 0, 0)[0] == 't')
         ck_report(k, CHECK_OK, W_SLOT, NULL, "slot \"%s\" is a failover slot", c->pg_slot);
     else
         ck_report(k, CHECK_OK, W_SLOT, NULL,
                   "slot \"%s\" is not a failover slot yet: outboxd makes it one at start "
                   "(ALTER_REPLICATION_SLOT ... (FAILOVER true); [postgres] failover = %s)",
-                  c->pg_slot, slotcmd_failover_name(mode));
+                  c->pg_slot, failover_name(mode));
     if (PQntuples(r) > 0) snprintf(f->confirmed, sizeof(f->confirmed), "%s", PQgetvalue(r, 0, 1));
     PQclear(r);
 }
@@ -446,7 +446,7 @@ void check_failover(struct ck *k)
 {
     const struct config *c = k->cfg;
     char err[1024];
-    enum failover_mode mode = (enum failover_mode)slotcmd_failover_parse(c->pg_failover);
+    enum failover_mode mode = c->pg_failover;
     const char *why = !k->pg_ok ? "no connection to postgres"
                       : (int)mode < 0 ? "[postgres] failover is not valid"
                                       : NULL;

@@ -17,11 +17,11 @@
 #include <string.h>
 
 #include "connerr.h"
-#include "decoder.h"
 #include "fixit.h"
 #include "pgconn.h"
 #include "polling.h"
 #include "redact.h"
+#include "settings.h"
 #include "str.h"
 
 /* ---- column types (pure, check.h) ---- */
@@ -828,9 +828,9 @@ void check_publication(struct ck *k)
     const struct config *c = k->cfg;
     struct pub_names n;
     snprintf(n.what, sizeof(n.what), "publication \"%s\"", c->pg_publication);
-    if (plugin_parse(c->pg_plugin) != PLUGIN_PGOUTPUT) {
+    if (c->pg_plugin != PLUGIN_PGOUTPUT) {
         ck_report(k, CHECK_OK, "publication", NULL, "not used with plugin %s",
-                  c->pg_plugin);
+                  plugin_name(c->pg_plugin));
         return;
     }
     if (!k->pg_ok) return ck_skip(k, n.what, "no connection to postgres");

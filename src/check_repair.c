@@ -113,11 +113,12 @@ void check_repairable(struct ck *k)
                   "most rows are deleted from the outbox table (%lld of %lld inserted since "
                   "the statistics were reset, %lld live): outboxd repair can re-publish "
                   "only rows still there; %s; on_slot_loss = %s%s",
-                  del, ins, live, how, c->pg_on_slot_loss, no_message_repair(k));
+                  del, ins, live, how, slot_loss_name(c->pg_on_slot_loss),
+                  no_message_repair(k));
         return;
     }
     char kept[96] = " (deletes not known)";
     if (known) snprintf(kept, sizeof(kept), " (%lld of %lld inserted deleted)", del, ins);
     ck_report(k, CHECK_OK, what, NULL, "rows are kept%s; %s; on_slot_loss = %s%s", kept, how,
-              c->pg_on_slot_loss, no_message_repair(k));
+              slot_loss_name(c->pg_on_slot_loss), no_message_repair(k));
 }

@@ -25,7 +25,7 @@
 
 void check_plugin_allowed(struct ck *k)
 {
-    const char *plugin = k->cfg->pg_plugin;
+    const char *plugin = plugin_name(k->cfg->pg_plugin);
     char what[128], err[1024], fix[2048];
     snprintf(what, sizeof(what), "plugin %s allowed", plugin);
     if (!k->pg_ok) return ck_skip(k, what, "no connection to postgres");
@@ -121,7 +121,7 @@ static PGresult *exec_bounded(PGconn *c, const char *sql, int ms, bool *timed_ou
 
 void check_plugin_installed(struct ck *k, PGconn *repl)
 {
-    const char *plugin = k->cfg->pg_plugin;
+    const char *plugin = plugin_name(k->cfg->pg_plugin);
     char what[128], msg[1024], fix[512], sql[256];
     snprintf(what, sizeof(what), "plugin %s installed", plugin);
     if (!repl) return ck_skip(k, what, "no replication connection");
@@ -129,10 +129,11 @@ void check_plugin_installed(struct ck *k, PGconn *repl)
     if (!k->allowed_ok) return ck_skip(k, what, "the plugin is not allowed");
     if (!k->slot_free)
         return ck_skip(k, what, "no free replication slot for a temporary test slot");
+    /* plugin is one of settings.c's names, never the configured text */
     snprintf(
         sql, sizeof(sql),
         "CREATE_REPLICATION_SLOT outboxd_check_%d TEMPORARY LOGICAL %s NOEXPORT_SNAPSHOT",
-        (int)getpid(), plugin_parse(plugin) == PLUGIN_WAL2JSON ? "wal2json" : "pgoutput");
+        (int)getpid(), plugin);
     bool timed_out;
     PGresult *r = exec_bounded(repl, sql, CHECK_SLOT_TIMEOUT_MS, &timed_out);
     if (timed_out) {
@@ -189,7 +190,7 @@ static int compare_offset(struct ck *k, PGconn *repl, char *err, size_t errlen)
     if (!r) return -1;
     struct resume_server srv;
     resume_server_init(&srv, id.system, id.timeline, id.xlogpos, id.dbname, c->pg_slot,
-                       c->pg_plugin);
+                       plugin_name(c->pg_plugin));
     if (k->have_offset && k->offset.has_identity && k->offset.timeline < id.timeline) {
         /* A promoted server: where the file's timeline ended here (resume.h). */
         char herr[256];
@@ -202,7 +203,7 @@ static int compare_offset(struct ck *k, PGconn *repl, char *err, size_t errlen)
     srv.shared = c->pg_hot_standby;
     if (srv.slot_exists) lsn_parse(PQgetvalue(r, 0, 0), &srv.slot_confirmed);
     k->slot_confirmed = srv.slot_confirmed;
-    if (srv.slot_exists && strcmp(PQgetvalue(r, 0, 1), c->pg_plugin) != 0) {
+    if (srv.slot_exists && strcmp(PQgetvalue(r, 0, 1), plugin_name(c->pg_plugin)) != 0) {
         /* the slot's check says that; the daemon stops on it first, too */
         snprintf(err, errlen, "the slot uses plugin %s (see below)", PQgetvalue(r, 0, 1));
         PQclear(r);
@@ -316,7 +317,8 @@ static void slot_missing(struct ck *k, const char *what)
                   lsn_format(k->offset.lsn, a));
     } else if (!c->pg_create_slot) {
         snprintf(fix, sizeof(fix), "%s, or set [postgres] create_slot = true",
-                 fixit_create_slot(stmt, sizeof(stmt), c->pg_slot, c->pg_plugin));
+                 fixit_create_slot(stmt, sizeof(stmt), c->pg_slot,
+                                   plugin_name(c->pg_plugin)));
         ck_report(k, CHECK_FAIL, what, fix,
                   "the slot does not exist and [postgres] create_slot is false");
     } else if (!k->slot_free) {
@@ -347,11 +349,11 @@ static void slot_usable(struct ck *k, const char *what, const PGresult *r)
         ck_report(k, CHECK_FAIL, what,
                   "set [postgres] slot to another name, or connect to that database",
                   "the slot belongs to database \"%s\", not \"%s\"", db, k->dbname);
-    } else if (strcmp(plugin, c->pg_plugin) != 0) {
+    } else if (strcmp(plugin, plugin_name(c->pg_plugin)) != 0) {
         snprintf(fix, sizeof(fix), "set plugin = %s or use another slot", plugin);
         ck_report(k, CHECK_FAIL, what, fix,
                   "replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s",
-                  c->pg_slot, plugin, c->pg_plugin);
+                  c->pg_slot, plugin, plugin_name(c->pg_plugin));
     } else if (active && c->pg_hot_standby) {
         ck_report(k, CHECK_OK, what, NULL,
                   "in use by another process (pid %d): with hot_standby = true this instance "

@@ -5,7 +5,14 @@
  *
  * Known keys are described once, in the table below; the file parser, the
  * environment scan and --set all go through config_set(), so a key behaves
- * the same wherever it comes from.
+ * the same wherever it comes from. config_set() parses a value once, into
+ * its type (a number, a duration, an enum of settings.h, a parsed listen
+ * address): no other module reads a key's text again.
+ *
+ * The configuration is the bottom of the include graph: this file uses
+ * only the base (str, log, duration, settings, listenaddr, secrets,
+ * redact). Building the outbox sections into outbox.c's maps, and the
+ * checks that need them, are config_outbox.c's.
  */
 #include "config.h"
 
@@ -18,14 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
 #include "duration.h"
-#include "httpd.h"
+#include "listenaddr.h"
 #include "log.h"
-#include "polling.h"
 #include "redact.h"
 #include "secrets.h"
-#include "slotcmd.h"
+#include "settings.h"
 #include "str.h"
 
 enum key_type {
@@ -36,7 +41,9 @@ enum key_type {
     KT_MS0,     /* the same, 0 allowed (off) */
     KT_LOGLEVEL,
     KT_LOGFORMAT,
-    KT_PLUGIN,
+    KT_PLUGIN,   /* enum plugin_kind (settings.h) */
+    KT_FAILOVER, /* enum failover_mode */
+    KT_SLOTLOSS, /* enum slot_loss */
     KT_POLICY,
     KT_LISTEN,
     KT_MODE,
@@ -44,6 +51,8 @@ enum key_type {
     KT_DURATION, /* int64 milliseconds, the unit required */
     KT_PATH,     /* a string, NULL (unset) by default */
     KT_PRESET,
+    KT_CONVERTER, /* [outbox] value_converter: string or json, as a bool */
+    KT_TIMESTAMP, /* [outbox] timestamp: produce or commit, as a bool */
 };
 
 struct key_def {
@@ -81,7 +90,7 @@ static const struct key_def key_defs[] = {
       "other outboxd instances share this slot: wait while one holds it, trust the slot they moved"),
     K("postgres", "hot_standby_yield", KT_DURATION, pg_hot_standby_yield_ms, "30s",
       "hot_standby: an active instance that reaches no Kafka broker this long exits 1 so a standby takes the slot (0: never)"),
-    K("postgres", "failover", KT_STRING, pg_failover, "auto",
+    K("postgres", "failover", KT_FAILOVER, pg_failover, "auto",
       "failover slot (synced to standbys, PostgreSQL 17+): auto (on where the server has it), on or off"),
     K("postgres", "status_interval_ms", KT_MS, pg_status_interval_ms, "1000",
       "standby status (confirmed position) sent at least this often"),
@@ -93,7 +102,7 @@ static const struct key_def key_defs[] = {
       "heartbeat message period (0: off, else at least 100 ms)"),
     K("postgres", "monitor_interval_ms", KT_MS, pg_monitor_interval_ms, "5000",
       "slot lag / wal_status query period (at least 100 ms)"),
-    K("postgres", "on_slot_loss", KT_STRING, pg_on_slot_loss, "halt",
+    K("postgres", "on_slot_loss", KT_SLOTLOSS, pg_on_slot_loss, "halt",
       "the slot is gone or invalidated: halt (exit 2, run outboxd repair) or repair"),
     K("postgres", "halt_linger", KT_DURATION, pg_halt_linger_ms, "5m",
       "on_slot_loss = halt: /readyz and /metrics say why this long, then exit 2 (0: at once)"),
@@ -125,9 +134,9 @@ static const struct key_def key_defs[] = {
       "an empty payload is sent as a null value (a tombstone), like a NULL one"),
     KO("span_context_column", KT_PATH, span_column, NULL,
       "column of a tracing span context (Properties text): its entries become headers"),
-    KO("value_converter", KT_STRING, value_converter, "string",
+    KO("value_converter", KT_CONVERTER, value_json, "string",
       "string: the payload's text; json: as Connect's JsonConverter (envelope fields)"),
-    KO("timestamp", KT_STRING, timestamp, "produce",
+    KO("timestamp", KT_TIMESTAMP, timestamp_commit, "produce",
       "record timestamp: produce (when sent to Kafka) or commit (the transaction's commit time)"),
     KO("repair_column", KT_PATH, repair_column, "created_at",
       "each row's insert time: repair without track_commit_timestamp; republish --since"),
@@ -440,7 +449,7 @@ fail:
 
 static bool is_string_type(enum key_type t)
 {
-    return t == KT_STRING || t == KT_PLUGIN || t == KT_LISTEN || t == KT_PATH;
+    return t == KT_STRING || t == KT_LISTEN || t == KT_PATH;
 }
 
 /* Frees the strings of c's keys (s NULL) or of s's [outbox] keys. */
@@ -673,8 +682,18 @@ static int set_enum(struct config *c, struct outbox_spec *s, const struct key_de
     static const char *const modes[] = {"logical", "polling"};
     static const char *const policies[] = {"halt", "dlq"};
     static const char *const deliveries[] = {"at_least_once", "exactly_once"};
+    static const char *const converters[] = {"string", "json"};
+    static const char *const timestamps[] = {"produce", "commit"};
     int i;
     switch (d->type) {
+    case KT_CONVERTER:
+        if ((i = parse_choice(d, value, converters, 2, err, errlen)) < 0) return -1;
+        s->value_json = i == 1;
+        return 0;
+    case KT_TIMESTAMP:
+        if ((i = parse_choice(d, value, timestamps, 2, err, errlen)) < 0) return -1;
+        s->timestamp_commit = i == 1;
+        return 0;
     case KT_PRESET:
         if ((i = parse_choice(d, value, presets, 2, err, errlen)) < 0) return -1;
         s->preset = i;
@@ -705,6 +724,43 @@ static int set_enum(struct config *c, struct outbox_spec *s, const struct key_de
     }
 }
 
+/* "pgoutput, wal2json": the plugins settings.h knows, into out. */
+static const char *plugin_list(char *out, size_t outlen)
+{
+    out[0] = '\0';
+    for (int i = 0; i < PLUGIN__COUNT; i++)
+        snprintf(out + strlen(out), outlen - strlen(out), "%s%s", i ? ", " : "",
+                 plugin_name((enum plugin_kind)i));
+    return out;
+}
+
+/* The [postgres] keys other modules act on (settings.h): plugin, failover,
+ * on_slot_loss, parsed here once into their enums. */
+static int set_postgres_word(struct config *c, const struct key_def *d, const char *value,
+                             char *err, size_t errlen)
+{
+    char list[128];
+    int i;
+    switch (d->type) {
+    case KT_PLUGIN:
+        if ((i = plugin_parse(value)) < 0)
+            return key_error(err, errlen, d, "unknown plugin \"%s\" (supported: %s)", value,
+                             plugin_list(list, sizeof(list)));
+        c->pg_plugin = (enum plugin_kind)i;
+        return 0;
+    case KT_FAILOVER:
+        if ((i = failover_parse(value)) < 0)
+            return key_error(err, errlen, d, "\"%s\" is not one of auto|on|off", value);
+        c->pg_failover = (enum failover_mode)i;
+        return 0;
+    default: /* KT_SLOTLOSS */
+        if ((i = slot_loss_parse(value)) < 0)
+            return key_error(err, errlen, d, "\"%s\" is not one of halt|repair", value);
+        c->pg_on_slot_loss = (enum slot_loss)i;
+        return 0;
+    }
+}
+
 /* The keys whose value is a number: a boolean, a count, milliseconds. */
 static int set_number(struct config *c, struct outbox_spec *s, const struct key_def *d,
                       const char *value, char *err, size_t errlen)
@@ -714,7 +770,7 @@ static int set_number(struct config *c, struct outbox_spec *s, const struct key_
     int64_t ms;
     switch (d->type) {
     case KT_DURATION:
-        if (polling_duration_parse(value, &ms, why, sizeof(why)) != 0)
+        if (duration_parse(value, 0, &ms, why, sizeof(why)) != 0)
             return key_error(err, errlen, d, "%s", why);
         *(int64_t *)field = ms;
         return 0;
@@ -739,7 +795,7 @@ static int set_text(struct config *c, struct outbox_spec *s, const struct key_de
                     const char *value, char *err, size_t errlen)
 {
     char why[256];
-    struct listen_addr la;
+    struct listen_addr la = {0};
     switch (d->type) {
     case KT_PATH:
         if (*value == '\0') { /* empty: unset */
@@ -752,15 +808,10 @@ static int set_text(struct config *c, struct outbox_spec *s, const struct key_de
         if (*value == '\0' && strcmp(d->doc.key, "conninfo") != 0)
             return key_error(err, errlen, d, "must not be empty");
         break;
-    case KT_PLUGIN:
-        if (plugin_parse(value) < 0)
-            return key_error(err, errlen, d,
-                             "unknown plugin \"%s\" (supported: pgoutput, wal2json)",
-                             value);
-        break;
     default: /* KT_LISTEN */
         if (*value != '\0' && listen_addr_parse(value, &la, why, sizeof(why)) != 0)
             return key_error(err, errlen, d, "%s", why);
+        c->http_addr = la; /* parsed once: httpd_from_config() binds it */
         break;
     }
     if (set_string(str_field(c, s, d), value) != 0) {
@@ -777,10 +828,16 @@ static int set_known(struct config *c, struct outbox_spec *s, const struct key_d
     case KT_MODE:
     case KT_DELIVERY:
     case KT_PRESET:
+    case KT_CONVERTER:
+    case KT_TIMESTAMP:
     case KT_POLICY:
     case KT_LOGFORMAT:
     case KT_LOGLEVEL:
         return set_enum(c, s, d, value, err, errlen);
+    case KT_PLUGIN:
+    case KT_FAILOVER:
+    case KT_SLOTLOSS:
+        return set_postgres_word(c, d, value, err, errlen);
     case KT_DURATION:
     case KT_MS:
     case KT_MS0:
@@ -789,7 +846,6 @@ static int set_known(struct config *c, struct outbox_spec *s, const struct key_d
         return set_number(c, s, d, value, err, errlen);
     case KT_PATH:
     case KT_STRING:
-    case KT_PLUGIN:
     case KT_LISTEN:
         return set_text(c, s, d, value, err, errlen);
     }
@@ -821,6 +877,8 @@ static size_t key_index(const char *section, const char *key)
             return i;
     return NKEYS;
 }
+
+size_t config_key_index(const char *section, const char *key) { return key_index(section, key); }
 
 /* ---- outbox sections ------------------------------------------------------ */
 
@@ -1312,7 +1370,7 @@ int config_apply_set(struct config *c, const char *assignment, char *err, size_t
 /* The [polling] keys that depend on each other (mode = polling only). */
 static int config_validate_polling(const struct config *c, char *err, size_t errlen)
 {
-    if (config_outbox_count(c) > 0 && strcmp(config_outbox_at(c, 0)->timestamp, "commit") == 0) {
+    if (config_outbox_count(c) > 0 && config_outbox_at(c, 0)->timestamp_commit) {
         snprintf(err, errlen,
                  "[outbox] timestamp = commit needs [source] mode = logical: polling mode "
                  "reads rows, not the transactions' commit records, so it has no commit time "
@@ -1348,29 +1406,10 @@ static int config_validate_polling(const struct config *c, char *err, size_t err
     return 0;
 }
 
-/* The outbox sections: each one's map builds (table name, topic template,
- * headers), no two on one table, the plain [outbox] holds no table when
- * there are named ones, every named one names its table, their
- * environment spellings differ, and polling (one table) is not asked for
- * several. */
-/* Sections dup and other of set have the same message_prefix: err says so
- * (and, when both inherit it from [outbox], where to set it instead). */
-static void prefix_error(const struct config *c, const struct outbox_set *set, size_t dup,
-                         size_t other, char *err, size_t errlen)
-{
-    size_t pi = key_index("outbox", "message_prefix");
-    /* two maps: named sections, in c->outboxes' order */
-    bool inherited = c->outboxes[dup].source[pi] == CONFIG_SRC_INHERITED ||
-                     c->outboxes[other].source[pi] == CONFIG_SRC_INHERITED;
-    snprintf(err, errlen,
-             "[outbox.%s] and [outbox.%s] both have message_prefix = %s: a message belongs to "
-             "one section, so each section needs its own prefix%s",
-             set->names[other], set->names[dup], set->maps[dup].message_prefix,
-             inherited ? " (inherited from [outbox]: set message_prefix in each "
-                         "[outbox.NAME] section that has messages, not in [outbox])"
-                       : "");
-}
-
+/* The outbox sections, as far as no map needs building (config_outbox.c
+ * checks the maps): the plain [outbox] holds no table when there are
+ * named ones, every named one names its table, their environment
+ * spellings differ, and polling (one table) is not asked for several. */
 static int config_validate_outboxes(const struct config *c, char *err, size_t errlen)
 {
     size_t ti = key_index("outbox", "table");
@@ -1399,25 +1438,6 @@ static int config_validate_outboxes(const struct config *c, char *err, size_t er
             }
         }
     }
-    struct outbox_set set;
-    if (config_outbox_set(c, &set, err, errlen) != 0) return -1;
-    size_t other;
-    int dup = outbox_set_duplicate(&set, &other);
-    if (dup >= 0)
-        snprintf(err, errlen, "[outbox.%s] and [outbox.%s] are both on the table %s.%s: one "
-                 "table, one section (one topic template per table)", set.names[other],
-                 set.names[dup], set.maps[dup].schema, set.maps[dup].table);
-    if (dup < 0 && (dup = outbox_set_duplicate_prefix(&set, &other)) >= 0)
-        prefix_error(c, &set, (size_t)dup, other, err, errlen);
-    if (dup < 0 && c->source_mode == SOURCE_POLLING && outbox_set_has_prefix(&set)) {
-        snprintf(err, errlen,
-                 "[outbox] message_prefix needs [source] mode = logical: polling reads the "
-                 "outbox table, and logical decoding messages are only in the replication "
-                 "stream (unset message_prefix, or use mode = logical)");
-        dup = 0;
-    }
-    outbox_set_free(&set);
-    if (dup >= 0) return -1;
     if (c->noutboxes < 2) return 0;
     if (c->source_mode == SOURCE_POLLING) {
         snprintf(err, errlen, "[source] mode = polling serves one outbox table, and there are "
@@ -1447,20 +1467,6 @@ int config_validate(const struct config *c, char *err, size_t errlen)
         return -1;
     }
     PQconninfoFree(opts);
-    if (plugin_parse(c->pg_plugin) < 0) {
-        snprintf(err, errlen, "[postgres] plugin: unknown plugin \"%s\"", c->pg_plugin);
-        return -1;
-    }
-    if (slotcmd_failover_parse(c->pg_failover) < 0) {
-        snprintf(err, errlen, "[postgres] failover: \"%s\" is not one of auto|on|off",
-                 c->pg_failover);
-        return -1;
-    }
-    if (strcmp(c->pg_on_slot_loss, "halt") != 0 && strcmp(c->pg_on_slot_loss, "repair") != 0) {
-        snprintf(err, errlen, "[postgres] on_slot_loss: \"%s\" is not one of halt|repair",
-                 c->pg_on_slot_loss);
-        return -1;
-    }
     if (c->pg_retry_min_ms > c->pg_retry_max_ms) {
         snprintf(err, errlen, "[postgres] retry_min_ms (%d) is larger than retry_max_ms (%d)",
                  c->pg_retry_min_ms, c->pg_retry_max_ms);
@@ -1570,7 +1576,6 @@ static const char *key_value(const struct config *c, const struct outbox_spec *s
     out[0] = '\0';
     switch (d->type) {
     case KT_STRING:
-    case KT_PLUGIN:
     case KT_LISTEN:
     case KT_PATH: {
         const char *v = *(char *const *)f;
@@ -1606,6 +1611,17 @@ static const char *key_value(const struct config *c, const struct outbox_spec *s
     case KT_PRESET:
         snprintf(out, outlen, "%s", presets[s->preset == OUTBOX_PRESET_DEBEZIUM]);
         break;
+    case KT_CONVERTER:
+        snprintf(out, outlen, "%s", s->value_json ? "json" : "string");
+        break;
+    case KT_TIMESTAMP:
+        snprintf(out, outlen, "%s", s->timestamp_commit ? "commit" : "produce");
+        break;
+    case KT_PLUGIN: snprintf(out, outlen, "%s", plugin_name(c->pg_plugin)); break;
+    case KT_FAILOVER: snprintf(out, outlen, "%s", failover_name(c->pg_failover)); break;
+    case KT_SLOTLOSS:
+        snprintf(out, outlen, "%s", slot_loss_name(c->pg_on_slot_loss));
+        break;
     }
     return out;
 }
@@ -1625,66 +1641,4 @@ static const char *spec_key_value(const struct outbox_spec *s, size_t i, char *o
                                   size_t outlen)
 {
     return key_value(NULL, s, i, out, outlen);
-}
-
-/* ---- the outbox map ------------------------------------------------------ */
-
-/* err, prefixed with s's label unless it names a section already. */
-static void label_error(const struct outbox_spec *s, char *err, size_t errlen)
-{
-    if (!s->name || !strncmp(err, "[outbox.", 8)) return;
-    char why[1024], label[128];
-    snprintf(why, sizeof(why), "%s", !strncmp(err, "[outbox] ", 9) ? err + 9 : err);
-    snprintf(err, errlen, "%s %s", config_outbox_label(s, label, sizeof(label)), why);
-}
-
-int config_outbox_map(const struct outbox_spec *s, struct outbox_map *m, char *err,
-                      size_t errlen)
-{
-    if (outbox_map_init(m, s->table, (const char *const *)s->columns, s->topic, err,
-                        errlen) != 0)
-        goto fail_init;
-    m->tombstone_on_empty = s->tombstone_on_empty;
-    bool json = strcmp(s->value_converter, "json") == 0;
-    if (!json && strcmp(s->value_converter, "string") != 0) {
-        snprintf(err, errlen, "[outbox] value_converter: \"%s\" is not one of string|json",
-                 s->value_converter);
-        goto fail;
-    }
-    m->timestamp_commit = strcmp(s->timestamp, "commit") == 0;
-    if (!m->timestamp_commit && strcmp(s->timestamp, "produce") != 0) {
-        snprintf(err, errlen, "[outbox] timestamp: \"%s\" is not one of produce|commit",
-                 s->timestamp);
-        goto fail;
-    }
-    if (outbox_map_set_headers(m, s->headers, s->placement, err, errlen) != 0 ||
-        outbox_map_set_value_json(m, json, err, errlen) != 0 ||
-        outbox_map_set_span_context(m, s->span_column, err, errlen) != 0 ||
-        outbox_map_set_message_prefix(m, s->message_prefix, err, errlen) != 0)
-        goto fail;
-    return 0;
-fail:
-    outbox_map_free(m);
-fail_init:
-    label_error(s, err, errlen);
-    return -1;
-}
-
-int config_outbox_set(const struct config *c, struct outbox_set *set, char *err,
-                      size_t errlen)
-{
-    outbox_set_init(set);
-    for (size_t i = 0; i < config_outbox_count(c); i++) {
-        const struct outbox_spec *s = config_outbox_at(c, i);
-        struct outbox_map m;
-        if (config_outbox_map(s, &m, err, errlen) != 0) goto fail;
-        if (outbox_set_add(set, &m, s->name) != 0) {
-            snprintf(err, errlen, "out of memory");
-            goto fail;
-        }
-    }
-    return 0;
-fail:
-    outbox_set_free(set);
-    return -1;
 }

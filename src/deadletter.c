@@ -206,7 +206,7 @@ static enum step halt_on_stream_record(struct deadletter *dl, uint64_t seq, lsn_
 {
     const struct config *c = dl->cfg;
     char commit[LSN_STRLEN], what[224];
-    bool wal2json = plugin_parse(c->pg_plugin) == PLUGIN_WAL2JSON;
+    bool wal2json = c->pg_plugin == PLUGIN_WAL2JSON;
     if (seq) tracker_fail(dl->trk, tracker_txn_tag(seq));
     if (!wal2json)
         snprintf(what, sizeof(what), "a protocol error");
@@ -224,7 +224,7 @@ static enum step halt_on_stream_record(struct deadletter *dl, uint64_t seq, lsn_
     log_kv(LOG_ERROR, LOG_FIELDS({"lsn", at}),
            "%s %s at LSN %s cannot be decoded: %s; %s; stopping without confirming "
            "past it",
-           c->pg_plugin, wal2json ? "record" : "message", at, why, what);
+           plugin_name(c->pg_plugin), wal2json ? "record" : "message", at, why, what);
     return STEP_FATAL;
 }
 
@@ -268,8 +268,8 @@ enum step deadletter_bad_record(struct deadletter *dl, const struct decoder *dec
            "accepting the loss of that whole transaction, move the slot past its commit "
            "with SELECT pg_replication_slot_advance('%s', '%s'::pg_lsn + 1) while outboxd "
            "is stopped, then run outboxd accept-slot -c FILE",
-           c->pg_plugin, at, d->commit_lsn, INVALID_RECORD, why, c->errors_dlq_topic,
-           c->pg_slot, d->commit_lsn);
+           plugin_name(c->pg_plugin), at, d->commit_lsn, INVALID_RECORD, why,
+           c->errors_dlq_topic, c->pg_slot, d->commit_lsn);
     return STEP_FATAL;
 }
 

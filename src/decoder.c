@@ -9,17 +9,6 @@
 #include "pgoutput.h"
 #include "wal2json.h"
 
-static const char *const plugin_names[] = {"pgoutput", "wal2json"};
-
-int plugin_parse(const char *name)
-{
-    for (int i = 0; i < 2; i++)
-        if (strcmp(name, plugin_names[i]) == 0) return i;
-    return -1;
-}
-
-const char *plugin_name(enum plugin_kind p) { return plugin_names[p]; }
-
 bool plugin_listed(const char *list, const char *plugin)
 {
     size_t plen = strlen(plugin);

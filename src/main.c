@@ -41,6 +41,7 @@
 #include "check.h"
 #include "confdoc.h"
 #include "config.h"
+#include "config_outbox.h"
 #include "exitcode.h"
 #include "inidiff.h"
 #include "kafkaconf.h"
@@ -369,7 +370,7 @@ static void warn_exposed_secrets(const struct config *c)
 /* Loads cfg (config_init()ed by the caller) from the file at path (none:
  * NULL), then the environment, then the --set options of argv from index
  * first (later wins), then the secret files. requeue: bare arguments are
- * EVENT_IDs. Does not validate (config_validate). 0, or -1 with err. */
+ * EVENT_IDs. Does not validate (config_outbox_validate). 0, or -1 with err. */
 static int load_config(struct config *cfg, const char *path, int argc, char **argv,
                        int first, bool requeue, char *err, size_t errlen)
 {
@@ -418,7 +419,7 @@ static void reload_config(void *p)
         return;
     }
     if (load_config(&fresh, rc->path, rc->argc, rc->argv, 1, false, err, sizeof(err)) != 0 ||
-        config_validate(&fresh, err, sizeof(err)) != 0 ||
+        config_outbox_validate(&fresh, err, sizeof(err)) != 0 ||
         (rc->path && ini_pairs_read_file(rc->path, &now, err, sizeof(err)) != 0)) {
         log_error("SIGHUP: the configuration no longer loads (%s): keeping the running one",
                   err);
@@ -569,7 +570,7 @@ static int configure(struct config *cfg, const struct args *a, int argc, char **
         warn_unmatched_env();
         warn_exposed_secrets(cfg);
     }
-    return config_validate(cfg, err, errlen);
+    return config_outbox_validate(cfg, err, errlen);
 }
 
 /* Reports a configuration that does not load or validate (err); returns
@@ -627,7 +628,7 @@ static int run_subcommand(const struct config *cfg, const struct args *a)
  * stopped because the slot is invalidated or gone. */
 static int run_logical(const struct config *cfg)
 {
-    bool repair = strcmp(cfg->pg_on_slot_loss, "repair") == 0;
+    bool repair = cfg->pg_on_slot_loss == SLOT_LOSS_REPAIR;
     for (;;) {
         int code;
         if (repair && (code = repair_run(cfg, &(struct repair_options){.at_start = true})))

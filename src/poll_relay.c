@@ -39,6 +39,7 @@
 #include "backoff.h"
 #include "check.h"
 #include "clock.h"
+#include "config_outbox.h"
 #include "evloop.h"
 #include "exitcode.h"
 #include "grow.h"
@@ -921,7 +922,7 @@ static int pr_setup(struct pr *r)
         if (err[0]) log_error("configuration: %s", err);
         return EXIT_USAGE;
     }
-    int code = httpd_from_config(cfg->http_listen, &r->http);
+    int code = httpd_from_config(cfg->http_listen, &cfg->http_addr, &r->http);
     if (code != 0) return code;
     if (r->http && !(r->backlog_sql = polling_backlog_sql(&r->map))) {
         log_error("out of memory");

@@ -1,12 +1,11 @@
 /*
- * polling.c - the pure part of polling mode (see polling.h): durations,
- * retry backoff with jitter, outcome classification, the SQL text of the
+ * polling.c - the pure part of polling mode (see polling.h): retry
+ * backoff with jitter, outcome classification, the SQL text of the
  * polling relay's statements (quoted with pgsql.h), the backlog, and the
  * verdict `outboxd requeue` prints per event.
  */
 #include "polling.h"
 
-#include "duration.h"
 #include "pgsql.h"
 #include "str.h"
 
@@ -21,11 +20,6 @@ const char *const polling_state_columns[] = {
     "seq",         "status",           "attempts",    "next_attempt_at", "lease_owner",
     "lease_generation", "lease_until", "sent_at",     "last_error",      NULL,
 };
-
-int polling_duration_parse(const char *s, int64_t *ms, char *err, size_t errlen)
-{
-    return duration_parse(s, 0, ms, err, errlen);
-}
 
 int64_t polling_backoff_ms(int attempts, int64_t min_ms, int64_t max_ms, uint64_t rnd)
 {

@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "clock.h"
+#include "config_outbox.h"
 #include "confirm.h"
 #include "evloop.h"
 #include "exitcode.h"
@@ -174,7 +175,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     r->stop = stop;
     metrics_init(&r->met);
     r->met.version = OUTBOXD_VERSION;
-    r->met.plugin = c->pg_plugin;
+    r->met.plugin = plugin_name(c->pg_plugin);
     r->met.slot = c->pg_slot;
     r->met.start_time_us = clock_unix_us();
     if (config_outbox_set(c, &r->outboxes, err, sizeof(err)) != 0) {
@@ -187,7 +188,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
         log_error("out of memory");
         return EXIT_FATAL;
     }
-    if (!(r->dec = decoder_new((enum plugin_kind)plugin_parse(c->pg_plugin)))) {
+    if (!(r->dec = decoder_new(c->pg_plugin))) {
         log_error("out of memory");
         return EXIT_FATAL;
     }
@@ -199,7 +200,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     /* pgoutput: the monitor proves the outbox is still published, and
      * nothing is confirmed beyond what it proved (confirm.h). */
     confirmer_init(&r->confirm, c->offsets_file, c->pg_status_interval_ms,
-                   plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT, confirm_io_stream(&r->st));
+                   c->pg_plugin == PLUGIN_PGOUTPUT, confirm_io_stream(&r->st));
     changes_init(&r->chg, c, &r->outboxes, &r->met, (struct sink){send_to_producer, r});
     ktxn_init(&r->txn.kt, (uint64_t)c->delivery_txn_max_events, c->delivery_txn_max_ms);
     relay_seed_metrics(&r->met, r->confirm.pub_capped);
@@ -218,7 +219,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
             return EXIT_FATAL;
         }
     }
-    int code = httpd_from_config(c->http_listen, &r->obs.http);
+    int code = httpd_from_config(c->http_listen, &c->http_addr, &r->obs.http);
     if (code != 0) return code;
     if (r->obs.http) relay_publish(r, clock_mono_ms());
     return 0;

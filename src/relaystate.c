@@ -276,7 +276,7 @@ static void enter_standby(struct relay *r, int pid)
 static void enter_halted(struct relay *r)
 {
     const struct config *c = r->cfg;
-    if (strcmp(c->pg_on_slot_loss, "halt") != 0 || c->pg_halt_linger_ms <= 0 ||
+    if (c->pg_on_slot_loss != SLOT_LOSS_HALT || c->pg_halt_linger_ms <= 0 ||
         !*c->http_listen) {
         finish(r, EXIT_USAGE);
         return;
@@ -423,7 +423,7 @@ static void enter_recover(struct relay *r)
     stream_close(r->st);
     r->st = NULL;
     decoder_free(r->dec);
-    if (!(r->dec = decoder_new((enum plugin_kind)plugin_parse(r->cfg->pg_plugin)))) {
+    if (!(r->dec = decoder_new(r->cfg->pg_plugin))) {
         log_error("out of memory");
         finish_failed(r, STEP_FATAL);
         return;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_outbox.h"
 #include "exitcode.h"
 #include "log.h"
 #include "offset.h"
@@ -137,7 +138,7 @@ static int read_state(struct repair *r, struct repair_facts *f)
     *f = (struct repair_facts){.file = r->have_file ? &r->file : NULL,
                                .offsets_path = c->offsets_file,
                                .slot = c->pg_slot,
-                               .plugin = c->pg_plugin,
+                               .plugin = plugin_name(c->pg_plugin),
                                .database = r->id.dbname,
                                .slot_exists = r->si.exists,
                                .slot_active = r->si.active,
@@ -181,7 +182,7 @@ static int make_slot(struct repair *r)
     char err[1024];
     /* A failover slot when the daemon would create one ([postgres] failover);
      * decided before anything is dropped. */
-    int failover = slotcmd_failover_wanted(slotcmd_failover_parse(c->pg_failover),
+    int failover = slotcmd_failover_wanted(c->pg_failover,
                                            stream_server_major(r->st), err, sizeof(err));
     if (failover < 0) {
         log_error("repair: %s", err);
@@ -198,8 +199,8 @@ static int make_slot(struct repair *r)
     }
     if ((r->created_at_us = server_now_us(r)) < 0) return EXIT_FATAL;
     struct slot_create_opts so = {.export_snapshot = true, .failover = failover == 1};
-    if (stream_create_slot(r->st, c->pg_slot, c->pg_plugin, &so, &r->created, err,
-                           sizeof(err)) != 0) {
+    if (stream_create_slot(r->st, c->pg_slot, plugin_name(c->pg_plugin), &so, &r->created,
+                           err, sizeof(err)) != 0) {
         log_error("repair: %s", err);
         return EXIT_FATAL;
     }
@@ -212,7 +213,7 @@ static int make_slot(struct repair *r)
     char a[LSN_STRLEN];
     log_info("repair: created replication slot \"%s\" (plugin %s%s), consistent point %s, "
              "snapshot %s",
-             c->pg_slot, c->pg_plugin, so.failover ? ", failover" : "",
+             c->pg_slot, plugin_name(c->pg_plugin), so.failover ? ", failover" : "",
              lsn_format(r->created.consistent_point, a), r->created.snapshot);
     return 0;
 }
@@ -419,7 +420,7 @@ static int write_offset(struct repair *r)
     struct resume_server srv;
     struct offset_state next;
     resume_server_init(&srv, r->id.system, r->id.timeline, r->id.xlogpos, r->id.dbname,
-                       r->c->pg_slot, r->c->pg_plugin);
+                       r->c->pg_slot, plugin_name(r->c->pg_plugin));
     resume_identity(&srv, r->created.consistent_point, &next);
     next.commit_time_us = r->created_at_us;
     if (offset_write(r->c->offsets_file, &next, err, sizeof(err)) != 0) {

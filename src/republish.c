@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_outbox.h"
 #include "deadletter.h"
 #include "exitcode.h"
 #include "log.h"

@@ -12,6 +12,7 @@
 
 #include <libpq-fe.h>
 
+#include "config_outbox.h"
 #include "exitcode.h"
 #include "log.h"
 #include "outbox.h"

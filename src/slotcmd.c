@@ -6,7 +6,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 /* snprintf into out; -1 with err when it did not fit. */
 static int fit(int n, size_t outlen, char *err, size_t errlen)
@@ -51,24 +50,6 @@ int slotcmd_alter_failover(const char *slot, bool failover, int server_major, ch
     int n = snprintf(out, outlen, "ALTER_REPLICATION_SLOT %s (FAILOVER %s)", slot,
                      failover ? "true" : "false");
     return fit(n, outlen, err, errlen);
-}
-
-int slotcmd_failover_parse(const char *s)
-{
-    static const char *const on[] = {"on", "true", "yes", "1"};
-    static const char *const off[] = {"off", "false", "no", "0"};
-    if (!s) return -1;
-    if (strcasecmp(s, "auto") == 0) return FAILOVER_AUTO;
-    for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
-        if (strcasecmp(s, on[i]) == 0) return FAILOVER_ON;
-        if (strcasecmp(s, off[i]) == 0) return FAILOVER_OFF;
-    }
-    return -1;
-}
-
-const char *slotcmd_failover_name(enum failover_mode m)
-{
-    return m == FAILOVER_ON ? "on" : m == FAILOVER_OFF ? "off" : "auto";
 }
 
 int slotcmd_failover_wanted(enum failover_mode mode, int server_major, char *err,

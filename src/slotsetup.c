@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "connerr.h"
-#include "decoder.h"
 #include "fixit.h"
 #include "log.h"
 #include "resume.h"
+#include "settings.h"
 #include "slotcmd.h"
 
 /* Logs a server error about loading the output plugin, adding the fix when
@@ -24,8 +24,8 @@ static void log_plugin_error(const struct slot_setup *s, const char *err)
     char how[128];
     if (strcmp(stream_sqlstate(s->st), "58P01") == 0)
         log_error("%s: the output plugin %s is not installed on the server (%s)", err,
-                  s->cfg->pg_plugin,
-                  fixit_install_plugin(how, sizeof(how), s->cfg->pg_plugin,
+                  plugin_name(s->cfg->pg_plugin),
+                  fixit_install_plugin(how, sizeof(how), plugin_name(s->cfg->pg_plugin),
                                        stream_server_major(s->st)));
     else
         log_error("%s", err);
@@ -89,7 +89,7 @@ static enum step check_publication_and_plugin(struct slot_setup *s)
 {
     const struct config *c = s->cfg;
     char err[1024], fix[512];
-    int rc = plugin_parse(c->pg_plugin) == PLUGIN_PGOUTPUT
+    int rc = c->pg_plugin == PLUGIN_PGOUTPUT
                  ? stream_publication_exists(s->st, c->pg_publication, err, sizeof(err))
                  : 1;
     if (rc < 0 && stream_broken(s->st)) {
@@ -112,7 +112,7 @@ static enum step check_publication_and_plugin(struct slot_setup *s)
         free(tables);
         return STEP_FATAL;
     }
-    rc = stream_plugin_allowed(s->st, c->pg_plugin, err, sizeof(err));
+    rc = stream_plugin_allowed(s->st, plugin_name(c->pg_plugin), err, sizeof(err));
     if (rc > 0) return STEP_OK;
     if (rc < 0 && stream_broken(s->st)) {
         log_warn("%s", err);
@@ -134,14 +134,14 @@ static enum step read_server(struct slot_setup *s, struct server_ident *id,
         return stream_broken(s->st) ? STEP_BROKEN : STEP_FATAL;
     }
     resume_server_init(srv, id->system, id->timeline, id->xlogpos, id->dbname, c->pg_slot,
-                       c->pg_plugin);
+                       plugin_name(c->pg_plugin));
     srv->slot_exists = si->exists;
     srv->slot_confirmed = si->confirmed_flush;
     srv->shared = c->pg_hot_standby;
-    if (si->exists && strcmp(si->plugin, c->pg_plugin) != 0) {
+    if (si->exists && strcmp(si->plugin, plugin_name(c->pg_plugin)) != 0) {
         log_error("replication slot \"%s\" uses plugin %s, but [postgres] plugin is %s: "
                   "set plugin = %s or use another slot",
-                  c->pg_slot, si->plugin, c->pg_plugin, si->plugin);
+                  c->pg_slot, si->plugin, plugin_name(c->pg_plugin), si->plugin);
         return STEP_USAGE;
     }
     if (si->exists && strcmp(si->wal_status, "lost") == 0 && !si->active) {
@@ -216,7 +216,7 @@ static enum step settle_failover(struct slot_setup *s, const struct slot_info *s
     const struct config *c = s->cfg;
     char err[1024];
     int major = stream_server_major(s->st);
-    enum failover_mode mode = (enum failover_mode)slotcmd_failover_parse(c->pg_failover);
+    enum failover_mode mode = c->pg_failover;
     int w = slotcmd_failover_wanted(mode, major, err, sizeof(err));
     if (w < 0) {
         log_error("%s", err);
@@ -260,7 +260,7 @@ static enum step settle_failover(struct slot_setup *s, const struct slot_info *s
     log_info("replication slot \"%s\" was not a failover slot: made it one "
              "(ALTER_REPLICATION_SLOT ... (FAILOVER true); [postgres] failover = %s), so "
              "standbys with sync_replication_slots = on keep a copy of it",
-             c->pg_slot, slotcmd_failover_name(mode));
+             c->pg_slot, failover_name(mode));
     return STEP_OK;
 }
 
@@ -300,15 +300,18 @@ static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *
         char fix[256];
         log_error("replication slot \"%s\" does not exist and [postgres] create_slot "
                   "is false: %s",
-                  c->pg_slot, fixit_create_slot(fix, sizeof(fix), c->pg_slot, c->pg_plugin));
+                  c->pg_slot,
+                  fixit_create_slot(fix, sizeof(fix), c->pg_slot, plugin_name(c->pg_plugin)));
         return STEP_FATAL;
     }
     struct slot_create_opts o = {.failover = failover};
-    if (stream_create_slot(s->st, c->pg_slot, c->pg_plugin, &o, NULL, err, sizeof(err)) != 0) {
+    if (stream_create_slot(s->st, c->pg_slot, plugin_name(c->pg_plugin), &o, NULL, err,
+                           sizeof(err)) != 0) {
         log_plugin_error(s, err);
         return STEP_FATAL;
     }
-    log_info("created replication slot \"%s\" (plugin %s%s)", c->pg_slot, c->pg_plugin,
+    log_info("created replication slot \"%s\" (plugin %s%s)", c->pg_slot,
+             plugin_name(c->pg_plugin),
              failover ? ", failover: synchronised to standbys with sync_replication_slots = on"
                       : "");
     if (stream_slot_info(s->st, c->pg_slot, si, err, sizeof(err)) != 0) {
@@ -446,7 +449,7 @@ enum step slot_open_stream(struct slot_setup *s)
     if (rc != STEP_OK) return rc;
     const struct config *c = s->cfg;
     struct stream_target t = {
-        .plugin = (enum plugin_kind)plugin_parse(c->pg_plugin),
+        .plugin = c->pg_plugin,
         .slot = c->pg_slot,
         .publication = c->pg_publication,
         .messages = c->pg_heartbeat_interval_ms > 0 || outbox_set_has_prefix(s->outboxes),

@@ -32,6 +32,7 @@
 
 #include "clock.h"
 #include "connerr.h"
+#include "decoder.h" /* plugin_listed() */
 #include "fixit.h"
 #include "log.h"
 #include "pgconn.h"

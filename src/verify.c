@@ -40,12 +40,13 @@
 
 #include "audit.h"
 #include "clock.h"
+#include "config_outbox.h"
+#include "duration.h"
 #include "exitcode.h"
 #include "kafkaconf.h"
 #include "log.h"
 #include "outbox.h"
 #include "pgconn.h"
-#include "polling.h" /* polling_duration_parse */
 #include "str.h"
 
 /* Unknown event_ids looked up in the table per query. */
@@ -1083,7 +1084,7 @@ int verify_option(struct verify_options *opt, int argc, char **argv, int *i, cha
     }
     int64_t ms = 0;
     char why[128];
-    bool parsed = polling_duration_parse(val, &ms, why, sizeof(why)) == 0;
+    bool parsed = duration_parse(val, 0, &ms, why, sizeof(why)) == 0;
     if (!parsed || ms <= 0 || ms > INT32_MAX) {
         snprintf(err, errlen, "--timeout \"%s\": %s", val,
                  !parsed     ? why

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_outbox.h"
 #include "kafkaconf.h"
 #include "log.h"
 #include "outbox.h"
@@ -47,7 +48,7 @@ START_TEST(test_defaults)
     ck_assert_ptr_null(C.pg_conninfo);
     ck_assert_str_eq(C.pg_slot, "outboxd");
     ck_assert_str_eq(C.pg_publication, "outboxd_pub");
-    ck_assert_str_eq(C.pg_plugin, "pgoutput");
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);
     ck_assert(C.pg_create_slot == true);
     ck_assert_int_eq(C.pg_status_interval_ms, 1000);
     ck_assert_str_eq(C.outbox.table, "public.outbox_events");
@@ -123,7 +124,7 @@ START_TEST(test_set_postgres)
     ck_assert_int_eq(config_set(&C, "postgres", "publication", "p1", err, sizeof(err)), 0);
     ck_assert_str_eq(C.pg_publication, "p1");
     ck_assert_int_eq(config_set(&C, "postgres", "plugin", "pgoutput", err, sizeof(err)), 0);
-    ck_assert_str_eq(C.pg_plugin, "pgoutput");
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);
     ck_assert_int_eq(config_set(&C, "postgres", "create_slot", "false", err, sizeof(err)), 0);
     ck_assert(C.pg_create_slot == false);
     ck_assert_int_eq(config_set(&C, "postgres", "status_interval_ms", "250", err, sizeof(err)), 0);
@@ -400,6 +401,9 @@ START_TEST(test_observability_keys)
     ERR_HAS("[http] listen");
     ERR_HAS("numeric IP");
     ck_assert_str_eq(C.http_listen, "[::]:9000");
+    /* parsed once, with the text: what httpd_from_config() binds */
+    ck_assert_int_eq(C.http_addr.family, AF_INET6);
+    ck_assert_int_eq(C.http_addr.port, 9000);
     ck_assert_int_eq(config_set(&C, "http", "listen", "127.0.0.1:99999", err, sizeof(err)),
                      -1);
     ERR_HAS("0 to 65535");
@@ -430,17 +434,17 @@ START_TEST(test_observability_keys)
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "k:9092", err, sizeof(err)),
                      0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "postgres", "heartbeat_interval_ms", "50", err,
                                 sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("heartbeat_interval_ms: 50 is below 100 ms");
     ck_assert_int_eq(config_set(&C, "postgres", "heartbeat_interval_ms", "100", err,
                                 sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "postgres", "monitor_interval_ms", "99", err,
                                 sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("monitor_interval_ms: 99 is below 100 ms");
 
     char *env[] = {"OUTBOXD_HTTP_LISTEN=0.0.0.0:9100", "OUTBOXD_LOG_FORMAT=json", NULL};
@@ -503,7 +507,7 @@ START_TEST(test_load_file)
     ck_assert_pstr_eq(C.pg_conninfo, "host=db.internal port=5433 dbname=app user=outboxd");
     ck_assert_str_eq(C.pg_slot, "file_slot");
     ck_assert_str_eq(C.pg_publication, "file_pub");
-    ck_assert_str_eq(C.pg_plugin, "pgoutput");
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);
     ck_assert(C.pg_create_slot == false);
     ck_assert_int_eq(C.pg_status_interval_ms, 2500);
     ck_assert_str_eq(C.outbox.table, "app.events");
@@ -519,7 +523,7 @@ START_TEST(test_load_file)
     ck_assert_pstr_eq(config_kafka_get(&C, "partitioner"), "murmur2_random");
     ck_assert_str_eq(C.offsets_file, "/var/lib/outboxd/outboxd.offset");
     ck_assert_int_eq(C.log_level, LOG_DEBUG);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
 }
 END_TEST
 
@@ -908,7 +912,7 @@ START_TEST(test_precedence)
     ck_assert_str_eq(C.pg_publication, "env_pub");        /* env > file */
     ck_assert_int_eq(C.pg_status_interval_ms, 111);        /* file > default */
     ck_assert_pstr_eq(config_kafka_get(&C, "linger.ms"), "1");
-    ck_assert_str_eq(C.pg_plugin, "pgoutput");             /* default */
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);             /* default */
     ck_assert_pstr_eq(config_kafka_get(&C, "enable.idempotence"), "true");
 }
 END_TEST
@@ -919,11 +923,11 @@ START_TEST(test_validate)
 {
     /* bootstrap.servers set so that conninfo is the only thing missing. */
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1); /* no conninfo */
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1); /* no conninfo */
     ck_assert(err[0] != '\0');
     err[0] = '\0';
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
 }
 END_TEST
 
@@ -940,16 +944,16 @@ START_TEST(test_validate_message_larger_than_queue)
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
     /* defaults: librdkafka's 1,000,000 bytes against outboxd's 16,384 kB */
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
     KSET("message.max.bytes", "16777216");
     ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "equal bounds: %s", err);
     KSET("message.max.bytes", "16777217");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("message.max.bytes = 16777217");
     ERR_HAS("queue.buffering.max.kbytes = 16384");
     KSET("message.max.bytes", "100000000");
     KSET("queue.buffering.max.kbytes", "65536");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("message.max.bytes = 100000000");
     ERR_HAS("queue.buffering.max.kbytes = 65536");
     ERR_HAS("97657"); /* the kbytes that would do */
@@ -967,15 +971,15 @@ START_TEST(test_validate_in_flight)
 {
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "default: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "default: %s", err);
     KSET("max.in.flight.requests.per.connection", "5");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("max.in.flight.requests.per.connection = 5");
     ERR_HAS("NOT_ENOUGH_REPLICAS");
     KSET("max.in.flight.requests.per.connection", "2");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     KSET("max.in.flight.requests.per.connection", "1");
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "one: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "one: %s", err);
 }
 END_TEST
 
@@ -1007,26 +1011,53 @@ START_TEST(test_validate_bad_conninfo_hides_password)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ck_assert_int_eq(config_set(&C, "postgres", "conninfo", bad[i], err, sizeof(err)), 0);
         err[0] = '\0';
-        ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+        ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
         ck_assert_msg(strstr(err, "conninfo cannot be parsed") != NULL, "%s", err);
         ck_assert_msg(strstr(err, "S3cr3tPW") == NULL, "password in: %s", err);
     }
 }
 END_TEST
 
-START_TEST(test_validate_unknown_plugin)
+/* plugin, failover and on_slot_loss are parsed once, when set, into
+ * their enums (settings.h); a bad value is refused there, naming the key
+ * and the value, and leaves the setting as it was. */
+START_TEST(test_postgres_words_parsed_once)
 {
-    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
-    /* Whether config_set rejects it already or not, validate must. */
-    if (config_set(&C, "postgres", "plugin", "decoderbufs", err, sizeof(err)) != 0) {
-        free(C.pg_plugin);
-        C.pg_plugin = strdup("decoderbufs");
+    static const struct {
+        const char *key, *bad, *msg;
+    } cases[] = {
+        {"plugin", "decoderbufs", "[postgres] plugin: unknown plugin \"decoderbufs\" "
+                                  "(supported: pgoutput, wal2json)"},
+        {"failover", "maybe", "[postgres] failover: \"maybe\" is not one of auto|on|off"},
+        {"on_slot_loss", "Repair",
+         "[postgres] on_slot_loss: \"Repair\" is not one of halt|repair"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        err[0] = '\0';
+        ck_assert_int_eq(
+            config_set(&C, "postgres", cases[i].key, cases[i].bad, err, sizeof(err)), -1);
+        ck_assert_str_eq(err, cases[i].msg);
     }
-    err[0] = '\0';
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
-    ck_assert(err[0] != '\0');
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_PGOUTPUT);
+    ck_assert_int_eq(C.pg_failover, FAILOVER_AUTO);
+    ck_assert_int_eq(C.pg_on_slot_loss, SLOT_LOSS_HALT);
+    ck_assert_int_eq(config_set(&C, "postgres", "plugin", "wal2json", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_plugin, PLUGIN_WAL2JSON);
+    ck_assert_int_eq(config_set(&C, "postgres", "failover", "YES", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_failover, FAILOVER_ON);
+    ck_assert_int_eq(config_set(&C, "postgres", "on_slot_loss", "repair", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(C.pg_on_slot_loss, SLOT_LOSS_REPAIR);
+    /* printed from the enum (outboxd config): "YES" as "on" */
+    static const char *const printed[][2] = {
+        {"plugin", "wal2json"}, {"failover", "on"}, {"on_slot_loss", "repair"}};
+    char v[64];
+    for (size_t i = 0; i < config_key_count(); i++) {
+        const struct config_key *k = config_key_at(i);
+        for (size_t j = 0; j < 3; j++)
+            if (!strcmp(k->section, "postgres") && !strcmp(k->key, printed[j][0]))
+                ck_assert_str_eq(config_key_value(&C, i, v, sizeof(v)), printed[j][1]);
+    }
 }
 END_TEST
 
@@ -1115,12 +1146,12 @@ START_TEST(test_delivery_keys)
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "k:9092", err, sizeof(err)),
                      0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "delivery", "progress_topic", "", err, sizeof(err)), -1);
     ERR_HAS("progress_topic");
     ck_assert_int_eq(config_set(&C, "delivery", "progress_topic", "p", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "source", "mode", "polling", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("exactly_once needs [source] mode = logical");
     /* an unknown section's error lists [delivery] among the known ones */
     ck_assert_int_eq(config_set(&C, "deliver", "mode", "x", err, sizeof(err)), -1);
@@ -1182,50 +1213,50 @@ START_TEST(test_validate_outbox_headers)
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "type:header:eventType",
                                 err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
     ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "type:envelope", err,
                                 sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("need [outbox] value_converter = json");
     ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "json", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
-    ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "JSON", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
-    ERR_HAS("not one of string|json");
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "JSON", err, sizeof(err)),
+                     -1);
+    ERR_HAS("[outbox] value_converter: \"JSON\" is not one of string|json");
+    ck_assert(C.outbox.value_json); /* kept */
     ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "string", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "headers", "event_id,payload", err, sizeof(err)),
                      0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox] headers");
 }
 END_TEST
 
 /* [outbox] timestamp: produce (default) or commit, which the map
- * carries; another value fails validation; polling mode refuses commit
+ * carries; another value is refused when set; polling mode refuses commit
  * (it has no commit time). */
 START_TEST(test_outbox_timestamp)
 {
     struct outbox_map m;
     ck_assert_int_eq(config_set(&C, "postgres", "conninfo", "dbname=x", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
-    ck_assert_str_eq(C.outbox.timestamp, "produce");
+    ck_assert(!C.outbox.timestamp_commit); /* produce */
     ck_assert_int_eq(config_outbox_map(&C.outbox, &m, err, sizeof(err)), 0);
     ck_assert(!m.timestamp_commit);
     outbox_map_free(&m);
     ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "commit", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
     ck_assert_int_eq(config_outbox_map(&C.outbox, &m, err, sizeof(err)), 0);
     ck_assert(m.timestamp_commit);
     outbox_map_free(&m);
     ck_assert_int_eq(config_set(&C, "source", "mode", "polling", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox] timestamp = commit needs [source] mode = logical");
     ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "produce", err, sizeof(err)), 0);
-    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "validate: %s", err);
     ck_assert_int_eq(config_set(&C, "source", "mode", "logical", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "Commit", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_set(&C, "outbox", "timestamp", "Commit", err, sizeof(err)), -1);
     ERR_HAS("[outbox] timestamp: \"Commit\" is not one of produce|commit");
 }
 END_TEST
@@ -1356,7 +1387,7 @@ int main(void)
     tcase_add_test(tc, test_apply_set_errors);
     tcase_add_test(tc, test_precedence);
     tcase_add_test(tc, test_validate);
-    tcase_add_test(tc, test_validate_unknown_plugin);
+    tcase_add_test(tc, test_postgres_words_parsed_once);
     tcase_add_test(tc, test_validate_message_larger_than_queue);
     tcase_add_test(tc, test_value_fits_queue);
     tcase_add_test(tc, test_validate_bad_conninfo_hides_password);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_outbox.h"
 
 static struct config C;
 static char err[512];
@@ -58,7 +59,7 @@ START_TEST(test_plain_only)
     ck_assert_ptr_eq(config_outbox_at(&C, 0), &C.outbox);
     ck_assert_str_eq(config_outbox_at(&C, 0)->table, "app.events");
     ck_assert_ptr_null(config_outbox_at(&C, 1));
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     ck_assert_int_eq(config_outbox_find(&C, NULL, err, sizeof(err)), 0);
     ck_assert_int_eq(config_outbox_find(&C, "orders", err, sizeof(err)), -1);
     ERR_HAS("plain [outbox] only");
@@ -85,7 +86,7 @@ START_TEST(test_inheritance)
     ck_assert_str_eq(b->topic, "billing");
     ck_assert_str_eq(b->columns[OC_EVENT_ID], "event_id"); /* default */
     ck_assert_int_eq(b->source[key_at("column.event_id")], CONFIG_SRC_DEFAULT);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     char v[256];
     ck_assert_str_eq(config_outbox_key_value(o, key_at("column.payload"), v, sizeof(v)),
                      "body_o");
@@ -113,7 +114,7 @@ START_TEST(test_preset_inherited)
     ck_assert_str_eq(b->columns[OC_EVENT_ID], "eid");
     ck_assert_str_eq(b->columns[OC_AGGREGATE_ID], "aggregate_id"); /* outboxd's */
     ck_assert_str_eq(b->columns[OC_PAYLOAD], "body");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
 }
 END_TEST
 
@@ -147,7 +148,7 @@ START_TEST(test_env_and_set)
     ck_assert_str_eq(o->headers, "event_id, commit_lsn");
     ck_assert_str_eq(b->columns[OC_EVENT_TYPE], "kind");
     ck_assert_str_eq(C.outbox.columns[OC_EVENT_TYPE], "kind");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     /* a variable no [outbox] key ends is still an error */
     char *bad[] = {"OUTBOXD_OUTBOX_ORDERS_TABEL=x", NULL};
     ck_assert_int_eq(config_load_env(&C, bad, err, sizeof(err)), -1);
@@ -190,42 +191,42 @@ START_TEST(test_refused_at_validation)
 {
     /* two sections on one table */
     load("[outbox.a]\ntable = s.t\n[outbox.b]\ntable = t\n[outbox.c]\ntable = public.t\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox.b] and [outbox.c] are both on the table public.t");
     config_free(&C);
     setup();
     /* a table in the plain section next to named ones */
     load("[outbox]\ntable = s.t\n[outbox.a]\ntable = s.a\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox] table = s.t is set and there are [outbox.NAME] sections");
     config_free(&C);
     setup();
     /* a named section without its table */
     load("[outbox.a]\ntopic = x\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox.a] table is not set");
     config_free(&C);
     setup();
     /* two names with one environment spelling */
     load("[outbox.a-b]\ntable = s.a\n[outbox.A_B]\ntable = s.b\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("OUTBOXD_OUTBOX_A_B_");
     config_free(&C);
     setup();
     /* a bad topic template is named by its section */
     load("[outbox.a]\ntable = s.a\ntopic = x.${\n[outbox.b]\ntable = s.b\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox.a]");
     config_free(&C);
     setup();
     /* polling serves one table; repair covers several */
     load("[outbox.a]\ntable = s.a\n[outbox.b]\ntable = s.b\n[source]\nmode = polling\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("mode = polling serves one outbox table");
     ck_assert_int_eq(config_apply_set(&C, "source.mode=logical", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     ck_assert_int_eq(config_apply_set(&C, "postgres.on_slot_loss=repair", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
 }
 END_TEST
 
@@ -236,7 +237,7 @@ START_TEST(test_message_prefix_per_section)
 {
     load("[outbox.a]\ntable = s.a\nmessage_prefix = pa\n[outbox.b]\ntable = s.b\n"
          "message_prefix = pb\n[outbox.c]\ntable = s.c\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     struct outbox_set set;
     ck_assert_int_eq(config_outbox_set(&C, &set, err, sizeof(err)), 0);
     ck_assert_int_eq(outbox_set_find_prefix(&set, "pb"), 1);
@@ -246,28 +247,28 @@ START_TEST(test_message_prefix_per_section)
     ck_assert(outbox_set_has_prefix(&set));
     outbox_set_free(&set);
     ck_assert_int_eq(config_apply_set(&C, "outbox.c.message_prefix=pa", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox.a] and [outbox.c] both have message_prefix = pa");
     ck_assert_ptr_null(strstr(err, "inherited"));
     config_free(&C);
     setup();
     load("[outbox]\nmessage_prefix = p\n[outbox.a]\ntable = s.a\n[outbox.b]\ntable = s.b\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox.a] and [outbox.b] both have message_prefix = p");
     ERR_HAS("inherited from [outbox]");
     ck_assert_int_eq(config_apply_set(&C, "outbox.b.message_prefix=q", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     config_free(&C);
     setup();
     /* the heartbeat's prefix is refused, naming the section */
     load("[outbox.a]\ntable = s.a\nmessage_prefix = outboxd.heartbeat\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("[outbox.a] message_prefix \"outboxd.heartbeat\"");
     config_free(&C);
     setup();
     /* polling reads tables only */
     load("[outbox]\nmessage_prefix = p\n[source]\nmode = polling\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("message_prefix needs [source] mode = logical");
 }
 END_TEST
@@ -277,7 +278,7 @@ END_TEST
 START_TEST(test_one_named)
 {
     load("[outbox.only]\ntable = s.only\n[source]\nmode = polling\n");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     ck_assert_int_eq(config_outbox_find(&C, NULL, err, sizeof(err)), 0);
     struct outbox_set set;
     ck_assert_int_eq(config_outbox_set(&C, &set, err, sizeof(err)), 0);

@@ -1,6 +1,7 @@
 /*
- * test_decoder.c - the plugin-independent decoder: plugin names, the
- * output_plugin_libraries check, and dispatch to the right decoder.
+ * test_decoder.c - the plugin-independent decoder: plugin names
+ * (include/settings.h), the output_plugin_libraries check, and dispatch
+ * to the right decoder.
  */
 #include <check.h>
 #include <stdlib.h>

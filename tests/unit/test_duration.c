@@ -63,6 +63,28 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The duration keys without _ms (lease, backoff_min, ...; formerly
+ * polling_duration_parse): the unit is required and named. */
+START_TEST(test_unit_required)
+{
+    static const char *const bad[] = {"30", "1.5h", "7dd", "99999999999999999999d"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int64_t ms = 42;
+        err[0] = '\0';
+        ck_assert_msg(duration_parse(bad[i], 0, &ms, err, sizeof(err)) == -1,
+                      "\"%s\" accepted", bad[i]);
+        ck_assert_msg(err[0] != '\0', "no reason for \"%s\"", bad[i]);
+        ck_assert_int_eq(ms, 42);
+    }
+    int64_t ms;
+    duration_parse("30", 0, &ms, err, sizeof(err));
+    HAS("\"30\" is not a duration");
+    HAS("ms, s, m, h or d");
+    ck_assert_int_eq(duration_parse("4000d", 0, &ms, err, sizeof(err)), -1);
+    HAS("longer than 10 years");
+}
+END_TEST
+
 START_TEST(test_format)
 {
     char b[32];
@@ -91,6 +113,7 @@ int main(void)
     tcase_add_test(tc, test_units);
     tcase_add_test(tc, test_bare_number);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_unit_required);
     tcase_add_test(tc, test_format);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -1,6 +1,6 @@
 /*
  * test_polling.c - the pure part of polling mode (include/polling.h):
- * durations, backoff with jitter, outcome classification, identifier
+ * backoff with jitter, outcome classification, identifier
  * quoting, the SQL of the relay's statements; and the [source] / [polling]
  * configuration keys (include/config.h).
  */
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_outbox.h"
 #include "outbox.h"
 #include "polling.h"
 
@@ -18,49 +19,6 @@ static char err[512];
 #define HAS(hay, needle)                                                          \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "\"%s\" does not contain \"%s\"", \
                   (hay), (needle))
-
-/* ---- durations ---- */
-
-START_TEST(test_duration_units)
-{
-    int64_t ms = -1;
-    ck_assert_int_eq(polling_duration_parse("250ms", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 250);
-    ck_assert_int_eq(polling_duration_parse("30s", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 30000);
-    ck_assert_int_eq(polling_duration_parse("5m", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 300000);
-    ck_assert_int_eq(polling_duration_parse("2h", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 7200000);
-    ck_assert_int_eq(polling_duration_parse("7d", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 7LL * 86400000);
-    ck_assert_int_eq(polling_duration_parse("0", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 0);
-    ms = 5;
-    ck_assert_int_eq(polling_duration_parse("off", &ms, err, sizeof(err)), 0);
-    ck_assert_int_eq(ms, 0);
-}
-END_TEST
-
-START_TEST(test_duration_errors)
-{
-    int64_t ms = 42;
-    const char *bad[] = {"", "30", "s", "-5s", "5 s", "5sec", "1.5h", "5S", "7dd", " 7d",
-                         "99999999999999999999d"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        err[0] = '\0';
-        ck_assert_msg(polling_duration_parse(bad[i], &ms, err, sizeof(err)) == -1,
-                      "\"%s\" accepted", bad[i]);
-        ck_assert_msg(err[0] != '\0', "no reason for \"%s\"", bad[i]);
-    }
-    ck_assert_int_eq(ms, 42); /* untouched on error */
-    polling_duration_parse("30", &ms, err, sizeof(err));
-    HAS(err, "\"30\" is not a duration");
-    HAS(err, "ms, s, m, h or d");
-    ck_assert_int_eq(polling_duration_parse("4000d", &ms, err, sizeof(err)), -1);
-    HAS(err, "longer than 10 years");
-}
-END_TEST
 
 /* ---- backoff ---- */
 
@@ -303,7 +261,7 @@ START_TEST(test_config_defaults)
     ck_assert_int_eq(C.poll_retention_batch, 1000);
     ck_assert_int_eq(C.poll_retention_interval_ms, 60000);
     ck_assert_str_eq(C.poll_notify_channel, "outboxd");
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     config_free(&C);
 }
 END_TEST
@@ -321,7 +279,7 @@ START_TEST(test_config_sources)
     ck_assert_int_eq(C.poll_retention_ms, 0);
     ck_assert_int_eq(config_apply_set(&C, "polling.batch_size=7", err, sizeof(err)), 0);
     ck_assert_int_eq(C.poll_batch_size, 7);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0);
     config_free(&C);
 }
 END_TEST
@@ -345,23 +303,23 @@ START_TEST(test_config_errors)
     ck_assert_int_eq(config_set(&C, "polling", "lease", "500ms", err, sizeof(err)), 0);
     ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0); /* logical: not used */
     ck_assert_int_eq(config_set(&C, "source", "mode", "polling", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] lease: 500 ms is too short");
     ck_assert_int_eq(config_set(&C, "polling", "lease", "10s", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "polling", "backoff_min", "10m", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] backoff_min (600000 ms) is larger than backoff_max (300000 ms)");
     ck_assert_int_eq(config_set(&C, "polling", "backoff_min", "0", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] backoff_min must be more than 0");
     ck_assert_int_eq(config_set(&C, "polling", "backoff_min", "1s", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "polling", "retention_interval", "0", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] retention_interval must be more than 0");
     ck_assert_int_eq(config_set(&C, "polling", "retention", "off", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), 0); /* retention off */
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), 0); /* retention off */
     ck_assert_int_eq(config_set(&C, "polling", "notify_channel", "Out-box", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
     HAS(err, "[polling] notify_channel \"Out-box\"");
     config_free(&C);
 }
@@ -371,8 +329,6 @@ int main(void)
 {
     Suite *s = suite_create("polling");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_duration_units);
-    tcase_add_test(tc, test_duration_errors);
     tcase_add_test(tc, test_backoff_grows_and_caps);
     tcase_add_test(tc, test_backoff_jitter_range);
     tcase_add_test(tc, test_backoff_degenerate_bounds);

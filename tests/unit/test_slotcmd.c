@@ -1,6 +1,7 @@
 /*
  * test_slotcmd.c - the slot commands for each server version and the
- * [postgres] failover decision (include/slotcmd.h).
+ * [postgres] failover decision (include/slotcmd.h); the failover and
+ * on_slot_loss words (include/settings.h).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -76,18 +77,25 @@ END_TEST
 
 START_TEST(test_parse)
 {
-    ck_assert_int_eq(slotcmd_failover_parse("auto"), FAILOVER_AUTO);
-    ck_assert_int_eq(slotcmd_failover_parse("AUTO"), FAILOVER_AUTO);
-    ck_assert_int_eq(slotcmd_failover_parse("on"), FAILOVER_ON);
-    ck_assert_int_eq(slotcmd_failover_parse("true"), FAILOVER_ON);
-    ck_assert_int_eq(slotcmd_failover_parse("off"), FAILOVER_OFF);
-    ck_assert_int_eq(slotcmd_failover_parse("no"), FAILOVER_OFF);
-    ck_assert_int_eq(slotcmd_failover_parse("maybe"), -1);
-    ck_assert_int_eq(slotcmd_failover_parse(""), -1);
-    ck_assert_int_eq(slotcmd_failover_parse(NULL), -1);
-    ck_assert_str_eq(slotcmd_failover_name(FAILOVER_ON), "on");
-    ck_assert_str_eq(slotcmd_failover_name(FAILOVER_OFF), "off");
-    ck_assert_str_eq(slotcmd_failover_name(FAILOVER_AUTO), "auto");
+    ck_assert_int_eq(failover_parse("auto"), FAILOVER_AUTO);
+    ck_assert_int_eq(failover_parse("AUTO"), FAILOVER_AUTO);
+    ck_assert_int_eq(failover_parse("on"), FAILOVER_ON);
+    ck_assert_int_eq(failover_parse("true"), FAILOVER_ON);
+    ck_assert_int_eq(failover_parse("off"), FAILOVER_OFF);
+    ck_assert_int_eq(failover_parse("no"), FAILOVER_OFF);
+    ck_assert_int_eq(failover_parse("maybe"), -1);
+    ck_assert_int_eq(failover_parse(""), -1);
+    ck_assert_int_eq(failover_parse(NULL), -1);
+    ck_assert_str_eq(failover_name(FAILOVER_ON), "on");
+    ck_assert_str_eq(failover_name(FAILOVER_OFF), "off");
+    ck_assert_str_eq(failover_name(FAILOVER_AUTO), "auto");
+    /* [postgres] on_slot_loss (settings.h): exactly halt or repair */
+    ck_assert_int_eq(slot_loss_parse("halt"), SLOT_LOSS_HALT);
+    ck_assert_int_eq(slot_loss_parse("repair"), SLOT_LOSS_REPAIR);
+    ck_assert_int_eq(slot_loss_parse("Repair"), -1);
+    ck_assert_int_eq(slot_loss_parse(""), -1);
+    ck_assert_str_eq(slot_loss_name(SLOT_LOSS_REPAIR), "repair");
+    ck_assert_str_eq(slot_loss_name(SLOT_LOSS_HALT), "halt");
 }
 END_TEST
 

@@ -1,0 +1,64 @@
+/*
+ * settings.h - the typed values of the [postgres] keys whose words other
+ * modules act on: the output plugin, failover and on_slot_loss; and the
+ * roles of the [outbox] column.* keys. config.c parses each once, when
+ * the configuration is loaded, into struct config's enum fields; every
+ * other module reads the enum, and prints it with the name function. Pure, and includes nothing of outboxd's, so
+ * that the configuration stays at the bottom of the include graph.
+ * Adding an output plugin starts here: its name in settings.c's table,
+ * then its decoder (decoder.c). Unit-tested in tests/unit/test_decoder.c
+ * and test_slotcmd.c.
+ */
+#ifndef OUTBOXD_SETTINGS_H
+#define OUTBOXD_SETTINGS_H
+
+/* [postgres] plugin: the logical decoding output plugin of the slot. */
+enum plugin_kind { PLUGIN_PGOUTPUT = 0, PLUGIN_WAL2JSON = 1, PLUGIN__COUNT };
+
+/* "pgoutput" or "wal2json"; -1 when unknown. */
+int plugin_parse(const char *name);
+/* The plugin's name as the server knows it ("pgoutput"). */
+const char *plugin_name(enum plugin_kind p);
+
+/* [postgres] failover. */
+enum failover_mode {
+    FAILOVER_AUTO, /* on when the server has failover slots (17+) */
+    FAILOVER_ON,   /* required: a server below 17 is an error */
+    FAILOVER_OFF,
+};
+
+/* "auto", "on" or "off" (also true/false, yes/no, 1/0 for on/off, in any
+ * case); -1 for anything else. */
+int failover_parse(const char *s);
+/* "auto", "on" or "off". */
+const char *failover_name(enum failover_mode m);
+
+/* [postgres] on_slot_loss: what the daemon does when its slot is gone or
+ * invalidated (README "Gap repair"). */
+enum slot_loss {
+    SLOT_LOSS_HALT,   /* exit 2 (after halt_linger); the operator runs outboxd repair */
+    SLOT_LOSS_REPAIR, /* run gap repair, then go on */
+};
+
+/* "halt" or "repair" (exactly); -1 for anything else. */
+int slot_loss_parse(const char *s);
+/* "halt" or "repair". */
+const char *slot_loss_name(enum slot_loss l);
+
+/* [outbox] column.*: the role each configured column plays in an event
+ * (outbox.h's map; outbox_col_name() says "event_id", ...). */
+enum outbox_col {
+    OC_EVENT_ID = 0,
+    OC_AGGREGATE_TYPE,
+    OC_AGGREGATE_ID,
+    OC_AGGREGATE_VERSION,
+    OC_EVENT_TYPE,
+    OC_PAYLOAD,
+    OC__COUNT
+};
+
+/* The [outbox] headers default: outboxd's own headers. */
+#define OUTBOX_HEADERS_DEFAULT                                                         \
+    "event_id, event_type, aggregate_type, aggregate_id, aggregate_version, commit_lsn"
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * settings.c - the words of the [postgres] keys other modules act on
+ * (plugin, failover, on_slot_loss) and their enums (see settings.h).
+ */
+#include "settings.h"
+
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const plugin_names[PLUGIN__COUNT] = {"pgoutput", "wal2json"};
+
+int plugin_parse(const char *name)
+{
+    for (int i = 0; i < PLUGIN__COUNT; i++)
+        if (strcmp(name, plugin_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *plugin_name(enum plugin_kind p)
+{
+    return (unsigned)p < PLUGIN__COUNT ? plugin_names[p] : "?";
+}
+
+int failover_parse(const char *s)
+{
+    static const char *const on[] = {"on", "true", "yes", "1"};
+    static const char *const off[] = {"off", "false", "no", "0"};
+    if (!s) return -1;
+    if (strcasecmp(s, "auto") == 0) return FAILOVER_AUTO;
+    for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+        if (strcasecmp(s, on[i]) == 0) return FAILOVER_ON;
+        if (strcasecmp(s, off[i]) == 0) return FAILOVER_OFF;
+    }
+    return -1;
+}
+
+const char *failover_name(enum failover_mode m)
+{
+    return m == FAILOVER_ON ? "on" : m == FAILOVER_OFF ? "off" : "auto";
+}
+
+int slot_loss_parse(const char *s)
+{
+    if (strcmp(s, "halt") == 0) return SLOT_LOSS_HALT;
+    if (strcmp(s, "repair") == 0) return SLOT_LOSS_REPAIR;
+    return -1;
+}
+
+const char *slot_loss_name(enum slot_loss l)
+{
+    return l == SLOT_LOSS_REPAIR ? "repair" : "halt";
+}
