@@ -19,17 +19,17 @@
 /* Writes the offset file when due, then confirms it to the server
  * (confirmer_status()). reply: the server asked for one. force: store the
  * position now (stop, reconnect, fatal error). */
-int send_status_ex(struct relay *r, bool reply, bool force);
+int relay_send_status_ex(struct relay *r, bool reply, bool force);
 
-/* send_status_ex() without force. */
-int send_status(struct relay *r, bool reply);
+/* relay_send_status_ex() without force. */
+int relay_send_status(struct relay *r, bool reply);
 
 /* When the next status is due (monotonic ms; confirmer_deadline()). */
-int64_t status_deadline(const struct relay *r);
+int64_t relay_status_deadline(const struct relay *r);
 
 /* A status when due; between statuses, the offset file when ACKed events
  * wait to be written (confirmer_acked_write_due()). */
-int status_if_due(struct relay *r);
+int relay_status_if_due(struct relay *r);
 
 /* slot_open_stream() prepared a stream (s->prepared): the identity and
  * the stored position it found become the confirmer's. */

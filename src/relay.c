@@ -100,7 +100,7 @@ static void wait_for(struct relay *r, struct evloop *l, int64_t now)
     if (r->obs.http) evloop_until(l, r->obs.next_publish_ms);
     switch (r->state) {
     case RS_STREAM:
-        evloop_until(l, status_deadline(r));
+        evloop_until(l, relay_status_deadline(r));
         if (r->backoff.failures > 0) evloop_until(l, r->stream_up_ms + STREAM_HEALTHY_MS);
         if (!reading_stream(r)) {
             evloop_until(l, now + HELD_RETRY_MS); /* the stream is not read */

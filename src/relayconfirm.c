@@ -11,7 +11,7 @@
 
 /* What the confirmer reads now: the tracker, the ACK count, the stream,
  * the clock. */
-static struct confirm_view confirm_view(const struct relay *r)
+static struct confirm_view relay_confirm_view(const struct relay *r)
 {
     struct tracker_progress p = {0, 0};
     bool has_progress = changes_progress(&r->chg, &p);
@@ -51,9 +51,9 @@ static void note_writes(struct confirmer *c, struct metrics *m, uint64_t writes,
 /* Writes the offset file when due, then confirms it to the server
  * (confirmer_status()). force: store the position now (stop, reconnect,
  * fatal error). Returns a STEP_* code. */
-int send_status_ex(struct relay *r, bool reply, bool force)
+int relay_send_status_ex(struct relay *r, bool reply, bool force)
 {
-    struct confirm_view v = confirm_view(r);
+    struct confirm_view v = relay_confirm_view(r);
     uint64_t sent = r->confirm.statuses_sent, writes = r->confirm.offset_writes;
     int rc = confirmer_status(&r->confirm, &v, reply, force);
     note_writes(&r->confirm, &r->met, writes, v.now_ms);
@@ -62,24 +62,24 @@ int send_status_ex(struct relay *r, bool reply, bool force)
     return rc == CONFIRM_OK ? STEP_OK : rc == CONFIRM_BROKEN ? STEP_BROKEN : STEP_FATAL;
 }
 
-int send_status(struct relay *r, bool reply)
+int relay_send_status(struct relay *r, bool reply)
 {
-    return send_status_ex(r, reply, false);
+    return relay_send_status_ex(r, reply, false);
 }
 
 /* When the next status is due (monotonic ms; confirmer_deadline()). */
-int64_t status_deadline(const struct relay *r)
+int64_t relay_status_deadline(const struct relay *r)
 {
-    struct confirm_view v = confirm_view(r);
+    struct confirm_view v = relay_confirm_view(r);
     return confirmer_deadline(&r->confirm, &v);
 }
 
 /* A status when due; between statuses, the offset file when ACKed events
  * wait to be written (confirmer_acked_write_due()). */
-int status_if_due(struct relay *r)
+int relay_status_if_due(struct relay *r)
 {
-    struct confirm_view v = confirm_view(r);
-    if (v.now_ms >= confirmer_status_deadline(&r->confirm, &v)) return send_status(r, false);
+    struct confirm_view v = relay_confirm_view(r);
+    if (v.now_ms >= confirmer_status_deadline(&r->confirm, &v)) return relay_send_status(r, false);
     if (!confirmer_acked_write_due(&r->confirm, &v)) return STEP_OK;
     uint64_t writes = r->confirm.offset_writes;
     int rc = confirmer_store(&r->confirm, &v);

@@ -85,7 +85,7 @@ static enum step on_frame(struct relay *r, const char *buf, int len)
     confirmer_received(&r->confirm, f.wal_end);
     if (f.kind == RF_KEEPALIVE) {
         tracker_keepalive(r->trk, f.wal_end);
-        return f.reply_requested ? send_status(r, false) : STEP_OK;
+        return f.reply_requested ? relay_send_status(r, false) : STEP_OK;
     }
     return changes_on_data(&r->chg, &f);
 }
@@ -197,7 +197,7 @@ static enum step stream_turn(struct relay *r)
     if (rc != STEP_OK && rc != STEP_HELD) return rc;
     enum step health = stream_health(r);
     if (health != STEP_OK) return health;
-    enum step st = status_if_due(r);
+    enum step st = relay_status_if_due(r);
     return st != STEP_OK ? st : rc;
 }
 
@@ -217,7 +217,7 @@ static void finish_failed(struct relay *r, enum step rc)
 {
     producer_poll(r->prod, 0);
     relaytxn_fail(r);
-    if (r->trk) send_status_ex(r, false, true);
+    if (r->trk) relay_send_status_ex(r, false, true);
     finish(r, step_exit_code(rc));
 }
 
@@ -470,7 +470,7 @@ static bool recover_step(struct relay *r)
         finish_failed(r, STEP_FATAL);
         return false;
     }
-    rc = send_status_ex(r, false, true); /* writes the offset file only */
+    rc = relay_send_status_ex(r, false, true); /* writes the offset file only */
     if (rc != STEP_OK) {
         finish_failed(r, rc);
         return false;
@@ -514,7 +514,7 @@ static void confirm_and_finish(struct relay *r)
 {
     char a[LSN_STRLEN];
     char skipped[96] = "", kept[128] = "", b[LSN_STRLEN];
-    if (send_status_ex(r, false, true) == STEP_OK && r->st) stream_finish(r->st);
+    if (relay_send_status_ex(r, false, true) == STEP_OK && r->st) stream_finish(r->st);
     if (r->chg.events_skipped)
         snprintf(skipped, sizeof(skipped), ", %llu skipped as ACKed before the restart",
                  (unsigned long long)r->chg.events_skipped);
