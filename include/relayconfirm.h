@@ -1,7 +1,7 @@
 /*
  * relayconfirm.h - the logical relay's confirmation: the standby status to
  * the server and the offset file, as the relay sees them (confirm.h
- * decides and does the work). One of the relay's files (relaystate.h):
+ * decides and does the work). One of the relay's files (relay_int.h):
  * relay.c's wait asks it when the next status is due, relaystate.c's turns
  * send statuses through it; neither calls the other for them.
  */
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "relaystate.h"
+#include "relay_int.h"
 #include "slotsetup.h"
 
 /* Each returns a step code (step.h). */

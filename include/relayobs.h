@@ -6,7 +6,7 @@
 #ifndef OUTBOXD_RELAYOBS_H
 #define OUTBOXD_RELAYOBS_H
 
-#include "relaystate.h"
+#include "relay_int.h"
 
 /* The start of every turn of the loop: signals, the monitor, the HTTP
  * server's beat and snapshot. */

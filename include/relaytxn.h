@@ -3,7 +3,7 @@
  * transactions around the events, the progress record committed with
  * them, the confirmation capped at what committed, and starting over from
  * the committed position when a transaction fails. One of the relay's
- * files (relaystate.h); the pacing is ktxn.h, the progress topic
+ * files (relay_int.h); the pacing is ktxn.h, the progress topic
  * progress.h.
  *
  * The guarantee rests on three rules:

@@ -1,6 +1,6 @@
 /*
  * relayobs.c - the logical relay's metrics, readiness and monitor glue
- * (see relayobs.h). It changes struct relay_obs (relaystate.h); the other
+ * (see relayobs.h). It changes struct relay_obs (relay_int.h); the other
  * files of the relay go through relay_publish_soon() and friends.
  */
 #include "relayobs.h"

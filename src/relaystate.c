@@ -1,10 +1,10 @@
 /*
  * relaystate.c - what each state of the relay's loop does in one turn
- * (enum relay_state, relaystate.h): connecting, streaming (with
+ * (enum relay_state, relay_int.h): connecting, streaming (with
  * backpressure), recovering from a broken stream, the reconnect backoff,
  * and a graceful stop's drain and last publication proof. None of them
  * waits: relay.c's loop does, once per turn, for what the state needs.
- * It changes the loop's state and struct relay_standby (relaystate.h).
+ * It changes the loop's state and struct relay_standby (relay_int.h).
  */
 #include "relaystate.h"
 

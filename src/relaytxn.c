@@ -2,7 +2,7 @@
  * relaytxn.c - exactly_once in the logical relay (see relaytxn.h): the
  * transactional producer's start, commits paced by ktxn.h, the confirm
  * cap, and the abort that starts the stream over. It changes struct
- * relay_txn (relaystate.h); nothing else does.
+ * relay_txn (relay_int.h); nothing else does.
  */
 #include "relaytxn.h"
 
@@ -12,7 +12,7 @@
 #include "clock.h"
 #include "log.h"
 #include "progress.h"
-#include "relaystate.h"
+#include "relay_int.h"
 
 /* The longest wait of one commit or abort on the event loop. The loop
  * sends no status meanwhile, so it stays well under wal_sender_timeout
