@@ -164,6 +164,11 @@ void confirmer_received(struct confirmer *c, lsn_t wal_end);
 /* The publication check proved membership up to lsn (pgoutput). */
 void confirmer_proven(struct confirmer *c, lsn_t lsn);
 
+/* The newest transaction delivered so far committed at commit_time_us
+ * (Unix epoch): the identity written with the next position holds it, for
+ * `outboxd repair`. 0 (not known yet) changes nothing. */
+void confirmer_commit_time(struct confirmer *c, int64_t commit_time_us);
+
 /* confirm_position() for this confirmer: v's ACKed position, capped, never
  * below what was sent. */
 lsn_t confirmer_confirmable(const struct confirmer *c, const struct confirm_view *v);

@@ -43,6 +43,11 @@ void confirmer_proven(struct confirmer *c, lsn_t lsn)
     if (lsn > c->proven_lsn) c->proven_lsn = lsn;
 }
 
+void confirmer_commit_time(struct confirmer *c, int64_t commit_time_us)
+{
+    if (commit_time_us > 0) c->identity.commit_time_us = commit_time_us;
+}
+
 lsn_t confirmer_confirmable(const struct confirmer *c, const struct confirm_view *v)
 {
     return confirm_position(v->acked, c->pub_capped, c->proven_lsn, c->sent_lsn);

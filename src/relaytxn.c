@@ -241,7 +241,7 @@ static enum step commit(struct relay *r)
     /* The commit time of the newest transaction in it, kept with the
      * position for `outboxd repair` (the identity's, until one commits). */
     int64_t ct = tracker_flushed_commit_time(r->trk);
-    if (ct) r->confirm.identity.commit_time_us = ct + PG_EPOCH_OFFSET_US;
+    if (ct) confirmer_commit_time(&r->confirm, ct + PG_EPOCH_OFFSET_US);
     struct offset_state pos =
         ktxn_position(&r->confirm.identity, tracker_flush_lsn(r->trk), has, p);
     if (!offset_format(&pos, text, sizeof(text))) {

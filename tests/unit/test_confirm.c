@@ -837,6 +837,20 @@ START_TEST(test_store_after_failed_write)
 }
 END_TEST
 
+/* exactly_once's commit time reaches the file through the confirmer; 0
+ * (not known) keeps the one held. */
+START_TEST(test_commit_time_written)
+{
+    setup(1000);
+    confirmer_commit_time(&c, 1700000000000000);
+    confirmer_commit_time(&c, 0);
+    ack_events(2000, 1);
+    ck_assert_int_eq(confirmer_status(&c, &v, false, true), CONFIRM_OK);
+    ck_assert_int_eq(fk.writes, 1);
+    ck_assert_int_eq(fk.file_commit_time, 1700000000000000);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("confirm");
@@ -889,6 +903,7 @@ int main(void)
     tcase_add_test(tc, test_uncapped_position_written_apart);
     tcase_add_test(tc, test_slow_writes_spaced_out);
     tcase_add_test(tc, test_store_after_failed_write);
+    tcase_add_test(tc, test_commit_time_written);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
