@@ -12,46 +12,36 @@
 
 #include "pgsql.h"
 
+/* Checks a quoted string against want and frees it. */
+static void expect_quoted(char *got, const char *want)
+{
+    ck_assert_ptr_nonnull(got);
+    ck_assert_str_eq(got, want);
+    free(got);
+}
+
 START_TEST(test_quote_ident)
 {
-    char *q = pgsql_quote_ident("outbox_events");
-    ck_assert_str_eq(q, "\"outbox_events\"");
-    free(q);
-    q = pgsql_quote_ident("we\"ird Name");
-    ck_assert_str_eq(q, "\"we\"\"ird Name\"");
-    free(q);
-    q = pgsql_quote_ident("");
-    ck_assert_str_eq(q, "\"\"");
-    free(q);
+    expect_quoted(pgsql_quote_ident("outbox_events"), "\"outbox_events\"");
+    expect_quoted(pgsql_quote_ident("we\"ird Name"), "\"we\"\"ird Name\"");
+    expect_quoted(pgsql_quote_ident(""), "\"\"");
 }
 END_TEST
 
 START_TEST(test_quote_qualified)
 {
-    char *q = pgsql_quote_qualified("public", "outbox_events");
-    ck_assert_str_eq(q, "\"public\".\"outbox_events\"");
-    free(q);
-    q = pgsql_quote_qualified("my.schema", "t\"x");
-    ck_assert_str_eq(q, "\"my.schema\".\"t\"\"x\"");
-    free(q);
+    expect_quoted(pgsql_quote_qualified("public", "outbox_events"), "\"public\".\"outbox_events\"");
+    expect_quoted(pgsql_quote_qualified("my.schema", "t\"x"), "\"my.schema\".\"t\"\"x\"");
 }
 END_TEST
 
 START_TEST(test_quote_literal)
 {
-    char *q = pgsql_quote_literal("\"public\".\"outbox\"");
-    ck_assert_str_eq(q, "'\"public\".\"outbox\"'");
-    free(q);
-    q = pgsql_quote_literal("it's");
-    ck_assert_str_eq(q, "'it''s'");
-    free(q);
+    expect_quoted(pgsql_quote_literal("\"public\".\"outbox\""), "'\"public\".\"outbox\"'");
+    expect_quoted(pgsql_quote_literal("it's"), "'it''s'");
     /* standard_conforming_strings: a backslash is an ordinary character */
-    q = pgsql_quote_literal("a\\b");
-    ck_assert_str_eq(q, "'a\\b'");
-    free(q);
-    q = pgsql_quote_literal("");
-    ck_assert_str_eq(q, "''");
-    free(q);
+    expect_quoted(pgsql_quote_literal("a\\b"), "'a\\b'");
+    expect_quoted(pgsql_quote_literal(""), "''");
 }
 END_TEST
 
