@@ -79,7 +79,8 @@ int64_t relay_status_deadline(const struct relay *r)
 int relay_status_if_due(struct relay *r)
 {
     struct confirm_view v = relay_confirm_view(r);
-    if (v.now_ms >= confirmer_status_deadline(&r->confirm, &v)) return relay_send_status(r, false);
+    if (v.now_ms >= confirmer_status_deadline(&r->confirm, &v))
+        return relay_send_status(r, false);
     if (!confirmer_acked_write_due(&r->confirm, &v)) return STEP_OK;
     uint64_t writes = r->confirm.offset_writes;
     int rc = confirmer_store(&r->confirm, &v);

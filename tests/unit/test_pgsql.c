@@ -30,7 +30,8 @@ END_TEST
 
 START_TEST(test_quote_qualified)
 {
-    expect_quoted(pgsql_quote_qualified("public", "outbox_events"), "\"public\".\"outbox_events\"");
+    expect_quoted(pgsql_quote_qualified("public", "outbox_events"),
+                  "\"public\".\"outbox_events\"");
     expect_quoted(pgsql_quote_qualified("my.schema", "t\"x"), "\"my.schema\".\"t\"\"x\"");
 }
 END_TEST
