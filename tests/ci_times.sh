@@ -48,7 +48,7 @@ results | awk '
         if (t ~ /^pg[0-9]+\./) return "13|`pg16/17/18.*` (matrix subset)"
         if (t ~ /^bench\./) return "14|`bench.*`"
         if (t ~ /^fuzz\./) return "15|`fuzz.decoders`"
-        if (t ~ /^sanitize\./) return "16|`sanitize.unit_e2e`"
+        if (t ~ /^sanitize\./) return "16|`sanitize.*` (the ASan build, then its tests)"
         return "99|other"
     }
     {

@@ -17,7 +17,7 @@ mkdir -p "$build"
 {
     cmake -S "$src" -B "$build" -DOUTBOXD_RDKAFKA=system
     cmake --build "$build" -j"$(nproc)" --target outboxd outboxd-mockbroker outboxd-kdump \
-        outboxd-trickle outboxd-kwatch outboxd-kprobe
+        outboxd-trickle outboxd-kwatch outboxd-kprobe outboxd-pgwait
 } >"$log" 2>&1 || { tail -n 40 "$log" >&2; echo "compat/build.sh: FAIL: the build against librdkafka $system failed (above)" >&2; exit 1; }
 got=$("$build/outboxd" --version | sed -n 's/^librdkafka //p')
 [[ "$got" == "$system" ]] ||

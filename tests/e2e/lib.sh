@@ -40,6 +40,12 @@ if [[ -z "${PG_BINDIR:-}" && -n "${OUTBOXD_PG_VERSION:-}" && "$OUTBOXD_PG_VERSIO
 fi
 : "${PG_BINDIR:=/usr/lib/postgresql/15/bin}"
 export OUTBOXD_BUILD_DIR OUTBOXD_TEST_PLUGIN
+# The clients straight from their bindir: /usr/bin/psql is Debian's
+# pg_wrapper, a Perl script that costs 70 ms of CPU per call before it
+# starts the same psql (26 ms), and the tests call psql thousands of times.
+if [[ -x /usr/lib/postgresql/15/bin/psql && ":$PATH:" != *:/usr/lib/postgresql/15/bin:* ]]; then
+    PATH=/usr/lib/postgresql/15/bin:$PATH
+fi
 
 E2E_NAME=
 T=
@@ -594,23 +600,26 @@ wait_until() {
     done
 }
 
+# pg_wait TIMEOUT_S SQL: runs SQL every 100 ms on one connection until the
+# first column of its first row is true (tests/pgwait.c: a psql per poll
+# cost a process and a backend, about 70 ms of CPU, five times a second).
+# Prints the last first row (columns separated by a space, "(no row)" when
+# none); returns 1 after TIMEOUT_S, with the last error on stderr.
+pg_wait() {
+    "$OUTBOXD_BUILD_DIR/tests/outboxd-pgwait" -t "$1" -i 100 "$2"
+}
+
 # wait_for_confirmed_lsn LSN [TIMEOUT_S]: waits until the slot's
 # confirmed_flush_lsn >= LSN; returns 1 (after saying so) on timeout.
 wait_for_confirmed_lsn() {
     local lsn=$1 timeout=${2:-60} start=$SECONDS got
     info "waiting up to ${timeout}s for confirmed_flush_lsn >= $lsn"
-    while :; do
-        got=$(psql_q "SELECT coalesce((confirmed_flush_lsn >= '$lsn'::pg_lsn)::text, 'none') || ' ' || coalesce(confirmed_flush_lsn::text, '-') FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'")
-        if [[ "$got" == "true "* ]]; then
-            info "confirmed_flush_lsn ${got#true } >= $lsn after $((SECONDS - start))s"
-            return 0
-        fi
-        if ((SECONDS - start >= timeout)); then
-            info "TIMEOUT: confirmed_flush_lsn is '${got#* }', wanted >= $lsn"
-            return 1
-        fi
-        sleep 0.2
-    done
+    if got=$(pg_wait "$timeout" "SELECT coalesce(confirmed_flush_lsn >= '$lsn'::pg_lsn, false), coalesce(confirmed_flush_lsn::text, '-') FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'"); then
+        info "confirmed_flush_lsn ${got#* } >= $lsn after $((SECONDS - start))s"
+        return 0
+    fi
+    info "TIMEOUT: confirmed_flush_lsn is '${got#* }', wanted >= $lsn"
+    return 1
 }
 
 # wait_caught_up [TIMEOUT_S]: the slot confirmed everything written so far.
@@ -942,12 +951,10 @@ outboxd_kill9() {
 # outboxd_start would take the stale "active" for the new instance's. Quiet
 # when the server does not answer (a test that stopped it).
 _slot_wait_released() {
-    local i a
-    for ((i = 0; i < 300; i++)); do
-        a=$(psql_q "SELECT active FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'" 2>/dev/null) || return 0
-        [[ "$a" == t ]] || return 0
-        sleep 0.1
-    done
+    local rc=0
+    # No slot: nothing holds it. -x: no server (a test stopped it): no wait.
+    "$OUTBOXD_BUILD_DIR/tests/outboxd-pgwait" -x -t 30 -i 100 "SELECT coalesce((SELECT NOT active FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'), true)" >/dev/null 2>&1 || rc=$?
+    ((rc == 1)) || return 0
     info "the slot still shows a walsender as active 30 s after outboxd died"
 }
 
