@@ -103,6 +103,9 @@ assert_eq 0 "$V_MISSING" "missing events"
 # verify counts as order violations of those keys. So order is judged when
 # the two servers did not diverge under outboxd; otherwise it is reported.
 if ((V_UNKNOWN == 0)); then
+    # (Rehearsal W: 2 violations with 0 unknown, once; the examples were
+    # not printed then.)
+    ((V_ORDER == 0)) || info "order violations, first examples: $(jq -c '.order_examples[:5]' "$T/verify.json")"
     assert_eq 0 "$V_ORDER" "order violations"
 else
     info "the old primary published $V_UNKNOWN events the promoted server does not have (asynchronous replication, deploy/README.md \"Gap repair\"); order violations $V_ORDER, reported, not judged: $(jq -c '.order_examples[:3]' "$T/verify.json")"
