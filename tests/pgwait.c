@@ -24,22 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "clock.h"
 
 #define ROW_MAX 1024
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* Copies libpq's message into err without its trailing newline. */
 static void set_err(char *err, size_t errlen, const char *what, const char *msg)
@@ -105,10 +93,10 @@ int main(int argc, char **argv)
 {
     long seconds = 60, interval_ms = 100;
     int i = 1, no_server_exit = 0;
-    for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
+    while (i < argc - 1 && argv[i][0] == '-') {
         if (strcmp(argv[i], "-x") == 0) {
             no_server_exit = 1;
-            i--;
+            i++;
             continue;
         }
         char *end;
@@ -117,12 +105,13 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "-t") == 0) seconds = v;
         else if (strcmp(argv[i], "-i") == 0 && v > 0) interval_ms = v;
         else return usage();
+        i += 2;
     }
     if (i != argc - 1) return usage();
     const char *sql = argv[i];
     char row[ROW_MAX] = "", err[512] = "";
     PGconn *conn = NULL;
-    long long deadline = now_ms() + seconds * 1000;
+    int64_t deadline = clock_mono_ms() + (int64_t)seconds * 1000;
     int held = 0;
     for (;;) {
         held = poll_once(&conn, sql, row, sizeof(row), err, sizeof(err)) == 1;
@@ -131,8 +120,8 @@ int main(int argc, char **argv)
             return 3;
         }
         no_server_exit = 0; /* only the first connection */
-        if (held || now_ms() >= deadline) break;
-        sleep_ms(interval_ms);
+        if (held || clock_mono_ms() >= deadline) break;
+        clock_sleep_ms(interval_ms);
     }
     PQfinish(conn);
     printf("%s\n", row);

@@ -600,13 +600,16 @@ wait_until() {
     done
 }
 
-# pg_wait TIMEOUT_S SQL: runs SQL every 100 ms on one connection until the
-# first column of its first row is true (tests/pgwait.c: a psql per poll
-# cost a process and a backend, about 70 ms of CPU, five times a second).
-# Prints the last first row (columns separated by a space, "(no row)" when
-# none); returns 1 after TIMEOUT_S, with the last error on stderr.
+# pg_wait [-x] TIMEOUT_S SQL: runs SQL every 100 ms on one connection until
+# the first column of its first row is true (tests/pgwait.c: a psql per
+# poll cost a process and a backend, about 70 ms of CPU, five times a
+# second). Prints the last first row (columns separated by a space, "(no
+# row)" when none); returns 1 after TIMEOUT_S, with the last error on
+# stderr. -x: returns 3 at once when the first connection fails.
 pg_wait() {
-    "$OUTBOXD_BUILD_DIR/tests/outboxd-pgwait" -t "$1" -i 100 "$2"
+    local x=()
+    [[ $1 == -x ]] && { x=(-x); shift; }
+    "$OUTBOXD_BUILD_DIR/tests/outboxd-pgwait" "${x[@]}" -t "$1" -i 100 "$2"
 }
 
 # wait_for_confirmed_lsn LSN [TIMEOUT_S]: waits until the slot's
@@ -953,7 +956,7 @@ outboxd_kill9() {
 _slot_wait_released() {
     local rc=0
     # No slot: nothing holds it. -x: no server (a test stopped it): no wait.
-    "$OUTBOXD_BUILD_DIR/tests/outboxd-pgwait" -x -t 30 -i 100 "SELECT coalesce((SELECT NOT active FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'), true)" >/dev/null 2>&1 || rc=$?
+    pg_wait -x 30 "SELECT coalesce((SELECT NOT active FROM pg_replication_slots WHERE slot_name = '${OUTBOXD_SLOT:-outboxd}'), true)" >/dev/null 2>&1 || rc=$?
     ((rc == 1)) || return 0
     info "the slot still shows a walsender as active 30 s after outboxd died"
 }
