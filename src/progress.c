@@ -17,14 +17,18 @@
 
 /* A consumer of [kafka]'s brokers that never commits offsets, with the
  * isolation level given. NULL with a reason in err. Free with
- * rd_kafka_destroy(). */
+ * rd_kafka_destroy().
+ * fetch.wait.max.ms is short because the reader's end is a fetch that
+ * finds nothing new (the partition's EOF): with the default (500 ms) the
+ * broker holds that last fetch half a second, and a start in exactly_once
+ * waited for it. */
 static rd_kafka_t *open_reader(const struct config *c, const char *isolation, char *err,
                                size_t errlen)
 {
     const char *const own[][2] = {
         {"group.id", "outboxd-progress"},      {"enable.auto.commit", "false"},
         {"enable.auto.offset.store", "false"}, {"enable.partition.eof", "true"},
-        {"isolation.level", isolation},
+        {"isolation.level", isolation},        {"fetch.wait.max.ms", "10"},
     };
     char reason[512];
     rd_kafka_conf_t *conf =
@@ -172,18 +176,18 @@ int progress_topic_describe(const struct config *c, const char *topic, int timeo
     return 0;
 }
 
-/* The log end offset of partition 0 (every record written, committed or
- * not), retried while the topic's metadata is not there yet. */
-static int log_end(const struct config *c, const char *topic, int64_t deadline,
-                   int64_t *end, char *err, size_t errlen)
+/* The first offset (*lo) and the log end offset (*end: every record
+ * written, committed or not) of partition 0, retried while the topic's
+ * metadata is not there yet. */
+static int log_bounds(const struct config *c, const char *topic, int64_t deadline,
+                      int64_t *lo, int64_t *end, char *err, size_t errlen)
 {
     rd_kafka_t *rk = open_reader(c, "read_uncommitted", err, errlen);
     if (!rk) return -1;
-    int64_t lo;
     rd_kafka_resp_err_t e;
     for (;;) {
         int64_t left = deadline - clock_mono_ms();
-        e = rd_kafka_query_watermark_offsets(rk, topic, 0, &lo, end,
+        e = rd_kafka_query_watermark_offsets(rk, topic, 0, lo, end,
                                              left > 5000 ? 5000 : left > 0 ? (int)left : 1);
         if (!e || clock_mono_ms() >= deadline) break;
         clock_sleep_ms(POLL_STEP_MS);
@@ -230,13 +234,16 @@ int progress_read(const struct config *c, const char *topic, const char *key,
                   int timeout_ms, struct offset_state *out, char *err, size_t errlen)
 {
     int64_t deadline = clock_mono_ms() + timeout_ms;
-    int64_t end;
-    if (log_end(c, topic, deadline, &end, err, errlen) != 0) return -1;
-    if (end <= 0) return 0;
+    int64_t lo, end;
+    if (log_bounds(c, topic, deadline, &lo, &end, err, errlen) != 0) return -1;
+    if (end <= lo) return 0;
     rd_kafka_t *rk = open_reader(c, "read_committed", err, errlen);
     if (!rk) return -1;
+    /* From lo itself, not OFFSET_BEGINNING: a logical offset needs a
+     * ListOffsets of its own, which a new client sends only at its offset
+     * query timer (500 ms) when it has no leader for the partition yet. */
     rd_kafka_topic_partition_list_t *tp = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(tp, topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_topic_partition_list_add(tp, topic, 0)->offset = lo;
     rd_kafka_resp_err_t e = rd_kafka_assign(rk, tp);
     rd_kafka_topic_partition_list_destroy(tp);
     int found = 0, rc = 0;
