@@ -30,6 +30,9 @@ PACKAGES=(
     # the container image (tests/e2e/container.sh builds deploy/Dockerfile
     # and runs it with podman on a base image made with debootstrap)
     podman buildah runc debootstrap
+    # the Debian package's checks (tests/e2e/package.sh): lintian; cpack is
+    # cmake's, debootstrap above makes its clean root
+    lintian
     # deploy/ files (tests/e2e/deploy_files.sh): docker-compose config,
     # YAML via Debian's python3, systemd-analyze verify/security
     docker-compose python3-yaml systemd
