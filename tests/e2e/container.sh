@@ -107,25 +107,8 @@ trap 'rc=$?; set +eE; [[ -n "$BUILD_DONE" ]] || build_steps; container_cleanup; 
 # ---------------------------------------------------------------- image
 
 step "base image: debootstrap --variant=minbase bookworm, podman import"
-mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-: "${mirror:=http://deb.debian.org/debian}"
 start=$SECONDS
-# In two stages, so that the second (dpkg inside the new root) already
-# runs with the setting of Debian's official images (debuerreotype's
-# docker-apt-speedup): dpkg does not fsync every file it unpacks. In a CI
-# run beside other tests debootstrap took 373 s (46 s alone) and the
-# image build ran past the test's timeout; an fsync per unpacked file is
-# what a busy disk makes slowest. The file stays in the image, as in the
-# official one.
-debootstrap --foreign --variant=minbase bookworm "$T/rootfs" "$mirror" >"$T/debootstrap.log" 2>&1 ||
-    { tail -n 20 "$T/debootstrap.log" >&2; fail "debootstrap from $mirror failed"; }
-echo force-unsafe-io >"$T/rootfs/etc/dpkg/dpkg.cfg.d/docker-apt-speedup"
-chroot "$T/rootfs" /debootstrap/debootstrap --second-stage >>"$T/debootstrap.log" 2>&1 ||
-    { tail -n 20 "$T/debootstrap.log" >&2; fail "debootstrap's second stage failed"; }
-mkdir -p "$T/rootfs/etc/apt/sources.list.d"
-if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
-    cp /etc/apt/sources.list.d/debian.sources "$T/rootfs/etc/apt/sources.list.d/"
-fi
+debian_root "$T/rootfs"
 rm -rf "$T/rootfs/var/lib/apt/lists/"* "$T/rootfs/var/cache/apt/archives/"*.deb
 tar -C "$T/rootfs" --numeric-owner -cf "$T/rootfs.tar" .
 rm -rf "$T/rootfs"

@@ -55,22 +55,8 @@ info "lintian: nothing beyond deploy/debian/lintian-overrides"
 # ---------------------------------------------------------------- root
 
 step "a clean Debian 12 root: debootstrap --variant=minbase bookworm"
-mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-: "${mirror:=http://deb.debian.org/debian}"
-start=$SECONDS
-# Two stages, dpkg without an fsync per file in the second (as in
-# tests/e2e/container.sh, whose comment says why).
-debootstrap --foreign --variant=minbase bookworm "$R" "$mirror" >"$T/debootstrap.log" 2>&1 ||
-    { tail -n 20 "$T/debootstrap.log" >&2; fail "debootstrap from $mirror failed"; }
-echo force-unsafe-io >"$R/etc/dpkg/dpkg.cfg.d/unsafe-io"
-chroot "$R" /debootstrap/debootstrap --second-stage >>"$T/debootstrap.log" 2>&1 ||
-    { tail -n 20 "$T/debootstrap.log" >&2; fail "debootstrap's second stage failed"; }
-if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
-    mkdir -p "$R/etc/apt/sources.list.d"
-    cp /etc/apt/sources.list.d/debian.sources "$R/etc/apt/sources.list.d/"
-fi
+debian_root "$R"
 cp /etc/resolv.conf "$R/etc/resolv.conf"
-info "root made in $((SECONDS - start)) s"
 in_root test ! -e /usr/bin/outboxd || fail "the new root already has /usr/bin/outboxd"
 in_root getent passwd outboxd >/dev/null && fail "the new root already has a user outboxd"
 
