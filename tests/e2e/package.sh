@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Debian package (deploy/debian/package.cmake, built by cpack) in a
 # clean Debian 12 root:
-#  1. cpack makes outboxd_<version>-1 and, as the next build, -2 of the
-#     build under test; lintian reports nothing (not even information
-#     tags) beyond the overrides the package explains.
+#  1. cpack makes outboxd_<version>-1 of the build under test, and
+#     dpkg-deb repacks it as -2 (the next build); lintian reports nothing
+#     (not even information tags) beyond the overrides the package
+#     explains.
 #  2. debootstrap --variant=minbase bookworm makes a root; apt-get installs
 #     the .deb there with its Depends from the archive. The package made
 #     the system user outboxd, /var/lib/outboxd (outboxd, 0700), the
@@ -20,6 +21,10 @@
 #     removing keeps /var/lib/outboxd and the conffiles; purging deletes
 #     both.
 # (systemd itself does not run in the root: no init there.)
+# Beside the rest of CI, cpack took 92 s and debootstrap more than 170 s
+# (rehearsal X): lib.sh's default watchdog (270 s) is too short; ctest's
+# TIMEOUT for this test is 900 s (tests/CMakeLists.txt).
+: "${E2E_TIMEOUT:=840}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init package
 
@@ -38,14 +43,18 @@ broker_start
 
 # ---------------------------------------------------------------- build
 
-step "cpack: release 1 and release 2 of this build, and lintian"
-for rel in 1 2; do
-    cpack --config "$OUTBOXD_BUILD_DIR/CPackConfig.cmake" -B "$T/pkg$rel" \
-        -D CPACK_DEBIAN_PACKAGE_RELEASE=$rel >"$T/cpack$rel.log" 2>&1 ||
-        { cat "$T/cpack$rel.log" >&2; fail "cpack (release $rel) failed"; }
-done
+step "cpack, the same package as the next release (-2), and lintian"
+cpack --config "$OUTBOXD_BUILD_DIR/CPackConfig.cmake" -B "$T/pkg1" >"$T/cpack.log" 2>&1 ||
+    { cat "$T/cpack.log" >&2; fail "cpack failed"; }
 DEB1=$(ls "$T"/pkg1/outboxd_*-1_amd64.deb) || fail "cpack made no outboxd_*-1_amd64.deb"
-DEB2=$(ls "$T"/pkg2/outboxd_*-2_amd64.deb) || fail "cpack made no outboxd_*-2_amd64.deb"
+# Release 2: the same files, the version one up (what the next build of
+# this tree would be), repacked with dpkg-deb instead of a second cpack.
+dpkg-deb -R "$DEB1" "$T/pkg2.tree"
+sed -i 's/^\(Version: .*\)-1$/\1-2/' "$T/pkg2.tree/DEBIAN/control"
+mkdir -p "$T/pkg2"
+dpkg-deb --root-owner-group -b "$T/pkg2.tree" "$T/pkg2/" >"$T/dpkg-deb.log" 2>&1 ||
+    { cat "$T/dpkg-deb.log" >&2; fail "repacking as release 2 failed"; }
+DEB2=$(ls "$T"/pkg2/outboxd_*-2_amd64.deb) || fail "no outboxd_*-2_amd64.deb after repacking"
 info "$(basename "$DEB1"): $(stat -c %s "$DEB1") bytes; Depends: $(dpkg-deb -f "$DEB1" Depends)"
 lintian --info --fail-on error,warning,info "$DEB1" >"$T/lintian.out" 2>"$T/lintian.err" ||
     { cat "$T/lintian.out" >&2; fail "lintian reports tags the package does not explain"; }
