@@ -25,8 +25,9 @@ PACKAGES=(
     # promtool (tests/e2e/observability.sh validates /metrics with it;
     # tests/e2e/deploy_files.sh checks and tests the alert rules)
     prometheus
-    # the benchmark (tests/bench/run.sh): arithmetic on timings
-    bc
+    # the benchmark (tests/bench/run.sh): arithmetic on timings; its plots
+    # (tests/bench/plots.sh, checked by docs.plots)
+    bc gnuplot-nox
     # the container image (tests/e2e/container.sh builds deploy/Dockerfile
     # and runs it with podman on a base image made with debootstrap)
     podman buildah runc debootstrap

@@ -193,7 +193,9 @@ stop_kwatch() {
 # CONS_LINES, CONS_DUPS (lines beyond the first of an event), CONS_MISSING
 # (committed events it never saw), CONS_UNKNOWN (ids not in the outbox),
 # CONS_N (events with a latency) and CONS_P50/P99/MAX (us): per event, its
-# first receive time minus its row's commit timestamp.
+# first receive time minus its row's commit timestamp; CONS_CDF, the same
+# latency's distribution as a JSON array of 101 values (us): percentiles
+# 1 to 99, 99.5 and 99.9 (tests/bench/plots.sh draws it).
 consumer_latency() {
     local table=${KW_TABLE:-public.outbox_events} id=${KW_ID:-event_id}
     psql -XAtq -v ON_ERROR_STOP=1 -F ' ' >"$T/kwatch.sql.out" 2>&1 <<SQL ||
@@ -213,12 +215,15 @@ SELECT (SELECT count(*) FROM kwatch_lines),
        count(us),
        coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY us), -1),
        coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY us), -1),
-       coalesce(max(us), -1)
+       coalesce(max(us), -1),
+       coalesce(array_to_json(percentile_disc(
+           (SELECT array_agg(g / 100.0) FROM generate_series(1, 99) g) || ARRAY[0.995, 0.999]::float8[])
+           WITHIN GROUP (ORDER BY us)), '[]')
   FROM lat;
 SQL
         fail "loading the consumer's lines failed: $(cat "$T/kwatch.sql.out")"
     read -r CONS_LINES CONS_DUPS CONS_MISSING CONS_UNKNOWN CONS_N CONS_P50 CONS_P99 CONS_MAX \
-        <"$T/kwatch.sql.out"
+        CONS_CDF <"$T/kwatch.sql.out"
 }
 
 # bench_outboxd_conf SLOT FILE [INI]: an outboxd configuration for SLOT

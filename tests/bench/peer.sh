@@ -211,17 +211,34 @@ start_relay() {
 stop_relay() { if [[ $1 == outboxd ]]; then stop_outboxd "$2"; else stop_debezium "$2"; fi; }
 topic_prefix() { if [[ $1 == outboxd ]]; then echo "obx.$2."; else echo "dbz.$2."; fi; }
 
+# rss_sampler PID FILE: writes "EPOCH_S RSS_KB" lines to FILE every 100 ms
+# while PID lives (in the background; kill it when done).
+rss_sampler() {
+    while kill -0 "$1" 2>/dev/null; do
+        awk -v t="$EPOCHREALTIME" '/^VmRSS:/ { print t, $2 }' "/proc/$1/status" 2>/dev/null || true
+        sleep 0.1
+    done >"$2"
+}
+
 # drain_relay RELAY SLOT END: times RELAY through the backlog; sets SECS,
-# CPU (s), RSS (kB).
+# CPU (s), RSS (kB), RSS_SERIES (JSON: [[seconds since the slot turned
+# active, RSS kB], ...] over the drain, sampled every 100 ms).
 drain_relay() {
-    local topic t0 t1 c0 ids
+    local topic t0 t1 c0 ids sampler
     topic=$(topic_prefix "$1" "$2")outbox.event.Order
     start_relay "$1" "$2"
+    rss_sampler "$PID" "$T/rss.$2" &
+    sampler=$!
     c0=$(cpu_s "$PID")
     t1=$(wait_topic "$topic" "$EVENTS" "$PID")
     CPU=$(echo "$(cpu_s "$PID") - $c0" | bc -l) RSS=$(peak_rss_kb "$PID")
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
     t0=$(cat "$T/$2.t0")
     SECS=$(echo "$t1 - $t0" | bc -l)
+    RSS_SERIES=$(awk -v t0="$t0" -v t1="$t1" '$1 >= t0 && $1 <= t1 { printf "%s[%.2f,%d]", n++ ? "," : "", $1 - t0, $2 }
+        END { printf "\n" }' "$T/rss.$2")
+    RSS_SERIES="[$RSS_SERIES]"
     if [[ $1 == outboxd ]]; then
         OUTBOXD_SLOT=$2 wait_for_confirmed_lsn "$3" 60 ||
             fail "outboxd did not confirm its slot past the backlog"
@@ -273,7 +290,7 @@ steady_relay() {
     record kind='"steady"' pair="$2" relay="\"$relay\"" events="$n" \
         achieved_rate="$(printf '%.1f' "$achieved")" p50_us="$CONS_P50" p99_us="$CONS_P99" \
         max_us="$CONS_MAX" duplicates="$CONS_DUPS" cpu_s_per_1000="$(printf '%.4f' "$per_k")" \
-        peak_rss_kb="$RSS"
+        peak_rss_kb="$RSS" cdf_us="$CONS_CDF"
 }
 
 relays=(recvlogical outboxd debezium)
@@ -299,8 +316,11 @@ for ((p = 1; p <= PAIRS; p++)); do
         fi
         rate=$(echo "$EVENTS / $SECS" | bc -l)
         info "$r: $(printf '%.2f' "$SECS") s, $(printf '%.0f' "$rate") events/s, CPU $(printf '%.2f' "$CPU") s, peak RSS ${RSS} kB"
+        series=()
+        [[ $r != recvlogical ]] && series=(rss_series="$RSS_SERIES")
         record kind='"drain"' pair="$p" relay="\"$r\"" seconds="$(printf '%.3f' "$SECS")" \
-            events_per_s="$(printf '%.1f' "$rate")" cpu_s="$(printf '%.3f' "$CPU")" peak_rss_kb="$RSS"
+            events_per_s="$(printf '%.1f' "$rate")" cpu_s="$(printf '%.3f' "$CPU")" peak_rss_kb="$RSS" \
+            "${series[@]}"
         psql_q "SELECT pg_drop_replication_slot('$slot')" >/dev/null
     done
 done
