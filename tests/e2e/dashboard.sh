@@ -166,14 +166,13 @@ while ((${#left[@]} > 0)); do
     still=()
     for e in "${left[@]}"; do
         n=$(series "$e") || fail "Prometheus refused the query: $(with_vars "$e")"
-        ((n > 0)) || still+=("$e")
+        if ((n > 0)); then info "$n series: $(with_vars "$e")"; else still+=("$e"); fi
     done
     left=("${still[@]}")
     ((${#left[@]} == 0)) && break
     ((SECONDS < deadline)) || fail "no series within 90 s for: $(printf '\n  %s' "${left[@]}")"
     sleep 1
 done
-for e in "${EXPRS[@]}"; do info "$(series "$e") series: $(with_vars "$e")"; done
 # The variables' own queries: label_values(M, L) is Grafana's; Prometheus
 # answers the same with /api/v1/label/L/values?match[]=M.
 for q in "${VARQ[@]}"; do
