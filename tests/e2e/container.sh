@@ -9,7 +9,8 @@
 #     so the test needs nothing outside the repository.
 #  2. `podman build --pull=never --format docker -f deploy/Dockerfile`; the
 #     image must run as a non-root user, carry the HEALTHCHECK, hold no
-#     compiler or curl, and resolve every library of the binary.
+#     compiler or curl, add at most 40 MB to the base, and resolve every
+#     library of the binary.
 #  3. outboxd runs in it with host networking against this test's
 #     PostgreSQL and mock broker on 127.0.0.1, as the least-privilege role
 #     of sql/role.sql with its password in PGPASSWORD (scram-sha-256), the
@@ -136,6 +137,12 @@ build_s=$((SECONDS - start))
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
 base=$(podman image inspect --format '{{.Size}}' docker.io/library/debian:bookworm-slim)
 info "image built in ${build_s}s: $((size / 1000000)) MB ($size bytes; base image $((base / 1000000)) MB, outboxd's layers $(((size - base) / 1000000)) MB)"
+# What outboxd adds to the base: 14 MB measured (the binary, the private
+# librdkafka, the runtime libraries apt adds). A bound well above it, so
+# that a build tool, a debug build or a second copy slipping into the
+# image fails here rather than in a registry.
+(((size - base) <= 40000000)) ||
+    fail "outboxd's layers are $(((size - base) / 1000000)) MB, over the 40 MB bound (14 MB measured)"
 
 user=$(podman image inspect --format '{{.Config.User}}' "$IMAGE")
 [[ -n "$user" && "${user%%:*}" != 0 && "${user%%:*}" != root ]] ||
