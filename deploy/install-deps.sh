@@ -9,6 +9,9 @@ PACKAGES=(
     # libraries
     libpq-dev librdkafka-dev libjansson-dev libinih-dev libmicrohttpd-dev
     libjemalloc-dev
+    # the Schema Registry converters (src/serde*.c, src/registry.c): Avro
+    # binary through avro-c, the registry's REST API through libcurl
+    libavro-dev libcurl4-openssl-dev
     # tests
     check valgrind kcat jq procps util-linux iproute2 curl
     # the partition tests' test hosts and nemesis (tests/e2e/netns_lib.sh;

@@ -68,6 +68,7 @@
 #include "outboxset.h"
 #include "producer.h"
 #include "replproto.h"
+#include "serde.h"
 #include "sink.h"
 #include "step.h"
 #include "tracker.h"
@@ -84,6 +85,12 @@ struct changes {
     uint64_t cur_tag;     /* delivery tag of ev (tracker.h) */
     lsn_t cur_commit_lsn; /* its commit record LSN (Begin final_lsn) */
     struct outbox_event ev; /* the event being produced; kept while held */
+    struct serde_set *serdes; /* borrowed (changes_set_serdes()); NULL: none */
+    struct serde *ev_serde;   /* ev's map's serde; NULL: its value is sent as built */
+    bool ev_encoded;          /* ev's value is the serde's encoding already */
+    char ev_subject[SERDE_SUBJECT_MAX]; /* ev's registry subject */
+    int64_t serde_wait_ms;    /* when ev started waiting for its schema; 0: not */
+    char serde_wait[700];     /* why it waits: subject and the registry's answer */
     struct emitmsg **emit;  /* owned: a reader per map (outboxes->n), each made at
                              * its map's first outbox message; NULL: none yet */
     bool nontx_logged;      /* a non-transactional outbox message was logged */
@@ -110,6 +117,17 @@ struct changes {
 void changes_init(struct changes *c, const struct config *cfg, struct outbox_set *outboxes,
                   struct metrics *met, struct sink out);
 void changes_free(struct changes *c);
+
+/* The registry serdes of the outbox maps (config_serde_set()), borrowed:
+ * an event of a map with a serde has its value encoded and framed
+ * (serde.h) before it is produced; while its schema is not known the event
+ * is held, like on a full queue. */
+void changes_set_serdes(struct changes *c, struct serde_set *serdes);
+
+/* When an event has waited for its schema since wait_ms or longer ago
+ * (monotonic), why: "waiting since ... for the schema of subject ...";
+ * else NULL. */
+const char *changes_serde_waiting(const struct changes *c, int64_t since_ms);
 
 /* A stream starts: the tracker (the same one across reconnects) and the
  * decoder of this stream, both borrowed. */

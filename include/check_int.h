@@ -139,6 +139,24 @@ void ck_free_cols(struct ck *k);
  * theirs. */
 void ck_reload_table(struct ck *k);
 
+/* ---- the topics the outbox table's rows name (check_kafka.c) ---- */
+
+struct topic_list {
+    char **names; /* owned */
+    size_t n, cap;
+};
+
+/* Adds t to l unless it is there. 0, or -1 on out of memory. */
+int topics_add(struct topic_list *l, const char *t);
+void topics_free(struct topic_list *l);
+
+/* Renders the selected section's topic template for the distinct values
+ * of its columns in the table into l (at most CHECK_TOPIC_ROWS; *truncated
+ * when there are more; *nulls: rows it cannot render). Returns the number
+ * of rows read, -1 on error (err). */
+int render_topics(struct ck *k, struct topic_list *l, int *nulls, bool *truncated, char *err,
+                  size_t errlen);
+
 /* ---- the checks, in order (check.c calls them) ---- */
 
 /* check_pg.c: the ordinary connection and the catalog. */
@@ -178,5 +196,10 @@ void check_broker(struct ck *k);
 void check_topics(struct ck *k);
 void check_progress_topic(struct ck *k); /* [delivery] mode = exactly_once only */
 void check_kafka_free(struct ck *k);
+
+/* check_registry.c: a section whose value_converter is avro, json_schema
+ * or protobuf: the registry answers, and each subject its rows name has a
+ * schema of the converter's type (no line for other converters). */
+void check_registry(struct ck *k);
 
 #endif

@@ -79,7 +79,7 @@ bool config_kafka_doc(size_t i, struct config_key *k);
  * ssl.key.password, sasl.oauthbearer.client.secret, ...). */
 bool config_kafka_key_secret(const char *key);
 
-#define CONFIG_MAX_KEYS 64
+#define CONFIG_MAX_KEYS 96
 
 /* One outbox section, [outbox] or [outbox.NAME]: everything that is per
  * table (the table, its column mapping, topic template, headers, ...).
@@ -104,8 +104,12 @@ struct outbox_spec {
     char *placement; /* COLUMN:header[:NAME], ...; NULL: none */
     bool tombstone_on_empty; /* an empty payload: a null value */
     char *span_column;       /* tracing span-context column; NULL: none */
-    bool value_json;         /* value_converter = json, else string
-                              * (outbox_map_set_value_json()) */
+    int value_format;        /* value_converter: enum value_format (settings.h) */
+    int value_strategy;      /* value_subject_strategy: enum subject_strategy */
+    char *value_record_name; /* record strategies' record name template; NULL: none */
+    char *value_schema_version; /* "latest" or a version number */
+    char *value_message_index;  /* protobuf's message-index list, "0", "1.0" */
+    bool value_validate;        /* json_schema: the payload must be JSON */
     bool timestamp_commit;   /* timestamp = commit, else produce
                               * (outbox_map.timestamp_commit) */
     char *repair_column;     /* repair's time column when track_commit_timestamp
@@ -174,6 +178,18 @@ struct config {
     /* [errors] */
     int errors_policy; /* ERRORS_HALT or ERRORS_DLQ */
     char *errors_dlq_topic;
+
+    /* [registry] (registry.h) */
+    char *registry_url; /* NULL: no registry */
+    char *registry_user;
+    char *registry_password_file;
+    char *registry_ca_file;
+    char *registry_cert_file;
+    char *registry_key_file;
+    int64_t registry_timeout_ms;
+    int64_t registry_refresh_ms;
+    int64_t registry_retry_ms;
+    int64_t registry_not_ready_ms;
 
     /* [log] */
     int log_level;  /* enum log_level */

@@ -59,6 +59,12 @@ int emitmsg_parse(struct emitmsg *p, const char *content, size_t len,
                   const struct relation **rel, const struct col_value **values, int *nvalues,
                   char *err, size_t errlen);
 
+/* The pseudo-row of the last emitmsg_parse() (or emitmsg_event_build()
+ * that read its content), as that call returned it: for what is rendered
+ * from the row after the build (the registry subject, serde.h). */
+void emitmsg_last_row(const struct emitmsg *p, const struct relation **rel,
+                      const struct col_value **values, int *nvalues);
+
 /*
  * Builds the event of one message, as outbox_event_build() builds a row's
  * (same return, faults and err), with the content's other headers

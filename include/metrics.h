@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "registry.h"
+
 #include "latency.h"
 #include "pollbacklog.h"
 
@@ -90,6 +92,10 @@ struct metrics {
     const char *plugin;    /* borrowed */
     const char *slot;      /* borrowed */
     int64_t start_time_us; /* Unix epoch */
+
+    /* the schema registry client's (registry.h); registry_on: there is one */
+    bool registry_on;
+    struct registry_stats registry;
 
     /* counters */
     struct labeled_counter produced;      /* by topic */

@@ -18,6 +18,7 @@
 
 #include "backoff.h"
 #include "changes.h"
+#include "serde.h"
 #include "config.h"
 #include "confirm.h"
 #include "decoder.h"
@@ -117,6 +118,7 @@ struct relay {
     struct producer *prod;
     struct stream *st;
     struct changes chg;         /* the data path: decode, map, produce, ACK */
+    struct serde_set serdes;    /* registry converters of the maps (config_serde_set()) */
     uint64_t events_acked;      /* counted by relay.c's on_delivery() */
     struct metrics met;         /* counted by every file of the relay (and
                                  * changes.c), rendered by relayobs.c */

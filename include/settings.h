@@ -45,6 +45,34 @@ int slot_loss_parse(const char *s);
 /* "halt" or "repair". */
 const char *slot_loss_name(enum slot_loss l);
 
+/* [outbox] value_converter: what the value of a record is (serde.h). */
+enum value_format {
+    VALUE_STRING = 0, /* the payload's bytes as they are */
+    VALUE_JSON,       /* Connect's JsonConverter (jsonvalue.h) */
+    VALUE_AVRO,       /* Avro binary in the registry's wire format */
+    VALUE_JSON_SCHEMA,/* the JSON payload in the registry's wire format */
+    VALUE_PROTOBUF,   /* the Protobuf bytes in the registry's wire format */
+};
+
+/* "string", "json", "avro", "json_schema" or "protobuf"; -1 for anything
+ * else. */
+int value_format_parse(const char *s);
+const char *value_format_name(enum value_format f);
+
+/* [outbox] value_subject_strategy: the registry subject of a record's
+ * value, as Confluent's serializers name them. */
+enum subject_strategy {
+    SUBJECT_TOPIC = 0,    /* TopicNameStrategy: <topic>-value */
+    SUBJECT_RECORD,       /* RecordNameStrategy: <record name> */
+    SUBJECT_TOPIC_RECORD, /* TopicRecordNameStrategy: <topic>-<record name> */
+};
+
+/* "topic", "record" or "topic_record" (also Confluent's class names
+ * TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy); -1
+ * for anything else. */
+int subject_strategy_parse(const char *s);
+const char *subject_strategy_name(enum subject_strategy s);
+
 /* [outbox] column.*: the role each configured column plays in an event
  * (outbox.h's map; outbox_col_name() says "event_id", ...). */
 enum outbox_col {

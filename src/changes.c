@@ -14,6 +14,9 @@
 #include "heartbeat.h"
 #include "log.h"
 
+/* prepare_serde() failed: produce_built()'s "built" for it. */
+#define SERDE_SUBJECT_FAILED 2
+
 void changes_init(struct changes *c, const struct config *cfg, struct outbox_set *outboxes,
                   struct metrics *met, struct sink out)
 {
@@ -34,6 +37,14 @@ void changes_free(struct changes *c)
     for (size_t i = 0; c->emit && i < c->outboxes->n; i++) emitmsg_free(c->emit[i]);
     free(c->emit);
     c->emit = NULL;
+}
+
+void changes_set_serdes(struct changes *c, struct serde_set *serdes) { c->serdes = serdes; }
+
+const char *changes_serde_waiting(const struct changes *c, int64_t since_ms)
+{
+    return c->ev_held && c->serde_wait_ms && c->serde_wait_ms <= since_ms ? c->serde_wait
+                                                                            : NULL;
 }
 
 void changes_start(struct changes *c, struct tracker *trk, struct decoder *dec)
@@ -203,6 +214,51 @@ static enum step on_commit(struct changes *c, const struct repl_msg *m)
     return STEP_OK;
 }
 
+/* The schema for c->ev is not known yet: held, and why is kept for
+ * /readyz and logged once per wait. */
+static enum step wait_for_schema(struct changes *c, const char *why)
+{
+    c->ev_held = true;
+    if (c->serde_wait_ms == 0) c->serde_wait_ms = clock_mono_ms();
+    char was[sizeof(c->serde_wait)];
+    snprintf(was, sizeof(was), "%s", c->serde_wait);
+    snprintf(c->serde_wait, sizeof(c->serde_wait),
+             "an event waits for the schema of subject \"%.200s\"%s%.400s", c->ev_subject,
+             why[0] ? ": " : " (first lookup)", why);
+    if (why[0] && strcmp(was, c->serde_wait) != 0)
+        log_warn("%s; the stream is held until the registry answers", c->serde_wait);
+    return STEP_HELD;
+}
+
+/* c->ev's value in the registry's wire format, once (a held event is not
+ * encoded twice). STEP_OK to send it; STEP_HELD while its schema is not
+ * known; else the event was dead-lettered or halted on. */
+static enum step encode_event(struct changes *c)
+{
+    char err[1024];
+    enum serde_result r =
+        serde_encode(c->ev_serde, c->ev_subject, &c->ev, clock_mono_ms(), err, sizeof(err));
+    switch (r) {
+    case SERDE_OK:
+        c->ev_encoded = true;
+        if (c->serde_wait_ms) log_info("the schema of subject \"%s\" is known: the stream "
+                                       "goes on", c->ev_subject);
+        c->serde_wait_ms = 0;
+        c->serde_wait[0] = '\0';
+        return STEP_OK;
+    case SERDE_WAIT: return wait_for_schema(c, err);
+    case SERDE_MISMATCH:
+        c->ev_held = false;
+        c->serde_wait_ms = 0;
+        return deadletter_reject(&c->dlq, c->cur_tag, &c->ev, SERDE_MISMATCH_CODE, err, true,
+                                 false);
+    case SERDE_FATAL: break;
+    }
+    c->ev_held = false;
+    c->serde_wait_ms = 0;
+    return deadletter_reject(&c->dlq, c->cur_tag, &c->ev, SERDE_FATAL_CODE, err, false, false);
+}
+
 /* Sends c->ev (counted in the tracker already). A full queue holds it;
  * a permanent error dead-letters or halts on it. */
 static enum step send_event(struct changes *c)
@@ -210,6 +266,10 @@ static enum step send_event(struct changes *c)
     char err[512];
     int kafka_err = -1;
     const struct outbox_event *ev = &c->ev;
+    if (c->ev_serde && !c->ev_encoded) {
+        enum step st = encode_event(c);
+        if (st != STEP_OK || !c->ev_encoded) return st;
+    }
     int rc = c->out.send(c->out.ctx, ev, c->cur_tag, &kafka_err, err, sizeof(err));
     c->ev_held = rc == PRODUCER_QUEUE_FULL;
     if (c->ev_held) return STEP_HELD;
@@ -227,6 +287,19 @@ static enum step send_event(struct changes *c)
         producer_err_is_too_large(kafka_err));
 }
 
+/* The serde of map which and the subject of c->ev (built from rel and
+ * values) into c->ev_serde and c->ev_subject. 0, or -1 with err: the
+ * subject cannot be named (a poison event). */
+static int prepare_serde(struct changes *c, int which, const struct relation *rel,
+                         const struct col_value *values, int nvalues, char *err, size_t errlen)
+{
+    c->ev_encoded = false;
+    c->ev_serde = c->serdes && c->serdes->by_map ? c->serdes->by_map[which] : NULL;
+    if (!c->ev_serde) return 0;
+    return serde_subject(c->ev_serde, &c->ev, rel, values, nvalues, c->ev_subject,
+                         sizeof(c->ev_subject), err, errlen);
+}
+
 /* The event just built into c->ev (built: outbox_event_build()'s result,
  * err its reason) is counted in the open transaction and sent, or
  * dead-lettered or halted on. */
@@ -238,6 +311,9 @@ static enum step produce_built(struct changes *c, int built, const char *err)
     }
     c->recv_events++;
     if (built == 0) return send_event(c);
+    if (built == SERDE_SUBJECT_FAILED)
+        return deadletter_reject(&c->dlq, c->cur_tag, &c->ev, SERDE_MISMATCH_CODE, err, true,
+                                 false);
     return deadletter_reject(&c->dlq, c->cur_tag, &c->ev, outbox_fault_name(c->ev.fault), err,
                              c->ev.fault != OF_SCHEMA, false);
 }
@@ -258,6 +334,9 @@ static enum step on_insert(struct changes *c, const struct repl_msg *m)
     int built = outbox_event_build(map, rel, m->u.tuple.values, m->u.tuple.nvalues,
                                    c->cur_commit_lsn, &c->ev, err, sizeof(err));
     outbox_event_set_commit_time(map, &c->ev, c->cur_commit_time);
+    if (built == 0 && prepare_serde(c, which, rel, m->u.tuple.values, m->u.tuple.nvalues, err,
+                                    sizeof(err)) != 0)
+        built = SERDE_SUBJECT_FAILED;
     return produce_built(c, built, err);
 }
 
@@ -290,6 +369,12 @@ static enum step on_outbox_message(struct changes *c, const struct repl_msg *m, 
     int built = emitmsg_event_build(reader, map, m->u.message.content, m->u.message.len,
                                     c->cur_commit_lsn, &c->ev, err, sizeof(err));
     outbox_event_set_commit_time(map, &c->ev, c->cur_commit_time);
+    const struct relation *rel;
+    const struct col_value *vals;
+    int nvals;
+    emitmsg_last_row(reader, &rel, &vals, &nvals);
+    if (built == 0 && prepare_serde(c, which, rel, vals, nvals, err, sizeof(err)) != 0)
+        built = SERDE_SUBJECT_FAILED;
     if (built != 0 && c->ev.fault == OF_BAD_MESSAGE) {
         size_t n = strlen(err);
         snprintf(err + n, sizeof(err) - n,
@@ -371,6 +456,7 @@ void changes_abort_open(struct changes *c)
     record_received(c); /* they were received, if not produced */
     c->cur_seq = 0;
     c->ev_held = false;
+    c->serde_wait_ms = 0;
     deadletter_abort_open(&c->dlq);
 }
 

@@ -245,6 +245,7 @@ static void run_logical(struct ck *k)
     check_failover(k);
     check_broker(k);
     for_each_outbox(k, check_topics);
+    for_each_outbox(k, check_registry);
     check_progress_topic(k);
 }
 

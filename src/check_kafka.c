@@ -118,12 +118,7 @@ void check_broker(struct ck *k)
 
 /* ---- 12. topics ---- */
 
-struct topic_list {
-    char **names;
-    size_t n, cap;
-};
-
-static int topics_add(struct topic_list *l, const char *t)
+int topics_add(struct topic_list *l, const char *t)
 {
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->names[i], t) == 0) return 0;
@@ -132,7 +127,7 @@ static int topics_add(struct topic_list *l, const char *t)
     return (l->names[l->n] = strdup(t)) ? (int)++l->n : -1;
 }
 
-static void topics_free(struct topic_list *l)
+void topics_free(struct topic_list *l)
 {
     for (size_t i = 0; i < l->n; i++)
         free(l->names[i]);
@@ -211,10 +206,8 @@ static void list_names(char **names, size_t n, char *out, size_t outlen)
     if (n > 5 && len < outlen) snprintf(out + len, outlen - len, " and %zu more", n - 5);
 }
 
-/* Renders the template for the distinct values of its columns in the
- * table into l. Returns the number of rows read, -1 on error (err). */
-static int render_topics(struct ck *k, struct topic_list *l, int *nulls, bool *truncated,
-                         char *err, size_t errlen)
+int render_topics(struct ck *k, struct topic_list *l, int *nulls, bool *truncated, char *err,
+                  size_t errlen)
 {
     char sql[8192], topic[OUTBOX_TOPIC_MAX], why[512];
     struct relation rel = {.nspname = k->map.schema, .relname = k->map.table};

@@ -51,7 +51,8 @@ enum key_type {
     KT_DURATION, /* int64 milliseconds, the unit required */
     KT_PATH,     /* a string, NULL (unset) by default */
     KT_PRESET,
-    KT_CONVERTER, /* [outbox] value_converter: string or json, as a bool */
+    KT_CONVERTER, /* [outbox] value_converter: enum value_format */
+    KT_STRATEGY,  /* [outbox] value_subject_strategy: enum subject_strategy */
     KT_TIMESTAMP, /* [outbox] timestamp: produce or commit, as a bool */
 };
 
@@ -134,8 +135,18 @@ static const struct key_def key_defs[] = {
       "an empty payload is sent as a null value (a tombstone), like a NULL one"),
     KO("span_context_column", KT_PATH, span_column, NULL,
       "column of a tracing span context (Properties text): its entries become headers"),
-    KO("value_converter", KT_CONVERTER, value_json, "string",
-      "string: the payload's text; json: as Connect's JsonConverter (envelope fields)"),
+    KO("value_converter", KT_CONVERTER, value_format, "string",
+      "string: the payload's text; json: as Connect's JsonConverter (envelope fields); avro, json_schema or protobuf: Schema Registry wire format ([registry])"),
+    KO("value_subject_strategy", KT_STRATEGY, value_strategy, "topic",
+      "registry subject of the value: topic (<topic>-value), record (value_record_name) or topic_record (<topic>-<record>)"),
+    KO("value_record_name", KT_PATH, value_record_name, NULL,
+      "record strategies: the record's full name, or a template such as com.acme.${event_type}"),
+    KO("value_schema_version", KT_STRING, value_schema_version, "latest",
+      "the subject's version whose schema encodes the values: latest or a number"),
+    KO("value_message_index", KT_STRING, value_message_index, "0",
+      "protobuf: which message of the .proto the payload is (0: the first; 1.0: the first nested in the second)"),
+    KO("value_validate", KT_BOOL, value_validate, "false",
+      "json_schema: a payload that is not JSON is a poison event (SCHEMA_MISMATCH)"),
     KO("timestamp", KT_TIMESTAMP, timestamp_commit, "produce",
       "record timestamp: produce (when sent to Kafka) or commit (the transaction's commit time)"),
     KO("repair_column", KT_PATH, repair_column, "created_at",
@@ -158,6 +169,23 @@ static const struct key_def key_defs[] = {
       "an event that cannot be published: halt or dlq"),
     K("errors", "dlq_topic", KT_STRING, errors_dlq_topic, "outbox.dlq",
       "dead-letter topic (policy = dlq)"),
+    K("registry", "url", KT_PATH, registry_url, NULL,
+      "Schema Registry base URL (Confluent API; Apicurio: http://host:8080/apis/ccompat/v7)"),
+    K("registry", "user", KT_PATH, registry_user, NULL, "HTTP basic auth user (unset: none)"),
+    K("registry", "password_file", KT_PATH, registry_password_file, NULL,
+      "file holding the basic auth password (one line)"),
+    K("registry", "ca_file", KT_PATH, registry_ca_file, NULL,
+      "https: CA bundle that verifies the registry (unset: the system's)"),
+    K("registry", "cert_file", KT_PATH, registry_cert_file, NULL,
+      "https: client certificate (unset: none)"),
+    K("registry", "key_file", KT_PATH, registry_key_file, NULL, "https: the client key"),
+    K("registry", "timeout", KT_DURATION, registry_timeout_ms, "10s", "one lookup at most"),
+    K("registry", "refresh", KT_DURATION, registry_refresh_ms, "5m",
+      "latest versions are looked up again this often (the cached one serves meanwhile)"),
+    K("registry", "retry", KT_DURATION, registry_retry_ms, "2s",
+      "a failed lookup is tried again after this (the event waits)"),
+    K("registry", "not_ready_after", KT_DURATION, registry_not_ready_ms, "30s",
+      "an event waiting this long for its schema makes /readyz fail"),
     K("log", "level", KT_LOGLEVEL, log_level, "info", "error, warn, info or debug"),
     K("log", "format", KT_LOGFORMAT, log_format, "text", "text or json"),
     K("http", "listen", KT_LISTEN, http_listen, "127.0.0.1:19187",
@@ -209,8 +237,8 @@ const char *config_source_name(enum config_source s)
 
 static const char *const known_sections[] = {"postgres", "outbox",  "kafka",
                                              "offsets",  "delivery", "errors",
-                                             "log",      "http",    "source",
-                                             "polling"};
+                                             "registry", "log",     "http",
+                                             "source",   "polling"};
 
 const char *config_section_at(size_t i)
 {
@@ -682,13 +710,21 @@ static int set_enum(struct config *c, struct outbox_spec *s, const struct key_de
     static const char *const modes[] = {"logical", "polling"};
     static const char *const policies[] = {"halt", "dlq"};
     static const char *const deliveries[] = {"at_least_once", "exactly_once"};
-    static const char *const converters[] = {"string", "json"};
+    static const char *const converters[] = {"string", "json", "avro", "json_schema",
+                                             "protobuf"};
+    static const char *const strategies[] = {"topic", "record", "topic_record"};
     static const char *const timestamps[] = {"produce", "commit"};
     int i;
     switch (d->type) {
     case KT_CONVERTER:
-        if ((i = parse_choice(d, value, converters, 2, err, errlen)) < 0) return -1;
-        s->value_json = i == 1;
+        if ((i = parse_choice(d, value, converters, 5, err, errlen)) < 0) return -1;
+        s->value_format = i;
+        return 0;
+    case KT_STRATEGY:
+        if ((i = subject_strategy_parse(value)) < 0 &&
+            (i = parse_choice(d, value, strategies, 3, err, errlen)) < 0)
+            return -1;
+        s->value_strategy = i;
         return 0;
     case KT_TIMESTAMP:
         if ((i = parse_choice(d, value, timestamps, 2, err, errlen)) < 0) return -1;
@@ -829,6 +865,7 @@ static int set_known(struct config *c, struct outbox_spec *s, const struct key_d
     case KT_DELIVERY:
     case KT_PRESET:
     case KT_CONVERTER:
+    case KT_STRATEGY:
     case KT_TIMESTAMP:
     case KT_POLICY:
     case KT_LOGFORMAT:
@@ -1612,7 +1649,10 @@ static const char *key_value(const struct config *c, const struct outbox_spec *s
         snprintf(out, outlen, "%s", presets[s->preset == OUTBOX_PRESET_DEBEZIUM]);
         break;
     case KT_CONVERTER:
-        snprintf(out, outlen, "%s", s->value_json ? "json" : "string");
+        snprintf(out, outlen, "%s", value_format_name(s->value_format));
+        break;
+    case KT_STRATEGY:
+        snprintf(out, outlen, "%s", subject_strategy_name(s->value_strategy));
         break;
     case KT_TIMESTAMP:
         snprintf(out, outlen, "%s", s->timestamp_commit ? "commit" : "produce");

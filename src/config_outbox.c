@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config_serde.h"
+
 /* err, prefixed with s's label unless it names a section already. */
 static void label_error(const struct outbox_spec *s, char *err, size_t errlen)
 {
@@ -26,7 +28,7 @@ int config_outbox_map(const struct outbox_spec *s, struct outbox_map *m, char *e
     m->tombstone_on_empty = s->tombstone_on_empty;
     m->timestamp_commit = s->timestamp_commit;
     if (outbox_map_set_headers(m, s->headers, s->placement, err, errlen) != 0 ||
-        outbox_map_set_value_json(m, s->value_json, err, errlen) != 0 ||
+        outbox_map_set_value_json(m, s->value_format == VALUE_JSON, err, errlen) != 0 ||
         outbox_map_set_span_context(m, s->span_column, err, errlen) != 0 ||
         outbox_map_set_message_prefix(m, s->message_prefix, err, errlen) != 0)
         goto fail;
@@ -103,5 +105,6 @@ static int check_maps(const struct config *c, char *err, size_t errlen)
 int config_outbox_validate(const struct config *c, char *err, size_t errlen)
 {
     if (config_validate(c, err, errlen) != 0) return -1;
-    return check_maps(c, err, errlen);
+    if (check_maps(c, err, errlen) != 0) return -1;
+    return config_serde_validate(c, err, errlen);
 }

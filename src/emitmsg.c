@@ -455,6 +455,14 @@ static int add_extra_headers(const struct emitmsg *p, struct outbox_event *ev, c
     return 0;
 }
 
+void emitmsg_last_row(const struct emitmsg *p, const struct relation **rel,
+                      const struct col_value **values, int *nvalues)
+{
+    *rel = p->rel;
+    *values = p->values;
+    *nvalues = p->rel ? p->rel->ncols : 0;
+}
+
 int emitmsg_event_build(struct emitmsg *p, const struct outbox_map *m, const char *content,
                         size_t len, lsn_t commit_lsn, struct outbox_event *ev, char *err,
                         size_t errlen)

@@ -419,6 +419,27 @@ static void render_state(const struct metrics *m, struct textbuf *b)
     gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
 }
 
+/* The schema registry client's counters; none without a registry. */
+static void render_registry(const struct metrics *m, struct textbuf *b)
+{
+    if (!m->registry_on) return;
+    const struct registry_stats *s = &m->registry;
+    family(b, "outboxd_registry_lookups_total", "counter",
+           "Schema lookups by result: hit (answered by the cache), fetched (an HTTP lookup "
+           "found the schema), failed (an HTTP lookup failed: registry unreachable, error "
+           "answer, or the subject or version missing).");
+    tb_printf(b, "outboxd_registry_lookups_total{result=\"hit\"} %" PRIu64 "\n", s->hits);
+    tb_printf(b, "outboxd_registry_lookups_total{result=\"fetched\"} %" PRIu64 "\n",
+              s->requests_ok);
+    tb_printf(b, "outboxd_registry_lookups_total{result=\"failed\"} %" PRIu64 "\n",
+              s->requests_failed);
+    counter_u(b, "outboxd_registry_not_found_total",
+              "HTTP lookups whose subject or version does not exist in the registry.",
+              s->not_found);
+    gauge_i(b, "outboxd_registry_subjects", "Subject versions in the schema cache.",
+            s->subjects);
+}
+
 /* One gauge of the backlog by status ("pending", "claimed", "quarantined"). */
 static void backlog_gauge(struct textbuf *b, const char *name, const char *help,
                           const struct polling_backlog *q, const int64_t *v, bool as_seconds)
@@ -484,5 +505,6 @@ int metrics_render(const struct metrics *m, int64_t now_us, struct textbuf *out)
     render_latency(m, out);
     render_stages(m, out);
     render_state(m, out);
+    render_registry(m, out);
     return out->oom ? -1 : 0;
 }

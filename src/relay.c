@@ -27,6 +27,7 @@
 #include "check.h"
 #include "clock.h"
 #include "config_outbox.h"
+#include "config_serde.h"
 #include "confirm.h"
 #include "evloop.h"
 #include "exitcode.h"
@@ -92,6 +93,7 @@ static void wait_for(struct relay *r, struct evloop *l, int64_t now)
 {
     evloop_begin(l, now + TURN_MAX_MS);
     evloop_watch(l, producer_wakeup_fd(r->prod), false);
+    evloop_watch(l, registry_wakeup_fd(r->serdes.reg), false); /* a schema arrived */
     if (r->obs.mon) {
         bool out;
         evloop_watch(l, monitor_wait_fd(r->obs.mon, &out), out);
@@ -162,6 +164,8 @@ static void wait_turn(struct relay *r)
     int64_t now = clock_mono_ms();
     wait_for(r, &l, now);
     evloop_wait(&l, now);
+    if (r->serdes.reg && evloop_ready(&l, registry_wakeup_fd(r->serdes.reg)))
+        registry_wakeup_drain(r->serdes.reg);
     if (reading) r->last_wake_us = clock_mono_us();
 }
 
@@ -202,6 +206,11 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     confirmer_init(&r->confirm, c->offsets_file, c->pg_status_interval_ms,
                    c->pg_plugin == PLUGIN_PGOUTPUT, confirm_io_stream(&r->st));
     changes_init(&r->chg, c, &r->outboxes, &r->met, (struct sink){send_to_producer, r});
+    if (config_serde_set(c, &r->serdes, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        return EXIT_USAGE;
+    }
+    changes_set_serdes(&r->chg, &r->serdes);
     ktxn_init(&r->txn.kt, (uint64_t)c->delivery_txn_max_events, c->delivery_txn_max_ms);
     relay_seed_metrics(&r->met, r->confirm.pub_capped);
     if ((c->http_listen && *c->http_listen) || c->pg_heartbeat_interval_ms > 0 ||
@@ -232,6 +241,7 @@ static void relay_free(struct relay *r)
     metrics_free(&r->met);
     free(r->obs.text.data);
     changes_free(&r->chg);
+    serde_set_free(&r->serdes);
     producer_free(r->prod);
     stream_close(r->st);
     tracker_free(r->trk);

@@ -45,6 +45,9 @@ static const char *not_ready_reason(const struct relay *r)
     if (r->standby.held)
         return relaytxn_on(r) && !producer_txn_ready(r->prod) ? NULL : kafka_not_ready(r);
     if (!r->streaming) return "not streaming from the replication slot (connecting)";
+    const char *schema = changes_serde_waiting(&r->chg, clock_mono_ms() -
+                                                            r->cfg->registry_not_ready_ms);
+    if (schema) return schema;
     if (r->backoff.failures > 0)
         return "the replication stream keeps failing (not yet up for 5 s since the last "
                "failure)";
@@ -77,6 +80,8 @@ static void collect_gauges(struct relay *r)
     m->confirmed_lsn = r->confirm.sent_lsn;
     m->streaming = r->streaming;
     m->slot_lost = r->slot_lost;
+    m->registry_on = r->serdes.reg != NULL;
+    if (r->serdes.reg) registry_stats(r->serdes.reg, &m->registry);
     m->role = r->streaming ? ROLE_ACTIVE : r->standby.held ? ROLE_STANDBY : ROLE_CONNECTING;
     int64_t t = r->trk ? tracker_flushed_commit_time(r->trk) : 0;
     m->acked_commit_time_us = t ? t + PG_EPOCH_OFFSET_US : 0;

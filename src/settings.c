@@ -51,3 +51,42 @@ const char *slot_loss_name(enum slot_loss l)
 {
     return l == SLOT_LOSS_REPAIR ? "repair" : "halt";
 }
+
+int value_format_parse(const char *s)
+{
+    static const char *const names[] = {"string", "json", "avro", "json_schema", "protobuf"};
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
+const char *value_format_name(enum value_format f)
+{
+    switch (f) {
+    case VALUE_STRING: return "string";
+    case VALUE_JSON: return "json";
+    case VALUE_AVRO: return "avro";
+    case VALUE_JSON_SCHEMA: return "json_schema";
+    case VALUE_PROTOBUF: return "protobuf";
+    }
+    return "?";
+}
+
+int subject_strategy_parse(const char *s)
+{
+    if (strcmp(s, "topic") == 0 || strcmp(s, "TopicNameStrategy") == 0) return SUBJECT_TOPIC;
+    if (strcmp(s, "record") == 0 || strcmp(s, "RecordNameStrategy") == 0) return SUBJECT_RECORD;
+    if (strcmp(s, "topic_record") == 0 || strcmp(s, "TopicRecordNameStrategy") == 0)
+        return SUBJECT_TOPIC_RECORD;
+    return -1;
+}
+
+const char *subject_strategy_name(enum subject_strategy s)
+{
+    switch (s) {
+    case SUBJECT_TOPIC: return "topic";
+    case SUBJECT_RECORD: return "record";
+    case SUBJECT_TOPIC_RECORD: return "topic_record";
+    }
+    return "?";
+}

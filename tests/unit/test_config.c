@@ -1223,7 +1223,7 @@ START_TEST(test_validate_outbox_headers)
     ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "JSON", err, sizeof(err)),
                      -1);
     ERR_HAS("[outbox] value_converter: \"JSON\" is not one of string|json");
-    ck_assert(C.outbox.value_json); /* kept */
+    ck_assert_int_eq(C.outbox.value_format, VALUE_JSON); /* kept */
     ck_assert_int_eq(config_set(&C, "outbox", "value_converter", "string", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "additional_placement", "", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "outbox", "headers", "event_id,payload", err, sizeof(err)),

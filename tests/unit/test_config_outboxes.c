@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "config_outbox.h"
+#include "config_serde.h"
 
 static struct config C;
 static char err[512];
@@ -289,6 +290,65 @@ START_TEST(test_one_named)
 }
 END_TEST
 
+/* The registry converters' keys: read per section, inherited from
+ * [outbox], and refused with a reason naming the section and key. */
+START_TEST(test_registry_keys)
+{
+    load("[outbox]\nvalue_converter = avro\n"
+         "[outbox.a]\ntable = public.a\nvalue_schema_version = 3\n"
+         "[outbox.b]\ntable = public.b\nvalue_converter = protobuf\n"
+         "value_message_index = 1.0\nvalue_subject_strategy = RecordNameStrategy\n"
+         "value_record_name = com.acme.${event_type}\n");
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox.a] value_converter = avro needs [registry] url");
+    ck_assert_int_eq(config_apply_set(&C, "registry.url=http://r:8081", err, sizeof(err)), 0);
+    ck_assert_msg(config_outbox_validate(&C, err, sizeof(err)) == 0, "%s", err);
+    struct serde_spec a, b;
+    ck_assert_int_eq(config_serde_spec(config_outbox_at(&C, 0), &a, err, sizeof(err)), 0);
+    ck_assert_int_eq(a.format, VALUE_AVRO); /* inherited */
+    ck_assert_int_eq(a.version, 3);
+    ck_assert_int_eq(a.strategy, SUBJECT_TOPIC);
+    ck_assert_int_eq(config_serde_spec(config_outbox_at(&C, 1), &b, err, sizeof(err)), 0);
+    ck_assert_int_eq(b.format, VALUE_PROTOBUF);
+    ck_assert_int_eq(b.version, REGISTRY_LATEST);
+    ck_assert_int_eq(b.strategy, SUBJECT_RECORD);
+    ck_assert_str_eq(b.record_name, "com.acme.${event_type}");
+    ck_assert_int_eq(b.nindexes, 2);
+    ck_assert_int_eq(b.indexes[0], 1);
+    ck_assert_int_eq(b.indexes[1], 0);
+
+    ck_assert_int_eq(config_apply_set(&C, "outbox.a.value_schema_version=first", err,
+                                      sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox.a] value_schema_version = \"first\": latest or a version number");
+    ck_assert_int_eq(config_apply_set(&C, "outbox.a.value_schema_version=latest", err,
+                                      sizeof(err)), 0);
+    ck_assert_int_eq(config_apply_set(&C, "outbox.b.value_message_index=1.x", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox.b] value_message_index = \"1.x\"");
+    ck_assert_int_eq(config_apply_set(&C, "outbox.b.value_message_index=0", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(config_apply_set(&C, "outbox.b.value_record_name=", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("value_subject_strategy = record needs value_record_name");
+    ck_assert_int_eq(config_apply_set(&C, "outbox.b.value_subject_strategy=topic", err,
+                                      sizeof(err)), 0);
+    ck_assert_int_eq(config_apply_set(&C, "registry.url=registry:8081", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[registry] url \"registry:8081\" must start with http:// or https://");
+    /* polling mode: refused (one table there) */
+    config_free(&C);
+    setup();
+    load("[outbox]\nvalue_converter = json_schema\n[registry]\nurl = https://r\n"
+         "[source]\nmode = polling\n");
+    ck_assert_int_eq(config_outbox_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[outbox] value_converter = json_schema needs [source] mode = logical");
+    ck_assert_int_eq(config_apply_set(&C, "outbox.value_converter=xml", err, sizeof(err)), -1);
+    ERR_HAS("\"xml\" is not one of string|json|avro|json_schema|protobuf");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config_outboxes");
@@ -303,6 +363,7 @@ int main(void)
     tcase_add_test(tc, test_refused_at_validation);
     tcase_add_test(tc, test_one_named);
     tcase_add_test(tc, test_message_prefix_per_section);
+    tcase_add_test(tc, test_registry_keys);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
