@@ -109,7 +109,7 @@ struct outbox_spec {
     char *value_record_name; /* record strategies' record name template; NULL: none */
     char *value_schema_version; /* "latest" or a version number */
     char *value_message_index;  /* protobuf's message-index list, "0", "1.0" */
-    bool value_validate;        /* json_schema: the payload must be JSON */
+    bool value_validate;        /* json_schema: the payload must fit the schema */
     bool timestamp_commit;   /* timestamp = commit, else produce
                               * (outbox_map.timestamp_commit) */
     char *repair_column;     /* repair's time column when track_commit_timestamp

@@ -9,8 +9,9 @@
  *                schema (serde_avro.h); a payload that does not fit it is
  *                a poison event, SCHEMA_MISMATCH
  *   json_schema  the JSON payload as it is; with value_validate = true it
- *                must be a JSON value (not checked against the schema's
- *                keywords: see serde.c)
+ *                must fit the subject's JSON Schema (serde_jsonschema.h),
+ *                else it is a poison event, SCHEMA_MISMATCH; a schema with
+ *                keywords outboxd does not evaluate halts (SERDE_FATAL)
  *   protobuf     the payload's bytes (a bytea column holding the message
  *                serialized by the application) and the message-index list
  *                of value_message_index
@@ -42,7 +43,7 @@ struct serde_spec {
     const char *record_name;    /* record strategies: a template of ${column}s
                                  * (outbox.h's topic template syntax); borrowed */
     int version;                /* REGISTRY_LATEST or a pinned version */
-    bool validate;              /* json_schema: the payload must be JSON */
+    bool validate;              /* json_schema: the payload must fit the schema */
     int indexes[SERDE_WIRE_MAX_INDEXES]; /* protobuf: the message-index list */
     int nindexes;
 };

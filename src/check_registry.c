@@ -14,6 +14,7 @@
 #include "config_serde.h"
 #include "registry.h"
 #include "serde.h"
+#include "serde_jsonschema.h"
 
 #define SUBJECTS_SHOWN 5
 
@@ -24,7 +25,7 @@ static const char *type_of(enum value_format f)
 
 /* What the lookups of the section's subjects found. */
 struct found {
-    int ok, missing, wrong_type;
+    int ok, missing, wrong_type, unusable;
     char ok_text[512], missing_text[512], wrong_text[512];
 };
 
@@ -62,6 +63,19 @@ static int look_up(struct ck *k, const struct registry_opts *o, const struct ser
         note(f->missing_text, sizeof(f->missing_text), ++f->missing, item);
         return 0;
     }
+    char why[512];
+    struct serde_jsonschema *js = NULL;
+    if (strcmp(s.type, type_of(spec->format)) == 0 && spec->format == VALUE_JSON_SCHEMA &&
+        spec->validate &&
+        !(js = serde_jsonschema_new(s.schema, strlen(s.schema), why, sizeof(why)))) {
+        ck_report(k, CHECK_FAIL, "schema registry",
+                  "set value_validate = false, or register a schema of the keywords outboxd "
+                  "evaluates",
+                  "value_validate = true, subject %s v%d id %d: %s", subject, s.version, s.id,
+                  why);
+        f->unusable++;
+    }
+    serde_jsonschema_free(js);
     if (strcmp(s.type, type_of(spec->format)) != 0) {
         snprintf(item, sizeof(item), "%s (type %s)", subject, s.type);
         note(f->wrong_text, sizeof(f->wrong_text), ++f->wrong_type, item);
@@ -127,7 +141,7 @@ static void report(struct ck *k, const struct serde_spec *spec, const struct fou
                   "value_converter = %s needs %s schemas, but %s%s",
                   value_format_name(spec->format), type_of(spec->format), f->wrong_text,
                   f->wrong_type > SUBJECTS_SHOWN ? ", ..." : "");
-    if (!f->missing && !f->wrong_type)
+    if (!f->missing && !f->wrong_type && !f->unusable)
         ck_report(k, CHECK_OK, what, NULL, "%s: %s%s", value_format_name(spec->format),
                   f->ok_text, f->ok > SUBJECTS_SHOWN ? ", ..." : "");
 }

@@ -146,7 +146,7 @@ static const struct key_def key_defs[] = {
     KO("value_message_index", KT_STRING, value_message_index, "0",
       "protobuf: which message of the .proto the payload is (0: the first; 1.0: the first nested in the second)"),
     KO("value_validate", KT_BOOL, value_validate, "false",
-      "json_schema: a payload that is not JSON is a poison event (SCHEMA_MISMATCH)"),
+      "json_schema: a payload the subject's JSON Schema refuses is a poison event (SCHEMA_MISMATCH)"),
     KO("timestamp", KT_TIMESTAMP, timestamp_commit, "produce",
       "record timestamp: produce (when sent to Kafka) or commit (the transaction's commit time)"),
     KO("repair_column", KT_PATH, repair_column, "created_at",

@@ -1,27 +1,25 @@
 /*
  * serde.c - an outbox section's values in the registry's wire format
- * (serde.h): subject, schema from the cache, encoding, frame.
- *
- * json_schema's value_validate checks that the payload is JSON (a value
- * a JSON Schema deserializer can parse at all); the schema's keywords are
- * not evaluated here: no maintained C JSON Schema validator is packaged
- * for Debian 12, and the consumer's deserializer validates against the
- * schema when it is configured to.
+ * (serde.h): subject, schema from the cache, encoding or validation,
+ * frame. A schema is compiled (libavro's, or serde_jsonschema.c's) once
+ * per registry id, at its first use.
  */
 #include "serde.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grow.h"
 #include "serde_avro.h"
+#include "serde_jsonschema.h"
 
-/* A compiled Avro schema, by registry id. */
+/* A compiled schema, by registry id: Avro, or a JSON Schema to validate
+ * with. */
 struct compiled {
     int32_t id;
     struct serde_avro *avro;
+    struct serde_jsonschema *json;
 };
 
 struct serde {
@@ -72,7 +70,10 @@ struct serde *serde_new(const struct serde_spec *spec, struct registry *reg, cha
 void serde_free(struct serde *s)
 {
     if (!s) return;
-    for (size_t i = 0; i < s->ncompiled; i++) serde_avro_free(s->compiled[i].avro);
+    for (size_t i = 0; i < s->ncompiled; i++) {
+        serde_avro_free(s->compiled[i].avro);
+        serde_jsonschema_free(s->compiled[i].json);
+    }
     free(s->compiled);
     topic_template_free(s->record);
     free(s->record_name);
@@ -114,23 +115,29 @@ static const char *expected_type(enum value_format f)
     }
 }
 
-/* The compiled Avro schema of sch (compiled at its first use), or NULL
- * with err. */
-static struct serde_avro *avro_for(struct serde *s, const struct registry_schema *sch,
-                                   char *err, size_t errlen)
+/* The compiled form of sch (compiled at its first use: Avro for the
+ * avro converter, a JSON Schema for json_schema), or NULL with err. */
+static const struct compiled *compiled_for(struct serde *s, const struct registry_schema *sch,
+                                           char *err, size_t errlen)
 {
     for (size_t i = 0; i < s->ncompiled; i++)
-        if (s->compiled[i].id == sch->id) return s->compiled[i].avro;
-    struct serde_avro *a = serde_avro_new(sch->schema, strlen(sch->schema), err, errlen);
-    if (!a) return NULL;
+        if (s->compiled[i].id == sch->id) return &s->compiled[i];
+    struct compiled c = {.id = sch->id};
+    size_t len = strlen(sch->schema);
+    if (s->spec.format == VALUE_AVRO)
+        c.avro = serde_avro_new(sch->schema, len, err, errlen);
+    else
+        c.json = serde_jsonschema_new(sch->schema, len, err, errlen);
+    if (!c.avro && !c.json) return NULL;
     if (grow_array((void **)&s->compiled, &s->capcompiled, s->ncompiled + 1,
                    sizeof(*s->compiled), 4) != 0) {
-        serde_avro_free(a);
+        serde_avro_free(c.avro);
+        serde_jsonschema_free(c.json);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    s->compiled[s->ncompiled++] = (struct compiled){sch->id, a};
-    return a;
+    s->compiled[s->ncompiled] = c;
+    return &s->compiled[s->ncompiled++];
 }
 
 /* The framed value: prefix, the message-index list (protobuf), body. */
@@ -176,28 +183,27 @@ enum serde_result serde_encode(struct serde *s, const char *subject, struct outb
     const char *body = ev->value.data;
     size_t len = ev->value.len;
     char why[384];
-    if (s->spec.format == VALUE_AVRO) {
-        struct serde_avro *a = avro_for(s, sch, why, sizeof(why));
-        if (!a) {
-            snprintf(err, errlen, "subject \"%s\" (id %d): %s", subject, sch->id, why);
-            return SERDE_FATAL;
-        }
-        if (serde_avro_encode(a, ev->value.data, ev->value.len, &body, &len, why,
-                              sizeof(why)) != 0) {
-            snprintf(err, errlen, "the payload does not fit the Avro schema of subject \"%s\" "
-                     "(version %d, id %d): %s", subject, sch->version, sch->id, why);
-            return SERDE_MISMATCH;
-        }
-    } else if (s->spec.format == VALUE_JSON_SCHEMA && s->spec.validate) {
-        json_error_t jerr;
-        json_t *j = json_loadb(ev->value.data, ev->value.len, JSON_DECODE_ANY, &jerr);
-        if (!j) {
-            snprintf(err, errlen, "the payload for subject \"%s\" (id %d) is not JSON: %s "
-                     "(line %d, column %d)", subject, sch->id, jerr.text, jerr.line,
-                     jerr.column);
-            return SERDE_MISMATCH;
-        }
-        json_decref(j);
+    bool check = s->spec.format == VALUE_AVRO ||
+                 (s->spec.format == VALUE_JSON_SCHEMA && s->spec.validate);
+    const struct compiled *c = check ? compiled_for(s, sch, why, sizeof(why)) : NULL;
+    if (check && !c) {
+        snprintf(err, errlen, "subject \"%s\" (version %d, id %d): %s", subject, sch->version,
+                 sch->id, why);
+        return SERDE_FATAL;
+    }
+    if (c && c->avro &&
+        serde_avro_encode(c->avro, ev->value.data, ev->value.len, &body, &len, why,
+                          sizeof(why)) != 0) {
+        snprintf(err, errlen, "the payload does not fit the Avro schema of subject \"%s\" "
+                 "(version %d, id %d): %s", subject, sch->version, sch->id, why);
+        return SERDE_MISMATCH;
+    }
+    if (c && c->json &&
+        serde_jsonschema_validate(c->json, ev->value.data, ev->value.len, why, sizeof(why)) !=
+            0) {
+        snprintf(err, errlen, "the payload does not fit the JSON Schema of subject \"%s\" "
+                 "(version %d, id %d): %s", subject, sch->version, sch->id, why);
+        return SERDE_MISMATCH;
     }
     return frame(s, sch->id, body, len, ev, err, errlen) == 0 ? SERDE_OK : SERDE_FATAL;
 }

@@ -8,16 +8,18 @@
 #   orders     value_converter = avro: jsonb payloads encoded with the
 #              registered Avro schema (unions, an enum, an array, a double,
 #              a field left out that the schema makes optional)
-#   customers  json_schema, value_validate = true: text payloads framed;
-#              one that is not JSON is a poison event
+#   customers  json_schema, value_validate = true: text payloads checked
+#              against the registered JSON Schema and framed; one that is
+#              not JSON and one without a required member are poison events
 #   shipments  protobuf: bytea payloads, Protobuf bytes made in SQL,
 #              framed with the message index
 # Checked:
 #   - every row is read back by the deserializer of its topic and equals
 #     the row's payload field by field (compared as jsonb in PostgreSQL),
 #     carries the registered schema's id, its event_id header and its key;
-#   - an order that does not fit the Avro schema and a customer payload
-#     that is not JSON go to the dead-letter topic as SCHEMA_MISMATCH, with
+#   - an order that does not fit the Avro schema, a customer payload that
+#     is not JSON and one that its JSON Schema refuses go to the
+#     dead-letter topic as SCHEMA_MISMATCH, with
 #     their payloads as they were, and nothing else is lost;
 #   - a subject that is not registered holds the stream (the slot is not
 #     confirmed past it, /readyz says which subject after not_ready_after)
@@ -107,7 +109,7 @@ orders() {
 
 outboxd_start "${SECTIONS[@]}"
 
-step "a workload: 60 orders, 40 customers, 30 shipments, 2 poison events"
+step "a workload: 60 orders, 40 customers, 30 shipments, 3 poison events"
 orders 60 1
 psql_q "INSERT INTO public.customers_outbox (event_id, aggregate_type, aggregate_id, event_type, payload)
     SELECT gen_random_uuid(), 'customer', 'c-' || i, 'CustomerCreated',
@@ -126,7 +128,9 @@ psql_q "INSERT INTO public.orders_outbox (event_id, aggregate_type, aggregate_id
         VALUES ('00000000-0000-0000-0000-00000000bad1', 'order', 'o-bad', 'OrderPlaced',
                 '{\"id\": \"o-bad\", \"qty\": \"many\", \"price\": 1, \"tags\": [], \"status\": \"NEW\", \"total_cents\": 1}');
         INSERT INTO public.customers_outbox (event_id, aggregate_type, aggregate_id, event_type, payload)
-        VALUES ('00000000-0000-0000-0000-00000000bad2', 'customer', 'c-bad', 'CustomerCreated', 'not json {');"
+        VALUES ('00000000-0000-0000-0000-00000000bad2', 'customer', 'c-bad', 'CustomerCreated', 'not json {'),
+               ('00000000-0000-0000-0000-00000000bad3', 'customer', 'c-bad', 'CustomerCreated',
+                '{\"id\": \"c-x\", \"vip\": \"yes\"}');"
 
 step "every event read back by the consumers' deserializers"
 wait_caught_up 120
@@ -175,7 +179,7 @@ info "ok: 60 Avro, 40 JSON Schema and 30 Protobuf records equal their rows"
 step "the poison events are dead-lettered as SCHEMA_MISMATCH"
 KDUMP_ARGS="-t outbox.dlq" "$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" \
     -t outbox.dlq --timeout-ms 60000 >"$T/dlq.jsonl"
-assert_eq 2 "$(wc -l <"$T/dlq.jsonl")" "dead letters"
+assert_eq 3 "$(wc -l <"$T/dlq.jsonl")" "dead letters"
 jq -e -s 'all(.headers.dlq_error == "SCHEMA_MISMATCH")' "$T/dlq.jsonl" >/dev/null ||
     fail "a dead letter's dlq_error is not SCHEMA_MISMATCH: $(jq -c .headers "$T/dlq.jsonl")"
 jq -e -s 'map(select(.headers.event_id == "00000000-0000-0000-0000-00000000bad2"))[0].value == "not json {"' \
@@ -183,7 +187,10 @@ jq -e -s 'map(select(.headers.event_id == "00000000-0000-0000-0000-00000000bad2"
 jq -e -s 'map(select(.headers.event_id == "00000000-0000-0000-0000-00000000bad1"))[0].headers.dlq_reason | test("qty: a string where the schema has int")' \
     "$T/dlq.jsonl" >/dev/null ||
     fail "the bad order's dead letter does not say why: $(jq -c .headers "$T/dlq.jsonl")"
-info "ok: 2 dead letters, SCHEMA_MISMATCH, payloads kept, reasons named"
+jq -e -s 'map(select(.headers.event_id == "00000000-0000-0000-0000-00000000bad3"))[0].headers.dlq_reason | test("JSON Schema of subject .*required member \"name\" is missing")' \
+    "$T/dlq.jsonl" >/dev/null ||
+    fail "the customer without a name was not refused by its JSON Schema: $(jq -c .headers "$T/dlq.jsonl")"
+info "ok: 3 dead letters, SCHEMA_MISMATCH, payloads kept, reasons named"
 
 step "an unregistered subject holds the stream until it is registered"
 psql_q "INSERT INTO public.orders_outbox (event_id, aggregate_type, aggregate_id, event_type, payload)
@@ -235,10 +242,10 @@ fetched=$(metric_value 'outboxd_registry_lookups_total{result="fetched"}')
 failed=$(metric_value 'outboxd_registry_lookups_total{result="failed"}')
 notfound=$(metric_value outboxd_registry_not_found_total)
 info "hits $hits, fetched $fetched, failed $failed, not found $notfound"
-# A hit per event that reached its encoding (147 sent, 2 mismatched); one
+# A hit per event that reached its encoding (147 sent, 3 mismatched); one
 # fetch per subject (5); the waits failed at least once each.
-((hits == 149 && fetched == 5 && failed >= 2 && notfound >= 1)) ||
-    fail "registry metrics: hits $hits (want 149), fetched $fetched (want 5), failed $failed (>= 2), not found $notfound (>= 1)"
+((hits == 150 && fetched == 5 && failed >= 2 && notfound >= 1)) ||
+    fail "registry metrics: hits $hits (want 150), fetched $fetched (want 5), failed $failed (>= 2), not found $notfound (>= 1)"
 outboxd_stop
 assert_eq 0 "$OUTBOXD_RC" "outboxd's exit status"
 

@@ -14,6 +14,7 @@
 #include "registry.h"
 #include "serde.h"
 #include "serde_avro.h"
+#include "serde_jsonschema.h"
 #include "serde_wire.h"
 
 static char err[1024];
@@ -230,6 +231,147 @@ START_TEST(test_avro_types)
 }
 END_TEST
 
+static const char *CUSTOMER_SCHEMA =
+    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"title\":\"Customer\","
+    "\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"id\",\"name\"],"
+    "\"properties\":{\"id\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":4},"
+    "\"name\":{\"type\":\"string\"},\"tier\":{\"enum\":[\"gold\",\"silver\",1]},"
+    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"exclusiveMaximum\":150},"
+    "\"score\":{\"type\":[\"number\",\"null\"],\"multipleOf\":0.5},"
+    "\"items\":{\"type\":\"array\",\"maxItems\":3,\"uniqueItems\":true,"
+    "\"items\":{\"$ref\":\"#/$defs/Item\"}},"
+    "\"contact\":{\"oneOf\":[{\"type\":\"string\",\"format\":\"email\"},{\"type\":\"integer\"}]},"
+    "\"nick\":{\"not\":{\"const\":\"root\"}}},"
+    "\"$defs\":{\"Item\":{\"type\":\"object\",\"required\":[\"sku\"],"
+    "\"properties\":{\"sku\":{\"type\":\"string\"},\"qty\":{\"type\":\"integer\",\"minimum\":1}}}}}";
+
+static int validate(const struct serde_jsonschema *js, const char *json)
+{
+    return serde_jsonschema_validate(js, json, strlen(json), err, sizeof(err));
+}
+
+START_TEST(test_jsonschema)
+{
+    struct serde_jsonschema *js =
+        serde_jsonschema_new(CUSTOMER_SCHEMA, strlen(CUSTOMER_SCHEMA), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    ck_assert_msg(validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"tier\":1.0,\"age\":30,"
+                               "\"score\":2.5,\"items\":[{\"sku\":\"x\",\"qty\":2},{\"sku\":\"y\"}],"
+                               "\"contact\":7,\"nick\":\"me\"}") == 0,
+                  "%s", err);
+    ck_assert_msg(validate(js, "{\"id\":\"\xc3\xa4\xc3\xa4\",\"name\":\"A\",\"score\":null,"
+                               "\"age\":149.0}") == 0,
+                  "%s", err); /* 2 code points, 4 bytes; 149.0 is an integer */
+    ck_assert_int_eq(validate(js, "{\"name\":\"A\"}"), -1);
+    ERR_HAS("$: required member \"id\" is missing");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"nmae\":1}"), -1);
+    ERR_HAS("member \"nmae\" is not allowed");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c\",\"name\":\"A\"}"), -1);
+    ERR_HAS("$.id: a string of 1 characters, shorter than minLength 2");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c1\",\"name\":5}"), -1);
+    ERR_HAS("$.name: an integer where the schema wants string");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"tier\":\"bronze\"}"), -1);
+    ERR_HAS("$.tier: a string that is not one of the schema's enum values");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"age\":150}"), -1);
+    ERR_HAS("$.age: 150 is not below the exclusive maximum 150");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"age\":1.5}"), -1);
+    ERR_HAS("$.age: a number where the schema wants integer");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"score\":0.3}"), -1);
+    ERR_HAS("$.score: 0.3 is not a multiple of 0.5");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"items\":[{\"qty\":1}]}"), -1);
+    ERR_HAS("$.items[0]: required member \"sku\" is missing");
+    ck_assert_int_eq(
+        validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"items\":[{\"sku\":\"a\",\"qty\":0}]}"), -1);
+    ERR_HAS("$.items[0].qty: 0 is below the minimum 1");
+    ck_assert_int_eq(
+        validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"items\":[{\"sku\":\"a\"},{\"sku\":\"a\"}]}"),
+        -1);
+    ERR_HAS("$.items: items 0 and 1 are equal (uniqueItems)");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"contact\":true}"), -1);
+    ERR_HAS("$.contact: fits 0 of oneOf's 2 schemas");
+    ck_assert_int_eq(validate(js, "{\"id\":\"c1\",\"name\":\"A\",\"nick\":\"root\"}"), -1);
+    ERR_HAS("$.nick: fits the schema of \"not\"");
+    ck_assert_int_eq(validate(js, "[1]"), -1);
+    ERR_HAS("$: an array where the schema wants object");
+    ck_assert_int_eq(validate(js, "{"), -1);
+    ERR_HAS("the payload is not JSON");
+    serde_jsonschema_free(js);
+
+    /* draft 4's boolean exclusiveMaximum */
+    const char *d4 = "{\"type\":\"number\",\"maximum\":5,\"exclusiveMaximum\":true}";
+    js = serde_jsonschema_new(d4, strlen(d4), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    ck_assert_int_eq(validate(js, "4.5"), 0);
+    ck_assert_int_eq(validate(js, "5"), -1);
+    ERR_HAS("5 is above the maximum 5 (exclusive)");
+    serde_jsonschema_free(js);
+}
+END_TEST
+
+/* Keywords outboxd does not evaluate are refused when the schema is
+ * compiled, never skipped. */
+START_TEST(test_jsonschema_refused)
+{
+    static const char *const refused[][2] = {
+        {"{\"type\":\"string\",\"pattern\":\"^a\"}", "uses \"pattern\" (at #)"},
+        {"{\"properties\":{\"a\":{\"if\":{}}}}", "uses \"if\" (at #/properties/a)"},
+        {"{\"items\":[{\"type\":\"string\"}]}", "is an array (a tuple)"},
+        {"{\"$ref\":\"http://example.com/s.json\"}", "is not a reference to the schema itself"},
+        {"{\"$ref\":\"#/$defs/missing\"}", "is not a reference to the schema itself"},
+        {"[1]", "is not a schema"},
+        {"{", "is not JSON"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        ck_assert_ptr_null(
+            serde_jsonschema_new(refused[i][0], strlen(refused[i][0]), err, sizeof(err)));
+        ERR_HAS(refused[i][1]);
+    }
+    const char *ok = "true";
+    struct serde_jsonschema *js = serde_jsonschema_new(ok, 4, err, sizeof(err));
+    ck_assert_ptr_nonnull(js);
+    ck_assert_int_eq(validate(js, "{\"anything\":[1]}"), 0);
+    serde_jsonschema_free(js);
+}
+END_TEST
+
+/* The subject strategies: Confluent's names, the record name rendered
+ * from the row's columns. */
+START_TEST(test_subjects)
+{
+    struct rel_column cols[] = {{.name = "event_id"}, {.name = "event_type"}};
+    struct relation rel = {.nspname = "public", .relname = "outbox", .ncols = 2, .cols = cols};
+    struct col_value vals[] = {{CV_TEXT, 2, "e1"}, {CV_TEXT, 11, "OrderPlaced"}};
+    struct outbox_event ev;
+    memset(&ev, 0, sizeof(ev));
+    snprintf(ev.topic, sizeof(ev.topic), "outbox.event.order");
+    char subject[SERDE_SUBJECT_MAX];
+    struct serde_spec spec = {.format = VALUE_AVRO, .strategy = SUBJECT_TOPIC_RECORD,
+                              .record_name = "com.acme.${event_type}"};
+    struct serde *s = serde_new(&spec, NULL, err, sizeof(err));
+    ck_assert_msg(s != NULL, "%s", err);
+    ck_assert_int_eq(serde_subject(s, &ev, &rel, vals, 2, subject, sizeof(subject), err,
+                                   sizeof(err)),
+                     0);
+    ck_assert_str_eq(subject, "outbox.event.order-com.acme.OrderPlaced");
+    serde_free(s);
+    spec.strategy = SUBJECT_RECORD;
+    s = serde_new(&spec, NULL, err, sizeof(err));
+    ck_assert_int_eq(serde_subject(s, &ev, &rel, vals, 2, subject, sizeof(subject), err,
+                                   sizeof(err)),
+                     0);
+    ck_assert_str_eq(subject, "com.acme.OrderPlaced");
+    vals[1] = (struct col_value){CV_NULL, 0, NULL};
+    ck_assert_int_eq(serde_subject(s, &ev, &rel, vals, 2, subject, sizeof(subject), err,
+                                   sizeof(err)),
+                     -1);
+    ERR_HAS("value_record_name: topic template: column \"event_type\" is NULL");
+    serde_free(s);
+    spec.record_name = "com.acme.${";
+    ck_assert_ptr_null(serde_new(&spec, NULL, err, sizeof(err)));
+    ERR_HAS("value_record_name \"com.acme.${\"");
+}
+END_TEST
+
 START_TEST(test_registry_answers)
 {
     struct registry_schema s;
@@ -339,6 +481,9 @@ int main(void)
     tcase_add_test(tc, test_avro_record);
     tcase_add_test(tc, test_avro_mismatch);
     tcase_add_test(tc, test_avro_types);
+    tcase_add_test(tc, test_jsonschema);
+    tcase_add_test(tc, test_jsonschema_refused);
+    tcase_add_test(tc, test_subjects);
     tcase_add_test(tc, test_registry_answers);
     tcase_add_test(tc, test_registry_paths);
     tcase_add_test(tc, test_serde_waits_for_registry);
