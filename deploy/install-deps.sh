@@ -25,6 +25,10 @@ PACKAGES=(
     maven openjdk-17-jdk-headless
     # a throw-away TLS certificate (tests/e2e/test_stream_reader.sh)
     openssl
+    # a TLS and basic-auth proxy in front of the schema registry
+    # (tests/e2e/registry.sh; started by the test on a free port, never as
+    # a service)
+    nginx
     # promtool (tests/e2e/observability.sh validates /metrics with it;
     # tests/e2e/deploy_files.sh checks and tests the alert rules)
     prometheus

@@ -47,12 +47,16 @@ int registry_parse_version(const char *body, size_t len, long status, const char
     if (status != 200) {
         json_int_t code = j ? json_integer_value(json_object_get(j, "error_code")) : 0;
         const char *msg = j ? json_string_value(json_object_get(j, "message")) : NULL;
-        *notfound = status == 404 && (code == 40401 || code == 40402 || code == 0);
-        snprintf(err, errlen, "%s for subject \"%s\" (HTTP %ld%s%lld): %.200s",
+        *notfound = status == 404 && (code == 40401 || code == 40402 || (code == 0 && msg));
+        char ecode[32] = "";
+        if (code) snprintf(ecode, sizeof(ecode), ", error %lld", (long long)code);
+        snprintf(err, errlen, "%s for subject \"%s\" (HTTP %ld%s): %.200s",
                  *notfound ? (code == 40402 ? "version not found" : "subject not found")
                            : "the registry refused the lookup",
-                 subject, status, code ? ", error " : "", (long long)code,
-                 msg ? msg : (len ? "(no message)" : "(empty answer)"));
+                 subject, status, ecode,
+                 msg ? msg
+                     : (len ? "(the answer is not the registry's JSON: from a proxy in between?)"
+                            : "(an empty answer)"));
         json_decref(j);
         return -1;
     }

@@ -31,7 +31,10 @@
 #   - a section whose converter does not match its subject's schema type
 #     halts, without confirming past the event;
 #   - `outboxd check` finds every subject the rows name, and names the one
-#     that is missing.
+#     that is missing;
+#   - behind nginx with TLS and basic auth, the subjects are found with the
+#     right password and CA, and a wrong password and an unknown CA are
+#     reported.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 E2E_TIMEOUT=${E2E_TIMEOUT:-600}
 e2e_init registry
@@ -280,5 +283,68 @@ grep -q "ok.*schema registry.*protobuf: outbox.event.shipment-value v1 id $ID_SH
     fail "outboxd check did not find subject outbox.event.shipment-value"
 ((rc != 0)) || fail "outboxd check exited 0 with a subject missing"
 info "ok: check found the subjects and named the missing one (exit $rc)"
+
+step "the registry behind TLS and basic auth (nginx), through outboxd check"
+# nginx terminates TLS with a throw-away certificate for 127.0.0.1 and asks
+# for a password, in front of the same registry: what registries behind a
+# company proxy look like. outboxd check makes the lookups the daemon's
+# lookup thread makes (registry_fetch()).
+mkdir -p "$T/nginx"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$T/nginx/key.pem" -out "$T/nginx/cert.pem" \
+    2>/dev/null || fail "openssl could not make a certificate"
+printf 'outboxd:%s\n' "$(openssl passwd -apr1 's3cret')" >"$T/nginx/htpasswd"
+printf 's3cret\n' >"$T/nginx/password"
+printf 'wrong\n' >"$T/nginx/wrong"
+chmod 600 "$T/nginx/password" "$T/nginx/wrong"
+TLS_PORT=$(free_port)
+cat >"$T/nginx/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $T/nginx/nginx.pid;
+error_log $T/nginx/error.log;
+events { worker_connections 64; }
+http {
+    access_log $T/nginx/access.log;
+    client_body_temp_path $T/nginx/body;
+    proxy_temp_path $T/nginx/proxy;
+    fastcgi_temp_path $T/nginx/fastcgi;
+    uwsgi_temp_path $T/nginx/uwsgi;
+    scgi_temp_path $T/nginx/scgi;
+    server {
+        listen 127.0.0.1:$TLS_PORT ssl;
+        ssl_certificate $T/nginx/cert.pem;
+        ssl_certificate_key $T/nginx/key.pem;
+        auth_basic "registry";
+        auth_basic_user_file $T/nginx/htpasswd;
+        location / { proxy_pass $REG_URL; }
+    }
+}
+EOF
+nginx -c "$T/nginx/nginx.conf" -p "$T/nginx" -e "$T/nginx/error.log" &
+E2E_BG_PIDS+=($!)
+wait_until 30 "nginx answers on $TLS_PORT" \
+    curl -s -o /dev/null --cacert "$T/nginx/cert.pem" "https://127.0.0.1:$TLS_PORT/"
+TLS_SET=(--set registry.url="https://127.0.0.1:$TLS_PORT/apis/ccompat/v7"
+    --set registry.user=outboxd --set registry.ca_file="$T/nginx/cert.pem")
+# registry_check NAME [--set ...]: outboxd check with the TLS registry, its
+# output into $T/NAME.out (its schema registry lines shown).
+registry_check() {
+    local name=$1
+    shift
+    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/check.ini" "${SECTIONS[@]}" "${TLS_SET[@]}" "$@" \
+        >"$T/$name.out" 2>&1 || true
+    grep 'schema registry' "$T/$name.out" >&2 || true
+}
+registry_check tls_ok --set registry.password_file="$T/nginx/password"
+grep -q "ok.*schema registry.*json_schema: outbox.event.customer-value v1 id $ID_CUSTOMER" "$T/tls_ok.out" ||
+    fail "no subject found through TLS and basic auth: $(grep -i registry "$T/tls_ok.out")"
+registry_check tls_wrong --set registry.password_file="$T/nginx/wrong"
+grep -q "FAIL.*schema registry.*HTTP 401" "$T/tls_wrong.out" ||
+    fail "a wrong password was not reported as HTTP 401: $(grep -i registry "$T/tls_wrong.out")"
+registry_check tls_noca --set registry.password_file="$T/nginx/password" --set registry.ca_file=
+grep -qi "FAIL.*schema registry.*certificate" "$T/tls_noca.out" ||
+    fail "an unverifiable certificate was not reported: $(grep -i registry "$T/tls_noca.out")"
+info "ok: found through TLS and basic auth; a wrong password and an unknown CA reported"
 
 e2e_pass

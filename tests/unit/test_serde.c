@@ -407,7 +407,8 @@ START_TEST(test_registry_answers)
     ck_assert_int_eq(registry_parse_version("oops", 4, 500, "x", &s, &nf, err, sizeof(err)),
                      -1);
     ck_assert(!nf);
-    ERR_HAS("the registry refused the lookup for subject \"x\" (HTTP 500");
+    ERR_HAS("the registry refused the lookup for subject \"x\" (HTTP 500): (the answer is not "
+            "the registry's JSON");
     const char *noid = "{\"schema\":\"x\"}";
     ck_assert_int_eq(registry_parse_version(noid, strlen(noid), 200, "x", &s, &nf, err,
                                             sizeof(err)),
