@@ -30,8 +30,8 @@ int config_serde_spec(const struct outbox_spec *s, struct serde_spec *spec, char
                       size_t errlen);
 
 /* What config_outbox_validate() adds for the registry: every section's
- * value_* keys read, [registry] url set when a section needs it, and no
- * registry converter in polling mode. 0, or -1 with err. */
+ * value_* keys read, and [registry] url set (and readable) when a section
+ * needs it. 0, or -1 with err. */
 int config_serde_validate(const struct config *c, char *err, size_t errlen);
 
 /* The set for the daemon: the registry client started (its thread runs)

@@ -110,13 +110,6 @@ int config_serde_validate(const struct config *c, char *err, size_t errlen)
         struct serde_spec spec;
         if (config_serde_spec(s, &spec, err, errlen) != 0) return -1;
         if (!uses_registry(s)) continue;
-        if (c->source_mode == SOURCE_POLLING) {
-            snprintf(err, errlen, "%s value_converter = %s needs [source] mode = logical: "
-                     "polling mode does not serialize through a schema registry yet",
-                     config_outbox_label(s, label, sizeof(label)),
-                     value_format_name(s->value_format));
-            return -1;
-        }
         if (!c->registry_url) {
             snprintf(err, errlen, "%s value_converter = %s needs [registry] url (the schema "
                      "registry's base URL)", config_outbox_label(s, label, sizeof(label)),

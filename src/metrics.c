@@ -498,6 +498,7 @@ int metrics_render(const struct metrics *m, int64_t now_us, struct textbuf *out)
     render_events(m, out);
     if (m->mode == METRICS_POLLING) {
         render_polling(m, out);
+        render_registry(m, out);
         return out->oom ? -1 : 0;
     }
     render_positions(m, out);

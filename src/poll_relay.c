@@ -40,6 +40,7 @@
 #include "check.h"
 #include "clock.h"
 #include "config_outbox.h"
+#include "config_serde.h"
 #include "evloop.h"
 #include "exitcode.h"
 #include "grow.h"
@@ -54,6 +55,8 @@
 #include "pollout.h"
 #include "pollstate.h"
 #include "producer.h"
+#include "registry.h"
+#include "serde.h"
 #include "signals.h"
 #include "str.h"
 
@@ -94,6 +97,10 @@ struct pr {
     bool derived_timeout;
     volatile sig_atomic_t *stop;
     struct outbox_map map;
+    struct serde_set serdes; /* the registry converter, if the section has one */
+    int64_t serde_wait_ms;   /* when the row next in line started waiting for its
+                              * schema; 0: none waits */
+    char serde_wait[700];    /* why, for /readyz */
     struct polling_sql sql;
     char owner[300];
     char channel_sql[200];
@@ -214,6 +221,8 @@ static const char *not_ready_reason(const struct pr *r)
     if (*r->stop) return "shutting down";
     if (r->st.fatal) return "a fatal error: stopping";
     if (r->st.db != DB_UP || !r->st.sql_ready) return "not connected to the database (polling)";
+    if (r->serde_wait_ms && clock_mono_ms() - r->serde_wait_ms >= r->cfg->registry_not_ready_ms)
+        return r->serde_wait;
     int up = producer_brokers_up(r->prod);
     if (up < 0) return "Kafka broker state not known yet (librdkafka statistics)";
     if (up == 0) return "no Kafka broker reachable";
@@ -234,6 +243,8 @@ static void pr_tick(struct pr *r, int64_t now)
     uint64_t rows[PO__COUNT] = {r->n_claimed,        rec[OUT_SENT],    rec[OUT_RETRY],
                                 rec[OUT_QUARANTINE], rec[OUT_RELEASE], r->out.stale};
     memcpy(m->polling_rows, rows, sizeof(rows));
+    m->registry_on = r->serdes.reg != NULL;
+    if (r->serdes.reg) registry_stats(r->serdes.reg, &m->registry);
     httpd_publish_metrics(r->http, m, &r->text, clock_unix_us(), not_ready_reason(r), NULL);
     r->next_publish_ms = now + HTTPD_PUBLISH_MS;
 }
@@ -511,6 +522,66 @@ static void claim_close(struct pr *r)
     r->st.rows_pending = false;
 }
 
+/* What encode_row() made of a row. */
+enum row_step {
+    ROW_SEND,    /* ev is ready to produce */
+    ROW_WAIT,    /* its schema is not known yet: id freed, the row stays next */
+    ROW_HANDLED, /* quarantined (does not fit) or released (stopping): id handed over */
+};
+
+/* The row waits for its schema: logged once per reason, kept for /readyz. */
+static void wait_for_schema(struct pr *r, const char *subject, const char *why)
+{
+    if (r->serde_wait_ms == 0) r->serde_wait_ms = clock_mono_ms();
+    char was[sizeof(r->serde_wait)];
+    snprintf(was, sizeof(was), "%s", r->serde_wait);
+    snprintf(r->serde_wait, sizeof(r->serde_wait),
+             "an event waits for the schema of subject \"%.200s\"%s%.400s", subject,
+             why[0] ? ": " : " (first lookup)", why);
+    if (why[0] && strcmp(was, r->serde_wait) != 0)
+        log_warn("%s; the rows behind it wait until the registry answers", r->serde_wait);
+}
+
+/* ev's value in the registry's wire format (serde.h), when the section has
+ * a registry converter. A payload that does not fit (or whose subject
+ * cannot be named) is quarantined, a schema of the wrong type releases the
+ * row and stops the relay; while the schema is not known the row waits,
+ * like a row that met a full producer queue. */
+static enum row_step encode_row(struct pr *r, const struct relation *rel,
+                                const struct col_value *vals, int ncols,
+                                struct outbox_event *ev, char *id, int64_t gen)
+{
+    struct serde *sd = r->serdes.by_map ? r->serdes.by_map[0] : NULL;
+    if (!sd) return ROW_SEND;
+    char subject[SERDE_SUBJECT_MAX], err[1024];
+    enum serde_result res = SERDE_MISMATCH;
+    if (serde_subject(sd, ev, rel, vals, ncols, subject, sizeof(subject), err, sizeof(err)) ==
+        0)
+        res = serde_encode(sd, subject, ev, clock_mono_ms(), err, sizeof(err));
+    switch (res) {
+    case SERDE_OK:
+        if (r->serde_wait_ms)
+            log_info("the schema of subject \"%s\" is known: the rows go on", subject);
+        r->serde_wait_ms = 0;
+        r->serde_wait[0] = '\0';
+        return ROW_SEND;
+    case SERDE_WAIT:
+        wait_for_schema(r, subject, err);
+        free(id);
+        return ROW_WAIT;
+    case SERDE_MISMATCH:
+        log_warn("event %s cannot be published: %s: %s; QUARANTINED until requeued", id,
+                 SERDE_MISMATCH_CODE, err);
+        add_result(r, OUT_QUARANTINE, id, gen, 0, str_printf("%s: %s", SERDE_MISMATCH_CODE, err));
+        return ROW_HANDLED;
+    case SERDE_FATAL: break;
+    }
+    log_error("event %s: %s: %s; stopping", id, SERDE_FATAL_CODE, err);
+    add_result(r, OUT_RELEASE, id, gen, 0, NULL);
+    r->st.fatal = true;
+    return ROW_HANDLED;
+}
+
 /* One claimed row to an event, produced. Returns false when the queue is
  * full (the row stays next). */
 static bool produce_claimed_row(struct pr *r, int row)
@@ -536,7 +607,11 @@ static bool produce_claimed_row(struct pr *r, int row)
     if (outbox_event_build(&r->map, &cl->rel, cl->vals, cl->ncols, 0, &ev, err,
                            sizeof(err)) == 0) {
         outbox_event_drop_lsn_header(&r->map, &ev); /* polling mode has no LSN */
-        return produce_row(r, &ev, id, gen, attempts);
+        switch (encode_row(r, &cl->rel, cl->vals, cl->ncols, &ev, id, gen)) {
+        case ROW_SEND: return produce_row(r, &ev, id, gen, attempts);
+        case ROW_WAIT: return false;
+        case ROW_HANDLED: return true;
+        }
     }
     if (ev.fault == OF_SCHEMA) {
         /* Every row would fail: give this one back and stop. */
@@ -711,10 +786,13 @@ static void wait_turn(struct pr *r, int64_t now)
     struct evloop l;
     evloop_begin(&l, pollstate_wake_ms(&r->st, now));
     evloop_watch(&l, producer_wakeup_fd(r->prod), false);
+    evloop_watch(&l, registry_wakeup_fd(r->serdes.reg), false); /* a schema arrived */
     int fd = r->conn ? PQsocket(r->conn) : -1;
     r->connect_fd = fd;
     evloop_watch(&l, fd, r->st.db == DB_CONNECTING && r->connect_poll == PGRES_POLLING_WRITING);
     evloop_wait(&l, now);
+    if (r->serdes.reg && evloop_ready(&l, registry_wakeup_fd(r->serdes.reg)))
+        registry_wakeup_drain(r->serdes.reg);
     now = clock_mono_ms();
     if (r->st.db == DB_CONNECTING) return connect_step(r, &l, now);
     if (r->st.db != DB_UP || !evloop_ready(&l, fd)) return;
@@ -872,6 +950,7 @@ static void pr_free(struct pr *r)
     producer_free(r->prod);
     PQfinish(r->conn);
     polling_sql_free(&r->sql);
+    serde_set_free(&r->serdes);
     outbox_map_free(&r->map);
     if (r->derived_timeout) {
         free(r->kafka[r->cfg->nkafka].key);
@@ -913,6 +992,10 @@ static int pr_setup(struct pr *r)
                                .retention = cfg->poll_retention_ms > 0};
     /* config_validate() refused several sections in polling mode. */
     if (config_outbox_map(config_outbox_at(cfg, 0), &r->map, err, sizeof(err)) != 0) {
+        log_error("configuration: %s", err);
+        return EXIT_USAGE;
+    }
+    if (config_serde_set(cfg, &r->serdes, err, sizeof(err)) != 0) {
         log_error("configuration: %s", err);
         return EXIT_USAGE;
     }

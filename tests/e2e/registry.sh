@@ -34,8 +34,12 @@
 #     that is missing;
 #   - behind nginx with TLS and basic auth, the subjects are found with the
 #     right password and CA, and a wrong password and an unknown CA are
-#     reported.
+#     reported;
+#   - polling mode: rows wait for a subject registered after them (/readyz
+#     says so), then are sent and read back equal; one that does not fit
+#     is QUARANTINED with SCHEMA_MISMATCH.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/polling_lib.sh"
 E2E_TIMEOUT=${E2E_TIMEOUT:-600}
 e2e_init registry
 REG=$E2E_SRC_DIR/tests/registry/registry.sh
@@ -346,5 +350,36 @@ registry_check tls_noca --set registry.password_file="$T/nginx/password" --set r
 grep -qi "FAIL.*schema registry.*certificate" "$T/tls_noca.out" ||
     fail "an unverifiable certificate was not reported: $(grep -i registry "$T/tls_noca.out")"
 info "ok: found through TLS and basic auth; a wrong password and an unknown CA reported"
+
+step "polling mode: rows wait for their subject, then go; one that does not fit is quarantined"
+polling_schema # the logical table and publication give way to sql/outbox_polling.sql's
+psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
+    SELECT gen_random_uuid(), 'porder', 'p-' || i, 'OrderPlaced',
+           jsonb_build_object('id', 'p-' || i, 'qty', i, 'note', 'p' || i, 'price', i * 0.5,
+                              'tags', jsonb_build_array('a'), 'status', 'NEW', 'total_cents', i)
+    FROM generate_series(1, 20) i;
+    INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
+    VALUES ('00000000-0000-0000-0000-00000000bad4', 'porder', 'p-bad', 'OrderPlaced',
+            '{\"id\": \"p-bad\", \"qty\": 1, \"price\": 1, \"tags\": [], \"status\": \"LOST\", \"total_cents\": 1}')"
+relay_start p --set outbox.value_converter=avro --set registry.url="$CCOMPAT" \
+    --set registry.timeout=1s --set registry.retry=300ms --set registry.not_ready_after=1s
+wait_until 30 "the polling relay logs its HTTP port" bash -c "[[ -n \"\$(grep -o 'port [0-9]*)' '$T/relay.p.log')\" ]]"
+P_PORT=$(outboxd_http_port "$T/relay.p.log")
+wait_until 30 "the polling relay's /readyz names outbox.event.porder-value" \
+    bash -c "curl -s http://127.0.0.1:$P_PORT/readyz | grep -q 'outbox.event.porder-value.*subject not found'"
+assert_eq 0 "$(psql_q "SELECT count(*) FROM public.outbox_events WHERE status IN ('SENT', 'QUARANTINED')")" \
+    "rows sent or quarantined before the subject exists"
+ID_PORDER=$(register outbox.event.porder-value AVRO "$ORDER_AVRO")
+wait_rows "status = 'SENT'" 20 60
+wait_rows "status = 'QUARANTINED' AND last_error LIKE 'SCHEMA_MISMATCH: %\"LOST\" is not a symbol of enum Status%'" 1 30
+bash "$REG" decode "$KAFKA_BOOTSTRAP" "$REG_URL/apis/registry/v3" 20 120 outbox.event.porder=avro \
+    >"$T/decoded.jsonl" 2>"$T/decode.err" || fail "the consumer did not read the 20 polling events: $(tail -3 "$T/decode.err")"
+load_decoded
+assert_count 20 "SELECT count(*) FROM public.outbox_events o JOIN public.decoded d
+             ON d.line->'headers'->>'event_id' = o.event_id::text
+            WHERE d.line->>'key' = o.aggregate_id AND (d.line->>'schema_id')::int = $ID_PORDER
+              AND d.line->'value' = o.payload"
+relay_stop p
+info "ok: polling mode waited for the subject, sent 20 events that read back equal, quarantined 1"
 
 e2e_pass
