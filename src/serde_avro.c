@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "serde_int.h"
 
 struct serde_avro {
     avro_schema_t schema;
@@ -66,47 +67,11 @@ void serde_avro_free(struct serde_avro *a)
     free(a);
 }
 
-/* Where in the payload the walk is, for errors: "$", "$.a", "$.a[3]". */
-struct path {
-    char text[256];
-    size_t len;
-};
-
-static size_t path_push(struct path *p, const char *fmt, const char *name, size_t index)
-{
-    size_t was = p->len;
-    int n = name ? snprintf(p->text + p->len, sizeof(p->text) - p->len, fmt, name)
-                 : snprintf(p->text + p->len, sizeof(p->text) - p->len, fmt, index);
-    if (n > 0) p->len += (size_t)n < sizeof(p->text) - p->len ? (size_t)n : 0;
-    return was;
-}
-
-static void path_pop(struct path *p, size_t was)
-{
-    p->len = was;
-    p->text[was] = '\0';
-}
-
 struct walk {
-    struct path path;
+    struct serde_path path;
     char *err;
     size_t errlen;
 };
-
-static const char *json_kind(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
 
 static avro_schema_t resolve(avro_schema_t s)
 {
@@ -138,7 +103,7 @@ static int mismatch(struct walk *w, const json_t *j, avro_schema_t s, const char
         snprintf(w->err, w->errlen, "%s: %s", w->path.text, why);
     else
         snprintf(w->err, w->errlen, "%s: %s where the schema has %s", w->path.text,
-                 json_kind(j), schema_kind(s, kind, sizeof(kind)));
+                 serde_json_kind(j), schema_kind(s, kind, sizeof(kind)));
     return -1;
 }
 
@@ -202,7 +167,7 @@ static int fill_record(struct walk *w, avro_schema_t s, const json_t *j, avro_va
         avro_value_t field;
         if (avro_value_get_by_index(v, i, &field, NULL) != 0)
             return mismatch(w, j, s, avro_strerror());
-        size_t was = path_push(&w->path, ".%s", name, 0);
+        size_t was = serde_path_push(&w->path, name, 0);
         const json_t *m = json_object_get(j, name);
         if (m) seen++;
         int rc;
@@ -215,7 +180,7 @@ static int fill_record(struct walk *w, avro_schema_t s, const json_t *j, avro_va
         } else {
             rc = fill(w, fs, m, &field);
         }
-        path_pop(&w->path, was);
+        serde_path_pop(&w->path, was);
         if (rc != 0) return rc;
     }
     if (seen == json_object_size(j)) return 0;
@@ -279,8 +244,8 @@ static int fill_union(struct walk *w, avro_schema_t s, const json_t *j, avro_val
         if (!first_err[0]) snprintf(first_err, sizeof(first_err), "%s", e);
     }
     char why[400];
-    snprintf(why, sizeof(why), "%s fits no branch of the union (first branch: %s)", json_kind(j),
-             first_err);
+    snprintf(why, sizeof(why), "%s fits no branch of the union (first branch: %s)",
+             serde_json_kind(j), first_err);
     return mismatch(w, j, s, why);
 }
 
@@ -291,9 +256,9 @@ static int fill_array(struct walk *w, avro_schema_t s, const json_t *j, avro_val
     for (size_t i = 0; i < json_array_size(j); i++) {
         avro_value_t elem;
         if (avro_value_append(v, &elem, NULL) != 0) return mismatch(w, j, s, avro_strerror());
-        size_t was = path_push(&w->path, "[%zu]", NULL, i);
+        size_t was = serde_path_push(&w->path, NULL, i);
         int rc = fill(w, items, json_array_get(j, i), &elem);
-        path_pop(&w->path, was);
+        serde_path_pop(&w->path, was);
         if (rc != 0) return rc;
     }
     return 0;
@@ -310,9 +275,9 @@ static int fill_map(struct walk *w, avro_schema_t s, const json_t *j, avro_value
         avro_value_t elem;
         if (avro_value_add(v, key, &elem, NULL, NULL) != 0)
             return mismatch(w, j, s, avro_strerror());
-        size_t was = path_push(&w->path, ".%s", key, 0);
+        size_t was = serde_path_push(&w->path, key, 0);
         int rc = fill(w, values, m, &elem);
-        path_pop(&w->path, was);
+        serde_path_pop(&w->path, was);
         if (rc != 0) return rc;
     }
     return 0;
@@ -324,7 +289,8 @@ static int fill_number(struct walk *w, avro_schema_t s, const json_t *j, avro_va
         if (!json_is_integer(j)) return mismatch(w, j, s, NULL);
         json_int_t n = json_integer_value(j);
         if (is_avro_int64(s)) return avro_value_set_long(v, n) == 0 ? 0 : -1;
-        if (n < INT32_MIN || n > INT32_MAX) return mismatch(w, j, s, "an integer out of int's range");
+        if (n < INT32_MIN || n > INT32_MAX)
+            return mismatch(w, j, s, "an integer out of int's range");
         return avro_value_set_int(v, (int32_t)n) == 0 ? 0 : -1;
     }
     if (!json_is_number(j)) return mismatch(w, j, s, NULL);
@@ -384,7 +350,7 @@ int serde_avro_encode(struct serde_avro *a, const char *json, size_t len, const 
                  jerr.line, jerr.column);
         return -1;
     }
-    struct walk w = {.path = {.text = "$", .len = 1}, .err = err, .errlen = errlen};
+    struct walk w = {.path = SERDE_PATH_ROOT, .err = err, .errlen = errlen};
     avro_value_reset(&a->value);
     int rc = fill(&w, a->schema, j, &a->value);
     json_decref(j);

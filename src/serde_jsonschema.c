@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "serde_int.h"
+
 #define MAX_DEPTH 64 /* nested subschemas and $refs followed, at most */
 
 struct serde_jsonschema {
@@ -183,27 +185,10 @@ void serde_jsonschema_free(struct serde_jsonschema *s)
 
 struct walk {
     json_t *root;
-    char path[256];
-    size_t len;
+    struct serde_path path;
     char *err;
     size_t errlen;
 };
-
-static size_t push(struct walk *w, const char *name, size_t index)
-{
-    size_t was = w->len;
-    int n = name ? snprintf(w->path + w->len, sizeof(w->path) - w->len, ".%s", name)
-                 : snprintf(w->path + w->len, sizeof(w->path) - w->len, "[%zu]", index);
-    if (n > 0 && (size_t)n < sizeof(w->path) - w->len) w->len += (size_t)n;
-    w->path[w->len] = '\0';
-    return was;
-}
-
-static void pop(struct walk *w, size_t was)
-{
-    w->len = was;
-    w->path[was] = '\0';
-}
 
 __attribute__((format(printf, 2, 3))) static int refuse(struct walk *w, const char *fmt, ...)
 {
@@ -212,7 +197,7 @@ __attribute__((format(printf, 2, 3))) static int refuse(struct walk *w, const ch
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    snprintf(w->err, w->errlen, "%s: %s", w->path, why);
+    snprintf(w->err, w->errlen, "%s: %s", w->path.text, why);
     return -1;
 }
 
@@ -256,20 +241,6 @@ static bool is_type(const json_t *j, const char *t)
     return false;
 }
 
-static const char *kind(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 static int check(struct walk *w, const json_t *s, const json_t *j, int depth);
 
 static int check_type(struct walk *w, const json_t *t, const json_t *j)
@@ -277,11 +248,12 @@ static int check_type(struct walk *w, const json_t *t, const json_t *j)
     if (json_is_string(t))
         return is_type(j, json_string_value(t))
                    ? 0
-                   : refuse(w, "%s where the schema wants %s", kind(j), json_string_value(t));
+                   : refuse(w, "%s where the schema wants %s", serde_json_kind(j),
+                            json_string_value(t));
     size_t i;
     json_t *v;
     json_array_foreach(t, i, v) if (json_is_string(v) && is_type(j, json_string_value(v))) return 0;
-    return refuse(w, "%s, which is none of the schema's types", kind(j));
+    return refuse(w, "%s, which is none of the schema's types", serde_json_kind(j));
 }
 
 static size_t utf8_length(const char *s, size_t n)
@@ -322,12 +294,16 @@ static int check_number(struct walk *w, const json_t *s, const json_t *j)
 
 static int check_object(struct walk *w, const json_t *s, const json_t *j, int depth)
 {
-    json_t *props = json_object_get(s, "properties"), *add = json_object_get(s, "additionalProperties");
+    json_t *props = json_object_get(s, "properties");
+    json_t *add = json_object_get(s, "additionalProperties");
     json_t *req = json_object_get(s, "required"), *k;
     size_t i;
     json_t *v;
-    json_array_foreach(req, i, v) if (json_is_string(v) && !json_object_get(j, json_string_value(v)))
-        return refuse(w, "required member \"%.80s\" is missing", json_string_value(v));
+    json_array_foreach(req, i, v)
+    {
+        if (json_is_string(v) && !json_object_get(j, json_string_value(v)))
+            return refuse(w, "required member \"%.80s\" is missing", json_string_value(v));
+    }
     if ((k = json_object_get(s, "minProperties")) && json_is_integer(k) &&
         (json_int_t)json_object_size(j) < json_integer_value(k))
         return refuse(w, "%zu members, fewer than minProperties %lld", json_object_size(j),
@@ -345,9 +321,9 @@ static int check_object(struct walk *w, const json_t *s, const json_t *j, int de
                           name);
         if (!sub && json_is_object(add)) sub = add;
         if (!sub) continue;
-        size_t was = push(w, name, 0);
+        size_t was = serde_path_push(&w->path, name, 0);
         int rc = check(w, sub, v, depth + 1);
-        pop(w, was);
+        serde_path_pop(&w->path, was);
         if (rc != 0) return rc;
     }
     return 0;
@@ -359,19 +335,21 @@ static int check_array(struct walk *w, const json_t *s, const json_t *j, int dep
     size_t n = json_array_size(j), i;
     if ((k = json_object_get(s, "minItems")) && json_is_integer(k) &&
         (json_int_t)n < json_integer_value(k))
-        return refuse(w, "%zu items, fewer than minItems %lld", n, (long long)json_integer_value(k));
+        return refuse(w, "%zu items, fewer than minItems %lld", n,
+                      (long long)json_integer_value(k));
     if ((k = json_object_get(s, "maxItems")) && json_is_integer(k) &&
         (json_int_t)n > json_integer_value(k))
-        return refuse(w, "%zu items, more than maxItems %lld", n, (long long)json_integer_value(k));
+        return refuse(w, "%zu items, more than maxItems %lld", n,
+                      (long long)json_integer_value(k));
     if (json_is_true(json_object_get(s, "uniqueItems")))
         for (i = 0; i < n; i++)
             for (size_t m = i + 1; m < n; m++)
                 if (same(json_array_get(j, i), json_array_get(j, m)))
                     return refuse(w, "items %zu and %zu are equal (uniqueItems)", i, m);
     for (i = 0; items && i < n; i++) {
-        size_t was = push(w, NULL, i);
+        size_t was = serde_path_push(&w->path, NULL, i);
         int rc = check(w, items, json_array_get(j, i), depth + 1);
-        pop(w, was);
+        serde_path_pop(&w->path, was);
         if (rc != 0) return rc;
     }
     return 0;
@@ -434,7 +412,9 @@ static int check(struct walk *w, const json_t *s, const json_t *j, int depth)
         json_t *v;
         bool any = false;
         json_array_foreach(k, i, v) if (same(v, j)) any = true;
-        if (!any) return refuse(w, "%s that is not one of the schema's enum values", kind(j));
+        if (!any)
+            return refuse(w, "%s that is not one of the schema's enum values",
+                          serde_json_kind(j));
     }
     if (json_is_number(j) && check_number(w, s, j) != 0) return -1;
     if (json_is_string(j)) {
@@ -463,7 +443,7 @@ int serde_jsonschema_validate(const struct serde_jsonschema *s, const char *json
                  jerr.line, jerr.column);
         return -1;
     }
-    struct walk w = {.root = s->root, .path = "$", .len = 1, .err = err, .errlen = errlen};
+    struct walk w = {.root = s->root, .path = SERDE_PATH_ROOT, .err = err, .errlen = errlen};
     int rc = check(&w, s->root, j, 0);
     json_decref(j);
     return rc;
