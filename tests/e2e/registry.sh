@@ -41,6 +41,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/polling_lib.sh"
 E2E_TIMEOUT=${E2E_TIMEOUT:-600}
+# DELIVERY_MODE=exactly_once runs the logical part in Kafka transactions (by
+# hand; CI runs at_least_once).
 e2e_init registry
 REG=$E2E_SRC_DIR/tests/registry/registry.sh
 
@@ -98,7 +100,8 @@ SECTIONS=(--set outbox.orders.table=public.orders_outbox
     --set outbox.shipments.table=public.shipments_outbox
     --set outbox.shipments.value_converter=protobuf
     --set registry.url="$CCOMPAT" --set registry.timeout=1s --set registry.retry=300ms
-    --set registry.not_ready_after=2s --set errors.policy=dlq)
+    --set registry.not_ready_after=2s --set errors.policy=dlq
+    --set delivery.mode="${DELIVERY_MODE:-at_least_once}")
 
 # orders N FROM [AGGREGATE_TYPE]: N orders with varied payloads, ids o-FROM...
 orders() {
