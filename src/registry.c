@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,7 +322,13 @@ struct registry *registry_new(const struct registry_opts *o, char *err, size_t e
         fcntl(r->pipefd[i], F_SETFL, fcntl(r->pipefd[i], F_GETFL) | O_NONBLOCK);
     /* Not thread-safe itself: done here, before the thread starts. */
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    /* The thread blocks every signal: SIGTERM and the others must reach the
+     * relay's thread, whose poll() they end (evloop.h). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     int rc = pthread_create(&r->thread, NULL, lookup_thread, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         snprintf(err, errlen, "cannot start the registry lookup thread: %s", strerror(rc));
         registry_free(r);
