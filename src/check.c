@@ -225,6 +225,7 @@ static void run_polling(struct ck *k)
     skip_replication_checks(k);
     check_broker(k);
     check_topics(k);
+    check_registry(k);
 }
 
 /* `outboxd check` for logical replication: every check, in check.h's order. */

@@ -520,6 +520,8 @@ static void claim_close(struct pr *r)
     PQclear(cl->res);
     memset(cl, 0, sizeof(*cl));
     r->st.rows_pending = false;
+    r->serde_wait_ms = 0; /* a row that waited for its schema is not claimed any more */
+    r->serde_wait[0] = '\0';
 }
 
 /* What encode_row() made of a row. */

@@ -383,6 +383,10 @@ assert_count 20 "SELECT count(*) FROM public.outbox_events o JOIN public.decoded
             WHERE d.line->>'key' = o.aggregate_id AND (d.line->>'schema_id')::int = $ID_PORDER
               AND d.line->'value' = o.payload"
 relay_stop p
-info "ok: polling mode waited for the subject, sent 20 events that read back equal, quarantined 1"
+"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.p.ini" --set outbox.value_converter=avro \
+    --set registry.url="$CCOMPAT" >"$T/check_polling.out" 2>&1 || true
+grep -q "ok.*schema registry: avro: outbox.event.porder-value v1 id $ID_PORDER" "$T/check_polling.out" ||
+    fail "outboxd check in polling mode did not find the subject: $(grep -i registry "$T/check_polling.out")"
+info "ok: polling mode waited for the subject, sent 20 events that read back equal, quarantined 1; check found the subject"
 
 e2e_pass

@@ -316,9 +316,12 @@ START_TEST(test_flush_returns_outstanding)
     ck_assert_int_eq(rd_kafka_mock_broker_set_down(mc, 1), 0);
     for (uint64_t n = 0; n < 3; n++)
         send_ok(n);
-    /* No broker, no delivery timeout: all three stay queued. */
-    ck_assert_int_eq(producer_flush(prod, 300), 3);
-    ck_assert_int_eq(producer_outq_len(prod), 3);
+    /* No broker, no delivery timeout: all three stay queued, none reported.
+     * The queue length also counts librdkafka's events not yet served (a
+     * broker-down error under valgrind on a loaded machine: 5 was seen in
+     * rehearsal AA), so at least 3. */
+    ck_assert_int_ge(producer_flush(prod, 300), 3);
+    ck_assert_int_ge(producer_outq_len(prod), 3);
     ck_assert_int_eq(nreports, 0);
     ck_assert_int_eq(rd_kafka_mock_broker_set_up(mc, 1), 0);
     ck_assert_int_eq(producer_flush(prod, WAIT_MS), 0);
