@@ -83,6 +83,12 @@ int serde_subject(const struct serde *s, const struct outbox_event *ev,
 enum serde_result serde_encode(struct serde *s, const char *subject, struct outbox_event *ev,
                                int64_t now_ms, char *err, size_t errlen);
 
+/* Why an event waits for the schema of subject (why: the registry's last
+ * answer, "" while a first lookup runs), written into buf (what /readyz
+ * says). Returns true when there is a reason and it differs from what buf
+ * held: the caller logs it then, once per reason. */
+bool serde_wait_reason(char *buf, size_t len, const char *subject, const char *why);
+
 /* The serdes of a set of outbox maps and the registry client they share:
  * by_map[i] is map i's serde, NULL for a map whose converter is string or
  * json. reg is NULL when no map has a registry converter. */

@@ -220,12 +220,7 @@ static enum step wait_for_schema(struct changes *c, const char *why)
 {
     c->ev_held = true;
     if (c->serde_wait_ms == 0) c->serde_wait_ms = clock_mono_ms();
-    char was[sizeof(c->serde_wait)];
-    snprintf(was, sizeof(was), "%s", c->serde_wait);
-    snprintf(c->serde_wait, sizeof(c->serde_wait),
-             "an event waits for the schema of subject \"%.200s\"%s%.400s", c->ev_subject,
-             why[0] ? ": " : " (first lookup)", why);
-    if (why[0] && strcmp(was, c->serde_wait) != 0)
+    if (serde_wait_reason(c->serde_wait, sizeof(c->serde_wait), c->ev_subject, why))
         log_warn("%s; the stream is held until the registry answers", c->serde_wait);
     return STEP_HELD;
 }

@@ -535,12 +535,7 @@ enum row_step {
 static void wait_for_schema(struct pr *r, const char *subject, const char *why)
 {
     if (r->serde_wait_ms == 0) r->serde_wait_ms = clock_mono_ms();
-    char was[sizeof(r->serde_wait)];
-    snprintf(was, sizeof(was), "%s", r->serde_wait);
-    snprintf(r->serde_wait, sizeof(r->serde_wait),
-             "an event waits for the schema of subject \"%.200s\"%s%.400s", subject,
-             why[0] ? ": " : " (first lookup)", why);
-    if (why[0] && strcmp(was, r->serde_wait) != 0)
+    if (serde_wait_reason(r->serde_wait, sizeof(r->serde_wait), subject, why))
         log_warn("%s; the rows behind it wait until the registry answers", r->serde_wait);
 }
 

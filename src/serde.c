@@ -215,3 +215,12 @@ void serde_set_free(struct serde_set *set)
     registry_free(set->reg);
     memset(set, 0, sizeof(*set));
 }
+
+bool serde_wait_reason(char *buf, size_t len, const char *subject, const char *why)
+{
+    char was[1024];
+    snprintf(was, sizeof(was), "%s", buf);
+    snprintf(buf, len, "an event waits for the schema of subject \"%.200s\"%s%.400s", subject,
+             why[0] ? ": " : " (first lookup)", why);
+    return why[0] && strcmp(was, buf) != 0;
+}
