@@ -45,6 +45,20 @@
  *                            confirmed only up to lsn; txn, if there, is
  *                            at or after it
  *
+ * Format 6 (written while a transaction is partly ACKed) adds, to the
+ * progress lines (commit_time and acked optional there):
+ *
+ *   txn_events=9f0c3a5d21e4b877
+ *                            which events txn_acked counts: the
+ *                            fingerprint (16 hex digits) of the outbox
+ *                            tables and message prefixes configured when
+ *                            it was written (outbox_set_fingerprint()). A
+ *                            restart configured with others cannot tell
+ *                            which of its events were ACKed, so it skips
+ *                            none (resume_progress_usable(): copies,
+ *                            never a loss). Formats 3 to 5 carry no
+ *                            fingerprint: their count is taken as it is.
+ *
  * lsn is what may be confirmed to the server (proven); acked is what is
  * safe to resume from (delivered). A crash re-sends only what was ACKed
  * after the last write of acked (written at most ACKED_WRITE_MS apart
@@ -69,14 +83,14 @@
 
 #include "lsn.h"
 
-#define OFFSET_FORMAT 5 /* the newest format read and written */
+#define OFFSET_FORMAT 6 /* the newest format read and written */
 #define OFFSET_NAME_MAX 64 /* NAMEDATALEN, with the NUL */
 /* Largest file read: format 2 with the longest names fits well within. */
 #define OFFSET_FILE_MAX 2048
 
 /* What the offset file says. */
 struct offset_state {
-    int format;        /* 1 (bare LSN) to 5 (offset_format_of()) */
+    int format;        /* 1 (bare LSN) to 6 (offset_format_of()) */
     lsn_t lsn;
     bool has_identity; /* format 2: the fields below are set */
     char system[24];   /* decimal system identifier */
@@ -87,6 +101,8 @@ struct offset_state {
     bool has_progress; /* format 3: a transaction is partly ACKed */
     lsn_t txn_lsn;     /* its commit LSN (> lsn) */
     uint64_t txn_acked; /* its first txn_acked events are ACKed (>= 1) */
+    uint64_t txn_events; /* format 6: what txn_acked counts (outbox_set_fingerprint());
+                          * 0: not recorded. Written with progress only. */
     int64_t commit_time_us; /* format 4: the commit time (Unix epoch, us) of the
                              * newest all-ACKed transaction at or before lsn;
                              * 0: unknown */
@@ -105,8 +121,8 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
  * length, or 0 when buf is too small or a name is too long. */
 size_t offset_format(const struct offset_state *st, char *buf, size_t buflen);
 
-/* The format st is written as: 5 with acked, else 4 with a commit time,
- * else 3 with progress, else 2. */
+/* The format st is written as: 6 with progress and its fingerprint, else
+ * 5 with acked, else 4 with a commit time, else 3 with progress, else 2. */
 int offset_format_of(const struct offset_state *st);
 
 /* A commit time as the file writes it ("2026-12-03 16:48:11.123456+00",

@@ -72,6 +72,15 @@ bool outbox_set_has_prefix(const struct outbox_set *s);
  * the earlier one. */
 int outbox_set_duplicate_prefix(const struct outbox_set *s, size_t *other);
 
+/* Which events the relay numbers inside a transaction: a fingerprint of
+ * every map's table and message prefix, independent of their order (the
+ * numbering counts every event in stream order, whichever map it is of).
+ * The offset file and the progress record keep it beside a partly ACKed
+ * transaction's count (offset.h, format 6), so that a restart configured
+ * with other tables or prefixes does not skip by a count of other events
+ * (resume.h). Never 0. */
+uint64_t outbox_set_fingerprint(const struct outbox_set *s);
+
 /* "schema.table, schema.table, ..." of every map, for messages and SQL
  * advice; malloc'd, the caller frees it; NULL on out of memory. */
 char *outbox_set_tables(const struct outbox_set *s);

@@ -93,6 +93,17 @@ bool resume_timeline_end(const char *history, uint32_t tli, lsn_t *end);
 /* The state to write for lsn on srv's stream. */
 void resume_identity(const struct resume_server *srv, lsn_t lsn, struct offset_state *out);
 
+/* Whether the stored progress inside a transaction (stored->has_progress:
+ * its first txn_acked events were ACKed) may be skipped by, when the relay
+ * now numbers the events whose fingerprint is events_now
+ * (outbox_set_fingerprint()): stored with the same fingerprint, or with
+ * none (formats 3 to 5, written before it was kept: taken as they are).
+ * When not, the count numbers other events (a section added or removed, a
+ * message prefix renamed, while stopped inside the transaction) and
+ * nothing of that transaction may be skipped: its events are produced
+ * again, up to txn_acked copies, and none is lost. */
+bool resume_progress_usable(const struct offset_state *stored, uint64_t events_now);
+
 /* The flush position to send to the server: what is in the offset file
  * (stored), but never beyond what the server has sent (received wal_end,
  * or the validated start position before anything arrived). */

@@ -93,15 +93,6 @@ static void note_produced(struct changes *c)
     c->batch_last_seq = c->cur_seq;
 }
 
-enum step changes_on_data(struct changes *c, const struct repl_frame *f)
-{
-    char err[512];
-    struct repl_msg m;
-    if (decoder_decode(c->dec, f->data_start, f->data, f->len, &m, err, sizeof(err)) != 0)
-        return deadletter_bad_record(&c->dlq, c->dec, c->cur_seq, c->cur_commit_lsn, f, err);
-    return changes_on_message(c, &m);
-}
-
 void changes_skip_first(struct changes *c, struct tracker_progress p) { c->skip = p; }
 
 /* Whether the open transaction is the one to skip in. */
@@ -432,6 +423,22 @@ enum step changes_on_message(struct changes *c, const struct repl_msg *m)
          * events: the outbox is append-only from outboxd's point of view. */
         return STEP_OK;
     }
+}
+
+enum step changes_on_data(struct changes *c, const struct repl_frame *f)
+{
+    char err[512];
+    struct repl_msg m;
+    if (decoder_decode(c->dec, f->data_start, f->data, f->len, &m, err, sizeof(err)) == 0)
+        return changes_on_message(c, &m);
+    /* An undecodable change of the open transaction is dead-lettered in an
+     * event's place (deadletter_bad_record()): it takes an event number,
+     * which the ACKed count of a resume includes, so it is skipped like an
+     * event. The same bytes fail the same way when they stream again. */
+    if (c->cur_seq != 0 && decoder_failure(c->dec, f->data, f->len) == DF_CHANGE &&
+        skip_event(c))
+        return STEP_OK;
+    return deadletter_bad_record(&c->dlq, c->dec, c->cur_seq, c->cur_commit_lsn, f, err);
 }
 
 bool changes_held(const struct changes *c) { return c->ev_held || c->dlq.held; }

@@ -51,16 +51,25 @@ static int escape_into(const char *s, char *buf, size_t buflen, size_t *pos)
     return 0;
 }
 
-/* The keys of formats 2 to 5, in the order written: the identity, format
- * 3's progress, format 4's commit time, format 5's acked. */
+/* The keys of formats 2 to 6, in the order written: the identity, format
+ * 3's progress, format 4's commit time, format 5's acked, format 6's
+ * fingerprint of what the progress counts. */
 enum {
     K_FORMAT, K_LSN, K_SYSTEM, K_TIMELINE, K_DATABASE, K_SLOT, K_PLUGIN, K_TXN, K_TXN_ACKED,
-    K_COMMIT_TIME, K_ACKED, K_COUNT
+    K_COMMIT_TIME, K_ACKED, K_TXN_EVENTS, K_COUNT
 };
 #define K_IDENTITY_COUNT K_TXN
 static const char *const key_names[K_COUNT] = {
-    "format", "lsn",  "system", "timeline", "database",
-    "slot",   "plugin", "txn",  "txn_acked", "commit_time", "acked"};
+    "format", "lsn",       "system",      "timeline", "database",  "slot",
+    "plugin", "txn",       "txn_acked",   "commit_time", "acked", "txn_events"};
+
+/* Format 6's fingerprint: exactly 16 lower-case hex digits, not 0. */
+static int parse_fingerprint(const char *s, uint64_t *out)
+{
+    if (strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16) return -1;
+    *out = strtoull(s, NULL, 16);
+    return *out ? 0 : -1;
+}
 
 /* Format 4's commit_time: "2026-12-03 16:48:11.123456+00" (UTC, always
  * six fractional digits: what PostgreSQL prints for a timestamptz in UTC,
@@ -134,6 +143,9 @@ static int set_field(struct offset_state *out, int k, const char *v, size_t n, c
     case K_COMMIT_TIME:
         if (parse_commit_time(tmp, &out->commit_time_us) != 0) break;
         return 0;
+    case K_TXN_EVENTS:
+        if (parse_fingerprint(tmp, &out->txn_events) != 0) break;
+        return 0;
     case K_SYSTEM:
         if (!all_digits(tmp, 20)) break;
         memcpy(out->system, tmp, strlen(tmp) + 1);
@@ -154,6 +166,7 @@ static int set_field(struct offset_state *out, int k, const char *v, size_t n, c
     snprintf(err, errlen, "%s=%.*s is not a valid %s", key_names[k], (int)(n > 40 ? 40 : n), v,
              k == K_LSN || k == K_TXN || k == K_ACKED ? "LSN (like 16/B374D848)"
              : k == K_COMMIT_TIME ? "time (like 2026-12-03 16:48:11.123456+00)"
+             : k == K_TXN_EVENTS  ? "fingerprint (16 hex digits, not all zero)"
                                   : "value");
     return -1;
 }
@@ -185,22 +198,24 @@ static int key_presence(bool seen, bool required, const char *key, const char *w
     return -1;
 }
 
-/* Format 4's commit_time: there, and optional in format 5. Returns 0 or
- * -1 with err. */
+/* Format 4's commit_time: there, and optional in formats 5 and 6.
+ * Returns 0 or -1 with err. */
 static int parse_commit_time_line(const struct offset_state *out, bool seen, char *err,
                                   size_t errlen)
 {
-    if (out->format == 5) return 0;
+    if (out->format >= 5) return 0;
     return key_presence(seen, out->format == 4, "commit_time", "formats 4 and 5", out->format,
                         err, errlen);
 }
 
-/* Format 5's acked: there, and only there, after lsn. Returns 0 or -1
- * with err. */
+/* Format 5's acked: there (optional in format 6), and only there, after
+ * lsn. Returns 0 or -1 with err. */
 static int parse_acked_line(struct offset_state *out, bool seen, char *err, size_t errlen)
 {
     char a[LSN_STRLEN], b[LSN_STRLEN];
-    if (key_presence(seen, out->format == 5, "acked", "format 5", out->format, err, errlen))
+    if (out->format != 6 &&
+        key_presence(seen, out->format == 5, "acked", "formats 5 and 6", out->format, err,
+                     errlen))
         return -1;
     if (seen && out->acked_lsn <= out->lsn) {
         snprintf(err, errlen, "acked=%s is not after lsn=%s: it is written only when ahead",
@@ -211,19 +226,24 @@ static int parse_acked_line(struct offset_state *out, bool seen, char *err, size
     return 0;
 }
 
-/* Format 3's progress (also in formats 4 and 5): txn and txn_acked both or
- * neither, and the transaction at or after lsn (and acked). At lsn: a keepalive may
+/* Format 3's progress (also in formats 4 and 5; in format 6 required,
+ * with txn_events, events): txn and txn_acked both or neither, and the
+ * transaction at or after lsn (and acked). At lsn: a keepalive may
  * confirm the position of a commit record the walsender has not decoded
  * yet (everything before it was), and PostgreSQL sends a transaction
  * again unless it committed *before* the confirmed position
  * (SnapBuildXactNeedsSkip): its progress still counts. Returns 0 or -1
  * with err. */
-static int parse_progress(struct offset_state *out, bool txn, bool acked, char *err,
-                          size_t errlen)
+static int parse_progress(struct offset_state *out, bool txn, bool acked, bool events,
+                          char *err, size_t errlen)
 {
     if (out->format == 2 && (txn || acked))
-        return key_presence(true, false, txn ? "txn" : "txn_acked", "formats 3 to 5", 2, err,
+        return key_presence(true, false, txn ? "txn" : "txn_acked", "formats 3 to 6", 2, err,
                             errlen);
+    if (key_presence(events, out->format == 6, "txn_events", "format 6", out->format, err,
+                     errlen) != 0 ||
+        (out->format == 6 && key_presence(txn, true, "txn", "format 6", 6, err, errlen) != 0))
+        return -1;
     if (txn != acked) {
         snprintf(err, errlen, "the %s line is missing (txn and txn_acked go together)",
                  txn ? "txn_acked" : "txn");
@@ -250,7 +270,7 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
     if (memchr(text, '=', len) == NULL) {
         if (parse_bare_lsn(text, len, out)) return 0;
         snprintf(err, errlen, "it holds neither an LSN (format 1, like 16/B374D848) nor "
-                              "key=value lines (formats 2 to 5)");
+                              "key=value lines (formats 2 to 6)");
         return -1;
     }
     bool seen[K_COUNT] = {false};
@@ -314,11 +334,13 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
     if (parse_commit_time_line(out, seen[K_COMMIT_TIME], err, errlen) != 0 ||
         parse_acked_line(out, seen[K_ACKED], err, errlen) != 0)
         return -1;
-    return parse_progress(out, seen[K_TXN], seen[K_TXN_ACKED], err, errlen);
+    return parse_progress(out, seen[K_TXN], seen[K_TXN_ACKED], seen[K_TXN_EVENTS], err,
+                          errlen);
 }
 
 int offset_format_of(const struct offset_state *st)
 {
+    if (st->has_progress && st->txn_events) return 6;
     return st->has_acked ? 5 : st->commit_time_us > 0 ? 4 : st->has_progress ? 3 : 2;
 }
 
@@ -366,6 +388,12 @@ size_t offset_format(const struct offset_state *st, char *buf, size_t buflen)
     }
     if (st->has_acked) {
         n = snprintf(buf + pos, buflen - pos, "acked=%s\n", lsn_format(st->acked_lsn, lsn));
+        if (n < 0 || (size_t)n >= buflen - pos) return 0;
+        pos += (size_t)n;
+    }
+    if (st->has_progress && st->txn_events) {
+        n = snprintf(buf + pos, buflen - pos, "txn_events=%016llx\n",
+                     (unsigned long long)st->txn_events);
         if (n < 0 || (size_t)n >= buflen - pos) return 0;
         pos += (size_t)n;
     }
@@ -441,11 +469,24 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
+/* Creates the new file tmp (mode 0600: the file names the database and
+ * the slot, and nobody else needs to read it), never through a symbolic
+ * link nor into an existing file: a leftover of an earlier process with the
+ * same pid is removed first (unlink removes a link itself, not what it
+ * points to). Returns the descriptor, or -1 with errno set. */
+static int create_new(const char *tmp)
+{
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(tmp, flags, 0600);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, flags, 0600);
+    return fd;
+}
+
 /* Writes len bytes of data to the new file tmp and fsyncs it; removes it on
  * failure. Returns 0 or -1 with errno set. */
 static int write_synced(const char *tmp, const char *data, size_t len)
 {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = create_new(tmp);
     if (fd < 0) return -1;
     ssize_t n = write(fd, data, len);
     if (n != (ssize_t)len || fsync(fd) != 0) {
@@ -467,7 +508,9 @@ static int write_synced(const char *tmp, const char *data, size_t len)
 int offset_write(const char *path, const struct offset_state *st, char *err, size_t errlen)
 {
     char tmp[4096], text[OFFSET_FILE_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+    /* The temporary file's name is this process's own (two processes
+     * never write one file: the slot admits one stream). */
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
         snprintf(err, errlen, "offset file path too long");
         return -1;
     }

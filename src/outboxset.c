@@ -111,6 +111,31 @@ int outbox_set_duplicate_prefix(const struct outbox_set *s, size_t *other)
     return -1;
 }
 
+/* FNV-1a over the NUL-terminated s, continuing from h. */
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    do {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ULL;
+    } while (*s++);
+    return h;
+}
+
+uint64_t outbox_set_fingerprint(const struct outbox_set *s)
+{
+    /* A sum of each entry's hash: the same set in any order gives the same
+     * value (two maps never share a table or a prefix). */
+    uint64_t sum = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct outbox_map *m = &s->maps[i];
+        uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ULL, "table"), m->schema), m->table);
+        sum += h;
+        if (m->message_prefix) sum += fnv1a(fnv1a(0xcbf29ce484222325ULL, "prefix"),
+                                            m->message_prefix);
+    }
+    return sum ? sum : 1;
+}
+
 char *outbox_set_tables(const struct outbox_set *s)
 {
     size_t len = 1;

@@ -35,6 +35,11 @@ void resume_identity(const struct resume_server *srv, lsn_t lsn, struct offset_s
     snprintf(out->plugin, sizeof(out->plugin), "%s", srv->plugin ? srv->plugin : "");
 }
 
+bool resume_progress_usable(const struct offset_state *stored, uint64_t events_now)
+{
+    return stored->txn_events == 0 || stored->txn_events == events_now;
+}
+
 /* "system S/database D/slot X" of the server side. */
 static void describe_server(const struct resume_server *srv, char *out, size_t outlen)
 {

@@ -351,6 +351,21 @@ static void take_decision(struct slot_setup *s, const struct offset_state *file,
      * takes it from the file (later ones have the tracker). */
     s->resume_inside = !s->streamed && own && file->has_progress;
     if (!s->resume_inside) return;
+    if (!resume_progress_usable(file, s->identity.txn_events)) {
+        s->resume_inside = false;
+        log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(file->txn_lsn, a)}),
+               "the %s says the first %llu events of transaction %s were %s, but it "
+               "counted the events of other outbox tables or message prefixes than are "
+               "configured now (a section was added, removed or renamed while stopped "
+               "inside it): which of its events were delivered cannot be told, so none is "
+               "skipped and the whole transaction is produced again (up to %llu copies%s)",
+               s->position ? "stored position" : "offset file",
+               (unsigned long long)file->txn_acked, a,
+               s->position ? "committed to Kafka" : "ACKed",
+               (unsigned long long)file->txn_acked,
+               s->position ? ", visible to read_committed consumers too" : "");
+        return;
+    }
     s->resume_progress = (struct tracker_progress){file->txn_lsn, file->txn_acked};
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(file->txn_lsn, a)}),
            "resuming inside transaction %s: the %s says its first %llu events "
@@ -412,6 +427,7 @@ static enum step prepare_stream(struct slot_setup *s)
     if (d.verdict == RESUME_NO_SLOT && (rc = create_slot(s, &si, &d.start, failover)) != STEP_OK)
         return rc;
     resume_identity(&srv, d.start, &s->identity);
+    s->identity.txn_events = outbox_set_fingerprint(s->outboxes);
     take_decision(s, have_offset ? &file : NULL, &d, id.timeline);
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
            "streaming slot \"%s\" from %s on %s (%s %s, slot confirmed %s, server at %s, "

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "config.h"
 #include "decode.h"
+#include "decoder.h"
 #include "metrics.h"
 #include "outbox.h"
 #include "relcache.h"
@@ -576,6 +577,104 @@ START_TEST(test_outbox_messages)
 }
 END_TEST
 
+/* A wal2json record of the open transaction into public.outbox keyed key;
+ * NULL key: one whose aggregate_id holds a byte that is not UTF-8 (a
+ * SQL_ASCII database), which cannot be decoded. */
+static enum step w2j_insert(const char *key)
+{
+    char line[512];
+    snprintf(line, sizeof(line),
+             "{\"action\":\"I\",\"schema\":\"public\",\"table\":\"outbox\",\"columns\":["
+             "{\"name\":\"event_id\",\"type\":\"text\",\"value\":\"e-%s\"},"
+             "{\"name\":\"aggregate_type\",\"type\":\"text\",\"value\":\"Order\"},"
+             "{\"name\":\"aggregate_id\",\"type\":\"text\",\"value\":\"%s\"},"
+             "{\"name\":\"aggregate_version\",\"type\":\"text\",\"value\":\"1\"},"
+             "{\"name\":\"event_type\",\"type\":\"text\",\"value\":\"Created\"},"
+             "{\"name\":\"payload\",\"type\":\"text\",\"value\":\"{}\"}]}",
+             key ? key : "bad", key ? key : "caf\xe9");
+    struct repl_frame f = {.kind = RF_XLOGDATA, .data_start = 0x150, .data = line,
+                           .len = strlen(line)};
+    return changes_on_data(&chg, &f);
+}
+
+static enum step w2j_line(const char *line, lsn_t data_start)
+{
+    struct repl_frame f = {.kind = RF_XLOGDATA, .data_start = data_start, .data = line,
+                           .len = strlen(line)};
+    return changes_on_data(&chg, &f);
+}
+
+/* Transaction 0/C8 as wal2json streams it: k0, an undecodable record, k1
+ * to k3. Returns after its commit. */
+static void w2j_transaction(void)
+{
+    char k[8];
+    ck_assert_int_eq(
+        w2j_line("{\"action\":\"B\",\"lsn\":\"0/C8\",\"nextlsn\":\"0/D2\"}", 0x100),
+        STEP_OK);
+    ck_assert_int_eq(w2j_insert("k0"), STEP_OK);
+    ck_assert_int_eq(w2j_insert(NULL), STEP_OK); /* dead-lettered (policy dlq) */
+    for (int i = 1; i < 4; i++) {
+        snprintf(k, sizeof(k), "k%d", i);
+        ck_assert_int_eq(w2j_insert(k), STEP_OK);
+    }
+    ck_assert_int_eq(
+        w2j_line("{\"action\":\"C\",\"lsn\":\"0/C8\",\"nextlsn\":\"0/D2\"}", 0xD2),
+        STEP_OK);
+}
+
+/* An undecodable record dead-lettered inside a transaction takes an event
+ * number: a resume whose ACKed count covers it skips it in its place, and
+ * no event after it (issue 53: the skip counted only outbox events, so each
+ * such record made it skip one real event too many, which was lost). */
+START_TEST(test_skip_counts_a_dead_lettered_record)
+{
+    char err[128];
+    ck_assert_int_eq(config_set(&cfg, "postgres", "plugin", "wal2json", err, sizeof(err)), 0);
+    struct decoder *dec = decoder_new(PLUGIN_WAL2JSON);
+    ck_assert_ptr_nonnull(dec);
+    changes_start(&chg, trk, dec);
+    /* The first run: k0, the dead letter, k1..k3, in that order. */
+    w2j_transaction();
+    ck_assert_int_eq(fk.nsent, 5);
+    ck_assert_str_eq(fk.key[0], "k0");
+    ck_assert_str_eq(fk.topic[1], cfg.errors_dlq_topic);
+    ck_assert_str_eq(fk.key[2], "k1");
+    tracker_free(trk);
+    /* A restart whose offset file says the first 3 were ACKed (k0, the
+     * dead letter, k1): k2 and k3 are produced, nothing is dead-lettered
+     * again. */
+    ck_assert_ptr_nonnull(trk = tracker_new(100));
+    memset(&fk, 0, sizeof(fk));
+    fk.room = -1;
+    changes_start(&chg, trk, dec);
+    changes_skip_first(&chg, (struct tracker_progress){0xC8, 3});
+    w2j_transaction();
+    ck_assert_int_eq(fk.nsent, 2);
+    ck_assert_str_eq(fk.key[0], "k2");
+    ck_assert_str_eq(fk.key[1], "k3");
+    ck_assert_uint_eq(chg.events_skipped, 3);
+    ck_assert(report(0, 0));
+    ck_assert(report(1, 0));
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 0xD2);
+    tracker_free(trk);
+    /* A count that stops before the record: it is dead-lettered again, in
+     * its place. */
+    ck_assert_ptr_nonnull(trk = tracker_new(100));
+    memset(&fk, 0, sizeof(fk));
+    fk.room = -1;
+    changes_start(&chg, trk, dec);
+    changes_skip_first(&chg, (struct tracker_progress){0xC8, 1});
+    w2j_transaction();
+    ck_assert_int_eq(fk.nsent, 4);
+    ck_assert_str_eq(fk.topic[0], cfg.errors_dlq_topic);
+    ck_assert_str_eq(fk.key[1], "k1");
+    ck_assert_str_eq(fk.key[3], "k3");
+    changes_start(&chg, trk, NULL);
+    decoder_free(dec);
+}
+END_TEST
+
 /* With two sections, a message goes with the section whose prefix it has
  * (its topic template); a prefix no section has is ignored. */
 START_TEST(test_messages_of_two_sections)
@@ -664,6 +763,7 @@ int main(void)
     tcase_add_test(dlq, test_skip_first_events_of_that_transaction);
     tcase_add_test(dlq, test_skip_only_that_transaction);
     tcase_add_test(dlq, test_skip_again_after_a_broken_stream);
+    tcase_add_test(dlq, test_skip_counts_a_dead_lettered_record);
     tcase_add_test(dlq, test_outbox_messages);
     tcase_add_test(dlq, test_messages_ignored_without_prefix);
     tcase_add_test(dlq, test_messages_of_two_sections);

@@ -200,11 +200,37 @@ END_TEST
 
 START_TEST(test_permissions_regular_file)
 {
+    /* 0600 whatever the umask (the file names the database and the slot). */
     char err[256] = "";
-    ck_assert_int_eq(wr(path, 77, err, sizeof(err)), 0);
+    mode_t old = umask(0);
+    int rc = wr(path, 77, err, sizeof(err));
+    umask(old);
+    ck_assert_int_eq(rc, 0);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert(S_ISREG(st.st_mode));
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+}
+END_TEST
+
+START_TEST(test_temp_file_never_followed)
+{
+    /* A symbolic link where the temporary file goes (planted by someone
+     * else, or left over) is neither followed nor written through: its
+     * target keeps its content, and the offset file is written. */
+    char err[256] = "", tmp[600], target[600], buf[64];
+    lsn_t v = 0;
+    snprintf(target, sizeof(target), "%s/target", dir);
+    spit(target, "keep", 4);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    ck_assert_int_eq(symlink(target, tmp), 0);
+    ck_assert_int_eq(wr(path, 0x55, err, sizeof(err)), 0);
+    ck_assert_int_eq(slurp(target, buf, sizeof(buf)), 4);
+    ck_assert_str_eq(buf, "keep");
+    ck_assert_int_eq(rd(path, &v, err, sizeof(err)), 1);
+    ck_assert_uint_eq(v, 0x55);
+    struct stat st;
+    ck_assert_int_eq(lstat(tmp, &st), -1); /* nothing left behind */
 }
 END_TEST
 
@@ -255,7 +281,7 @@ START_TEST(test_write_failure_keeps_old_value)
     char err[256] = "", tmp[600];
     lsn_t v = 0;
     ck_assert_int_eq(wr(path, 0x2A00000001ULL, err, sizeof(err)), 0);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     ck_assert_int_eq(mkdir(tmp, 0700), 0);
     int rc = wr(path, 0x99, err, sizeof(err));
     rmdir(tmp);
@@ -383,12 +409,12 @@ END_TEST
 START_TEST(test_future_format_refused)
 {
     /* Refused for the format, not for a missing or unknown key. */
-    const char *t = "format=6\nlsn=1/1\nshard=9\n";
+    const char *t = "format=7\nlsn=1/1\nshard=9\n";
     struct offset_state st;
     char err[256] = "";
     lsn_t v;
     ck_assert_int_eq(offset_parse(t, strlen(t), &st, err, sizeof(err)), -1);
-    ck_assert_msg(strstr(err, "format 6") && strstr(err, "newer outboxd"), "%s", err);
+    ck_assert_msg(strstr(err, "format 7") && strstr(err, "newer outboxd"), "%s", err);
     spit(path, t, strlen(t));
     ck_assert_int_eq(rd(path, &v, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, path) && strstr(err, "newer outboxd") &&
@@ -440,6 +466,43 @@ START_TEST(test_progress_round_trip)
 }
 END_TEST
 
+START_TEST(test_fingerprint_round_trip)
+{
+    /* Progress with what it counts: format 6, with or without the commit
+     * time and acked; the fingerprint is written only with progress. */
+    char err[256] = "", buf[1024];
+    struct offset_state st = state_at(0x16B374D848ULL), back;
+    st.has_progress = true;
+    st.txn_lsn = 0x16B3750000ULL;
+    st.txn_acked = 5000;
+    st.txn_events = 0x9f0c3a5d21e4b877ULL;
+    write_expect(&st, 6, "txn=16/B3750000\ntxn_acked=5000\ntxn_events=9f0c3a5d21e4b877\n",
+                 &back);
+    ck_assert(back.has_progress);
+    ck_assert_uint_eq(back.txn_acked, 5000);
+    ck_assert_uint_eq(back.txn_events, 0x9f0c3a5d21e4b877ULL);
+    ck_assert(!back.has_acked);
+    st.has_acked = true;
+    st.acked_lsn = 0x16B3740000ULL + 0x10000;
+    st.txn_lsn = st.acked_lsn;
+    st.txn_events = 0x1; /* leading zeros are written */
+    write_expect(&st, 6,
+                 "txn=16/B3750000\ntxn_acked=5000\nacked=16/B3750000\n"
+                 "txn_events=0000000000000001\n",
+                 &back);
+    ck_assert(back.has_acked);
+    ck_assert_uint_eq(back.txn_events, 1);
+    /* Without progress the fingerprint is not written: format 5. */
+    back.has_progress = false;
+    ck_assert_int_eq(offset_write(path, &back, err, sizeof(err)), 0);
+    ck_assert_int_eq(offset_read(path, &st, err, sizeof(err)), 1);
+    ck_assert_int_eq(st.format, 5);
+    ck_assert_uint_eq(st.txn_events, 0);
+    slurp(path, buf, sizeof(buf));
+    ck_assert_ptr_null(strstr(buf, "txn"));
+}
+END_TEST
+
 #define V3_IDENTITY "system=1\ntimeline=1\ndatabase=d\nslot=s\nplugin=p\n"
 static const char *const bad_progress[] = {
     "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/20\n",              /* txn_acked missing */
@@ -449,6 +512,14 @@ static const char *const bad_progress[] = {
     "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=-1\n",
     "format=3\nlsn=1/10\n" V3_IDENTITY "txn=1/2x\ntxn_acked=5\n",
     "format=2\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=5\n",  /* keys of format 3 */
+    /* format 6: progress and its fingerprint, together and well formed */
+    "format=6\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=5\n",
+    "format=6\nlsn=1/10\n" V3_IDENTITY "txn_events=00000000000000ff\n",
+    "format=6\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=5\ntxn_events=0000000000000000\n",
+    "format=6\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=5\ntxn_events=ff\n",
+    "format=6\nlsn=1/10\n" V3_IDENTITY "txn=1/20\ntxn_acked=5\ntxn_events=00000000000000FF\n",
+    "format=5\nlsn=1/10\n" V3_IDENTITY "acked=1/18\ntxn=1/20\ntxn_acked=5\n"
+    "txn_events=00000000000000ff\n",
 };
 
 START_TEST(test_bad_progress_refused)
@@ -669,6 +740,7 @@ int main(void)
     tcase_add_test(tc, test_overwrite);
     tcase_add_test(tc, test_no_temp_files_left);
     tcase_add_test(tc, test_permissions_regular_file);
+    tcase_add_test(tc, test_temp_file_never_followed);
     tcase_add_loop_test(tc, test_corrupt, 0,
                         (int)(sizeof(corrupt) / sizeof(corrupt[0])));
     tcase_add_test(tc, test_unreadable_is_error);
@@ -683,6 +755,7 @@ int main(void)
     tcase_add_test(tc, test_future_format_refused);
     tcase_add_test(tc, test_escaped_names_round_trip);
     tcase_add_test(tc, test_progress_round_trip);
+    tcase_add_test(tc, test_fingerprint_round_trip);
     tcase_add_loop_test(tc, test_bad_progress_refused, 0,
                         (int)(sizeof(bad_progress) / sizeof(bad_progress[0])));
     tcase_add_test(tc, test_progress_parses_without_it);

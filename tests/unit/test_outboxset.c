@@ -94,6 +94,37 @@ START_TEST(test_lists)
 }
 END_TEST
 
+/* The fingerprint of what the relay numbers (outbox_set_fingerprint()):
+ * the same set in any order gives the same value; a table or a message
+ * prefix more, fewer or renamed gives another. */
+START_TEST(test_fingerprint)
+{
+    struct outbox_set a, b, c;
+    char err[256];
+    outbox_set_init(&a);
+    outbox_set_init(&b);
+    outbox_set_init(&c);
+    add(&a, "app.orders", "orders");
+    add(&a, "app.billing", "billing");
+    add(&b, "app.billing", "billing");
+    add(&b, "app.orders", "orders");
+    ck_assert_uint_eq(outbox_set_fingerprint(&a), outbox_set_fingerprint(&b));
+    ck_assert_uint_ne(outbox_set_fingerprint(&a), 0);
+    add(&c, "app.orders", "orders");
+    uint64_t one = outbox_set_fingerprint(&c);
+    ck_assert_uint_ne(one, outbox_set_fingerprint(&a)); /* [outbox.billing] removed */
+    ck_assert_int_eq(outbox_map_set_message_prefix(&c.maps[0], "orders", err, sizeof(err)), 0);
+    uint64_t with_prefix = outbox_set_fingerprint(&c);
+    ck_assert_uint_ne(with_prefix, one);
+    ck_assert_int_eq(outbox_map_set_message_prefix(&c.maps[0], "order", err, sizeof(err)), 0);
+    ck_assert_uint_ne(outbox_set_fingerprint(&c), with_prefix); /* renamed */
+    ck_assert_uint_ne(outbox_set_fingerprint(&c), one);
+    outbox_set_free(&a);
+    outbox_set_free(&b);
+    outbox_set_free(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("outboxset");
@@ -101,6 +132,7 @@ int main(void)
     tcase_add_test(tc, test_one_table);
     tcase_add_test(tc, test_several_tables);
     tcase_add_test(tc, test_lists);
+    tcase_add_test(tc, test_fingerprint);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

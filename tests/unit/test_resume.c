@@ -332,6 +332,20 @@ START_TEST(test_bytes)
 }
 END_TEST
 
+/* A stored count inside a transaction is used only for the events it
+ * counted: the same fingerprint, or none (formats 3 to 5). */
+START_TEST(test_progress_usable)
+{
+    struct offset_state st = {.format = 6, .has_progress = true, .txn_lsn = 0x200,
+                              .txn_acked = 5000, .txn_events = 0xabc};
+    ck_assert(resume_progress_usable(&st, 0xabc));
+    ck_assert(!resume_progress_usable(&st, 0xabd));
+    st.format = 5;
+    st.txn_events = 0;
+    ck_assert(resume_progress_usable(&st, 0xabd));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resume");
@@ -350,6 +364,7 @@ int main(void)
     tcase_add_test(tc, test_clamp_flush);
     tcase_add_test(tc, test_write_due);
     tcase_add_test(tc, test_bytes);
+    tcase_add_test(tc, test_progress_usable);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
