@@ -29,9 +29,18 @@ struct ktxn {
     uint64_t events;         /* produced in the open transaction */
     int64_t first_ms;        /* monotonic time of its first */
     bool committing;         /* due: the stream is not read until it commits */
-    bool have_committed;     /* committed is set: */
+    bool started;            /* committed is set (ktxn_started()); stays set: */
     struct offset_state committed; /* every event up to it is in a committed
-                                    * transaction (or was, before this run) */
+                                    * transaction (or was, before this run):
+                                    * nothing past it is confirmed, whatever
+                                    * happens to the client (relaytxn_cap()) */
+    bool have_committed;     /* committed is exactly what committed last, and
+                              * a restart resumes there; false once the
+                              * client was replaced or discarded (a commit
+                              * may have completed unseen, or another
+                              * instance commits): the restart reads the
+                              * progress topic again, while committed,
+                              * possibly behind, still caps */
     int64_t last_commit_ms;  /* monotonic */
     uint64_t commits, aborts; /* in this run */
 };

@@ -41,6 +41,7 @@ struct offset_state ktxn_position(const struct offset_state *identity, lsn_t flu
 void ktxn_started(struct ktxn *k, const struct offset_state *pos, int64_t now_ms)
 {
     k->committed = *pos;
+    k->started = true;
     k->have_committed = true;
     k->events = 0;
     k->committing = false;

@@ -281,7 +281,12 @@ enum step relaytxn_turn(struct relay *r)
 void relaytxn_cap(const struct relay *r, struct confirm_view *v)
 {
     const struct offset_state *c = &r->txn.kt.committed;
-    if (!relaytxn_on(r) || !r->txn.kt.have_committed) return;
+    /* Capped from the first start on, also after the client was replaced
+     * (have_committed false): the tracker still counts the events of the
+     * transaction that client left open as ACKed, and a new client's
+     * init_transactions aborts it. The position known committed may be
+     * behind (a commit completed unseen): confirming less is safe. */
+    if (!relaytxn_on(r) || !r->txn.kt.started) return;
     v->idle = v->idle && v->acked <= c->lsn;
     v->acked = c->lsn < v->acked ? c->lsn : v->acked;
     v->has_progress = c->has_progress;

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "config.h"
 #include "offset.h"
+#include "relayconfirm.h"
 #include "relaystate.h"
 
 static struct config cfg;
@@ -137,6 +138,39 @@ START_TEST(test_stop_drains_then_confirms_only_acked)
 }
 END_TEST
 
+/* exactly_once (issue 53, item 6): events count as ACKed in the tracker
+ * while their Kafka transaction is open; when the transactional client
+ * fails for good it is replaced (replace_failed_client(), and
+ * discard_fenced_client() and relaytxn_stand_by() alike, clear
+ * have_committed), and the new client's init_transactions aborts that
+ * transaction. A forced status then (a stop, a fatal error) must still
+ * confirm only what committed: before the fix the cap was lifted with
+ * have_committed, and the offset file and the slot went past the aborted
+ * events. */
+START_TEST(test_exactly_once_cap_holds_after_client_replaced)
+{
+    char err[256];
+    ck_assert_int_eq(config_set(&cfg, "delivery", "mode", "exactly_once", err, sizeof(err)),
+                     0);
+    struct offset_state pos = r.confirm.identity;
+    pos.lsn = 100;
+    ktxn_started(&r.txn.kt, &pos, clock_mono_ms());
+    txn(140, 150, 0); /* in the open Kafka transaction: all "ACKed" */
+    txn(240, 250, 0);
+    ck_assert_uint_eq(tracker_flush_lsn(r.trk), 250);
+    ck_assert_int_eq(relay_send_status_ex(&r, false, true), STEP_OK);
+    ck_assert_uint_le(stored(), 100); /* capped while the client is the same */
+    r.txn.kt.have_committed = false;  /* what replacing the client does */
+    ck_assert_int_eq(relay_send_status_ex(&r, false, true), STEP_OK);
+    ck_assert_uint_le(stored(), 100); /* and after */
+    /* A commit moves the cap. */
+    pos.lsn = 250;
+    ktxn_committed(&r.txn.kt, &pos, clock_mono_ms());
+    ck_assert_int_eq(relay_send_status_ex(&r, false, true), STEP_OK);
+    ck_assert_uint_eq(stored(), 250);
+}
+END_TEST
+
 START_TEST(test_drain_with_nothing_outstanding_confirms_at_once)
 {
     txn(140, 150, 0);
@@ -191,6 +225,7 @@ int main(void)
     TCase *tc = tcase_create("stop");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_stop_drains_then_confirms_only_acked);
+    tcase_add_test(tc, test_exactly_once_cap_holds_after_client_replaced);
     tcase_add_test(tc, test_drain_with_nothing_outstanding_confirms_at_once);
     tcase_add_test(tc, test_failed_event_ends_recovery_with_exit_1);
     tcase_add_test(tc, test_stream_past_its_fence_is_dropped_unread);
