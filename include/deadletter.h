@@ -61,7 +61,10 @@ struct deadletter {
     struct dead_letter scratch; /* built by deadletter_reject()/_bad_record() */
     const struct dead_letter *held;   /* refused by a full queue, or NULL */
     struct pending_dlq *held_pending; /* owns held's bytes when it is a report's */
-    struct pending_dlq *pending;      /* owned: queued by deadletter_queue() */
+    struct pending_dlq *pending;      /* owned: queued by deadletter_queue(), in the
+                                       * order the reports came (their events' order
+                                       * on a partition), sent from the head */
+    struct pending_dlq **pending_tail; /* where the next one is linked */
 };
 
 /* Sets dl up (nothing allocated yet). Free with deadletter_free(). */

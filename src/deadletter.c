@@ -347,8 +347,9 @@ void deadletter_queue(struct deadletter *dl, const struct delivery_report *dr)
         log_error("out of memory while dead-lettering; stopping");
         return;
     }
-    p->next = dl->pending;
-    dl->pending = p;
+    if (!dl->pending) dl->pending_tail = &dl->pending;
+    *dl->pending_tail = p;
+    dl->pending_tail = &p->next;
 }
 
 /* Sends the pending p; keeps it as held_pending when the queue is full. */

@@ -321,6 +321,36 @@ START_TEST(test_failed_delivery_dead_lettered_from_the_loop)
 }
 END_TEST
 
+/* Failures reported in one poll reach the dead-letter topic in the order
+ * of their reports (issue 53: they went in reverse, so one aggregate's
+ * dead letters were out of order). */
+START_TEST(test_failed_deliveries_dead_lettered_in_report_order)
+{
+    ck_assert_int_eq(begin(200), STEP_OK);
+    ck_assert_int_eq(insert("k1"), STEP_OK);
+    ck_assert_int_eq(insert("k2"), STEP_OK);
+    ck_assert_int_eq(insert("k3"), STEP_OK);
+    ck_assert_int_eq(commit(200, 210), STEP_OK);
+    for (int i = 0; i < 3; i++) ck_assert(!report(i, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE));
+    ck_assert_int_eq(changes_flush_dead_letters(&chg), STEP_OK);
+    ck_assert_int_eq(fk.nsent, 6);
+    for (int i = 0; i < 3; i++) {
+        char want[8];
+        snprintf(want, sizeof(want), "k%d", i + 1);
+        ck_assert_str_eq(fk.topic[3 + i], cfg.errors_dlq_topic);
+        ck_assert_str_eq(fk.key[3 + i], want);
+    }
+    /* And again after the list was emptied. */
+    txn(300, 310, "k4");
+    ck_assert(!report(6, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE));
+    ck_assert_int_eq(changes_flush_dead_letters(&chg), STEP_OK);
+    ck_assert_str_eq(fk.key[7], "k4");
+    for (int i = 3; i < 8; i++)
+        if (i != 6) report(i, 0);
+    ck_assert_uint_eq(tracker_flush_lsn(trk), 310);
+}
+END_TEST
+
 START_TEST(test_failed_delivery_halts_under_halt)
 {
     txn(200, 210, "a");
@@ -756,6 +786,7 @@ int main(void)
     tcase_add_test(dlq, test_poison_row_dead_lettered_pending_until_acked);
     tcase_add_test(dlq, test_failed_dlq_write_is_fatal);
     tcase_add_test(dlq, test_failed_delivery_dead_lettered_from_the_loop);
+    tcase_add_test(dlq, test_failed_deliveries_dead_lettered_in_report_order);
     tcase_add_test(dlq, test_which_refusals_are_dead_lettered);
     tcase_add_test(dlq, test_stages_of_a_transaction);
     tcase_add_test(dlq, test_stages_across_turns_and_backpressure);
