@@ -20,6 +20,7 @@
 
 #include "lsn.h"
 #include "offset.h"
+#include "tracker.h"
 
 /* The server's side: IDENTIFY_SYSTEM, the configuration and the slot. */
 struct resume_server {
@@ -92,6 +93,40 @@ bool resume_timeline_end(const char *history, uint32_t tli, lsn_t *end);
 
 /* The state to write for lsn on srv's stream. */
 void resume_identity(const struct resume_server *srv, lsn_t lsn, struct offset_state *out);
+
+/* What a stream takes from the resume decision and the offset file (or,
+ * in exactly_once, the stored position), decided by resume_plan() for the
+ * daemon (slotsetup.c) and the simulator (tests/sim) alike. */
+struct resume_plan {
+    lsn_t start;             /* the decision's start (the slot's confirmed
+                              * position, or where a fork or creation put it) */
+    bool have_offset;        /* a file was read: stored_lsn is its */
+    lsn_t stored_lsn;        /* what the file holds (past a fork: the fork) */
+    lsn_t stored_acked;      /* the file's acked, when it is this stream's and
+                              * ahead of start; else 0 */
+    bool rewrite_offset;     /* write the file at the first status (absent,
+                              * format 1, another timeline, a take-over) */
+    int64_t commit_time_us;  /* the file's commit time, kept (0: none) */
+    bool resume_inside;      /* skip the first progress.acked events of the
+                              * transaction committed at progress.txn_lsn */
+    struct tracker_progress progress;
+    bool progress_refused;   /* the file had progress, but counted other events
+                              * (resume_progress_usable()): nothing is skipped */
+};
+
+/* The plan for a stream of a server on timeline, from the file (NULL:
+ * none) and the decision d, accepted. streamed: a stream ran before in
+ * this process (the tracker exists: its progress, not the file's, counts).
+ * events_now: outbox_set_fingerprint() of the configuration now. */
+void resume_plan(const struct offset_state *file, const struct resume_decision *d,
+                 uint32_t timeline, bool streamed, uint64_t events_now,
+                 struct resume_plan *out);
+
+/* Where the stream starts: the plan's start, or what is all ACKed when
+ * that is ahead (the server skips every transaction committed before the
+ * position asked for, which these are): acked_lsn, what this process
+ * ACKed when streamed, or the file's acked. */
+lsn_t resume_stream_from(const struct resume_plan *p, bool streamed, lsn_t acked_lsn);
 
 /* Whether the stored progress inside a transaction (stored->has_progress:
  * its first txn_acked events were ACKed) may be skipped by, when the relay

@@ -40,6 +40,44 @@ bool resume_progress_usable(const struct offset_state *stored, uint64_t events_n
     return stored->txn_events == 0 || stored->txn_events == events_now;
 }
 
+void resume_plan(const struct offset_state *file, const struct resume_decision *d,
+                 uint32_t timeline, bool streamed, uint64_t events_now,
+                 struct resume_plan *out)
+{
+    memset(out, 0, sizeof(*out));
+    bool own = file && d->verdict == RESUME_FROM_FILE && !d->forked;
+    /* The commit time the file holds stays until a newer one is stored. */
+    if (own) out->commit_time_us = file->commit_time_us;
+    /* Absent, format 1 or from an older timeline: write it as this stream's
+     * at the first status. */
+    out->rewrite_offset = !file || !file->has_identity || file->timeline != timeline ||
+                          d->verdict == RESUME_TAKE_OVER;
+    out->have_offset = file != NULL;
+    /* Past a fork the file's position is not this server's: the fork is. */
+    out->stored_lsn = !file ? 0 : d->forked ? d->start : file->lsn;
+    /* What the file says is delivered beyond the confirmable position
+     * (offset.h, format 5): the stream starts there (resume_stream_from()).
+     * Only this stream's: not past a fork, nor when the slot was not
+     * resumed from the file. */
+    out->stored_acked =
+        own && file->has_acked && file->acked_lsn > d->start ? file->acked_lsn : 0;
+    out->start = d->start;
+    /* The progress is the transaction's identity (its commit LSN) and a
+     * count: it holds whatever precedes it, but only the first stream
+     * takes it from the file (later ones have the tracker), and only when
+     * it counted the events counted now. */
+    if (streamed || !own || !file->has_progress) return;
+    out->progress_refused = !resume_progress_usable(file, events_now);
+    out->resume_inside = !out->progress_refused;
+    out->progress = (struct tracker_progress){file->txn_lsn, file->txn_acked};
+}
+
+lsn_t resume_stream_from(const struct resume_plan *p, bool streamed, lsn_t acked_lsn)
+{
+    lsn_t acked = streamed && acked_lsn > p->stored_acked ? acked_lsn : p->stored_acked;
+    return acked > p->start ? acked : p->start;
+}
+
 /* "system S/database D/slot X" of the server side. */
 static void describe_server(const struct resume_server *srv, char *out, size_t outlen)
 {

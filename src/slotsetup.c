@@ -323,36 +323,25 @@ static enum step create_slot(struct slot_setup *s, struct slot_info *si, lsn_t *
 }
 
 /* What the stream takes from the resume decision d and the offset file
- * (NULL: none): the identity's commit time, whether to rewrite the file,
- * the stored positions, where to start, the progress to skip. */
+ * (NULL: none), as resume_plan() decides: the identity's commit time,
+ * whether to rewrite the file, the stored positions, where to start, the
+ * progress to skip. */
 static void take_decision(struct slot_setup *s, const struct offset_state *file,
                           const struct resume_decision *d, uint32_t timeline)
 {
     char a[LSN_STRLEN];
-    bool own = file && d->verdict == RESUME_FROM_FILE && !d->forked;
-    /* The commit time the file holds stays until a newer one is stored. */
-    if (own) s->identity.commit_time_us = file->commit_time_us;
-    /* Absent, format 1 or from an older timeline: write it as this stream's
-     * at the first status. */
-    s->rewrite_offset = !file || !file->has_identity || file->timeline != timeline ||
-                        d->verdict == RESUME_TAKE_OVER;
-    s->have_offset = file != NULL;
-    /* Past a fork the file's position is not this server's: the fork is. */
-    s->stored_lsn = !file ? 0 : d->forked ? d->start : file->lsn;
-    /* What the file says is delivered beyond the confirmable position
-     * (offset.h, format 5): the stream starts there (stream_from()). Only
-     * this stream's: not past a fork, nor when the slot was not resumed
-     * from the file. */
-    s->stored_acked = own && file->has_acked && file->acked_lsn > d->start ? file->acked_lsn : 0;
-    s->start = d->start;
+    struct resume_plan p;
+    resume_plan(file, d, timeline, s->streamed, s->identity.txn_events, &p);
+    if (p.commit_time_us) s->identity.commit_time_us = p.commit_time_us;
+    s->rewrite_offset = p.rewrite_offset;
+    s->have_offset = p.have_offset;
+    s->stored_lsn = p.stored_lsn;
+    s->stored_acked = p.stored_acked;
+    s->start = p.start;
     s->prepared = true;
-    /* The progress is the transaction's identity (its commit LSN) and a
-     * count: it holds whatever precedes it, but only the first stream
-     * takes it from the file (later ones have the tracker). */
-    s->resume_inside = !s->streamed && own && file->has_progress;
-    if (!s->resume_inside) return;
-    if (!resume_progress_usable(file, s->identity.txn_events)) {
-        s->resume_inside = false;
+    s->resume_inside = p.resume_inside;
+    s->resume_progress = p.progress;
+    if (p.progress_refused) {
         log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(file->txn_lsn, a)}),
                "the %s says the first %llu events of transaction %s were %s, but it "
                "counted the events of other outbox tables or message prefixes than are "
@@ -366,7 +355,7 @@ static void take_decision(struct slot_setup *s, const struct offset_state *file,
                s->position ? ", visible to read_committed consumers too" : "");
         return;
     }
-    s->resume_progress = (struct tracker_progress){file->txn_lsn, file->txn_acked};
+    if (!s->resume_inside) return;
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(file->txn_lsn, a)}),
            "resuming inside transaction %s: the %s says its first %llu events "
            "were %s, so they are skipped, not produced again",
@@ -449,13 +438,14 @@ static enum step prepare_stream(struct slot_setup *s)
 static lsn_t stream_from(const struct slot_setup *s)
 {
     char a[LSN_STRLEN], b[LSN_STRLEN];
-    lsn_t acked = s->streamed && s->acked_lsn > s->stored_acked ? s->acked_lsn : s->stored_acked;
-    if (acked <= s->start) return s->start;
-    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(acked, a)}),
+    struct resume_plan p = {.start = s->start, .stored_acked = s->stored_acked};
+    lsn_t from = resume_stream_from(&p, s->streamed, s->acked_lsn);
+    if (from == s->start) return from;
+    log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(from, a)}),
            "streaming from %s: %s says every transaction committed before it was ACKed "
            "(the slot is confirmed to %s, and further once the publication is proven)",
            a, s->streamed ? "this process" : "the offset file", lsn_format(s->start, b));
-    return acked;
+    return from;
 }
 
 enum step slot_open_stream(struct slot_setup *s)
