@@ -21,6 +21,12 @@ int64_t clock_mono_us(void);
 /* Wall-clock time since 1970-01-01 00:00 UTC. */
 int64_t clock_unix_us(void);
 
+/* The deterministic simulator (tests/sim) drives time: while now_us is
+ * set, the monotonic clocks read *now_us and the wall clock a fixed epoch
+ * plus it, and sleeping returns at once; NULL: the system's clocks again.
+ * The daemon never calls it. */
+void clock_simulate(const int64_t *now_us);
+
 /* Sleeps ms milliseconds (less when a signal interrupts it: callers that
  * wait for a stop want to see it at once). */
 void clock_sleep_ms(int64_t ms);

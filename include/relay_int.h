@@ -145,7 +145,7 @@ struct relay {
 
     /* The confirmation: every LSN kept, the offset file, the status;
      * changed through confirm.h, by relayconfirm.c (the status, the offset
-     * file, confirm_from_setup()) and where the relay learns a position:
+     * file, confirm_from_plan()) and where the relay learns a position:
      * relaystate.c (received, stream started), relayobs.c (proven),
      * relaytxn.c (the commit time of what committed). */
     struct confirmer confirm;

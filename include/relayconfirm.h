@@ -31,8 +31,10 @@ int64_t relay_status_deadline(const struct relay *r);
  * wait to be written (confirmer_acked_write_due()). */
 int relay_status_if_due(struct relay *r);
 
-/* slot_open_stream() prepared a stream (s->prepared): the identity and
- * the stored position it found become the confirmer's. */
-void confirm_from_setup(struct confirmer *c, const struct slot_setup *s);
+/* A stream was prepared (slot_open_stream(), s->prepared; or the
+ * simulator's start): the identity and the stored position of the plan
+ * (resume_plan()) become the confirmer's. */
+void confirm_from_plan(struct confirmer *c, const struct offset_state *identity,
+                       const struct resume_plan *p);
 
 #endif

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "lsn.h"
 #include "offset.h"
+#include "resume.h"
 #include "outbox.h"
 #include "step.h"
 #include "stream.h"
@@ -47,17 +48,9 @@ struct slot_setup {
     bool prepared;           /* the fields below are set (the slot and the
                               * offset file were read), even if starting
                               * the stream failed afterwards */
-    lsn_t start;             /* where the slot is confirmed to */
     struct offset_state identity; /* the stream the offset file is written for */
-    bool rewrite_offset;     /* write the file at the first status */
-    bool have_offset;        /* the file held stored_lsn */
-    lsn_t stored_lsn;
-    lsn_t stored_acked;      /* the file's acked, when it is this stream's and
-                              * ahead of stored_lsn (the stream starts there);
-                              * else 0 */
-    bool resume_inside;      /* first stream, from the file's position, and the
-                              * file says a transaction was partly ACKed: */
-    struct tracker_progress resume_progress; /* skip its first events */
+    struct resume_plan plan; /* where the slot is confirmed to (plan.start),
+                              * what the file holds, the progress to skip */
 };
 
 /* Connects, checks publication and slot, creates the slot if allowed, and

@@ -88,14 +88,15 @@ int relay_status_if_due(struct relay *r)
     return rc == CONFIRM_OK ? STEP_OK : STEP_FATAL;
 }
 
-void confirm_from_setup(struct confirmer *c, const struct slot_setup *s)
+void confirm_from_plan(struct confirmer *c, const struct offset_state *identity,
+                       const struct resume_plan *p)
 {
-    c->identity = s->identity;
-    c->rewrite_offset = s->rewrite_offset;
-    if (s->have_offset) c->stored_lsn = s->stored_lsn;
-    c->stored_acked = s->stored_acked;
-    if (s->resume_inside) {
+    c->identity = *identity;
+    c->rewrite_offset = p->rewrite_offset;
+    if (p->have_offset) c->stored_lsn = p->stored_lsn;
+    c->stored_acked = p->stored_acked;
+    if (p->resume_inside) {
         c->stored_has_progress = true;
-        c->stored_progress = s->resume_progress;
+        c->stored_progress = p->progress;
     }
 }

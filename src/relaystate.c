@@ -70,10 +70,17 @@ static enum step fence_stream(struct relay *r)
 
 /* ---- streaming ----------------------------------------------------------- */
 
-/* Handles one CopyData payload: a keepalive (answered at once when the
- * server asks) or an XLogData frame for the data path. STEP_OK, STEP_HELD
- * (the frame's event waits for room: read nothing more), STEP_BROKEN (the
- * reply could not be sent) or STEP_FATAL. */
+enum step relay_on_frame(struct relay *r, const struct repl_frame *f)
+{
+    confirmer_received(&r->confirm, f->wal_end);
+    if (f->kind == RF_KEEPALIVE) {
+        tracker_keepalive(r->trk, f->wal_end);
+        return f->reply_requested ? relay_send_status(r, false) : STEP_OK;
+    }
+    return changes_on_data(&r->chg, f);
+}
+
+/* One CopyData payload, parsed, for relay_on_frame(). */
 static enum step on_frame(struct relay *r, const char *buf, int len)
 {
     char err[512];
@@ -82,12 +89,7 @@ static enum step on_frame(struct relay *r, const char *buf, int len)
         log_error("replication protocol: %s", err);
         return STEP_FATAL;
     }
-    confirmer_received(&r->confirm, f.wal_end);
-    if (f.kind == RF_KEEPALIVE) {
-        tracker_keepalive(r->trk, f.wal_end);
-        return f.reply_requested ? relay_send_status(r, false) : STEP_OK;
-    }
-    return changes_on_data(&r->chg, &f);
+    return relay_on_frame(r, &f);
 }
 
 /* Reads and handles up to READ_BATCH frames; stops at the first that is
@@ -355,6 +357,18 @@ static enum step stream_started(struct relay *r, lsn_t start)
     return STEP_OK;
 }
 
+void relay_take_plan(struct relay *r, const struct offset_state *identity,
+                     const struct resume_plan *p, bool streamed)
+{
+    confirm_from_plan(&r->confirm, identity, p);
+    if (p->resume_inside)
+        changes_skip_first(&r->chg, p->progress);
+    else if (!streamed)
+        changes_skip_first(&r->chg, (struct tracker_progress){0, 0});
+    if (relaytxn_on(r))
+        relaytxn_started(r, identity, p->start, p->resume_inside ? &p->progress : NULL);
+}
+
 /* RS_CONNECT: one attempt at opening the stream. */
 static bool connect_step(struct relay *r)
 {
@@ -363,17 +377,7 @@ static bool connect_step(struct relay *r)
     enum step rc = slot_open_stream(&s);
     r->st = s.st;
     r->retry_cause = s.retry_cause;
-    if (s.prepared) {
-        confirm_from_setup(&r->confirm, &s);
-        if (s.resume_inside) {
-            changes_skip_first(&r->chg, s.resume_progress);
-        } else if (!s.streamed) {
-            changes_skip_first(&r->chg, (struct tracker_progress){0, 0});
-        }
-        if (relaytxn_on(r))
-            relaytxn_started(r, &s.identity, s.start,
-                             s.resume_inside ? &s.resume_progress : NULL);
-    }
+    if (s.prepared) relay_take_plan(r, &s.identity, &s.plan, s.streamed);
     if (rc == STEP_BROKEN) {
         metrics_count(&r->met.reconnects, r->retry_cause ? r->retry_cause : "connect_failed",
                       1);
@@ -401,7 +405,7 @@ static bool connect_step(struct relay *r)
         enter_drain(r);
         return false;
     }
-    if (stream_started(r, s.start) != STEP_OK) finish(r, EXIT_FATAL);
+    if (stream_started(r, s.plan.start) != STEP_OK) finish(r, EXIT_FATAL);
     return false;
 }
 

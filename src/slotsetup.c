@@ -330,18 +330,11 @@ static void take_decision(struct slot_setup *s, const struct offset_state *file,
                           const struct resume_decision *d, uint32_t timeline)
 {
     char a[LSN_STRLEN];
-    struct resume_plan p;
-    resume_plan(file, d, timeline, s->streamed, s->identity.txn_events, &p);
-    if (p.commit_time_us) s->identity.commit_time_us = p.commit_time_us;
-    s->rewrite_offset = p.rewrite_offset;
-    s->have_offset = p.have_offset;
-    s->stored_lsn = p.stored_lsn;
-    s->stored_acked = p.stored_acked;
-    s->start = p.start;
+    struct resume_plan *p = &s->plan;
+    resume_plan(file, d, timeline, s->streamed, s->identity.txn_events, p);
+    if (p->commit_time_us) s->identity.commit_time_us = p->commit_time_us;
     s->prepared = true;
-    s->resume_inside = p.resume_inside;
-    s->resume_progress = p.progress;
-    if (p.progress_refused) {
+    if (p->progress_refused) {
         log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(file->txn_lsn, a)}),
                "the %s says the first %llu events of transaction %s were %s, but it "
                "counted the events of other outbox tables or message prefixes than are "
@@ -355,7 +348,7 @@ static void take_decision(struct slot_setup *s, const struct offset_state *file,
                s->position ? ", visible to read_committed consumers too" : "");
         return;
     }
-    if (!s->resume_inside) return;
+    if (!p->resume_inside) return;
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(file->txn_lsn, a)}),
            "resuming inside transaction %s: the %s says its first %llu events "
            "were %s, so they are skipped, not produced again",
@@ -365,7 +358,7 @@ static void take_decision(struct slot_setup *s, const struct offset_state *file,
 }
 
 /* Connects, checks publication and slot, creates the slot if allowed.
- * Fills s->start with where to stream from, and the offset file's state
+ * Fills s->plan with where to stream from, and the offset file's state
  * (or, in exactly_once, the progress topic's: s->position). */
 static enum step prepare_stream(struct slot_setup *s)
 {
@@ -438,13 +431,13 @@ static enum step prepare_stream(struct slot_setup *s)
 static lsn_t stream_from(const struct slot_setup *s)
 {
     char a[LSN_STRLEN], b[LSN_STRLEN];
-    struct resume_plan p = {.start = s->start, .stored_acked = s->stored_acked};
-    lsn_t from = resume_stream_from(&p, s->streamed, s->acked_lsn);
-    if (from == s->start) return from;
+    lsn_t from = resume_stream_from(&s->plan, s->streamed, s->acked_lsn);
+    if (from == s->plan.start) return from;
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(from, a)}),
            "streaming from %s: %s says every transaction committed before it was ACKed "
            "(the slot is confirmed to %s, and further once the publication is proven)",
-           a, s->streamed ? "this process" : "the offset file", lsn_format(s->start, b));
+           a, s->streamed ? "this process" : "the offset file",
+           lsn_format(s->plan.start, b));
     return from;
 }
 
