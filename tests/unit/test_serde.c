@@ -334,6 +334,168 @@ START_TEST(test_jsonschema_refused)
 }
 END_TEST
 
+/* A $ref may point anywhere in the document: the crash of issue 53 was a
+ * $ref to a const whose own "$ref" is a number (never compiled as a
+ * schema, then followed with a NULL string). Every target is compiled as
+ * a schema now, and loops that never go into the payload are refused. */
+START_TEST(test_jsonschema_refs)
+{
+    static const char *const refused[][2] = {
+        {"{\"$schema\":\"http://json-schema.org/draft-07/schema#\","
+         "\"$ref\":\"#/definitions/x/const\","
+         "\"definitions\":{\"x\":{\"const\":{\"$ref\":5}}}}",
+         "$ref (not a string) at #/definitions/x/const is not a reference"},
+        {"{\"$ref\":\"#/definitions/x/const\","
+         "\"definitions\":{\"x\":{\"const\":{\"pattern\":\"a\"}}}}",
+         "uses \"pattern\" (at #/definitions/x/const)"},
+        {"{\"$ref\":\"#\"}", "loops: following its $ref # comes back"},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"$ref\":\"#\"}]}", "loops"},
+        {"{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"allOf\":[{\"$ref\":\"#/$defs/b\"}]},"
+         "\"b\":{\"not\":{\"$ref\":\"#/$defs/a\"}}}}",
+         "loops: following its $ref #/$defs/a comes back"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        err[0] = '\0';
+        ck_assert_ptr_null(
+            serde_jsonschema_new(refused[i][0], strlen(refused[i][0]), err, sizeof(err)));
+        ERR_HAS(refused[i][1]);
+    }
+    /* a recursion through properties or items goes into the payload: a
+     * recursive type, not a loop */
+    const char *tree = "{\"type\":\"object\",\"properties\":{\"kids\":{\"type\":\"array\","
+                       "\"items\":{\"$ref\":\"#\"}},\"name\":{\"$ref\":\"#/$defs/n\"}},"
+                       "\"$defs\":{\"n\":{\"allOf\":[{\"type\":\"string\"}]}}}";
+    struct serde_jsonschema *js = serde_jsonschema_new(tree, strlen(tree), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    ck_assert_msg(validate(js, "{\"name\":\"a\",\"kids\":[{\"kids\":[{\"name\":\"c\"}]}]}") == 0,
+                  "%s", err);
+    ck_assert_int_eq(validate(js, "{\"kids\":[{\"kids\":[{\"name\":3}]}]}"), -1);
+    ERR_HAS("$.kids[0].kids[0].name: an integer where the schema wants string");
+    serde_jsonschema_free(js);
+}
+END_TEST
+
+/* {"c": {"c": ... leaf}} nested levels deep (caller frees). */
+static char *nested(int levels, const char *leaf)
+{
+    size_t n = (size_t)levels * 6 + strlen(leaf) + 1;
+    char *s = malloc(n), *p = s;
+    ck_assert_ptr_nonnull(s);
+    for (int i = 0; i < levels; i++) p += sprintf(p, "{\"c\":");
+    p += sprintf(p, "%s", leaf);
+    for (int i = 0; i < levels; i++) *p++ = '}';
+    *p = '\0';
+    return s;
+}
+
+/* What a payload may cost is bounded (serde_int.h): anyOf over a
+ * recursive $ref whose both branches descend re-checks each level twice,
+ * 2^60 walks for 60 levels on the old code; it now ends at the step limit,
+ * named in the error. oneOf over the same recursion, whose other branch
+ * fails at once, is linear and a 60-level payload fits (the old depth
+ * limit of 64 subschemas refused it). */
+START_TEST(test_jsonschema_limits)
+{
+    const char *one = "{\"$ref\":\"#/$defs/n\",\"$defs\":{\"n\":{\"oneOf\":["
+                      "{\"type\":\"object\",\"required\":[\"c\"],"
+                      "\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}}},"
+                      "{\"type\":\"object\",\"maxProperties\":0}]}}}";
+    struct serde_jsonschema *js = serde_jsonschema_new(one, strlen(one), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    char *p = nested(60, "{}");
+    ck_assert_msg(validate(js, p) == 0, "%s", err);
+    free(p);
+    p = nested(60, "5");
+    ck_assert_int_eq(validate(js, p), -1);
+    ERR_HAS("fits 0 of oneOf's 2 schemas");
+    free(p);
+    serde_jsonschema_free(js);
+
+    const char *any = "{\"$ref\":\"#/$defs/n\",\"$defs\":{\"n\":{\"anyOf\":["
+                      "{\"type\":\"object\",\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}}},"
+                      "{\"type\":\"object\",\"minProperties\":1,"
+                      "\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}}}]}}}";
+    js = serde_jsonschema_new(any, strlen(any), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    p = nested(60, "{}");
+    ck_assert_msg(validate(js, p) == 0, "%s", err); /* the first branch fits: linear */
+    free(p);
+    p = nested(60, "5");
+    ck_assert_int_eq(validate(js, p), -1);
+    ERR_HAS("$.c.c.c");
+    ERR_HAS("checking the payload against the schema takes more than");
+    ERR_HAS("steps, outboxd's limit per payload");
+    free(p);
+    /* deeper than the depth limit: said so, not "fits none" */
+    p = nested(200, "{}");
+    ck_assert_int_eq(validate(js, p), -1);
+    ERR_HAS("the schema nests deeper than 256 subschemas here, outboxd's limit");
+    free(p);
+    serde_jsonschema_free(js);
+}
+END_TEST
+
+/* uniqueItems sorts the items' canonical forms: equal in JSON Schema's
+ * sense (1 = 1.0, members in any order) and only then; many items. */
+START_TEST(test_jsonschema_unique)
+{
+    const char *u = "{\"type\":\"array\",\"uniqueItems\":true}";
+    struct serde_jsonschema *js = serde_jsonschema_new(u, strlen(u), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    ck_assert_msg(validate(js, "[1,\"1\",[1],{\"a\":1},true,null,false,1.5,[],{},\"\"]") == 0,
+                  "%s", err);
+    ck_assert_int_eq(validate(js, "[0,{\"a\":1,\"b\":[1,2]},3,{\"b\":[1.0,2],\"a\":1}]"), -1);
+    ERR_HAS("$: items 1 and 3 are equal (uniqueItems)");
+    ck_assert_int_eq(validate(js, "[2,-0.0,5,0,2]"), -1);
+    ERR_HAS("$: items 0 and 4 are equal"); /* the lowest first index, as before */
+    ck_assert_int_eq(validate(js, "[[\"a\",\"b\"],[\"ab\"],[\"a\",\"b\"]]"), -1);
+    ERR_HAS("items 0 and 2 are equal");
+    enum { N = 5000 };
+    char *arr = malloc(N * 24 + 64), *p = arr;
+    ck_assert_ptr_nonnull(arr);
+    *p++ = '[';
+    for (int i = 0; i < N; i++) p += sprintf(p, "%s{\"k\":%d,\"v\":\"x%d\"}", i ? "," : "", i, i);
+    strcpy(p, "]");
+    ck_assert_msg(validate(js, arr) == 0, "%s", err);
+    strcpy(p, ",{\"v\":\"x7\",\"k\":7.0}]");
+    ck_assert_int_eq(validate(js, arr), -1);
+    ERR_HAS("$: items 7 and 5000 are equal (uniqueItems)");
+    free(arr);
+    serde_jsonschema_free(js);
+}
+END_TEST
+
+/* Avro: a union of two records that both recurse, and a payload that fits
+ * neither 60 levels down, made the old walk try both branches at every
+ * level (2^60); the step limit ends it, named in the error. A payload that
+ * fits the first branch at each level encodes. */
+START_TEST(test_avro_union_limits)
+{
+    const char *schema =
+        "{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"c\",\"type\":[\"null\","
+        "\"A\",{\"type\":\"record\",\"name\":\"B\",\"fields\":[{\"name\":\"c\","
+        "\"type\":[\"null\",\"A\",\"B\"]}]}]}]}";
+    struct serde_avro *a = serde_avro_new(schema, strlen(schema), err, sizeof(err));
+    ck_assert_msg(a != NULL, "%s", err);
+    const char *out;
+    size_t n;
+    char *p = nested(60, "null");
+    ck_assert_msg(encode(a, p, &out, &n) == 0, "%s", err);
+    ck_assert_uint_eq(n, 60); /* branch 1 (A) at 59 levels, then branch 0 (null) */
+    free(p);
+    p = nested(60, "5");
+    ck_assert_int_eq(encode(a, p, &out, &n), -1);
+    ERR_HAS("$.c.c.c");
+    ERR_HAS("checking the payload against the schema takes more than");
+    free(p);
+    p = nested(200, "null");
+    ck_assert_int_eq(encode(a, p, &out, &n), -1);
+    ERR_HAS("nests deeper than 256");
+    free(p);
+    serde_avro_free(a);
+}
+END_TEST
+
 /* The subject strategies: Confluent's names, the record name rendered
  * from the row's columns. */
 START_TEST(test_subjects)
@@ -484,6 +646,10 @@ int main(void)
     tcase_add_test(tc, test_avro_types);
     tcase_add_test(tc, test_jsonschema);
     tcase_add_test(tc, test_jsonschema_refused);
+    tcase_add_test(tc, test_jsonschema_refs);
+    tcase_add_test(tc, test_jsonschema_limits);
+    tcase_add_test(tc, test_jsonschema_unique);
+    tcase_add_test(tc, test_avro_union_limits);
     tcase_add_test(tc, test_subjects);
     tcase_add_test(tc, test_registry_answers);
     tcase_add_test(tc, test_registry_paths);
