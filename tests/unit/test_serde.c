@@ -5,10 +5,15 @@
  * here are worked out by hand from the specification's binary encoding,
  * not taken from libavro.
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "registry.h"
@@ -635,6 +640,131 @@ START_TEST(test_serde_waits_for_registry)
 }
 END_TEST
 
+/* A registry of one subject on a loopback port: each request gets the
+ * version fake_version says (1: id 7, 2: id 8), whatever it asks. */
+static _Atomic int fake_version = 1;
+static int fake_fd = -1;
+
+static void *fake_registry(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int c = accept(fake_fd, NULL, NULL);
+        if (c < 0) return NULL; /* shut down */
+        char req[4096];
+        size_t n = 0;
+        ssize_t got;
+        while (n + 1 < sizeof(req) && (got = read(c, req + n, sizeof(req) - 1 - n)) > 0) {
+            n += (size_t)got;
+            req[n] = '\0';
+            if (strstr(req, "\r\n\r\n")) break;
+        }
+        int v = fake_version;
+        char body[256], resp[512];
+        int bl = snprintf(body, sizeof(body),
+                          "{\"subject\":\"orders-value\",\"version\":%d,\"id\":%d,"
+                          "\"schema\":\"{\\\"type\\\":\\\"%s\\\"}\"}",
+                          v, 6 + v, v == 1 ? "string" : "long");
+        int rl = snprintf(resp, sizeof(resp),
+                          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+                          bl, body);
+        ssize_t w = write(c, resp, (size_t)rl);
+        (void)w;
+        close(c);
+    }
+}
+
+/* Waits until the registry has made ok successful lookups. */
+static void wait_ok(struct registry *reg, uint64_t ok)
+{
+    struct registry_stats st;
+    for (int i = 0; i < 5000; i++) {
+        registry_stats(reg, &st);
+        if (st.requests_ok >= ok) return;
+        ck_assert_msg(st.requests_failed == 0, "a lookup failed");
+        usleep(1000);
+    }
+    ck_abort_msg("the registry made %llu lookups, not %llu, in 5 s",
+                 (unsigned long long)st.requests_ok, (unsigned long long)ok);
+}
+
+/* orders-value (latest) at now_ms, once the registry made ok lookups. */
+static const struct registry_schema *found_after(struct registry *reg, int64_t now_ms,
+                                                 uint64_t ok)
+{
+    const struct registry_schema *sch = NULL;
+    wait_ok(reg, ok);
+    ck_assert_int_eq(registry_lookup(reg, "orders-value", REGISTRY_LATEST, now_ms, &sch, err,
+                                     sizeof(err)),
+                     REGISTRY_FOUND);
+    return sch;
+}
+
+/* Issue 53: every refresh of a latest subject kept the schema it replaced
+ * for the process's life, changed or not (288 a day per subject at 5 min).
+ * Now a refresh that finds the same version keeps the cached one, one that
+ * finds another replaces it, and the replaced one lives until the next
+ * lookup: the pointer a lookup handed out is read below after a refresh
+ * replaced it (memcheck.test_serde checks the read). */
+START_TEST(test_registry_refresh_bounded)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    fake_fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fake_fd, 0);
+    ck_assert_int_eq(bind(fake_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fake_fd, 8), 0);
+    ck_assert_int_eq(getsockname(fake_fd, (struct sockaddr *)&a, &al), 0);
+    pthread_t srv;
+    ck_assert_int_eq(pthread_create(&srv, NULL, fake_registry, NULL), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+    struct registry_opts o = {.url = url, .timeout_ms = 5000, .refresh_ms = 1, .retry_ms = 1};
+    struct registry *reg = registry_new(&o, err, sizeof(err));
+    ck_assert_msg(reg != NULL, "%s", err);
+    const int64_t later = INT64_C(1) << 60; /* past every refresh period; 0: before any */
+    const struct registry_schema *sch = NULL;
+    enum registry_answer ans =
+        registry_lookup(reg, "orders-value", REGISTRY_LATEST, 0, &sch, err, sizeof(err));
+    ck_assert_int_eq(ans, REGISTRY_PENDING);
+    enum { N = 30 };
+    for (uint64_t i = 1; i <= N; i++) /* each lookup queues a refresh */
+        ck_assert_int_eq(found_after(reg, later, i)->id, 7);
+    ck_assert_int_eq(found_after(reg, 0, N + 1)->id, 7); /* the last refresh is done */
+    struct registry_stats st;
+    registry_stats(reg, &st);
+    ck_assert_uint_eq(st.requests_ok, N + 1);
+    ck_assert_int_eq(st.subjects, 1);
+    ck_assert_int_eq(st.schemas, 1); /* was N + 1 */
+
+    /* a changed version replaces the cached one; flipping back and forth
+     * does not grow the cache either */
+    uint64_t ok = N + 1;
+    for (int i = 0; i < N; i++) {
+        int was_version = fake_version;
+        fake_version = 3 - was_version;
+        const struct registry_schema *was = found_after(reg, later, ok); /* queues a refresh */
+        ck_assert_int_eq(was->id, 6 + was_version);
+        wait_ok(reg, ++ok);
+        registry_stats(reg, &st);
+        ck_assert_int_eq(st.schemas, 2); /* the new one, and the one replaced */
+        /* replaced, and still valid until the next lookup */
+        ck_assert_int_eq(was->id, 6 + was_version);
+        ck_assert_str_eq(was->schema, was_version == 1 ? "{\"type\":\"string\"}"
+                                                       : "{\"type\":\"long\"}");
+        sch = found_after(reg, 0, ok);
+        ck_assert_int_eq(sch->id, 6 + fake_version);
+        registry_stats(reg, &st);
+        ck_assert_int_eq(st.schemas, 1);
+    }
+    registry_free(reg);
+    shutdown(fake_fd, SHUT_RDWR);
+    pthread_join(srv, NULL);
+    close(fake_fd);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("serde");
@@ -654,6 +784,7 @@ int main(void)
     tcase_add_test(tc, test_registry_answers);
     tcase_add_test(tc, test_registry_paths);
     tcase_add_test(tc, test_serde_waits_for_registry);
+    tcase_add_test(tc, test_registry_refresh_bounded);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
