@@ -28,6 +28,7 @@
 
 #include "clock.h"
 #include "grow.h"
+#include "redact.h"
 
 #define ANSWER_MAX (4u << 20) /* a schema answer larger than this is refused */
 
@@ -173,7 +174,9 @@ int registry_fetch(const struct registry_opts *o, const char *subject, int versi
     curl_easy_cleanup(c);
     int ret;
     if (rc != CURLE_OK) {
-        snprintf(err, errlen, "schema registry %s: %s%s", url, curl_easy_strerror(rc),
+        char shown[sizeof(url)];
+        redact_url(url, shown, sizeof(shown)); /* goes to the log and /readyz */
+        snprintf(err, errlen, "schema registry %s: %s%s", shown, curl_easy_strerror(rc),
                  a.too_large ? " (the answer is larger than 4 MiB)" : "");
         ret = -1;
     } else {

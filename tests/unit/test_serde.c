@@ -596,6 +596,21 @@ START_TEST(test_registry_paths)
 }
 END_TEST
 
+/* Credentials in the URL never reach the error, which goes to the log,
+ * /readyz and outboxd check (issue 53). */
+START_TEST(test_registry_error_masks_url)
+{
+    struct registry_opts o = {.url = "http://bob:S3cr3t@127.0.0.1:1/", .timeout_ms = 500};
+    struct registry_schema sch;
+    bool nf;
+    ck_assert_int_eq(registry_fetch(&o, "orders-value", REGISTRY_LATEST, &sch, &nf, err,
+                                    sizeof(err)),
+                     -1);
+    ERR_HAS("schema registry http://********@127.0.0.1:1/subjects/orders-value/versions/latest: ");
+    ck_assert_msg(!strstr(err, "S3cr3t") && !strstr(err, "bob"), "%s", err);
+}
+END_TEST
+
 /* An unreachable registry: the first lookup is pending, and the event
  * waits, its value untouched; never a value without its schema. */
 START_TEST(test_serde_waits_for_registry)
@@ -783,6 +798,7 @@ int main(void)
     tcase_add_test(tc, test_subjects);
     tcase_add_test(tc, test_registry_answers);
     tcase_add_test(tc, test_registry_paths);
+    tcase_add_test(tc, test_registry_error_masks_url);
     tcase_add_test(tc, test_serde_waits_for_registry);
     tcase_add_test(tc, test_registry_refresh_bounded);
     tcase_set_timeout(tc, 30);
