@@ -279,7 +279,7 @@ const char *config_outbox_key_value(const struct outbox_spec *s, size_t i, char 
                                     size_t outlen);
 
 /* True when the file loaded set a key holding a secret (a conninfo with a
- * password, a [kafka] secret property). */
+ * password, a [kafka] secret property, a [registry] url with credentials). */
 bool config_file_holds_secret(const struct config *c);
 
 /* True when --set gave a secret (visible in ps). */

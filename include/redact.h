@@ -1,12 +1,15 @@
 /*
  * redact.h - keeping passwords out of logs. libpq's own error text can
  * quote the conninfo it could not parse, password included; every
- * connection error goes through here before it is logged. Pure but for
- * libpq's conninfo parser.
+ * connection error goes through here before it is logged. A URL may carry
+ * credentials too ([registry] url = https://user:password@host/): every
+ * place that prints one prints redact_url()'s copy. Pure but for libpq's
+ * conninfo parser.
  */
 #ifndef OUTBOXD_REDACT_H
 #define OUTBOXD_REDACT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Copies msg (an error about connecting with conninfo) into out with the
@@ -23,5 +26,14 @@ void redact_strip_quoted(const char *in, char *out, size_t outlen);
  * replaced by "********", and newlines and tabs folded into single spaces
  * (libpq's messages span lines). */
 void redact_mask(const char *in, const char *secret, char *out, size_t outlen);
+
+/* Copies url into out with its credentials (the userinfo between
+ * "scheme://" and the host: "user:password@", up to the last '@', so a
+ * password with an unescaped '/' or '@' is covered too) replaced by
+ * "********@". A URL without an '@' is copied as it is. */
+void redact_url(const char *url, char *out, size_t outlen);
+
+/* True when url carries credentials redact_url() masks. */
+bool redact_url_has_credentials(const char *url);
 
 #endif

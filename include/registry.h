@@ -13,14 +13,19 @@
  * stays cached for the process's life; a "latest" entry is looked up again
  * every refresh period in the background while the cached one keeps
  * serving, so a registry that goes down after the first lookups holds
- * nothing. A lookup that fails (registry down, subject missing) is tried
+ * nothing. A refresh that finds the same version keeps the cached one; one
+ * that finds another replaces it. So the cache holds one schema per subject
+ * version looked up, however long the process runs. A lookup that fails (registry down, subject missing) is tried
  * again every retry period; meanwhile the event waits (serde.h holds it)
  * and is never sent without its schema.
  *
  * Thread safety: registry_lookup(), registry_stats() and the wakeup calls
  * are for the relay's thread; the cache is shared with the lookup thread
  * under a mutex. A struct registry_schema, once returned, does not change
- * and lives until registry_free().
+ * and lives until the next registry_lookup() (a refresh may have replaced
+ * it: the replaced one is freed there, on the relay's thread, never by the
+ * lookup thread) or registry_free(): use it within the call that looked it
+ * up, and look it up again the next time.
  */
 #ifndef OUTBOXD_REGISTRY_H
 #define OUTBOXD_REGISTRY_H
@@ -104,6 +109,8 @@ struct registry_stats {
     uint64_t requests_failed; /* ... that failed (unreachable, 4xx/5xx, bad answer) */
     uint64_t not_found;     /* ... of which the subject or version did not exist */
     int subjects;           /* cached subject versions */
+    int schemas;            /* schemas held: one per subject version found, and the
+                             * ones refreshes replaced since the last lookup */
 };
 void registry_stats(struct registry *r, struct registry_stats *out);
 

@@ -20,7 +20,10 @@
  *     is an object of one member named so, else the first branch the value
  *     fits.
  * A payload that does not fit is a mismatch, and the error names the path
- * (e.g. "$.items[2].price: a string where the schema has double").
+ * (e.g. "$.items[2].price: a string where the schema has double"). So is
+ * one whose walk reaches the limits of serde_int.h (union branches tried
+ * at every level of a recursive schema; nesting): the error names the
+ * limit.
  */
 #ifndef OUTBOXD_SERDE_AVRO_H
 #define OUTBOXD_SERDE_AVRO_H
@@ -36,7 +39,8 @@ void serde_avro_free(struct serde_avro *a);
 
 /* Encodes the JSON text json[0..len) as Avro binary. 0: *out (len *outlen)
  * points into a's buffer, valid until the next call on a. -1: the payload
- * is not JSON or does not fit the schema (err says where and why). */
+ * is not JSON or does not fit the schema, or its walk reached a limit (err
+ * says where and why). */
 int serde_avro_encode(struct serde_avro *a, const char *json, size_t len, const char **out,
                       size_t *outlen, char *err, size_t errlen);
 

@@ -18,7 +18,14 @@
  * A schema that uses any other keyword (pattern, patternProperties, if/
  * then/else, a remote $ref, ...) is refused when it is compiled, naming
  * the keyword: outboxd never claims to have validated what it did not
- * evaluate.
+ * evaluate. So is one whose $ref is not a string, or points at something
+ * that is not a schema outboxd evaluates (every target is compiled, even
+ * one inside a const or an example), and one whose $refs and combinators
+ * loop without going into the payload ({"$ref": "#"}, {"anyOf":
+ * [{"$ref": "#"}]}), which no payload could ever be checked against.
+ *
+ * A payload is checked within the limits of serde_int.h (steps and depth):
+ * one that needs more fails, and the error names the limit.
  */
 #ifndef OUTBOXD_SERDE_JSONSCHEMA_H
 #define OUTBOXD_SERDE_JSONSCHEMA_H
@@ -36,7 +43,7 @@ void serde_jsonschema_free(struct serde_jsonschema *s);
 
 /* 0 when json[0..len) is JSON that the schema accepts; -1 with the first
  * failure in err, with its path ("$.items[2].qty: 7 is above the maximum
- * 5"). */
+ * 5"), or the limit the check reached there. */
 int serde_jsonschema_validate(const struct serde_jsonschema *s, const char *json, size_t len,
                               char *err, size_t errlen);
 

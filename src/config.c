@@ -1578,13 +1578,16 @@ int config_load_secrets(struct config *c, char *err, size_t errlen)
     return 0;
 }
 
-/* True when a secret came from source src: the conninfo's password, or a
- * [kafka] secret property. */
+/* True when a secret came from source src: the conninfo's password, a
+ * [kafka] secret property, or credentials in [registry] url. */
 static bool secret_from(const struct config *c, enum config_source src)
 {
     size_t ci = key_index("postgres", "conninfo");
     if (c->source[ci] == src && c->pg_conninfo && !c->pg_password_file &&
         secret_conninfo_has_password(c->pg_conninfo))
+        return true;
+    if (c->source[key_index("registry", "url")] == src &&
+        redact_url_has_credentials(c->registry_url))
         return true;
     for (size_t i = 0; i < c->nkafka; i++)
         if (c->kafka[i].source == src && config_kafka_key_secret(c->kafka[i].key)) return true;
@@ -1619,6 +1622,8 @@ static const char *key_value(const struct config *c, const struct outbox_spec *s
         if (!v) break;
         if (c && f == &c->pg_conninfo)
             secret_conninfo_masked(v, out, outlen);
+        else if (c && f == &c->registry_url)
+            redact_url(v, out, outlen);
         else
             snprintf(out, outlen, "%s", v);
         break;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redact.h"
 #include "secrets.h"
 
 static bool uses_registry(const struct outbox_spec *s)
@@ -41,8 +42,10 @@ int config_registry_opts(const struct config *c, struct registry_opts *o, char *
     }
     if (strncmp(c->registry_url, "http://", 7) != 0 &&
         strncmp(c->registry_url, "https://", 8) != 0) {
+        char shown[512];
+        redact_url(c->registry_url, shown, sizeof(shown));
         snprintf(err, errlen, "[registry] url \"%s\" must start with http:// or https://",
-                 c->registry_url);
+                 shown);
         return -1;
     }
     if (c->registry_password_file) {

@@ -348,8 +348,9 @@ static void warn_exposed_secrets(const struct config *c)
 {
     char msg[1024];
     if (c->path && config_file_holds_secret(c) &&
-        secret_file_exposed(c->path, "a secret (a password in [postgres] conninfo or a "
-                                     "[kafka] secret property)",
+        secret_file_exposed(c->path, "a secret (a password in [postgres] conninfo, a "
+                                     "[kafka] secret property or credentials in [registry] "
+                                     "url)",
                             msg, sizeof(msg)) == 1)
         log_warn("%s; or move the password to password_file", msg);
     if (c->pg_password_file &&
@@ -362,9 +363,15 @@ static void warn_exposed_secrets(const struct config *c)
                             "the SASL password ([kafka] sasl.password_file)", msg,
                             sizeof(msg)) == 1)
         log_warn("%s", msg);
+    if (c->registry_password_file &&
+        secret_file_exposed(c->registry_password_file,
+                            "the schema registry's password ([registry] password_file)", msg,
+                            sizeof(msg)) == 1)
+        log_warn("%s", msg);
     if (config_set_holds_secret(c))
         log_warn("a secret was given with --set: it is visible to every user in ps; use "
-                 "[postgres] password_file, [kafka] sasl.password_file or the environment");
+                 "[postgres] password_file, [kafka] sasl.password_file, [registry] "
+                 "password_file or the environment");
 }
 
 /* Loads cfg (config_init()ed by the caller) from the file at path (none:

@@ -1,10 +1,11 @@
 /*
- * redact.c - connection errors without secrets (see redact.h).
+ * redact.c - connection errors and URLs without secrets (see redact.h).
  */
 #include "redact.h"
 
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,4 +80,34 @@ void redact_conn_error(const char *conninfo, const char *msg, char *out, size_t 
     }
     PQfreemem(perr);
     free(password);
+}
+
+/* Where url's credentials are: [*from, *to) is "user:password" (the '@'
+ * at *to). False when there are none. */
+static bool url_credentials(const char *url, size_t *from, size_t *to)
+{
+    const char *scheme = strstr(url, "://");
+    const char *start = scheme ? scheme + 3 : url;
+    const char *at = strrchr(start, '@');
+    if (!at) return false;
+    *from = (size_t)(start - url);
+    *to = (size_t)(at - url);
+    return true;
+}
+
+void redact_url(const char *url, char *out, size_t outlen)
+{
+    size_t from, to;
+    if (!outlen) return;
+    if (!url_credentials(url, &from, &to)) {
+        snprintf(out, outlen, "%s", url);
+        return;
+    }
+    snprintf(out, outlen, "%.*s********%s", (int)from, url, url + to);
+}
+
+bool redact_url_has_credentials(const char *url)
+{
+    size_t from, to;
+    return url && url_credentials(url, &from, &to);
 }

@@ -28,6 +28,7 @@
 
 #include "clock.h"
 #include "grow.h"
+#include "redact.h"
 
 #define ANSWER_MAX (4u << 20) /* a schema answer larger than this is refused */
 
@@ -173,7 +174,9 @@ int registry_fetch(const struct registry_opts *o, const char *subject, int versi
     curl_easy_cleanup(c);
     int ret;
     if (rc != CURLE_OK) {
-        snprintf(err, errlen, "schema registry %s: %s%s", url, curl_easy_strerror(rc),
+        char shown[sizeof(url)];
+        redact_url(url, shown, sizeof(shown)); /* goes to the log and /readyz */
+        snprintf(err, errlen, "schema registry %s: %s%s", shown, curl_easy_strerror(rc),
                  a.too_large ? " (the answer is larger than 4 MiB)" : "");
         ret = -1;
     } else {
@@ -188,7 +191,7 @@ int registry_fetch(const struct registry_opts *o, const char *subject, int versi
 struct entry {
     char *subject;
     int version;
-    struct registry_schema *cur; /* NULL until found; replaced on refresh */
+    struct registry_schema *cur; /* NULL until found; replaced when a refresh finds another */
     int64_t fetched_ms;          /* when cur was last looked up */
     int64_t retry_ms;            /* a failed lookup: not again before this */
     bool queued;                 /* a lookup is queued or running */
@@ -204,8 +207,12 @@ struct registry {
     bool stop;
     struct entry *entries;
     size_t n, cap;
-    struct registry_schema **old; /* replaced by a refresh: freed at the end */
-    size_t nold, capold;
+    /* Replaced by a refresh, not freed yet: the relay's thread may still
+     * use one registry_lookup() handed out (registry.h), so the lookup
+     * thread never frees; the next registry_lookup() does, on the relay's
+     * thread. At most one per entry (a refresh is queued by a lookup). */
+    struct registry_schema **retired;
+    size_t nretired, capretired;
     struct registry_stats st;
     int pipefd[2];
 };
@@ -236,6 +243,21 @@ static int next_job(struct registry *r, char **subject, int *version)
     }
 }
 
+static void schema_free(struct registry_schema *s)
+{
+    if (!s) return;
+    registry_schema_clear(s);
+    free(s);
+}
+
+/* The same version of the same schema: a refresh that changes nothing. */
+static bool same_schema(const struct registry_schema *a, const struct registry_schema *b)
+{
+    return a->id == b->id && a->version == b->version && strcmp(a->type, b->type) == 0 &&
+           strcmp(a->schema, b->schema) == 0 && strcmp(a->subject, b->subject) == 0;
+}
+
+/* Takes found (NULL: the lookup failed, err says why). */
 static void finish_job(struct registry *r, size_t i, struct registry_schema *found, bool notfound,
                        const char *err)
 {
@@ -243,16 +265,15 @@ static void finish_job(struct registry *r, size_t i, struct registry_schema *fou
     int64_t now = clock_mono_ms();
     e->queued = false;
     if (found) {
-        if (e->cur &&
-            grow_array((void **)&r->old, &r->capold, r->nold + 1, sizeof(*r->old), 8) == 0)
-            r->old[r->nold++] = e->cur;
-        else if (e->cur) {
-            /* no room to keep the old one: keep it current instead */
-            registry_schema_clear(found);
-            free(found);
-            found = NULL;
+        if (e->cur && same_schema(e->cur, found)) {
+            schema_free(found); /* unchanged: the cached one keeps serving */
+        } else if (e->cur && grow_array((void **)&r->retired, &r->capretired, r->nretired + 1,
+                                        sizeof(*r->retired), 8) != 0) {
+            schema_free(found); /* no room to retire the old one: it stays current */
+        } else {
+            if (e->cur) r->retired[r->nretired++] = e->cur;
+            e->cur = found;
         }
-        if (found) e->cur = found;
         e->fetched_ms = now;
         e->error[0] = '\0';
         r->st.requests_ok++;
@@ -350,15 +371,11 @@ void registry_free(struct registry *r)
     }
     for (size_t i = 0; i < r->n; i++) {
         free(r->entries[i].subject);
-        if (r->entries[i].cur) registry_schema_clear(r->entries[i].cur);
-        free(r->entries[i].cur);
+        schema_free(r->entries[i].cur);
     }
-    for (size_t i = 0; i < r->nold; i++) {
-        registry_schema_clear(r->old[i]);
-        free(r->old[i]);
-    }
+    for (size_t i = 0; i < r->nretired; i++) schema_free(r->retired[i]);
     free(r->entries);
-    free(r->old);
+    free(r->retired);
     for (int i = 0; i < 2; i++)
         if (r->pipefd[i] >= 0) close(r->pipefd[i]);
     free((char *)r->o.url);
@@ -404,6 +421,10 @@ enum registry_answer registry_lookup(struct registry *r, const char *subject, in
 {
     enum registry_answer ans;
     pthread_mutex_lock(&r->mu);
+    /* What the last call handed out is no longer used (registry.h): what
+     * refreshes replaced since can go. */
+    for (size_t i = 0; i < r->nretired; i++) schema_free(r->retired[i]);
+    r->nretired = 0;
     struct entry *e = entry_for(r, subject, version);
     if (!e) {
         snprintf(err, errlen, "out of memory");
@@ -443,5 +464,7 @@ void registry_stats(struct registry *r, struct registry_stats *out)
     pthread_mutex_lock(&r->mu);
     *out = r->st;
     out->subjects = (int)r->n;
+    out->schemas = (int)r->nretired;
+    for (size_t i = 0; i < r->n; i++) out->schemas += r->entries[i].cur != NULL;
     pthread_mutex_unlock(&r->mu);
 }

@@ -67,10 +67,15 @@ void serde_avro_free(struct serde_avro *a)
     free(a);
 }
 
+/* One payload's walk. err is where a mismatch is said: the payload's own
+ * buffer, or a union branch's while it is tried; a limit is always said in
+ * the payload's (budget). depth: the fill() calls under way. */
 struct walk {
     struct serde_path path;
     char *err;
     size_t errlen;
+    struct serde_budget budget;
+    int depth;
 };
 
 static avro_schema_t resolve(avro_schema_t s)
@@ -173,7 +178,7 @@ static int fill_record(struct walk *w, avro_schema_t s, const json_t *j, avro_va
         int rc;
         if (!m && is_avro_union(fs)) {
             rc = fill(w, fs, json_null(), &field);
-            if (rc != 0) rc = mismatch(w, j, fs, "missing, and its type has no null branch");
+            if (rc == -1) rc = mismatch(w, j, fs, "missing, and its type has no null branch");
         } else if (!m) {
             rc = mismatch(w, j, fs, "missing (the field is not optional: its type has no null "
                                     "branch)");
@@ -236,11 +241,16 @@ static int fill_union(struct walk *w, avro_schema_t s, const json_t *j, avro_val
     for (size_t i = 0; i < n; i++) {
         avro_schema_t bs = resolve(avro_schema_union_branch(s, (int)i));
         if (avro_value_set_branch(v, (int)i, &branch) != 0) continue;
-        struct walk tw = *w;
-        char e[256];
-        tw.err = e;
-        tw.errlen = sizeof(e);
-        if (fill(&tw, bs, j, &branch) == 0) return 0;
+        /* Each branch is tried whole: a payload that fits none deep inside
+         * costs a walk per branch per level, which the budget bounds. */
+        char e[256] = "", *err = w->err;
+        size_t errlen = w->errlen;
+        w->err = e;
+        w->errlen = sizeof(e);
+        int rc = fill(w, bs, j, &branch);
+        w->err = err;
+        w->errlen = errlen;
+        if (rc == 0 || rc == SERDE_LIMIT) return rc;
         if (!first_err[0]) snprintf(first_err, sizeof(first_err), "%s", e);
     }
     char why[400];
@@ -299,7 +309,8 @@ static int fill_number(struct walk *w, avro_schema_t s, const json_t *j, avro_va
     return avro_value_set_double(v, d) == 0 ? 0 : -1;
 }
 
-static int fill(struct walk *w, avro_schema_t s, const json_t *j, avro_value_t *v)
+/* fill() for one schema node, whose steps and depth fill() counted. */
+static int fill_one(struct walk *w, avro_schema_t s, const json_t *j, avro_value_t *v)
 {
     s = resolve(s);
     switch (avro_typeof(s)) {
@@ -339,6 +350,16 @@ static int fill(struct walk *w, avro_schema_t s, const json_t *j, avro_value_t *
     }
 }
 
+/* j into v along s. 0; -1: j does not fit (w->err says where and why);
+ * SERDE_LIMIT: the walk reached a limit (said in the payload's err). */
+static int fill(struct walk *w, avro_schema_t s, const json_t *j, avro_value_t *v)
+{
+    int rc = serde_budget_spend(&w->budget, 1, ++w->depth, &w->path);
+    if (rc == 0) rc = fill_one(w, s, j, v);
+    w->depth--;
+    return rc;
+}
+
 int serde_avro_encode(struct serde_avro *a, const char *json, size_t len, const char **out,
                       size_t *outlen, char *err, size_t errlen)
 {
@@ -351,6 +372,7 @@ int serde_avro_encode(struct serde_avro *a, const char *json, size_t len, const 
         return -1;
     }
     struct walk w = {.path = SERDE_PATH_ROOT, .err = err, .errlen = errlen};
+    serde_budget_init(&w.budget, len, err, errlen);
     avro_value_reset(&a->value);
     int rc = fill(&w, a->schema, j, &a->value);
     json_decref(j);

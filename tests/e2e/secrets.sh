@@ -14,9 +14,11 @@
 #      some of its parse errors): outboxd stops or retries, then SIGTERM.
 #  (e) the password from a file ([postgres] password_file, issue 16): the
 #      role streams with it, `ps` shows no password, `outboxd config`
-#      masks it (sasl.password_file too); a 0644 secret file, or a 0644
-#      config file with a password in it, gets a warning naming the file
-#      and its mode, a 0600 one none; --set with a password gets one.
+#      masks it (sasl.password_file too, and the credentials in [registry]
+#      url, issue 53); a 0644 secret file ([registry] password_file too),
+#      or a 0644 config file with a password in it, gets a warning naming
+#      the file and its mode, a 0600 one none; --set with a password gets
+#      one.
 # A line with the secret fails the test (all cases run first, and every
 # such line is shown).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -232,19 +234,25 @@ not_warned() {
 
 step "(e) outboxd config masks the password from the file; modes of secret files"
 printf 'k%s\n' "$SECRET" >"$T/sasl.password"
-chmod 600 "$T/sasl.password"
+printf 'r%s\n' "$SECRET" >"$T/registry.password"
+chmod 600 "$T/sasl.password" "$T/registry.password"
+registry=(--set "registry.url=https://bob:$SECRET@registry.invalid/apis/ccompat/v7"
+    --set registry.user=bob --set "registry.password_file=$T/registry.password")
 run_config pwfile_600 -c "$T/outboxd.ini" --set "postgres.password_file=$T/pg.password" \
-    --set "kafka.sasl.password_file=$T/sasl.password"
+    --set "kafka.sasl.password_file=$T/sasl.password" "${registry[@]}"
 grep -Eq "^conninfo = .*password='\*{8}'.*; file$" "$T/pwfile_600.out" ||
     fail "outboxd config: conninfo not masked: $(grep '^conninfo' "$T/pwfile_600.out")"
 grep -Eq '^sasl.password = \*{8}  ; secret file$' "$T/pwfile_600.out" ||
     fail "outboxd config: sasl.password: $(grep '^sasl' "$T/pwfile_600.out")"
+grep -Eq '^url = https://\*{8}@registry.invalid/apis/ccompat/v7 ' "$T/pwfile_600.out" ||
+    fail "outboxd config: [registry] url: $(grep '^url' "$T/pwfile_600.out")"
 not_warned pwfile_600
-chmod 644 "$T/pg.password" "$T/sasl.password"
+chmod 644 "$T/pg.password" "$T/sasl.password" "$T/registry.password"
 run_config pwfile_644 -c "$T/outboxd.ini" --set "postgres.password_file=$T/pg.password" \
-    --set "kafka.sasl.password_file=$T/sasl.password"
+    --set "kafka.sasl.password_file=$T/sasl.password" "${registry[@]}"
 warned pwfile_644 "$T/pg.password" 0644
 warned pwfile_644 "$T/sasl.password" 0644
+warned pwfile_644 "$T/registry.password" 0644
 
 step "(e) a config file holding a password: warned at 0644, not at 0600"
 sed "s|^conninfo = .*|conninfo = $KV|" "$T/outboxd.ini" >"$T/withpw.ini"

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "config_outbox.h"
+#include "config_serde.h"
 #include "kafkaconf.h"
 #include "log.h"
 #include "outbox.h"
@@ -1338,6 +1339,30 @@ START_TEST(test_secret_in_file_and_set)
 }
 END_TEST
 
+/* Credentials in [registry] url: masked wherever the URL is shown
+ * (outboxd config, the url's own error), and a secret the file holds. */
+START_TEST(test_registry_url_credentials)
+{
+    char path[64], v[512];
+    write_temp("[registry]\nurl = https://bob:S3cr3t@reg.example/apis/ccompat/v7\n", path,
+               sizeof(path));
+    ck_assert_int_eq(config_load_file(&C, path, err, sizeof(err)), 0);
+    unlink(path);
+    ck_assert(config_file_holds_secret(&C));
+    config_key_value(&C, key_at("registry", "url"), v, sizeof(v));
+    ck_assert_str_eq(v, "https://********@reg.example/apis/ccompat/v7");
+    ck_assert_int_eq(config_set(&C, "registry", "url", "ftp://bob:S3cr3t@reg", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(config_serde_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("[registry] url \"ftp://********@reg\" must start with http://");
+    ck_assert_ptr_null(strstr(err, "S3cr3t"));
+    ck_assert_int_eq(config_set(&C, "registry", "url", "https://reg.example", err, sizeof(err)),
+                     0);
+    config_key_value(&C, key_at("registry", "url"), v, sizeof(v));
+    ck_assert_str_eq(v, "https://reg.example");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -1401,6 +1426,7 @@ int main(void)
     tcase_add_test(tc, test_password_files);
     tcase_add_test(tc, test_password_file_errors);
     tcase_add_test(tc, test_secret_in_file_and_set);
+    tcase_add_test(tc, test_registry_url_credentials);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);

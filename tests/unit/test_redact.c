@@ -1,8 +1,8 @@
 /*
  * test_redact.c - passwords kept out of logs (include/redact.h): quoted
  * parts of a conninfo parse error dropped, a secret masked, libpq's line
- * breaks folded; and redact_conn_error() for a parsable and an unparsable
- * conninfo.
+ * breaks folded; redact_conn_error() for a parsable and an unparsable
+ * conninfo; a URL's credentials masked (redact_url()).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -93,6 +93,34 @@ START_TEST(test_conn_error_multi_host)
 }
 END_TEST
 
+/* ---- URLs ---- */
+
+START_TEST(test_url)
+{
+    char b[256];
+    static const char *const urls[][2] = {
+        {"https://user:S3cr3t@reg.example:8081/apis/ccompat/v7",
+         "https://********@reg.example:8081/apis/ccompat/v7"},
+        {"http://token@reg/", "http://********@reg/"},
+        /* an unescaped '/' or '@' in the password: up to the last '@' */
+        {"https://u:S3/cr@t@reg/x", "https://********@reg/x"},
+        {"u:S3cr3t@reg", "********@reg"},
+        {"https://reg.example/apis/ccompat/v7", "https://reg.example/apis/ccompat/v7"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+        redact_url(urls[i][0], b, sizeof(b));
+        ck_assert_str_eq(b, urls[i][1]);
+        ck_assert(redact_url_has_credentials(urls[i][0]) == (strcmp(b, urls[i][0]) != 0));
+    }
+    ck_assert(!redact_url_has_credentials(NULL));
+    char small[12];
+    redact_url("https://u:S3cr3t@reg/", small, sizeof(small));
+    ck_assert_ptr_null(strstr(small, "S3c"));
+    ck_assert_uint_lt(strlen(small), sizeof(small));
+}
+END_TEST
+
 static Suite *redact_suite(void)
 {
     Suite *s = suite_create("redact");
@@ -101,6 +129,7 @@ static Suite *redact_suite(void)
     tcase_add_test(tc, test_mask);
     tcase_add_test(tc, test_conn_error);
     tcase_add_test(tc, test_conn_error_multi_host);
+    tcase_add_test(tc, test_url);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,10 +5,15 @@
  * here are worked out by hand from the specification's binary encoding,
  * not taken from libavro.
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "registry.h"
@@ -334,6 +339,168 @@ START_TEST(test_jsonschema_refused)
 }
 END_TEST
 
+/* A $ref may point anywhere in the document: the crash of issue 53 was a
+ * $ref to a const whose own "$ref" is a number (never compiled as a
+ * schema, then followed with a NULL string). Every target is compiled as
+ * a schema now, and loops that never go into the payload are refused. */
+START_TEST(test_jsonschema_refs)
+{
+    static const char *const refused[][2] = {
+        {"{\"$schema\":\"http://json-schema.org/draft-07/schema#\","
+         "\"$ref\":\"#/definitions/x/const\","
+         "\"definitions\":{\"x\":{\"const\":{\"$ref\":5}}}}",
+         "$ref (not a string) at #/definitions/x/const is not a reference"},
+        {"{\"$ref\":\"#/definitions/x/const\","
+         "\"definitions\":{\"x\":{\"const\":{\"pattern\":\"a\"}}}}",
+         "uses \"pattern\" (at #/definitions/x/const)"},
+        {"{\"$ref\":\"#\"}", "loops: following its $ref # comes back"},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"$ref\":\"#\"}]}", "loops"},
+        {"{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"allOf\":[{\"$ref\":\"#/$defs/b\"}]},"
+         "\"b\":{\"not\":{\"$ref\":\"#/$defs/a\"}}}}",
+         "loops: following its $ref #/$defs/a comes back"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        err[0] = '\0';
+        ck_assert_ptr_null(
+            serde_jsonschema_new(refused[i][0], strlen(refused[i][0]), err, sizeof(err)));
+        ERR_HAS(refused[i][1]);
+    }
+    /* a recursion through properties or items goes into the payload: a
+     * recursive type, not a loop */
+    const char *tree = "{\"type\":\"object\",\"properties\":{\"kids\":{\"type\":\"array\","
+                       "\"items\":{\"$ref\":\"#\"}},\"name\":{\"$ref\":\"#/$defs/n\"}},"
+                       "\"$defs\":{\"n\":{\"allOf\":[{\"type\":\"string\"}]}}}";
+    struct serde_jsonschema *js = serde_jsonschema_new(tree, strlen(tree), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    ck_assert_msg(validate(js, "{\"name\":\"a\",\"kids\":[{\"kids\":[{\"name\":\"c\"}]}]}") == 0,
+                  "%s", err);
+    ck_assert_int_eq(validate(js, "{\"kids\":[{\"kids\":[{\"name\":3}]}]}"), -1);
+    ERR_HAS("$.kids[0].kids[0].name: an integer where the schema wants string");
+    serde_jsonschema_free(js);
+}
+END_TEST
+
+/* {"c": {"c": ... leaf}} nested levels deep (caller frees). */
+static char *nested(int levels, const char *leaf)
+{
+    size_t n = (size_t)levels * 6 + strlen(leaf) + 1;
+    char *s = malloc(n), *p = s;
+    ck_assert_ptr_nonnull(s);
+    for (int i = 0; i < levels; i++) p += sprintf(p, "{\"c\":");
+    p += sprintf(p, "%s", leaf);
+    for (int i = 0; i < levels; i++) *p++ = '}';
+    *p = '\0';
+    return s;
+}
+
+/* What a payload may cost is bounded (serde_int.h): anyOf over a
+ * recursive $ref whose both branches descend re-checks each level twice,
+ * 2^60 walks for 60 levels on the old code; it now ends at the step limit,
+ * named in the error. oneOf over the same recursion, whose other branch
+ * fails at once, is linear and a 60-level payload fits (the old depth
+ * limit of 64 subschemas refused it). */
+START_TEST(test_jsonschema_limits)
+{
+    const char *one = "{\"$ref\":\"#/$defs/n\",\"$defs\":{\"n\":{\"oneOf\":["
+                      "{\"type\":\"object\",\"required\":[\"c\"],"
+                      "\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}}},"
+                      "{\"type\":\"object\",\"maxProperties\":0}]}}}";
+    struct serde_jsonschema *js = serde_jsonschema_new(one, strlen(one), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    char *p = nested(60, "{}");
+    ck_assert_msg(validate(js, p) == 0, "%s", err);
+    free(p);
+    p = nested(60, "5");
+    ck_assert_int_eq(validate(js, p), -1);
+    ERR_HAS("fits 0 of oneOf's 2 schemas");
+    free(p);
+    serde_jsonschema_free(js);
+
+    const char *any = "{\"$ref\":\"#/$defs/n\",\"$defs\":{\"n\":{\"anyOf\":["
+                      "{\"type\":\"object\",\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}}},"
+                      "{\"type\":\"object\",\"minProperties\":1,"
+                      "\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}}}]}}}";
+    js = serde_jsonschema_new(any, strlen(any), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    p = nested(60, "{}");
+    ck_assert_msg(validate(js, p) == 0, "%s", err); /* the first branch fits: linear */
+    free(p);
+    p = nested(60, "5");
+    ck_assert_int_eq(validate(js, p), -1);
+    ERR_HAS("$.c.c.c");
+    ERR_HAS("checking the payload against the schema takes more than");
+    ERR_HAS("steps, outboxd's limit per payload");
+    free(p);
+    /* deeper than the depth limit: said so, not "fits none" */
+    p = nested(200, "{}");
+    ck_assert_int_eq(validate(js, p), -1);
+    ERR_HAS("the schema nests deeper than 256 subschemas here, outboxd's limit");
+    free(p);
+    serde_jsonschema_free(js);
+}
+END_TEST
+
+/* uniqueItems sorts the items' canonical forms: equal in JSON Schema's
+ * sense (1 = 1.0, members in any order) and only then; many items. */
+START_TEST(test_jsonschema_unique)
+{
+    const char *u = "{\"type\":\"array\",\"uniqueItems\":true}";
+    struct serde_jsonschema *js = serde_jsonschema_new(u, strlen(u), err, sizeof(err));
+    ck_assert_msg(js != NULL, "%s", err);
+    ck_assert_msg(validate(js, "[1,\"1\",[1],{\"a\":1},true,null,false,1.5,[],{},\"\"]") == 0,
+                  "%s", err);
+    ck_assert_int_eq(validate(js, "[0,{\"a\":1,\"b\":[1,2]},3,{\"b\":[1.0,2],\"a\":1}]"), -1);
+    ERR_HAS("$: items 1 and 3 are equal (uniqueItems)");
+    ck_assert_int_eq(validate(js, "[2,-0.0,5,0,2]"), -1);
+    ERR_HAS("$: items 0 and 4 are equal"); /* the lowest first index, as before */
+    ck_assert_int_eq(validate(js, "[[\"a\",\"b\"],[\"ab\"],[\"a\",\"b\"]]"), -1);
+    ERR_HAS("items 0 and 2 are equal");
+    enum { N = 5000 };
+    char *arr = malloc(N * 24 + 64), *p = arr;
+    ck_assert_ptr_nonnull(arr);
+    *p++ = '[';
+    for (int i = 0; i < N; i++) p += sprintf(p, "%s{\"k\":%d,\"v\":\"x%d\"}", i ? "," : "", i, i);
+    strcpy(p, "]");
+    ck_assert_msg(validate(js, arr) == 0, "%s", err);
+    strcpy(p, ",{\"v\":\"x7\",\"k\":7.0}]");
+    ck_assert_int_eq(validate(js, arr), -1);
+    ERR_HAS("$: items 7 and 5000 are equal (uniqueItems)");
+    free(arr);
+    serde_jsonschema_free(js);
+}
+END_TEST
+
+/* Avro: a union of two records that both recurse, and a payload that fits
+ * neither 60 levels down, made the old walk try both branches at every
+ * level (2^60); the step limit ends it, named in the error. A payload that
+ * fits the first branch at each level encodes. */
+START_TEST(test_avro_union_limits)
+{
+    const char *schema =
+        "{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"c\",\"type\":[\"null\","
+        "\"A\",{\"type\":\"record\",\"name\":\"B\",\"fields\":[{\"name\":\"c\","
+        "\"type\":[\"null\",\"A\",\"B\"]}]}]}]}";
+    struct serde_avro *a = serde_avro_new(schema, strlen(schema), err, sizeof(err));
+    ck_assert_msg(a != NULL, "%s", err);
+    const char *out;
+    size_t n;
+    char *p = nested(60, "null");
+    ck_assert_msg(encode(a, p, &out, &n) == 0, "%s", err);
+    ck_assert_uint_eq(n, 60); /* branch 1 (A) at 59 levels, then branch 0 (null) */
+    free(p);
+    p = nested(60, "5");
+    ck_assert_int_eq(encode(a, p, &out, &n), -1);
+    ERR_HAS("$.c.c.c");
+    ERR_HAS("checking the payload against the schema takes more than");
+    free(p);
+    p = nested(200, "null");
+    ck_assert_int_eq(encode(a, p, &out, &n), -1);
+    ERR_HAS("nests deeper than 256");
+    free(p);
+    serde_avro_free(a);
+}
+END_TEST
+
 /* The subject strategies: Confluent's names, the record name rendered
  * from the row's columns. */
 START_TEST(test_subjects)
@@ -429,6 +596,21 @@ START_TEST(test_registry_paths)
 }
 END_TEST
 
+/* Credentials in the URL never reach the error, which goes to the log,
+ * /readyz and outboxd check (issue 53). */
+START_TEST(test_registry_error_masks_url)
+{
+    struct registry_opts o = {.url = "http://bob:S3cr3t@127.0.0.1:1/", .timeout_ms = 500};
+    struct registry_schema sch;
+    bool nf;
+    ck_assert_int_eq(registry_fetch(&o, "orders-value", REGISTRY_LATEST, &sch, &nf, err,
+                                    sizeof(err)),
+                     -1);
+    ERR_HAS("schema registry http://********@127.0.0.1:1/subjects/orders-value/versions/latest: ");
+    ck_assert_msg(!strstr(err, "S3cr3t") && !strstr(err, "bob"), "%s", err);
+}
+END_TEST
+
 /* An unreachable registry: the first lookup is pending, and the event
  * waits, its value untouched; never a value without its schema. */
 START_TEST(test_serde_waits_for_registry)
@@ -473,6 +655,131 @@ START_TEST(test_serde_waits_for_registry)
 }
 END_TEST
 
+/* A registry of one subject on a loopback port: each request gets the
+ * version fake_version says (1: id 7, 2: id 8), whatever it asks. */
+static _Atomic int fake_version = 1;
+static int fake_fd = -1;
+
+static void *fake_registry(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int c = accept(fake_fd, NULL, NULL);
+        if (c < 0) return NULL; /* shut down */
+        char req[4096];
+        size_t n = 0;
+        ssize_t got;
+        while (n + 1 < sizeof(req) && (got = read(c, req + n, sizeof(req) - 1 - n)) > 0) {
+            n += (size_t)got;
+            req[n] = '\0';
+            if (strstr(req, "\r\n\r\n")) break;
+        }
+        int v = fake_version;
+        char body[256], resp[512];
+        int bl = snprintf(body, sizeof(body),
+                          "{\"subject\":\"orders-value\",\"version\":%d,\"id\":%d,"
+                          "\"schema\":\"{\\\"type\\\":\\\"%s\\\"}\"}",
+                          v, 6 + v, v == 1 ? "string" : "long");
+        int rl = snprintf(resp, sizeof(resp),
+                          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+                          bl, body);
+        ssize_t w = write(c, resp, (size_t)rl);
+        (void)w;
+        close(c);
+    }
+}
+
+/* Waits until the registry has made ok successful lookups. */
+static void wait_ok(struct registry *reg, uint64_t ok)
+{
+    struct registry_stats st;
+    for (int i = 0; i < 5000; i++) {
+        registry_stats(reg, &st);
+        if (st.requests_ok >= ok) return;
+        ck_assert_msg(st.requests_failed == 0, "a lookup failed");
+        usleep(1000);
+    }
+    ck_abort_msg("the registry made %llu lookups, not %llu, in 5 s",
+                 (unsigned long long)st.requests_ok, (unsigned long long)ok);
+}
+
+/* orders-value (latest) at now_ms, once the registry made ok lookups. */
+static const struct registry_schema *found_after(struct registry *reg, int64_t now_ms,
+                                                 uint64_t ok)
+{
+    const struct registry_schema *sch = NULL;
+    wait_ok(reg, ok);
+    ck_assert_int_eq(registry_lookup(reg, "orders-value", REGISTRY_LATEST, now_ms, &sch, err,
+                                     sizeof(err)),
+                     REGISTRY_FOUND);
+    return sch;
+}
+
+/* Issue 53: every refresh of a latest subject kept the schema it replaced
+ * for the process's life, changed or not (288 a day per subject at 5 min).
+ * Now a refresh that finds the same version keeps the cached one, one that
+ * finds another replaces it, and the replaced one lives until the next
+ * lookup: the pointer a lookup handed out is read below after a refresh
+ * replaced it (memcheck.test_serde checks the read). */
+START_TEST(test_registry_refresh_bounded)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    fake_fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fake_fd, 0);
+    ck_assert_int_eq(bind(fake_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fake_fd, 8), 0);
+    ck_assert_int_eq(getsockname(fake_fd, (struct sockaddr *)&a, &al), 0);
+    pthread_t srv;
+    ck_assert_int_eq(pthread_create(&srv, NULL, fake_registry, NULL), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+    struct registry_opts o = {.url = url, .timeout_ms = 5000, .refresh_ms = 1, .retry_ms = 1};
+    struct registry *reg = registry_new(&o, err, sizeof(err));
+    ck_assert_msg(reg != NULL, "%s", err);
+    const int64_t later = INT64_C(1) << 60; /* past every refresh period; 0: before any */
+    const struct registry_schema *sch = NULL;
+    enum registry_answer ans =
+        registry_lookup(reg, "orders-value", REGISTRY_LATEST, 0, &sch, err, sizeof(err));
+    ck_assert_int_eq(ans, REGISTRY_PENDING);
+    enum { N = 30 };
+    for (uint64_t i = 1; i <= N; i++) /* each lookup queues a refresh */
+        ck_assert_int_eq(found_after(reg, later, i)->id, 7);
+    ck_assert_int_eq(found_after(reg, 0, N + 1)->id, 7); /* the last refresh is done */
+    struct registry_stats st;
+    registry_stats(reg, &st);
+    ck_assert_uint_eq(st.requests_ok, N + 1);
+    ck_assert_int_eq(st.subjects, 1);
+    ck_assert_int_eq(st.schemas, 1); /* was N + 1 */
+
+    /* a changed version replaces the cached one; flipping back and forth
+     * does not grow the cache either */
+    uint64_t ok = N + 1;
+    for (int i = 0; i < N; i++) {
+        int was_version = fake_version;
+        fake_version = 3 - was_version;
+        const struct registry_schema *was = found_after(reg, later, ok); /* queues a refresh */
+        ck_assert_int_eq(was->id, 6 + was_version);
+        wait_ok(reg, ++ok);
+        registry_stats(reg, &st);
+        ck_assert_int_eq(st.schemas, 2); /* the new one, and the one replaced */
+        /* replaced, and still valid until the next lookup */
+        ck_assert_int_eq(was->id, 6 + was_version);
+        ck_assert_str_eq(was->schema, was_version == 1 ? "{\"type\":\"string\"}"
+                                                       : "{\"type\":\"long\"}");
+        sch = found_after(reg, 0, ok);
+        ck_assert_int_eq(sch->id, 6 + fake_version);
+        registry_stats(reg, &st);
+        ck_assert_int_eq(st.schemas, 1);
+    }
+    registry_free(reg);
+    shutdown(fake_fd, SHUT_RDWR);
+    pthread_join(srv, NULL);
+    close(fake_fd);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("serde");
@@ -484,10 +791,16 @@ int main(void)
     tcase_add_test(tc, test_avro_types);
     tcase_add_test(tc, test_jsonschema);
     tcase_add_test(tc, test_jsonschema_refused);
+    tcase_add_test(tc, test_jsonschema_refs);
+    tcase_add_test(tc, test_jsonschema_limits);
+    tcase_add_test(tc, test_jsonschema_unique);
+    tcase_add_test(tc, test_avro_union_limits);
     tcase_add_test(tc, test_subjects);
     tcase_add_test(tc, test_registry_answers);
     tcase_add_test(tc, test_registry_paths);
+    tcase_add_test(tc, test_registry_error_masks_url);
     tcase_add_test(tc, test_serde_waits_for_registry);
+    tcase_add_test(tc, test_registry_refresh_bounded);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
