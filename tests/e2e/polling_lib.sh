@@ -14,8 +14,8 @@
 #   wait_rows SQL_COND N TIMEOUT   waits until N rows match SQL_COND
 #   wait_log NAME REGEX TIMEOUT    waits until relay NAME's log matches
 #   ev_state EVENT_ID              "status|attempts|lease_owner|lease_generation"
-#   polling_verify FILE            outboxd verify --json into FILE (exit 0
-#                                  required)
+#   polling_verify FILE            outboxd verify --json into FILE (exit 0,
+#                                  no unknown message and some rows required)
 declare -A RELAY_PID=()
 
 polling_schema() {
@@ -121,6 +121,12 @@ polling_verify() {
         2>"$out.err" || rc=$?
     [[ $rc -eq 0 ]] || { cat "$out" "$out.err" >&2; fail "outboxd verify exited $rc"; }
     info "verify: $(jq -c '{rows, messages, missing, duplicates, duplicate_events, unknown, order_violations}' "$out")"
+    # A message of no row is a row lost from the table or an event from
+    # nowhere: never ignored (issue 54).
+    [[ "$(jq .unknown "$out")" == 0 ]] ||
+        { cat "$out" >&2; fail "outboxd verify found $(jq .unknown "$out") messages of no committed row"; }
+    ((${POLLING_VERIFY_ALLOW_EMPTY:-0} || $(jq .rows "$out") > 0)) ||
+        fail "outboxd verify audited no row: nothing was compared"
 }
 
 # uuid N: a fixed event_id ending in N.
