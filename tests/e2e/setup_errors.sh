@@ -11,7 +11,9 @@
 #  - the wal2json plugin not installed on the server: exit 1, names the
 #    package (the server is pointed at a library directory without it);
 #  - wal2json with a partitioned outbox table: outboxd check FAILs, the
-#    daemon exits 2, the slot is not confirmed past the table's events;
+#    daemon exits 2, the slot is not confirmed past the table's events; a
+#    table replaced by a partitioned one is refused at the next connection
+#    (exit 2);
 #  - pgoutput with a partitioned outbox table and a publication without
 #    publish_via_partition_root: check and the daemon (exit 1) name that
 #    setting, not ADD TABLE; with it the table streams, and the setting
@@ -146,6 +148,24 @@ assert_eq "$slot_before" \
     "wal2json's slot is not confirmed past the partitioned table's events"
 assert_sql "SELECT '$slot_before'::pg_lsn < '$after_inserts'::pg_lsn" "the events are after it"
 psql_q "SELECT pg_drop_replication_slot('w2j_part')" >/dev/null
+
+step "wal2json: the outbox table replaced by a partitioned one between two connections"
+psql_q "CREATE TABLE public.swap_outbox (LIKE public.outbox_events INCLUDING DEFAULTS)"
+OUTBOXD_TEST_PLUGIN=wal2json OUTBOXD_SLOT=w2j_swap outboxd_start \
+    --set outbox.table=public.swap_outbox --set "offsets.file=$T/swap.offset"
+psql_q "BEGIN;
+        ALTER TABLE public.swap_outbox RENAME TO swap_old;
+        ALTER TABLE public.outbox_part RENAME TO swap_outbox;
+        COMMIT;
+        SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
+            WHERE slot_name = 'w2j_swap'" >/dev/null
+outboxd_wait_exit 60
+assert_eq 2 "$OUTBOXD_RC" "exit status after the reconnect"
+outboxd_log_last_start | grep -E "ERROR: public.swap_outbox is a partitioned table, and wal2json .*Not streaming; fix: set \[postgres\] plugin = pgoutput" >/dev/null ||
+    fail "the reconnect did not refuse the partitioned table: $(outboxd_log_last_start | grep -E 'ERROR|WARN' | tail -n 2)"
+info "ok: the reconnect refused the partitioned table"
+psql_q "ALTER TABLE public.swap_outbox RENAME TO outbox_part; DROP TABLE public.swap_old;
+        SELECT pg_drop_replication_slot('w2j_swap')" >/dev/null
 
 # pgoutput, publication without publish_via_partition_root: the cause named
 pgo_part_cause='public.outbox_part is a partitioned table and publication "part_pub" has publish_via_partition_root = false, so pgoutput would send each insert as its partition.s, never as outbox_part.s'
