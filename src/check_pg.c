@@ -19,6 +19,7 @@
 #include "connerr.h"
 #include "fixit.h"
 #include "pgconn.h"
+#include "pghosts.h"
 #include "polling.h"
 #include "redact.h"
 #include "settings.h"
@@ -178,6 +179,61 @@ static const char *connect_fix(const char *msg)
            "accepts TCP connections there (listen_addresses, firewall)";
 }
 
+/*
+ * Whether the connection authenticates the server. libpq's default sslmode
+ * is prefer: TLS when the server offers it, but its certificate is never
+ * checked, and plain text when it does not offer it; require encrypts but
+ * checks nothing either. Only verify-ca and verify-full keep a machine in
+ * the network path from posing as the server (and reading the events and
+ * the role's password exchange). The effective mode is the connection's
+ * own (PQconninfo: the conninfo's, else PGSSLMODE or a service file's,
+ * else prefer).
+ *
+ * check_connection() warns (and the daemon logs that WARN at start) when a
+ * server of the conninfo is on another machine. A server on this machine
+ * (a Unix socket, localhost, a loopback address: pghost_is_local()) gets
+ * no warning, only a note on the ok line: its traffic never leaves the
+ * machine, whoever could pose as the server there already runs code on
+ * it, and a certificate for "localhost" is rare, so a warning on every
+ * such set-up would teach people to ignore the warning. Every host of a
+ * multi-host conninfo counts (a standby may be promoted and connected to).
+ */
+struct tls_seen {
+    bool known;        /* libpq reported its options */
+    bool verifies;     /* sslmode verify-ca or verify-full */
+    char mode[32];     /* the effective sslmode */
+    char remote[300];  /* the first server not on this host, "" if none */
+};
+
+/* What the connection k->pg uses, into t (t->known false when libpq
+ * cannot report its options). */
+static void tls_seen(const struct ck *k, struct tls_seen *t)
+{
+    PQconninfoOption *opts = PQconninfo(k->pg);
+    memset(t, 0, sizeof(*t));
+    if (!opts) return;
+    const char *mode = "prefer", *host = NULL, *hostaddr = NULL, *port = NULL;
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val) continue;
+        if (strcmp(o->keyword, "sslmode") == 0 && *o->val) mode = o->val;
+        if (strcmp(o->keyword, "host") == 0) host = o->val;
+        if (strcmp(o->keyword, "hostaddr") == 0) hostaddr = o->val;
+        if (strcmp(o->keyword, "port") == 0) port = o->val;
+    }
+    struct pghost hosts[PGHOSTS_MAX];
+    char err[256], label[300];
+    int n = pghosts_split(host, hostaddr, port, hosts, PGHOSTS_MAX, err, sizeof(err));
+    for (int i = 0; i < n && !t->remote[0]; i++)
+        if (!pghost_is_local(&hosts[i]))
+            snprintf(t->remote, sizeof(t->remote), "%s",
+                     pghost_label(&hosts[i], label, sizeof(label)));
+    if (n < 0) snprintf(t->remote, sizeof(t->remote), "the servers listed");
+    snprintf(t->mode, sizeof(t->mode), "%s", mode);
+    t->verifies = pghosts_sslmode_verifies(mode);
+    t->known = true;
+    PQconninfoFree(opts);
+}
+
 void check_connection(struct ck *k)
 {
     const char *what = "postgres connection";
@@ -227,9 +283,27 @@ void check_connection(struct ck *k)
     /* A conninfo listing several servers: which one libpq took. */
     const char *host = PQhost(k->pg), *port = PQport(k->pg);
     bool multi = strchr(conninfo, ',') != NULL;
-    ck_report(k, CHECK_OK, what, NULL, "PostgreSQL %s, database \"%s\", role \"%s\"%s%s%s%s",
+    struct tls_seen tls;
+    tls_seen(k, &tls);
+    char note[128] = "";
+    if (tls.known && !tls.verifies && !tls.remote[0])
+        snprintf(note, sizeof(note), ", sslmode %s (the server is on this host)", tls.mode);
+    ck_report(k, CHECK_OK, what, NULL,
+              "PostgreSQL %s, database \"%s\", role \"%s\"%s%s%s%s%s",
               PQgetvalue(r, 0, 2), k->dbname, k->role, multi ? ", at " : "",
-              multi && host ? host : "", multi ? ":" : "", multi && port ? port : "");
+              multi && host ? host : "", multi ? ":" : "", multi && port ? port : "", note);
+    if (tls.known && !tls.verifies && tls.remote[0])
+        ck_report(k, CHECK_WARN, what,
+                  "set sslmode=verify-full and sslrootcert=FILE (the CA that signed the "
+                  "server's certificate) in [postgres] conninfo; verify-ca if the "
+                  "certificate does not name the host",
+                  "sslmode is %s%s, which does not authenticate the server %s: a "
+                  "machine in the network path can pose as it (this connection is %s)",
+                  tls.mode, strcmp(tls.mode, "prefer") == 0 ? " (libpq's default)" : "",
+                  tls.remote,
+                  PQsslInUse(k->pg) ? "encrypted, to a server whose certificate was not "
+                                      "checked"
+                                    : "not encrypted");
     PQclear(r);
     k->pg_ok = true;
 }
