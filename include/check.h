@@ -66,7 +66,9 @@ enum check_scope {
  * Runs the checks of scope. quiet_ok: print neither ok nor skip lines and
  * send FAIL/warn lines to the log (the daemon); otherwise every line goes
  * to stdout. Returns 0 when nothing failed (warnings allowed), 2 (EXIT_USAGE)
- * when the configuration check failed, 1 when another check failed.
+ * when the configuration check failed (in CHECK_SCOPE_STARTUP: when a check
+ * failed that only a configuration change resolves, e.g. wal2json with a
+ * partitioned outbox table), 1 when another check failed.
  */
 int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope);
 

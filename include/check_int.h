@@ -38,6 +38,8 @@ struct ck {
     enum check_scope scope;
     int nfail;
     int said; /* FAIL and warn lines so far */
+    bool usage_fail; /* a FAIL only a change of the configuration resolves: the
+                      * daemon's start-up checks then exit 2 (EXIT_USAGE) */
 
     /* configuration */
     bool config_ok;

@@ -67,6 +67,9 @@ struct monitor_report {
     bool pub_found;      /* ... the publication exists */
     bool pub_insert;     /* ... it publishes inserts */
     bool pub_member;     /* ... every outbox table is in it */
+    bool pub_leaves;     /* ... an outbox table is partitioned and the publication
+                          * has publish_via_partition_root = false: its inserts
+                          * come as its partitions', and it is not "in" it */
     lsn_t pub_lsn;       /* ... all of this holds for commits before this LSN */
     bool failed;         /* a connection or query failed (logged) */
     bool server_stopping; /* ... because the server is shutting down */

@@ -9,6 +9,7 @@
 #ifndef OUTBOXD_PGHOSTS_H
 #define OUTBOXD_PGHOSTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define PGHOSTS_MAX 16
@@ -31,5 +32,18 @@ int pghosts_split(const char *host, const char *hostaddr, const char *port,
 /* "host:port" for log lines and check lines: the host, else the hostaddr,
  * else "default"; the port, else "default port". Returns out. */
 char *pghost_label(const struct pghost *h, char *out, size_t outlen);
+
+/* Whether h is this machine: its host is empty (libpq's default Unix
+ * socket), a socket directory (starts with '/' or '@'), "localhost" or a
+ * loopback address (127.0.0.0/8, ::1), and its hostaddr, when given, is a
+ * loopback address too. Any other name counts as another machine, even
+ * one that resolves to a loopback address: nothing is looked up. */
+bool pghost_is_local(const struct pghost *h);
+
+/* Whether libpq's sslmode value authenticates the server: verify-ca or
+ * verify-full. disable, allow, prefer (libpq's default) and require do
+ * not: a machine in the network path can pose as the server (and, below
+ * require, talk to outboxd in plain text). */
+bool pghosts_sslmode_verifies(const char *sslmode);
 
 #endif

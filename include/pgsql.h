@@ -53,6 +53,9 @@ char *pgsql_quote_qualified(const char *schema, const char *name);
 
 /* A string literal: wrapped in single quotes, any inside doubled (for
  * standard_conforming_strings = on, the default since PostgreSQL 9.1).
+ * Also the form an option value of a replication command takes
+ * (START_REPLICATION ... ("add-tables" '...')): the walsender's grammar
+ * knows only '...' with quotes doubled, never E'...'.
  * Returns a malloc'd string (caller frees), NULL on out of memory. */
 char *pgsql_quote_literal(const char *s);
 

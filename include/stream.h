@@ -87,6 +87,11 @@ int stream_alter_slot_failover(struct stream *s, const char *slot, bool failover
 /* DROP_REPLICATION_SLOT slot (it must not be active). Returns 0 or -1 with err. */
 int stream_drop_slot(struct stream *s, const char *slot, char *err, size_t errlen);
 
+/* Whether schema.table is a partitioned table (relkind 'p'): 1 yes, 0 no
+ * (or no such table), -1 with err. */
+int stream_table_partitioned(struct stream *s, const char *schema, const char *table,
+                             char *err, size_t errlen);
+
 /* Returns 1 if publication exists in the connected database, 0 if not,
  * -1 on error. */
 int stream_publication_exists(struct stream *s, const char *publication, char *err,

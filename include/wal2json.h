@@ -5,7 +5,9 @@
  * outboxd starts the stream with
  *   "format-version" '2', "include-transaction" 'true', "include-lsn" 'true',
  *   "include-timestamp" 'true', "include-types" 'false',
- *   "add-tables" '<schema>.<table>', "actions" 'insert'
+ *   "add-tables" '<schema>.<table>[,...]', "actions" 'insert'
+ * (the add-tables value built by wal2json_add_table(), quoted as a literal
+ * of the replication command by pgsql_quote_literal())
  * so each XLogData payload is one line such as
  *   {"action":"B","timestamp":"2026-11-30 00:58:39.245662+00",
  *    "lsn":"0/1571240","nextlsn":"0/1571270"}
@@ -65,5 +67,19 @@ int wal2json_decode(struct wal2json_decoder *d, lsn_t data_start, const char *bu
  * bytes) or that is cut short still says what it is.
  */
 char wal2json_line_action(const char *buf, size_t len);
+
+/*
+ * Appends schema.table to list, the value of wal2json's "add-tables"
+ * option (a comma-separated list; list NULL starts it). wal2json splits
+ * the list on commas and blanks, schema from table on the first period,
+ * and reads a lone '*' as every schema or table; a backslash takes the
+ * next byte as it is. So every ASCII byte of the names that is not a
+ * letter, digit or '_' gets a backslash: "Sales EU"."Outbox Events, v2"
+ * is Sales\ EU.Outbox\ Events\,\ v2. Bytes from 0x80 up are left as they
+ * are: a backslash inside a UTF-8 sequence would make the command text
+ * invalid UTF-8, which the server refuses. Returns the grown list
+ * (malloc'd, the caller frees it), or NULL on out of memory (list freed).
+ */
+char *wal2json_add_table(char *list, const char *schema, const char *table);
 
 #endif

@@ -264,8 +264,10 @@ int check_run(const struct config *cfg, bool quiet_ok, enum check_scope scope)
         run_logical(&k);
     int failed = k.nfail;
     /* A configuration error is exit 2 in every subcommand (README, Exit
-     * codes); other failed checks are "check found problems", 1. */
-    bool config_failed = scope != CHECK_SCOPE_STARTUP && !k.config_ok;
+     * codes); other failed checks are "check found problems", 1. At the
+     * daemon's start a FAIL only a configuration change resolves is 2 too
+     * (k.usage_fail: systemd does not restart it). */
+    bool config_failed = scope != CHECK_SCOPE_STARTUP ? !k.config_ok : k.usage_fail;
     ck_free(&k);
     if (failed && quiet_ok)
         log_error("%d start-up check%s failed (outboxd check -c FILE runs all checks)",

@@ -19,6 +19,7 @@
 #include "connerr.h"
 #include "fixit.h"
 #include "pgconn.h"
+#include "pghosts.h"
 #include "polling.h"
 #include "redact.h"
 #include "settings.h"
@@ -178,6 +179,61 @@ static const char *connect_fix(const char *msg)
            "accepts TCP connections there (listen_addresses, firewall)";
 }
 
+/*
+ * Whether the connection authenticates the server. libpq's default sslmode
+ * is prefer: TLS when the server offers it, but its certificate is never
+ * checked, and plain text when it does not offer it; require encrypts but
+ * checks nothing either. Only verify-ca and verify-full keep a machine in
+ * the network path from posing as the server (and reading the events and
+ * the role's password exchange). The effective mode is the connection's
+ * own (PQconninfo: the conninfo's, else PGSSLMODE or a service file's,
+ * else prefer).
+ *
+ * check_connection() warns (and the daemon logs that WARN at start) when a
+ * server of the conninfo is on another machine. A server on this machine
+ * (a Unix socket, localhost, a loopback address: pghost_is_local()) gets
+ * no warning, only a note on the ok line: its traffic never leaves the
+ * machine, whoever could pose as the server there already runs code on
+ * it, and a certificate for "localhost" is rare, so a warning on every
+ * such set-up would teach people to ignore the warning. Every host of a
+ * multi-host conninfo counts (a standby may be promoted and connected to).
+ */
+struct tls_seen {
+    bool known;        /* libpq reported its options */
+    bool verifies;     /* sslmode verify-ca or verify-full */
+    char mode[32];     /* the effective sslmode */
+    char remote[300];  /* the first server not on this host, "" if none */
+};
+
+/* What the connection k->pg uses, into t (t->known false when libpq
+ * cannot report its options). */
+static void tls_seen(const struct ck *k, struct tls_seen *t)
+{
+    PQconninfoOption *opts = PQconninfo(k->pg);
+    memset(t, 0, sizeof(*t));
+    if (!opts) return;
+    const char *mode = "prefer", *host = NULL, *hostaddr = NULL, *port = NULL;
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val) continue;
+        if (strcmp(o->keyword, "sslmode") == 0 && *o->val) mode = o->val;
+        if (strcmp(o->keyword, "host") == 0) host = o->val;
+        if (strcmp(o->keyword, "hostaddr") == 0) hostaddr = o->val;
+        if (strcmp(o->keyword, "port") == 0) port = o->val;
+    }
+    struct pghost hosts[PGHOSTS_MAX];
+    char err[256], label[300];
+    int n = pghosts_split(host, hostaddr, port, hosts, PGHOSTS_MAX, err, sizeof(err));
+    for (int i = 0; i < n && !t->remote[0]; i++)
+        if (!pghost_is_local(&hosts[i]))
+            snprintf(t->remote, sizeof(t->remote), "%s",
+                     pghost_label(&hosts[i], label, sizeof(label)));
+    if (n < 0) snprintf(t->remote, sizeof(t->remote), "the servers listed");
+    snprintf(t->mode, sizeof(t->mode), "%s", mode);
+    t->verifies = pghosts_sslmode_verifies(mode);
+    t->known = true;
+    PQconninfoFree(opts);
+}
+
 void check_connection(struct ck *k)
 {
     const char *what = "postgres connection";
@@ -227,9 +283,27 @@ void check_connection(struct ck *k)
     /* A conninfo listing several servers: which one libpq took. */
     const char *host = PQhost(k->pg), *port = PQport(k->pg);
     bool multi = strchr(conninfo, ',') != NULL;
-    ck_report(k, CHECK_OK, what, NULL, "PostgreSQL %s, database \"%s\", role \"%s\"%s%s%s%s",
+    struct tls_seen tls;
+    tls_seen(k, &tls);
+    char note[128] = "";
+    if (tls.known && !tls.verifies && !tls.remote[0])
+        snprintf(note, sizeof(note), ", sslmode %s (the server is on this host)", tls.mode);
+    ck_report(k, CHECK_OK, what, NULL,
+              "PostgreSQL %s, database \"%s\", role \"%s\"%s%s%s%s%s",
               PQgetvalue(r, 0, 2), k->dbname, k->role, multi ? ", at " : "",
-              multi && host ? host : "", multi ? ":" : "", multi && port ? port : "");
+              multi && host ? host : "", multi ? ":" : "", multi && port ? port : "", note);
+    if (tls.known && !tls.verifies && tls.remote[0])
+        ck_report(k, CHECK_WARN, what,
+                  "set sslmode=verify-full and sslrootcert=FILE (the CA that signed the "
+                  "server's certificate) in [postgres] conninfo; verify-ca if the "
+                  "certificate does not name the host",
+                  "sslmode is %s%s, which does not authenticate the server %s: a "
+                  "machine in the network path can pose as it (this connection is %s)",
+                  tls.mode, strcmp(tls.mode, "prefer") == 0 ? " (libpq's default)" : "",
+                  tls.remote,
+                  PQsslInUse(k->pg) ? "encrypted, to a server whose certificate was not "
+                                      "checked"
+                                    : "not encrypted");
     PQclear(r);
     k->pg_ok = true;
 }
@@ -498,6 +572,36 @@ static bool table_is_table(struct ck *k, const char *what)
     return false;
 }
 
+/* wal2json names each change by the table it went to, which for a
+ * partitioned table is one of its partitions (relkind 'p' holds no rows),
+ * and filters by that name too: add-tables with the partitioned table
+ * drops every insert on the server, keepalives move the slot on, and
+ * nothing says so. wal2json 2.5 cannot name the root instead, and a list
+ * of today's partitions would miss the next one attached; so the
+ * combination is refused (the daemon exits 2, as slotsetup.c also does
+ * before every START_REPLICATION). Reports and returns false when it is
+ * that combination. */
+static bool table_fits_plugin(struct ck *k, const char *what)
+{
+    const struct config *c = k->cfg;
+    if (k->relkind != 'p' || c->source_mode == SOURCE_POLLING ||
+        c->pg_plugin != PLUGIN_WAL2JSON)
+        return true;
+    char fix[1024], pid[200];
+    snprintf(fix, sizeof(fix),
+             "set [postgres] plugin = pgoutput with a publication that publishes via "
+             "the root (ALTER PUBLICATION %s SET (publish_via_partition_root = "
+             "true)), or point [outbox] table at a table that is not partitioned",
+             ck_ident(c->pg_publication, pid, sizeof(pid)));
+    ck_report(k, CHECK_FAIL, what, fix,
+              "%s.%s is a partitioned table, and wal2json names and filters each "
+              "change by the partition it went to, never by %s: no event would be "
+              "relayed, and the slot would be confirmed past them",
+              k->map.schema, k->map.table, k->map.table);
+    k->usage_fail = true;
+    return false;
+}
+
 /* Configured column c against the table's column ci: missing (NULL), or
  * of an odd or a wrong type. */
 static void check_column(struct ck *k, const char *what, enum outbox_col c,
@@ -575,7 +679,7 @@ void check_table(struct ck *k)
             "the table does not exist in database \"%s\"", k->dbname);
         return;
     }
-    if (!table_is_table(k, what)) return;
+    if (!table_is_table(k, what) || !table_fits_plugin(k, what)) return;
     if (load_columns(k, err, sizeof(err)) != 0) return ck_query_failed(k, what, err);
 
     int mark = ck_begin(k);
@@ -755,6 +859,47 @@ static int publication_publishes(struct ck *k, const struct pub_names *n)
     return 1;
 }
 
+/* A partitioned outbox table, not listed by the publication as itself:
+ * when the publication has publish_via_partition_root = false, pgoutput
+ * sends each insert as the partition's (its Relation message names the
+ * partition), which is no outbox table, and pg_publication_tables lists
+ * the partitions, not the table: "does not include" with ADD TABLE would
+ * name neither the cause nor the fix. Reports and returns true in that
+ * case (also when the query fails), false when the publication does
+ * publish via the root (it then lacks the table itself). */
+static bool partitions_not_via_root(struct ck *k, const struct pub_names *n)
+{
+    const char *pub = k->cfg->pg_publication;
+    char err[1024], fix[2048], add[1024];
+    const char *p2[] = {pub, k->oid};
+    PGresult *r = ck_query(
+        k,
+        "SELECT p.pubviaroot, EXISTS (SELECT 1 "
+        "FROM pg_catalog.pg_partition_tree($2::oid) pt "
+        "JOIN pg_catalog.pg_class c ON c.oid = pt.relid "
+        "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
+        "JOIN pg_catalog.pg_publication_tables t ON t.pubname = p.pubname "
+        "AND t.schemaname = ns.nspname AND t.tablename = c.relname) "
+        "FROM pg_catalog.pg_publication p WHERE p.pubname = $1",
+        2, p2, err, sizeof(err));
+    if (!r) return ck_query_failed(k, n->what, err), true;
+    bool via_root = PQntuples(r) != 1 || PQgetvalue(r, 0, 0)[0] == 't';
+    bool partitions = PQntuples(r) == 1 && PQgetvalue(r, 0, 1)[0] == 't';
+    PQclear(r);
+    if (via_root) return false;
+    snprintf(fix, sizeof(fix),
+             "run %s%sALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+             partitions ? "" : fixit_add_table(add, sizeof(add), n->pid, n->tsql),
+             partitions ? "" : "; ", n->pid);
+    ck_report(k, CHECK_FAIL, n->what, fix,
+              "%s.%s is a partitioned table and publication \"%s\" has "
+              "publish_via_partition_root = false, so pgoutput would send each insert as "
+              "its partition's, never as %s's%s",
+              k->map.schema, k->map.table, pub, k->map.table,
+              partitions ? "" : " (and the publication does not include it)");
+    return true;
+}
+
 /* Whether the publication includes the outbox table, and without a row
  * filter (a warning). Returns 1 included, 0 not (reported), -1 when the
  * query failed (reported). */
@@ -773,6 +918,11 @@ static int publication_includes(struct ck *k, const struct pub_names *n)
                  3, p3, err, sizeof(err));
     if (!r) return ck_query_failed(k, n->what, err), -1;
     bool included = PQntuples(r) > 0;
+    if (!included && k->relkind == 'p' && k->server_version >= 130000 &&
+        partitions_not_via_root(k, n)) {
+        PQclear(r);
+        return 0;
+    }
     if (!included) {
         snprintf(fix, sizeof(fix), "run %s",
                  fixit_add_table(stmt, sizeof(stmt), n->pid, n->tsql));

@@ -137,7 +137,11 @@ static const char *query_name(enum mon_query q)
 #define SQL_PUB_MEMBER                                                                     \
     "SELECT p.pubinsert, NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[]) o(s, t) " \
     "WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "                   \
-    "WHERE t.pubname = p.pubname AND t.schemaname = o.s AND t.tablename = o.t)) "          \
+    "WHERE t.pubname = p.pubname AND t.schemaname = o.s AND t.tablename = o.t)), "         \
+    "NOT p.pubviaroot AND EXISTS (SELECT 1 "                                               \
+    "FROM unnest($2::text[], $3::text[]) o(s, t) JOIN pg_catalog.pg_namespace n "          \
+    "ON n.nspname = o.s JOIN pg_catalog.pg_class c "                                       \
+    "ON c.relnamespace = n.oid AND c.relname = o.t WHERE c.relkind = 'p') "                \
     "FROM pg_catalog.pg_publication p WHERE p.pubname = $1"
 /* failover through to_jsonb: the column exists from PostgreSQL 17 on, and
  * one statement serves every version (NULL, so false, below). */
@@ -201,6 +205,7 @@ static void take_result(struct monitor *m, PGresult *res, struct monitor_report 
         if (!out->pub_found) return;
         out->pub_insert = PQgetvalue(res, 0, 0)[0] == 't';
         out->pub_member = PQgetvalue(res, 0, 1)[0] == 't';
+        out->pub_leaves = PQgetvalue(res, 0, 2)[0] == 't';
         return;
     }
     out->slot_answer = true;

@@ -3,6 +3,7 @@
  */
 #include "pghosts.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,4 +65,26 @@ char *pghost_label(const struct pghost *h, char *out, size_t outlen)
     const char *name = h->host[0] ? h->host : h->hostaddr[0] ? h->hostaddr : "default";
     snprintf(out, outlen, "%s:%s", name, h->port[0] ? h->port : "default port");
     return out;
+}
+
+/* A loopback address literal: 127.0.0.0/8 or ::1. */
+static bool is_loopback(const char *a)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, a, buf) == 1) return buf[0] == 127;
+    static const unsigned char one[16] = {[15] = 1};
+    return inet_pton(AF_INET6, a, buf) == 1 && memcmp(buf, one, 16) == 0;
+}
+
+bool pghost_is_local(const struct pghost *h)
+{
+    bool host_local = !h->host[0] || h->host[0] == '/' || h->host[0] == '@' ||
+                      strcmp(h->host, "localhost") == 0 || is_loopback(h->host);
+    return host_local && (!h->hostaddr[0] || is_loopback(h->hostaddr));
+}
+
+bool pghosts_sslmode_verifies(const char *sslmode)
+{
+    return sslmode &&
+           (strcmp(sslmode, "verify-ca") == 0 || strcmp(sslmode, "verify-full") == 0);
 }

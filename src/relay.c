@@ -270,7 +270,8 @@ int relay_run(const struct config *c, volatile sig_atomic_t *stop, bool *slot_lo
     int code = relay_init(&r, c, stop);
     /* Fail fast on set-up mistakes (wal_level, role, outbox table,
      * publication); an unreachable server is left to the retry loop. */
-    if (code == 0 && check_run(c, true, CHECK_SCOPE_STARTUP) != 0) code = EXIT_FATAL;
+    if (code == 0 && (code = check_run(c, true, CHECK_SCOPE_STARTUP)) != 0)
+        code = code == EXIT_USAGE ? EXIT_USAGE : EXIT_FATAL;
     if (code == 0) code = run_loop(&r);
     if (slot_lost) *slot_lost = r.slot_lost;
     relay_log_latency(&r);

@@ -126,6 +126,10 @@ static void publication_lost(struct relay *r, const struct monitor_report *rep)
     metrics_count(&r->met.failed, "NOT_IN_PUBLICATION", 1);
     if (rep->pub_member)
         fixit_publish_inserts(fix, sizeof(fix), c->pg_publication);
+    else if (rep->pub_leaves)
+        snprintf(fix, sizeof(fix),
+                 "ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+                 c->pg_publication);
     else if (r->outboxes.n == 1)
         fixit_add_table(fix, sizeof(fix), c->pg_publication, r->tables);
     else /* which one is missing: outboxd check's publication lines say */
@@ -143,8 +147,11 @@ static void publication_lost(struct relay *r, const struct monitor_report *rep)
            "verify and insert them again",
            r->outboxes.n == 1 ? "the outbox table" : "one of the outbox tables", r->tables,
            c->pg_publication,
-           rep->pub_member ? "it no longer publishes inserts"
-                           : "the table was removed from it",
+           rep->pub_member   ? "it no longer publishes inserts"
+           : rep->pub_leaves ? "the table is partitioned and the publication has "
+                               "publish_via_partition_root = false: pgoutput sends its "
+                               "inserts as its partitions'"
+                             : "the table was removed from it",
            a, b, a, fix);
 }
 

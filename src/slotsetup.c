@@ -83,6 +83,39 @@ static enum step connect_server(struct slot_setup *s)
     return STEP_OK;
 }
 
+/* wal2json: no outbox table is partitioned. wal2json names and filters each
+ * change by the partition it went to, so add-tables with a partitioned
+ * table drops every insert on the server, and the keepalives would confirm
+ * the slot past them (check_pg.c says the same in outboxd check). Asked
+ * before every START_REPLICATION, not only by the start-up checks: those
+ * are skipped when the server is not reachable at start, and a table can
+ * be replaced by a partitioned one between two connections. */
+static enum step check_not_partitioned(struct slot_setup *s)
+{
+    const struct config *c = s->cfg;
+    char err[1024];
+    if (c->pg_plugin != PLUGIN_WAL2JSON) return STEP_OK;
+    for (size_t i = 0; i < s->outboxes->n; i++) {
+        const struct outbox_map *m = &s->outboxes->maps[i];
+        int rc = stream_table_partitioned(s->st, m->schema, m->table, err, sizeof(err));
+        if (rc < 0) {
+            log_warn("%s", err);
+            return stream_broken(s->st) ? STEP_BROKEN : STEP_FATAL;
+        }
+        if (rc == 0) continue;
+        log_error("%s.%s is a partitioned table, and wal2json names and filters each "
+                  "change by the partition it went to, never by %s: no event would be "
+                  "relayed, and the slot would be confirmed past them. Not streaming; "
+                  "fix: set [postgres] plugin = pgoutput with a publication that "
+                  "publishes via the root (ALTER PUBLICATION %s SET "
+                  "(publish_via_partition_root = true)), or point [outbox] table at a "
+                  "table that is not partitioned",
+                  m->schema, m->table, m->table, c->pg_publication);
+        return STEP_USAGE;
+    }
+    return STEP_OK;
+}
+
 /* pgoutput: the publication exists (wal2json filters by table name); the
  * plugin is one the server allows. */
 static enum step check_publication_and_plugin(struct slot_setup *s)
@@ -374,6 +407,7 @@ static enum step prepare_stream(struct slot_setup *s)
     struct slot_info si;
     struct resume_server srv;
     enum step rc = connect_server(s);
+    if (rc == STEP_OK) rc = check_not_partitioned(s);
     if (rc == STEP_OK) rc = check_publication_and_plugin(s);
     bool failover = false;
     if (rc == STEP_OK) rc = read_server(s, &id, &si, &srv);

@@ -36,11 +36,13 @@
 #include "fixit.h"
 #include "log.h"
 #include "pgconn.h"
+#include "pgsql.h"
 #include "pgwire.h"
 #include "pubnotice.h"
 #include "replproto.h"
 #include "slotcmd.h"
 #include "str.h"
+#include "wal2json.h" /* wal2json_add_table() */
 
 /* Receive buffer of the direct reader: one recv() takes up to this much. A
  * message larger than it grows the buffer, which shrinks back once empty. */
@@ -311,42 +313,50 @@ int stream_publication_exists(struct stream *s, const char *publication, char *e
     return found;
 }
 
-/* Appends to out the value of wal2json's add-tables for schema.table:
- * wal2json splits on ',' and '.', and reads '*' as a wildcard, so those
- * (and space, quote and backslash) are escaped with a backslash. */
-static void wal2json_table_filter(const char *schema, const char *table, char *out,
-                                  size_t outlen)
-{
-    size_t n = 0;
-    const char *parts[2] = {schema, table};
-    for (int i = 0; i < 2; i++) {
-        if (i == 1 && n + 1 < outlen) out[n++] = '.';
-        for (const char *p = parts[i]; *p && n + 2 < outlen; p++) {
-            if (strchr(" ',.*\\", *p)) out[n++] = '\\';
-            out[n++] = *p;
-        }
-    }
-    out[n] = '\0';
-}
-
-/* wal2json's add-tables for every outbox table of t, comma-separated
- * (malloc'd, the caller frees it; NULL on out of memory). */
+/* wal2json's add-tables for every outbox table of t (wal2json_add_table():
+ * malloc'd, the caller frees it; NULL on out of memory). */
 static char *wal2json_tables_filter(const struct stream_target *t)
 {
-    size_t len = 1;
-    for (size_t i = 0; i < t->outboxes->n; i++) /* each byte escaped at most */
-        len += 2 * (strlen(t->outboxes->maps[i].schema) + strlen(t->outboxes->maps[i].table)) + 2;
-    char *filter = malloc(len);
-    if (!filter) return NULL;
-    size_t used = 0;
-    for (size_t i = 0; i < t->outboxes->n; i++) {
-        if (i) filter[used++] = ',';
-        wal2json_table_filter(t->outboxes->maps[i].schema, t->outboxes->maps[i].table,
-                              filter + used, len - used);
-        used += strlen(filter + used);
-    }
-    filter[used] = '\0';
+    char *filter = NULL;
+    for (size_t i = 0; i < t->outboxes->n; i++)
+        if (!(filter = wal2json_add_table(filter, t->outboxes->maps[i].schema,
+                                          t->outboxes->maps[i].table)))
+            return NULL;
     return filter;
+}
+
+/* Runs sql, whose one row's first column is a boolean, after putting
+ * schema and table in as literals (two %s). 1 true, 0 false or no row, -1
+ * with err. */
+static int table_query(struct stream *s, const char *fmt, const char *schema,
+                       const char *table, const char *what, char *err, size_t errlen)
+{
+    char *ns = PQescapeLiteral(s->conn, schema, strlen(schema));
+    char *tb = PQescapeLiteral(s->conn, table, strlen(table));
+    char *sql = ns && tb ? str_printf(fmt, ns, tb) : NULL;
+    PQfreemem(ns);
+    PQfreemem(tb);
+    if (!sql) {
+        pgconn_message(s->conn, NULL, NULL, "escaping the outbox table's name", err,
+                       errlen);
+        return -1;
+    }
+    PGresult *r = run(s, sql, PGRES_TUPLES_OK, what, err, errlen);
+    free(sql);
+    if (!r) return -1;
+    int yes = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    return yes;
+}
+
+int stream_table_partitioned(struct stream *s, const char *schema, const char *table,
+                             char *err, size_t errlen)
+{
+    return table_query(s,
+                       "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c "
+                       "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                       "WHERE n.nspname = %s AND c.relname = %s AND c.relkind = 'p')",
+                       schema, table, "reading the outbox table's kind", err, errlen);
 }
 
 /* Whether schema.table has a bytea column: 1 yes, 0 no (or no such
@@ -354,31 +364,15 @@ static char *wal2json_tables_filter(const struct stream_target *t)
 static int has_bytea_column(struct stream *s, const char *schema, const char *table,
                             char *err, size_t errlen)
 {
-    char *ns = PQescapeLiteral(s->conn, schema, strlen(schema));
-    char *tb = PQescapeLiteral(s->conn, table, strlen(table));
-    char sql[1024];
-    if (ns && tb)
-        snprintf(sql, sizeof(sql),
-                 "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a "
-                 "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-                 "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                 "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 "
-                 "AND NOT a.attisdropped "
-                 "AND a.atttypid = 'pg_catalog.bytea'::pg_catalog.regtype)",
-                 ns, tb);
-    PQfreemem(ns);
-    PQfreemem(tb);
-    if (!ns || !tb) {
-        pgconn_message(s->conn, NULL, NULL, "escaping the outbox table's name", err,
+    return table_query(s,
+                       "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a "
+                       "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+                       "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                       "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 "
+                       "AND NOT a.attisdropped "
+                       "AND a.atttypid = 'pg_catalog.bytea'::pg_catalog.regtype)",
+                       schema, table, "reading the outbox table's column types", err,
                        errlen);
-        return -1;
-    }
-    PGresult *r = run(s, sql, PGRES_TUPLES_OK, "reading the outbox table's column types",
-                      err, errlen);
-    if (!r) return -1;
-    int yes = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-    PQclear(r);
-    return yes;
 }
 
 /*
@@ -416,25 +410,28 @@ static int value_settings(struct stream *s, const struct stream_target *t, bool 
 
 /* Builds the option list of START_REPLICATION for t into *out (malloc'd,
  * the caller frees it; type_oids: wal2json's include-type-oids). Returns 0,
- * or -1 on an escaping failure or out of memory. */
-static int plugin_options(struct stream *s, const struct stream_target *t, bool type_oids,
-                          char **out)
+ * or -1 on out of memory. */
+static int plugin_options(const struct stream_target *t, bool type_oids, char **out)
 {
+    /* An option's value is a string literal of the replication command's
+     * own grammar (repl_scanner.l): quotes doubled, a backslash an ordinary
+     * character, and no E'...' form, which PQescapeLiteral() writes for a
+     * value with a backslash (a syntax error there): pgsql_quote_literal(). */
     if (t->plugin == PLUGIN_PGOUTPUT) {
         /* publication_names is a comma-separated list of identifiers inside
          * a string literal: quote the name as an identifier, then as a
          * literal. */
-        char *pubid = PQescapeIdentifier(s->conn, t->publication, strlen(t->publication));
-        char *publit = pubid ? PQescapeLiteral(s->conn, pubid, strlen(pubid)) : NULL;
+        char *pubid = pgsql_quote_ident(t->publication);
+        char *publit = pubid ? pgsql_quote_literal(pubid) : NULL;
         if (publit)
             *out = str_printf("proto_version '1', publication_names %s%s", publit,
                               t->messages ? ", messages 'true'" : "");
-        PQfreemem(pubid);
-        PQfreemem(publit);
+        free(pubid);
+        free(publit);
         return *out ? 0 : -1;
     }
     char *filter = wal2json_tables_filter(t);
-    char *lit = filter ? PQescapeLiteral(s->conn, filter, strlen(filter)) : NULL;
+    char *lit = filter ? pgsql_quote_literal(filter) : NULL;
     free(filter);
     if (!lit) return -1;
     /* include-types 'false': outboxd maps columns by name, and a type name
@@ -445,7 +442,7 @@ static int plugin_options(struct stream *s, const struct stream_target *t, bool 
                       "\"include-lsn\" 'true', \"include-timestamp\" 'true', "
                       "\"include-types\" 'false', \"add-tables\" %s, \"actions\" 'insert'%s",
                       lit, type_oids ? ", \"include-type-oids\" 'true'" : "");
-    PQfreemem(lit);
+    free(lit);
     return *out ? 0 : -1;
 }
 
@@ -715,7 +712,7 @@ int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, c
     bool type_oids;
     if (value_settings(s, t, &type_oids, err, errlen) != 0) return -1;
     char *id = PQescapeIdentifier(s->conn, t->slot, strlen(t->slot));
-    if (id && plugin_options(s, t, type_oids, &options) == 0)
+    if (id && plugin_options(t, type_oids, &options) == 0)
         sql = str_printf("START_REPLICATION SLOT %s LOGICAL %s (%s)", id,
                          lsn_format(start, lsn), options);
     PQfreemem(id);

@@ -878,3 +878,33 @@ char wal2json_line_action(const char *buf, size_t len)
     action = buf[i + 1];
     return action >= 'A' && action <= 'Z' ? action : '\0';
 }
+
+/* Appends name to out (at *n), each ASCII byte that is not a letter, digit
+ * or '_' escaped with a backslash (wal2json.h). */
+static void add_table_escaped(char *out, size_t *n, const char *name)
+{
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || *p == '_' || *p >= 0x80;
+        if (!plain) out[(*n)++] = '\\';
+        out[(*n)++] = (char)*p;
+    }
+}
+
+char *wal2json_add_table(char *list, const char *schema, const char *table)
+{
+    size_t used = list ? strlen(list) : 0;
+    /* each byte escaped at most, a comma, the period and the NUL */
+    size_t need = used + 2 * (strlen(schema) + strlen(table)) + 3;
+    char *grown = realloc(list, need);
+    if (!grown) {
+        free(list);
+        return NULL;
+    }
+    if (used) grown[used++] = ',';
+    add_table_escaped(grown, &used, schema);
+    grown[used++] = '.';
+    add_table_escaped(grown, &used, table);
+    grown[used] = '\0';
+    return grown;
+}

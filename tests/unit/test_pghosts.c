@@ -95,11 +95,57 @@ START_TEST(test_empty_entries_kept)
 }
 END_TEST
 
+START_TEST(test_local_hosts)
+{
+    /* nothing set: libpq's default Unix socket */
+    ck_assert_int_eq(pghosts_split(NULL, NULL, NULL, h, PGHOSTS_MAX, err, sizeof(err)), 1);
+    ck_assert(pghost_is_local(&h[0]));
+    const char *local[] = {"/var/run/postgresql", "@abstract", "localhost", "127.0.0.1",
+                           "127.1.2.3", "::1"};
+    for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++) {
+        ck_assert_int_eq(
+            pghosts_split(local[i], NULL, NULL, h, PGHOSTS_MAX, err, sizeof(err)), 1);
+        ck_assert_msg(pghost_is_local(&h[0]), "%s", local[i]);
+    }
+    const char *remote[] = {"db.example", "10.0.0.5",          "128.0.0.1",
+                            "::2",        "localhost.example", "fe80::1"};
+    for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++) {
+        ck_assert_int_eq(
+            pghosts_split(remote[i], NULL, NULL, h, PGHOSTS_MAX, err, sizeof(err)), 1);
+        ck_assert_msg(!pghost_is_local(&h[0]), "%s", remote[i]);
+    }
+    /* a name is another machine even when its hostaddr is loopback (the
+     * name is what verify-full checks); a loopback name with a remote
+     * hostaddr goes to the remote address */
+    ck_assert_int_eq(pghosts_split("db.example,localhost", "127.0.0.1,10.0.0.5", NULL, h,
+                                   PGHOSTS_MAX, err, sizeof(err)),
+                     2);
+    ck_assert(!pghost_is_local(&h[0]));
+    ck_assert(!pghost_is_local(&h[1]));
+    ck_assert_int_eq(
+        pghosts_split(NULL, "127.0.0.1", NULL, h, PGHOSTS_MAX, err, sizeof(err)), 1);
+    ck_assert(pghost_is_local(&h[0]));
+}
+END_TEST
+
+START_TEST(test_sslmode_verifies)
+{
+    ck_assert(pghosts_sslmode_verifies("verify-full"));
+    ck_assert(pghosts_sslmode_verifies("verify-ca"));
+    const char *weak[] = {"disable", "allow", "prefer", "require", "", "verify"};
+    for (size_t i = 0; i < sizeof(weak) / sizeof(weak[0]); i++)
+        ck_assert_msg(!pghosts_sslmode_verifies(weak[i]), "%s", weak[i]);
+    ck_assert(!pghosts_sslmode_verifies(NULL));
+}
+END_TEST
+
 static Suite *pghosts_suite(void)
 {
     Suite *s = suite_create("pghosts");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_one_host);
+    tcase_add_test(tc, test_local_hosts);
+    tcase_add_test(tc, test_sslmode_verifies);
     tcase_add_test(tc, test_nothing_set_is_the_default);
     tcase_add_test(tc, test_hosts_and_ports_pair);
     tcase_add_test(tc, test_one_port_for_all);

@@ -43,6 +43,11 @@ START_TEST(test_quote_literal)
     /* standard_conforming_strings: a backslash is an ordinary character */
     expect_quoted(pgsql_quote_literal("a\\b"), "'a\\b'");
     expect_quoted(pgsql_quote_literal(""), "''");
+    /* a wal2json add-tables value (issue 53): escaped with backslashes for
+     * wal2json, then a literal of START_REPLICATION, whose grammar has no
+     * E'...' form (PQescapeLiteral's for a backslash: a syntax error) */
+    expect_quoted(pgsql_quote_literal("Sales\\ EU.Outbox\\ Events\\,\\ v2,x\\'s.a\\\\b"),
+                  "'Sales\\ EU.Outbox\\ Events\\,\\ v2,x\\''s.a\\\\b'");
 }
 END_TEST
 

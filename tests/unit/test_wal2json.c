@@ -13,6 +13,7 @@
  * decoded values live in the decoder, not in the caller's buffer.
  */
 #include <check.h>
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1979,6 +1980,90 @@ START_TEST(test_grammar_edges)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* The add-tables value (wal2json_add_table)                               */
+/* ---------------------------------------------------------------------- */
+
+/* Where wal2json ends an entry of its add-tables list: a comma or a blank. */
+static bool ends_entry(char c)
+{
+    return c == ',' || isspace((unsigned char)c);
+}
+
+/* The i-th entry of an add-tables list read back as wal2json 2.5 reads it:
+ * an entry ends at an unescaped comma or blank, the schema at the first
+ * unescaped period, and a backslash takes the next byte as it is. Writes
+ * schema and table unescaped; false when there is no i-th entry or it has
+ * no period. */
+static bool read_back(const char *list, int i, char *schema, char *table)
+{
+    const char *p = list;
+    for (; i > 0; i--) {
+        while (*p && !ends_entry(*p))
+            p += *p == '\\' && p[1] ? 2 : 1;
+        if (!*p) return false;
+        p++;
+    }
+    char *out = schema;
+    bool period = false;
+    while (*p && !ends_entry(*p)) {
+        if (*p == '.' && !period) {
+            *out = '\0';
+            out = table;
+            period = true;
+            p++;
+            continue;
+        }
+        if (*p == '\\' && p[1]) p++;
+        *out++ = *p++;
+    }
+    *out = '\0';
+    return period;
+}
+
+START_TEST(test_add_tables_value)
+{
+    /* issue 53: a schema and a table whose names need quoting in SQL */
+    char *list = wal2json_add_table(NULL, "Sales EU", "Outbox Events, v2");
+    ck_assert_ptr_nonnull(list);
+    ck_assert_str_eq(list, "Sales\\ EU.Outbox\\ Events\\,\\ v2");
+    list = wal2json_add_table(list, "public", "outbox_events");
+    ck_assert_str_eq(list, "Sales\\ EU.Outbox\\ Events\\,\\ v2,public.outbox_events");
+    free(list);
+
+    /* every byte wal2json's list syntax reads (comma, blank, period, '*',
+     * backslash), a quote, a tab, and UTF-8 left whole */
+    static const char *const names[][2] = {
+        {"Sales EU", "Outbox Events, v2"},
+        {"a.b", "c.d"},
+        {"*", "*"},
+        {"it's", "x\\"},
+        {"tab\there", "\\"},
+        {"Gr\xc3\xb6\xc3\x9f" "e", "\xc3\xa9v\xc3\xa9nements"},
+        {"s", "a,b c.d*e'f\\g"},
+    };
+    size_t n = sizeof(names) / sizeof(names[0]);
+    list = NULL;
+    for (size_t i = 0; i < n; i++) {
+        list = wal2json_add_table(list, names[i][0], names[i][1]);
+        ck_assert_ptr_nonnull(list);
+    }
+    for (const char *p = list; *p; p++) /* no backslash inside a UTF-8 sequence */
+        ck_assert(!(*p == '\\' && (unsigned char)p[1] >= 0x80));
+    for (size_t i = 0; i < n; i++) {
+        char schema[64], table[64];
+        ck_assert_msg(read_back(list, (int)i, schema, table), "entry %zu of %s", i, list);
+        ck_assert_str_eq(schema, names[i][0]);
+        ck_assert_str_eq(table, names[i][1]);
+    }
+    char s2[64], t2[64];
+    ck_assert(!read_back(list, (int)n, s2, t2));
+    /* a schema or table named "*" is escaped: not wal2json's "every" */
+    ck_assert_ptr_nonnull(strstr(list, ",\\*.\\*,"));
+    free(list);
+}
+END_TEST
+
 static Suite *wal2json_suite(void)
 {
     Suite *s = suite_create("wal2json");
@@ -2036,6 +2121,7 @@ static Suite *wal2json_suite(void)
     tcase_add_test(errs, test_failure_leaves_decoder_usable);
     tcase_add_test(errs, test_bad_record_offset_and_cache);
     tcase_add_test(errs, test_line_action);
+    tcase_add_test(errs, test_add_tables_value);
     suite_add_tcase(s, errs);
 
     tcase_set_timeout(json, 120);
