@@ -35,7 +35,10 @@
  * first), then by xmin and ctid, which decide only where the column is
  * NULL or missing. Without the column (repair_order_terms(NULL)) the old
  * order (xmin, ctid) is all there is: repair and republish say so with a
- * warning, and `outboxd check` warns ahead.
+ * warning, and `outboxd check` warns ahead. What no term can tell: two
+ * transactions with the very same time (a microsecond) are merged by the
+ * column, as no row names its top-level transaction (a subtransaction's
+ * rows carry their own xid, and the server offers no map to the parent).
  */
 #ifndef OUTBOXD_REPAIRPLAN_H
 #define OUTBOXD_REPAIRPLAN_H
