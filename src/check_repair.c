@@ -87,6 +87,24 @@ static const char *no_message_repair(const struct ck *k)
                : "";
 }
 
+/* Whether the outbox table's column col is an identity column or has a
+ * nextval() default. False when not, or not known. */
+static bool from_sequence(struct ck *k, const char *col)
+{
+    char err[1024];
+    const char *params[] = {k->oid, col};
+    PGresult *r = ck_query(k,
+                           "SELECT a.attidentity <> '' OR coalesce(pg_catalog.pg_get_expr("
+                           "d.adbin, d.adrelid) LIKE 'nextval(%', false) FROM "
+                           "pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d ON "
+                           "d.adrelid = a.attrelid AND d.adnum = a.attnum WHERE a.attrelid = "
+                           "$1::oid AND a.attname = $2",
+                           2, params, err, sizeof(err));
+    bool yes = r && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    return yes;
+}
+
 /* Whether repair and republish can put a transaction's rows in insert
  * order: the table has [outbox] order_column (repairplan.h, "The order
  * within one time"). A table without it is warned of with what it risks;
@@ -99,9 +117,11 @@ static void order_key(struct ck *k)
     if (!k->table_ok) return ck_skip(k, what, "the outbox table was not checked");
     if (col && *col && ck_find_col(k, col)) {
         ck_report(k, CHECK_OK, what, NULL,
-                  "repair and republish put a transaction's rows in the order of %s (it "
-                  "must grow in insert order: a sequence or identity column)",
-                  col);
+                  "repair and republish put a transaction's rows in the order of %s (%s)", col,
+                  from_sequence(k, col)
+                      ? "filled from a sequence: insert order"
+                      : "not filled from a sequence here: it must grow in insert order, at "
+                        "least within each aggregate_id, as aggregate_version does");
         return;
     }
     bool set = col && *col && config_outbox_key_set(s, "order_column");

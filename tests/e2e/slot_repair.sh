@@ -226,7 +226,11 @@ check_order() {
 
 step "check's repair order line: ok with seq, warn without, FAIL for a missing column set"
 check_line ok
-grep -qE '^ok +repair order.*seq' "$T/check.out" || fail "check does not name the order column"
+grep -qE '^ok +repair order.*order of seq \(filled from a sequence' "$T/check.out" ||
+    fail "check does not name the order column and its sequence"
+check_order --set outbox.order_column=aggregate_version
+grep -qE '^ok +repair order.*aggregate_version \(not filled from a sequence here: it must grow' "$T/check.out" ||
+    fail "check does not say what a column without a sequence must do"
 check_order --set outbox.order_column=
 grep -qE '^warn +repair order.*no order column.*sql/outbox_order_column.sql' "$T/check.out" ||
     fail "check's warning does not name the risk and the migration"
@@ -254,7 +258,8 @@ psql_q "SET ROLE app_writer;
 assert_eq "1 0" "$(psql_q "SELECT count(seq), count(*) - count(seq) - 1 FROM app_old.\"Old Outbox\"" | tr '|' ' ')" \
     "the migrated table numbers new rows (old rows NULL)"
 check_order --set 'outbox.table=app_old.Old Outbox'
-grep -qE '^ok +repair order.*seq' "$T/check.out" || fail "check does not accept the migrated table"
+grep -qE '^ok +repair order.*order of seq \(filled from a sequence' "$T/check.out" ||
+    fail "check does not accept the migrated table"
 # republish without the column says what it risks; with a missing one set, refuses
 rrc=0
 "$OUTBOXD_BUILD_DIR/outboxd" republish -c "$T/outboxd.ini" --set outbox.order_column= \
