@@ -114,6 +114,9 @@ struct outbox_spec {
                               * (outbox_map.timestamp_commit) */
     char *repair_column;     /* repair's time column when track_commit_timestamp
                               * is off (e.g. created_at); NULL: none */
+    char *order_column;      /* insert order within a transaction (a sequence's
+                              * column, e.g. seq): repair and republish order a
+                              * transaction's rows by it; NULL: none (ctid) */
     int64_t repair_margin_ms; /* repair re-sends from this much before the boundary */
 };
 

@@ -7,6 +7,7 @@
 #ifndef OUTBOXD_CONFIG_OUTBOX_H
 #define OUTBOXD_CONFIG_OUTBOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -31,5 +32,9 @@ int config_outbox_set(const struct config *c, struct outbox_set *set, char *err,
  * daemon and the subcommands run on a loaded configuration. 0, or -1 with
  * err. */
 int config_outbox_validate(const struct config *c, char *err, size_t errlen);
+
+/* Whether [outbox] key was set for s (file, environment, --set, or
+ * inherited from a set [outbox]), not left at its default or preset. */
+bool config_outbox_key_set(const struct outbox_spec *s, const char *key);
 
 #endif

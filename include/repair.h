@@ -16,7 +16,9 @@
  *      new slot's consistent point, and the slot streams exactly those
  *      after it;
  *   3. in that snapshot, produces every row from the boundary on, in
- *      commit order, through the normal producer, topic routing and
+ *      commit order and within a transaction in insert order (by [outbox]
+ *      order_column; a table without it is sent in its physical order,
+ *      with a warning: repairplan.h), through the normal producer, topic routing and
  *      headers, and waits until Kafka ACKed every one; with several
  *      outbox tables ([outbox.NAME]) a cursor per table (each with its
  *      section's repair_column), merged on time and transaction: within

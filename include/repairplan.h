@@ -22,6 +22,23 @@
  * Rows whose commit timestamp is unknown (committed before the setting
  * was on, or frozen by VACUUM) cannot be placed: repair counts them and
  * says so, it never sends them silently or skips them silently.
+ *
+ * The order within one time (one transaction: its commit timestamp, or
+ * its start in the column). Neither the row's place in the heap (ctid)
+ * nor its xmin is insert order: once retention deletes rows and VACUUM
+ * ran, the free-space map hands out earlier pages, so a transaction's
+ * later rows can sit before its earlier ones; and rows inserted inside a
+ * savepoint carry the subtransaction's xid, not the transaction's. So
+ * rows are ordered by [outbox] order_column (sql/outbox.sql's seq, filled
+ * from a sequence at insert: nextval grows in insert order within one
+ * session, savepoints included; NULL in rows older than the column sort
+ * first), then by xmin and ctid, which decide only where the column is
+ * NULL or missing. Without the column (repair_order_terms(NULL)) the old
+ * order (xmin, ctid) is all there is: repair and republish say so with a
+ * warning, and `outboxd check` warns ahead. What no term can tell: two
+ * transactions with the very same time (a microsecond) are merged by the
+ * column, as no row names its top-level transaction (a subtransaction's
+ * rows carry their own xid, and the server offers no map to the parent).
  */
 #ifndef OUTBOXD_REPAIRPLAN_H
 #define OUTBOXD_REPAIRPLAN_H
@@ -78,12 +95,66 @@ struct repair_plan {
 /* Decides for f. */
 void repair_plan_decide(const struct repair_facts *f, struct repair_plan *out);
 
+/* The terms rows are sorted by, in turn: the time, then within one time
+ * (see "The order within one time" above). One list renders the ORDER BY
+ * (repair_select_sql(), repair_txn_order_sql()) and orders a model's rows
+ * (repair_row_cmp()), so the unit test of the one is a test of the other. */
+enum repair_term {
+    RT_TIME,  /* the commit timestamp, or the time column */
+    RT_ORDER, /* [outbox] order_column, NULLs first */
+    RT_XID,   /* xmin, as a number */
+    RT_CTID,  /* the place in the heap: block, then line pointer */
+};
+#define REPAIR_MAX_TERMS 4
+struct repair_order {
+    enum repair_term term[REPAIR_MAX_TERMS];
+    size_t n;
+};
+
+/* The terms with order_column (NULL or "": the table has none). */
+void repair_order_terms(const char *order_column, struct repair_order *out);
+
+/* What a row is sorted on, as the server sees it. */
+struct repair_rowpos {
+    int64_t time_us;
+    bool has_order; /* false: order_column is NULL in this row */
+    int64_t order;
+    uint64_t xid;  /* xmin: the (sub)transaction that inserted it */
+    uint32_t block; /* ctid */
+    uint16_t line;
+};
+
+/* <0, 0, >0 as a sorts before, with or after b under o (as the server's
+ * ORDER BY of the same terms would). */
+int repair_row_cmp(const struct repair_order *o, const struct repair_rowpos *a,
+                   const struct repair_rowpos *b);
+
+/* The ORDER BY terms after the time, e.g. "\"seq\" NULLS FIRST,
+ * xmin::text::bigint, ctid" (order_column: as for repair_order_terms()).
+ * malloc'd, the caller frees; NULL when out of memory. Republish orders a
+ * transaction's rows by it too (repubsel.h). */
+char *repair_txn_order_sql(const char *order_column);
+
+/* The warning repair and republish log, and `outboxd check` gives, when
+ * the table lacks the order column: what it risks and what to add. */
+#define REPAIR_NO_ORDER_RISK                                                               \
+    "a transaction's rows are then ordered by what is not insert order: their place in "  \
+    "the table (ctid: new rows fill earlier pages once retention deletes rows and VACUUM " \
+    "ran), their xid (a row inserted in a savepoint carries its own), or event_id "        \
+    "(republish without commit timestamps); one aggregate's events can be re-published "  \
+    "out of order"
+#define REPAIR_NO_ORDER_FIX                                                                \
+    "add the column: psql -f sql/outbox_order_column.sql (sql/README.md; a sequence "     \
+    "column, no table rewrite), or set [outbox] order_column to a column that grows in "  \
+    "insert order"
+
 /* The statements over the table of m (time_column: [outbox] repair_column
  * for REPAIR_BY_COLUMN). Each returns a malloc'd string the caller frees,
  * or NULL when out of memory.
  *   select: the rows at or after $1 (the start as a timestamptz text,
- *     offset_commit_time_text()), in commit order: by time, then
- *     transaction, then ctid (insertion order for an append-only table);
+ *     offset_commit_time_text()), in commit order: by time, then within
+ *     one time by repair_order_terms(order_column) (NULL or "": the table
+ *     has no order column);
  *     first the time in microseconds (REPAIR_COL_US) and the transaction
  *     (REPAIR_COL_XID), on which several tables' rows are merged, then
  *     every column of the table;
@@ -93,7 +164,7 @@ void repair_plan_decide(const struct repair_facts *f, struct repair_plan *out);
 #define REPAIR_COL_US "outboxd_repair_us"
 #define REPAIR_COL_XID "outboxd_repair_xid"
 char *repair_select_sql(const struct outbox_map *m, const struct repair_plan *p,
-                        const char *time_column);
+                        const char *time_column, const char *order_column);
 char *repair_stats_sql(const struct outbox_map *m, const struct repair_plan *p,
                        const char *time_column);
 char *repair_count_untimed_sql(const struct outbox_map *m, const struct repair_plan *p,

@@ -19,9 +19,12 @@
  *   with an aggregate selected and [outbox] column.aggregate_version in
  *   the table: by that version first (NULLs first); then in commit order
  *   when track_commit_timestamp is on (pg_xact_commit_timestamp(xmin),
- *   rows committed before it was on first, then transaction, then ctid),
- *   else by the time column (when the table has it) then event_id, else
- *   by event_id alone.
+ *   rows committed before it was on first), within one commit time in
+ *   insert order: [outbox] order_column, then xmin and ctid
+ *   (repair_txn_order_sql(), repairplan.h); else by the time column (when
+ *   the table has it), then order_column, then event_id. The order column
+ *   is what makes a transaction's rows come out in insert order: without
+ *   it (NULL in struct repub_table), republish warns (republish.c).
  */
 #ifndef OUTBOXD_REPUBSEL_H
 #define OUTBOXD_REPUBSEL_H
@@ -67,6 +70,8 @@ struct repub_table {
     bool commit_ts;       /* track_commit_timestamp = on */
     bool has_time_column; /* the table has time_column */
     bool has_version;     /* the table has the aggregate_version column */
+    const char *order_column; /* [outbox] order_column when the table has it,
+                               * else NULL */
 };
 
 /* The statements and their text parameters. */

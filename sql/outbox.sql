@@ -12,7 +12,13 @@ CREATE TABLE IF NOT EXISTS public.outbox_events (
     aggregate_version bigint,
     event_type        text        NOT NULL,
     payload           jsonb,
-    created_at        timestamptz NOT NULL DEFAULT now()
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    -- Insert order ([outbox] order_column): nextval grows in the order a
+    -- session inserts, savepoints included, so gap repair and republish
+    -- put a transaction's rows in the order they were written (neither
+    -- ctid nor xmin is that order). Never set it by hand. Tables created
+    -- before it: sql/outbox_order_column.sql.
+    seq               bigserial   NOT NULL
 );
 
 -- publish = 'insert': the server does not even decode other operations

@@ -3,9 +3,12 @@
  * if the slot were lost: it needs a way to tell which rows were committed
  * after the last ACKed transaction (track_commit_timestamp, or [outbox]
  * repair_column), and the rows themselves (an outbox whose rows are
- * deleted right after insert keeps nothing to re-publish).
+ * deleted right after insert keeps nothing to re-publish); and whether it
+ * and `outboxd republish` can put a transaction's rows in insert order
+ * (the table's [outbox] order_column).
  */
 #include "check_int.h"
+#include "config_outbox.h"
 #include "repairplan.h"
 
 #include <stdio.h>
@@ -84,7 +87,54 @@ static const char *no_message_repair(const struct ck *k)
                : "";
 }
 
-void check_repairable(struct ck *k)
+/* Whether the outbox table's column col is an identity column or has a
+ * nextval() default. False when not, or not known. */
+static bool from_sequence(struct ck *k, const char *col)
+{
+    char err[1024];
+    const char *params[] = {k->oid, col};
+    PGresult *r = ck_query(k,
+                           "SELECT a.attidentity <> '' OR coalesce(pg_catalog.pg_get_expr("
+                           "d.adbin, d.adrelid) LIKE 'nextval(%', false) FROM "
+                           "pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d ON "
+                           "d.adrelid = a.attrelid AND d.adnum = a.attnum WHERE a.attrelid = "
+                           "$1::oid AND a.attname = $2",
+                           2, params, err, sizeof(err));
+    bool yes = r && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    return yes;
+}
+
+/* Whether repair and republish can put a transaction's rows in insert
+ * order: the table has [outbox] order_column (repairplan.h, "The order
+ * within one time"). A table without it is warned of with what it risks;
+ * a column set explicitly that the table lacks fails, as repair and
+ * republish refuse it. */
+static void order_key(struct ck *k)
+{
+    const struct outbox_spec *s = k->spec;
+    const char *what = "repair order", *col = s->order_column;
+    if (!k->table_ok) return ck_skip(k, what, "the outbox table was not checked");
+    if (col && *col && ck_find_col(k, col)) {
+        ck_report(k, CHECK_OK, what, NULL,
+                  "repair and republish put a transaction's rows in the order of %s (%s)", col,
+                  from_sequence(k, col)
+                      ? "filled from a sequence: insert order"
+                      : "not filled from a sequence here: it must grow in insert order, at "
+                        "least within each aggregate_id, as aggregate_version does");
+        return;
+    }
+    bool set = col && *col && config_outbox_key_set(s, "order_column");
+    ck_report(k, set ? CHECK_FAIL : CHECK_WARN, what, REPAIR_NO_ORDER_FIX,
+              "the outbox table has no order column (%s%s%s): if repair or republish had "
+              "to send rows again, %s",
+              col && *col ? "[outbox] order_column = " : "[outbox] order_column is not set",
+              col && *col ? col : "", col && *col ? ", no such column" : "",
+              REPAIR_NO_ORDER_RISK);
+}
+
+/* The gap repair line: the time source and whether the rows are kept. */
+static void gap_repair(struct ck *k)
 {
     const struct config *c = k->cfg;
     const char *what = "gap repair";
@@ -121,4 +171,10 @@ void check_repairable(struct ck *k)
     if (known) snprintf(kept, sizeof(kept), " (%lld of %lld inserted deleted)", del, ins);
     ck_report(k, CHECK_OK, what, NULL, "rows are kept%s; %s; on_slot_loss = %s%s", kept, how,
               slot_loss_name(c->pg_on_slot_loss), no_message_repair(k));
+}
+
+void check_repairable(struct ck *k)
+{
+    gap_repair(k);
+    if (k->pg_ok) order_key(k);
 }

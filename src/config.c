@@ -151,6 +151,8 @@ static const struct key_def key_defs[] = {
       "record timestamp: produce (when sent to Kafka) or commit (the transaction's commit time)"),
     KO("repair_column", KT_PATH, repair_column, "created_at",
       "each row's insert time: repair without track_commit_timestamp; republish --since"),
+    KO("order_column", KT_PATH, order_column, "seq",
+      "a column filled from a sequence at insert: repair and republish order a transaction's rows by it (sql/outbox_order_column.sql)"),
     KO("repair_margin", KT_DURATION, repair_margin_ms, "1m",
       "repair re-sends rows from this long before the last ACKed commit time"),
     K("offsets", "file", KT_STRING, offsets_file, "outboxd.offset",
@@ -676,6 +678,7 @@ static const char *const debezium_preset[][2] = {
     {"headers", "event_id:id"},
     {"span_context_column", "tracingspancontext"},
     {"repair_column", ""}, /* Debezium's table has no insert time */
+    {"order_column", ""},  /* nor an insert order */
 };
 #define NPRESET_KEYS (sizeof(debezium_preset) / sizeof(debezium_preset[0]))
 

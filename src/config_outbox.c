@@ -108,3 +108,9 @@ int config_outbox_validate(const struct config *c, char *err, size_t errlen)
     if (check_maps(c, err, errlen) != 0) return -1;
     return config_serde_validate(c, err, errlen);
 }
+
+bool config_outbox_key_set(const struct outbox_spec *s, const char *key)
+{
+    size_t i = config_key_index("outbox", key);
+    return s->source[i] != CONFIG_SRC_DEFAULT && s->source[i] != CONFIG_SRC_PRESET;
+}

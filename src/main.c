@@ -229,7 +229,8 @@ static void repair_usage(FILE *out)
             "snapshot, re-publishes from the outbox table every row committed since the\n"
             "last ACKed transaction (the offset file's commit time, less [outbox]\n"
             "repair_margin; by pg_xact_commit_timestamp() when track_commit_timestamp\n"
-            "is on, else by [outbox] repair_column), waits for every ACK, and writes\n"
+            "is on, else by [outbox] repair_column; a transaction's rows in insert order\n"
+            "by [outbox] order_column), waits for every ACK, and writes\n"
             "the offset file at the new slot's consistent point. Stop outboxd before.\n"
             "Rows the application already deleted cannot be re-published.\n"
             "\n");

@@ -52,6 +52,8 @@ struct repair {
     struct outbox_set set; /* every outbox table */
     char *tables;          /* "schema.table, ..." of them */
     struct rcursor *cur;   /* set.n of them; owned */
+    const char **order;    /* set.n: each section's order_column, NULL where the
+                            * table lacks it (then xmin, ctid); owned array */
     struct stream *st;  /* the replication connection: creates the slot and
                          * holds its exported snapshot */
     PGconn *db;         /* a normal connection: reads in the snapshot */
@@ -258,7 +260,7 @@ static int open_table(struct repair *r, size_t i, const char *from)
     const char *col = config_outbox_at(r->c, i)->repair_column;
     char *untimed = repair_count_untimed_sql(m, &r->plan, col);
     char *stats = repair_stats_sql(m, &r->plan, col);
-    char *sel = repair_select_sql(m, &r->plan, col);
+    char *sel = repair_select_sql(m, &r->plan, col, r->order[i]);
     snprintf(r->cur[i].name, sizeof(r->cur[i].name), "outboxd_repair_%zu", i);
     char *decl = sel ? str_printf("DECLARE %s NO SCROLL CURSOR FOR %s", r->cur[i].name, sel)
                      : NULL;
@@ -287,6 +289,54 @@ out:
     free(sel);
     free(decl);
     return rc;
+}
+
+/* Each table's order column (repairplan.h, "The order within one time")
+ * into r->order: the section's [outbox] order_column when the table has
+ * it. A table without it is repaired in the old order (xmin, ctid) with a
+ * warning that says what that risks; an order_column set explicitly that
+ * the table lacks is refused. 0, or an exit code logged. */
+static int find_order_columns(struct repair *r)
+{
+    if (!(r->order = calloc(r->set.n, sizeof(*r->order)))) {
+        log_error("repair: out of memory");
+        return EXIT_FATAL;
+    }
+    for (size_t i = 0; i < r->set.n; i++) {
+        const struct outbox_spec *s = config_outbox_at(r->c, i);
+        const struct outbox_map *m = &r->set.maps[i];
+        char *qt = pgsql_quote_qualified(m->schema, m->table), v[32], label[160];
+        const char *col = s->order_column && *s->order_column ? s->order_column : NULL;
+        const char *p[2] = {qt, col};
+        if (!qt) {
+            log_error("repair: out of memory");
+            return EXIT_FATAL;
+        }
+        int rc = col ? db_value(r, "looking up [outbox] order_column",
+                                "SELECT count(*) FROM pg_catalog.pg_attribute WHERE "
+                                "attrelid = $1::regclass AND attname = $2 AND attnum > 0 "
+                                "AND NOT attisdropped",
+                                2, p, v, sizeof(v))
+                     : 0;
+        free(qt);
+        if (rc != 0) return EXIT_FATAL;
+        if (col && strcmp(v, "1") == 0) {
+            r->order[i] = col;
+            continue;
+        }
+        config_outbox_label(s, label, sizeof(label));
+        if (col && config_outbox_key_set(s, "order_column")) {
+            log_error("repair: %s order_column = %s: the table %s.%s has no such column "
+                      "(add it: sql/outbox_order_column.sql, or unset order_column)",
+                      label, col, m->schema, m->table);
+            return EXIT_USAGE;
+        }
+        log_warn("repair: the table %s.%s has no order column (%s order_column%s%s): %s; "
+                 "%s",
+                 m->schema, m->table, label, col ? " = " : " is not set", col ? col : "",
+                 REPAIR_NO_ORDER_RISK, REPAIR_NO_ORDER_FIX);
+    }
+    return 0;
 }
 
 /* Opens a transaction in the slot's exported snapshot, counts what it
@@ -507,6 +557,7 @@ static int run(struct repair *r)
                   r->set.maps[i].table);
         return EXIT_USAGE;
     }
+    if ((rc = find_order_columns(r))) return rc;
     offset_commit_time_text(r->plan.from_us, from, sizeof(from));
     log_info("repair: slot \"%s\" is %s; re-publishing the rows of %s %s at or after %s",
              r->c->pg_slot, slot_state(r), r->tables,
@@ -584,6 +635,7 @@ int repair_run(const struct config *cfg, const struct repair_options *o)
     if (r.st) stream_close(r.st);
     rowpub_free(&r.pub);
     free_cursors(&r);
+    free(r.order);
     outbox_set_free(&r.set);
     free(r.tables);
     return rc;

@@ -141,22 +141,90 @@ static char *time_expr(const struct repair_plan *p, const char *time_column)
     return pgsql_quote_ident(time_column);
 }
 
+void repair_order_terms(const char *order_column, struct repair_order *out)
+{
+    out->n = 0;
+    out->term[out->n++] = RT_TIME;
+    if (order_column && *order_column) out->term[out->n++] = RT_ORDER;
+    out->term[out->n++] = RT_XID;
+    out->term[out->n++] = RT_CTID;
+}
+
+/* -1, 0, 1 as a is less than, equal to or greater than b. */
+#define CMP(a, b) ((a) < (b) ? -1 : (a) > (b) ? 1 : 0)
+
+int repair_row_cmp(const struct repair_order *o, const struct repair_rowpos *a,
+                   const struct repair_rowpos *b)
+{
+    for (size_t i = 0; i < o->n; i++) {
+        int c = 0;
+        switch (o->term[i]) {
+        case RT_TIME: c = CMP(a->time_us, b->time_us); break;
+        case RT_ORDER: /* NULLS FIRST */
+            c = a->has_order != b->has_order ? (a->has_order ? 1 : -1)
+                                             : CMP(a->order, b->order);
+            break;
+        case RT_XID: c = CMP(a->xid, b->xid); break;
+        case RT_CTID:
+            c = a->block != b->block ? CMP(a->block, b->block) : CMP(a->line, b->line);
+        }
+        if (c) return c;
+    }
+    return 0;
+}
+
+/* The terms of o from the first one on, as ORDER BY items (te: the time
+ * expression). malloc'd, or NULL. */
+static char *order_sql(const struct repair_order *o, size_t first, const char *te,
+                       const char *order_column)
+{
+    char *sql = strdup(""), *q = NULL;
+    for (size_t i = first; sql && i < o->n; i++) {
+        char *next = NULL;
+        const char *sep = i > first ? ", " : "";
+        switch (o->term[i]) {
+        case RT_TIME: next = str_printf("%s%s%s", sql, sep, te); break;
+        case RT_ORDER:
+            if ((q = pgsql_quote_ident(order_column)))
+                next = str_printf("%s%s%s NULLS FIRST", sql, sep, q);
+            free(q);
+            q = NULL;
+            break;
+        /* xmin as a number: the text cast, as xid has no ordering operator */
+        case RT_XID: next = str_printf("%s%sxmin::text::bigint", sql, sep); break;
+        case RT_CTID: next = str_printf("%s%sctid", sql, sep); break;
+        }
+        free(sql);
+        sql = next;
+    }
+    return sql;
+}
+
+char *repair_txn_order_sql(const char *order_column)
+{
+    struct repair_order o;
+    repair_order_terms(order_column, &o);
+    return order_sql(&o, 1, "", order_column); /* term 0 is the time */
+}
+
 char *repair_select_sql(const struct outbox_map *m, const struct repair_plan *p,
-                        const char *time_column)
+                        const char *time_column, const char *order_column)
 {
     char *te = time_expr(p, time_column), *qt = pgsql_quote_qualified(m->schema, m->table);
+    struct repair_order o;
+    repair_order_terms(order_column, &o);
+    char *order = te ? order_sql(&o, 0, te, order_column) : NULL;
     char *sql = NULL;
-    /* In commit order: by time; within one time, by transaction (xmin as a
-     * number: the text cast, as xid has no ordering operator); within one
-     * transaction, by ctid, which is insertion order while rows are only
-     * appended. */
-    if (te && qt)
+    /* In commit order: by time; within one time (one transaction, but for
+     * ties), in insert order (repairplan.h, "The order within one time"). */
+    if (te && qt && order)
         sql = str_printf("SELECT (extract(epoch FROM %s) * 1000000)::bigint AS "
                          REPAIR_COL_US ", xmin::text::bigint AS " REPAIR_COL_XID ", * FROM %s "
-                         "WHERE %s >= $1::timestamptz ORDER BY %s, xmin::text::bigint, ctid",
-                         te, qt, te, te);
+                         "WHERE %s >= $1::timestamptz ORDER BY %s",
+                         te, qt, te, order);
     free(te);
     free(qt);
+    free(order);
     return sql;
 }
 

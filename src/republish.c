@@ -104,6 +104,27 @@ static int connect_db(struct republish *r)
 /* Whether name is the column called col (NULL or "": none). */
 static bool is_col(const char *name, const char *col) { return col && *col && !strcmp(name, col); }
 
+/* The table has no [outbox] order_column (repairplan.h, "The order within
+ * one time"): refused when the key was set, else said with what it risks.
+ * 0, or EXIT_USAGE logged. */
+static int check_order_column(struct republish *r)
+{
+    const char *col = r->spec->order_column;
+    char label[160];
+    if (r->t.order_column) return 0;
+    config_outbox_label(r->spec, label, sizeof(label));
+    if (col && *col && config_outbox_key_set(r->spec, "order_column")) {
+        log_error("republish: %s order_column = %s: the table %s has no such column (add "
+                  "it: sql/outbox_order_column.sql, or unset order_column)",
+                  label, col, r->table);
+        return EXIT_USAGE;
+    }
+    log_warn("republish: the table %s has no order column (%s order_column%s%s): %s; %s",
+             r->table, label, col && *col ? " = " : " is not set", col && *col ? col : "",
+             REPAIR_NO_ORDER_RISK, REPAIR_NO_ORDER_FIX);
+    return 0;
+}
+
 /* The table's oid and columns, and track_commit_timestamp, into r->t. 0,
  * or an exit code logged. */
 static int look_up_table(struct republish *r)
@@ -125,6 +146,7 @@ static int look_up_table(struct republish *r)
             r->id_type = strdup(PQgetvalue(res, i, 1));
         r->t.has_time_column |= is_col(name, r->spec->repair_column);
         r->t.has_version |= is_col(name, r->map.columns[OC_AGGREGATE_VERSION]);
+        if (is_col(name, r->spec->order_column)) r->t.order_column = r->spec->order_column;
     }
     PQclear(res);
     if (!r->id_type) {
@@ -134,7 +156,7 @@ static int look_up_table(struct republish *r)
         return EXIT_USAGE;
     }
     r->t.id_type = r->id_type;
-    return 0;
+    return check_order_column(r);
 }
 
 /* ---- 2. the selection, in one snapshot ---- */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pgsql.h"
+#include "repairplan.h"
 #include "str.h"
 
 /* ---- options ---- */
@@ -236,13 +237,16 @@ static char *order_of(const struct outbox_map *m, const struct repub_options *o,
                       const char *time_column, const struct repub_table *t)
 {
     char *eid = col(m, OC_EVENT_ID), *ver = col(m, OC_AGGREGATE_VERSION),
-         *tc = time_col(time_column), *ord = NULL;
-    if (eid && ver && tc) {
+         *tc = time_col(time_column), *txn = repair_txn_order_sql(t->order_column),
+         *oc = pgsql_quote_ident(t->order_column ? t->order_column : ""), *ord = NULL;
+    if (eid && ver && tc && txn && oc) {
+        const char *ocs = t->order_column ? oc : "",
+                   *ocn = t->order_column ? " NULLS FIRST, " : "";
         char *rest =
-            t->commit_ts ? strdup("pg_catalog.pg_xact_commit_timestamp(xmin) NULLS FIRST, "
-                                  "xmin::text::bigint, ctid")
-            : t->has_time_column ? str_printf("%s NULLS FIRST, %s", tc, eid)
-                                 : strdup(eid);
+            t->commit_ts
+                ? str_printf("pg_catalog.pg_xact_commit_timestamp(xmin) NULLS FIRST, %s", txn)
+            : t->has_time_column ? str_printf("%s NULLS FIRST, %s%s%s", tc, ocs, ocn, eid)
+                                 : str_printf("%s%s%s", ocs, ocn, eid);
         if (rest && o->agg_type && t->has_version)
             ord = str_printf("%s NULLS FIRST, %s", ver, rest);
         else
@@ -252,6 +256,8 @@ static char *order_of(const struct outbox_map *m, const struct repub_options *o,
     free(eid);
     free(ver);
     free(tc);
+    free(txn);
+    free(oc);
     return ord;
 }
 

@@ -70,7 +70,8 @@ EOF2
 step "the installed files and their modes"
 UNIT=$R/usr/local/lib/systemd/system/outboxd.service
 for f in bin/outboxd:755 lib/systemd/system/outboxd.service:644 \
-    share/outboxd/sql/outbox.sql:644 share/outboxd/sql/outbox_polling.sql:644 \
+    share/outboxd/sql/outbox.sql:644 share/outboxd/sql/outbox_order_column.sql:644 \
+    share/outboxd/sql/outbox_polling.sql:644 \
     share/outboxd/sql/inbox.sql:644 share/outboxd/sql/role.sql:644 \
     share/outboxd/outboxd.ini.example:644; do
     [[ -f "$R/usr/local/${f%%:*}" ]] || fail "cmake --install did not install ${f%%:*} (installed: $(cd "$R/usr/local" 2>/dev/null && find . -type f | tr '\n' ' '))"

@@ -201,7 +201,8 @@ START_TEST(test_sql)
                                    "aggregate_version", "event_type", "payload"};
     ck_assert_int_eq(outbox_map_init(&m, "app.Out\"box", cols, "t", err, sizeof(err)), 0);
     decide();
-    char *s = repair_select_sql(&m, &P, NULL), *c = repair_count_untimed_sql(&m, &P, NULL);
+    char *s = repair_select_sql(&m, &P, NULL, NULL);
+    char *c = repair_count_untimed_sql(&m, &P, NULL);
     ck_assert_str_eq(s, "SELECT (extract(epoch FROM pg_catalog.pg_xact_commit_timestamp(xmin)) "
                         "* 1000000)::bigint AS outboxd_repair_us, xmin::text::bigint AS "
                         "outboxd_repair_xid, * FROM \"app\".\"Out\"\"box\" WHERE "
@@ -220,7 +221,7 @@ START_TEST(test_sql)
     F.track_commit_timestamp = false;
     F.time_column = "created_at";
     decide();
-    s = repair_select_sql(&m, &P, F.time_column);
+    s = repair_select_sql(&m, &P, F.time_column, "");
     c = repair_count_untimed_sql(&m, &P, F.time_column);
     ck_assert_str_eq(s, "SELECT (extract(epoch FROM \"created_at\") * 1000000)::bigint AS "
                         "outboxd_repair_us, xmin::text::bigint AS outboxd_repair_xid, * FROM "
@@ -229,7 +230,98 @@ START_TEST(test_sql)
     ck_assert_str_eq(c, "SELECT count(*) FROM \"app\".\"Out\"\"box\" WHERE \"created_at\" IS NULL");
     free(s);
     free(c);
+    /* with the order column: by it within one time, before xmin and ctid */
+    s = repair_select_sql(&m, &P, F.time_column, "seq");
+    ck_assert_str_eq(s, "SELECT (extract(epoch FROM \"created_at\") * 1000000)::bigint AS "
+                        "outboxd_repair_us, xmin::text::bigint AS outboxd_repair_xid, * FROM "
+                        "\"app\".\"Out\"\"box\" WHERE \"created_at\" >= $1::timestamptz "
+                        "ORDER BY \"created_at\", \"seq\" NULLS FIRST, xmin::text::bigint, "
+                        "ctid");
+    free(s);
+    F.track_commit_timestamp = true;
+    decide();
+    s = repair_select_sql(&m, &P, NULL, "Seq No");
+    ck_assert_ptr_nonnull(strstr(s, "ORDER BY pg_catalog.pg_xact_commit_timestamp(xmin), "
+                                    "\"Seq No\" NULLS FIRST, xmin::text::bigint, ctid"));
+    free(s);
+    s = repair_txn_order_sql("seq");
+    ck_assert_str_eq(s, "\"seq\" NULLS FIRST, xmin::text::bigint, ctid");
+    free(s);
+    s = repair_txn_order_sql(NULL);
+    ck_assert_str_eq(s, "xmin::text::bigint, ctid");
+    free(s);
     outbox_map_free(&m);
+}
+END_TEST
+
+/* A model of an outbox table whose physical order is not its insert
+ * order, sorted as the server sorts repair's SELECT (the same terms render
+ * its ORDER BY: test_sql). One time (one transaction, commit timestamp
+ * T0) holds the rows of transaction 700, whose first row went in inside a
+ * released savepoint (xid 701), and whose later rows landed on earlier
+ * pages (the free-space map after retention's DELETE and VACUUM); another
+ * transaction's rows come at T0 + 1. A model row's insert order is its
+ * index in ins[]. */
+static const struct repair_rowpos ins[] = {
+    /* transaction 700, committed at T0, inserted in this order */
+    {T0, true, 1001, 701, 40, 3}, /* in the savepoint: the subtransaction's xid */
+    {T0, true, 1002, 700, 40, 4},
+    {T0, true, 1004, 700, 12, 1}, /* page 40 was full: an earlier page */
+    {T0, true, 1005, 700, 12, 2},
+    {T0, true, 1007, 700, 3, 9},
+    /* transaction 702 (its seq values interleave with 700's), at T0 + 1 */
+    {T0 + 1, true, 1003, 702, 41, 1},
+    {T0 + 1, true, 1006, 702, 5, 1},
+};
+#define NINS (sizeof(ins) / sizeof(ins[0]))
+
+static struct repair_order model_order;
+static int model_cmp(const void *a, const void *b)
+{
+    return repair_row_cmp(&model_order, *(const struct repair_rowpos *const *)a,
+                          *(const struct repair_rowpos *const *)b);
+}
+
+/* How many pairs of rows the model's sort puts after a row inserted later
+ * (0: in insert order). No two rows tie, so where they start is moot. */
+static int sorted_inversions(const char *order_column)
+{
+    const struct repair_rowpos *rows[NINS];
+    for (size_t i = 0; i < NINS; i++) rows[i] = &ins[i];
+    repair_order_terms(order_column, &model_order);
+    qsort(rows, NINS, sizeof(rows[0]), model_cmp);
+    int inv = 0;
+    for (size_t i = 0; i < NINS; i++)
+        for (size_t j = i + 1; j < NINS; j++)
+            if (rows[i] > rows[j]) inv++;
+    return inv;
+}
+
+START_TEST(test_order_is_insert_order)
+{
+    ck_assert_int_eq(sorted_inversions("seq"), 0);
+    /* without the column, xmin and ctid are all there is: out of order
+     * (what outboxd check warns of) */
+    ck_assert_int_gt(sorted_inversions(NULL), 0);
+    ck_assert_int_gt(sorted_inversions(""), 0);
+}
+END_TEST
+
+/* Rows older than the column (NULL there, after the migration) sort
+ * before the rows that have it at the same time, and among themselves by
+ * xmin, then ctid, as before. */
+START_TEST(test_order_nulls_first)
+{
+    struct repair_order o;
+    repair_order_terms("seq", &o);
+    struct repair_rowpos old1 = {T0, false, 0, 500, 9, 1}, old2 = {T0, false, 0, 500, 9, 2},
+                         old3 = {T0, false, 0, 501, 1, 1}, now = {T0, true, 1, 400, 1, 1},
+                         later = {T0 + 1, false, 0, 1, 1, 1};
+    ck_assert_int_lt(repair_row_cmp(&o, &old1, &old2), 0);
+    ck_assert_int_lt(repair_row_cmp(&o, &old2, &old3), 0);
+    ck_assert_int_lt(repair_row_cmp(&o, &old3, &now), 0);
+    ck_assert_int_gt(repair_row_cmp(&o, &later, &now), 0);
+    ck_assert_int_eq(repair_row_cmp(&o, &now, &now), 0);
 }
 END_TEST
 
@@ -264,6 +356,8 @@ int main(void)
     tcase_add_test(tc, test_other_stream_refused);
     tcase_add_test(tc, test_sql);
     tcase_add_test(tc, test_rows_gone);
+    tcase_add_test(tc, test_order_is_insert_order);
+    tcase_add_test(tc, test_order_nulls_first);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -190,6 +190,37 @@ START_TEST(test_sql_commit_order)
 }
 END_TEST
 
+/* With the order column, a transaction's rows in insert order: after the
+ * commit time (or the time column), by it; never by ctid or event_id
+ * first (a UUID event_id is random within a transaction). */
+START_TEST(test_sql_order_column)
+{
+    const char *w[] = {"--since", "S", NULL};
+    ck_assert_int_eq(parse(w), 0);
+    struct repub_table t = {.id_type = "uuid", .commit_ts = true, .has_time_column = true,
+                            .order_column = "seq"};
+    struct repub_sql q;
+    ck_assert_int_eq(repub_sql_build(&M, &O, "created_at", &t, &q, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(strstr(q.select, " ORDER BY "
+                                           "pg_catalog.pg_xact_commit_timestamp(xmin) NULLS "
+                                           "FIRST, \"seq\" NULLS FIRST, xmin::text::bigint, "
+                                           "ctid"));
+    repub_sql_free(&q);
+    t.commit_ts = false;
+    ck_assert_int_eq(repub_sql_build(&M, &O, "created_at", &t, &q, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(strstr(q.select, " ORDER BY \"created_at\" NULLS FIRST, "
+                                           "\"seq\" NULLS FIRST, \"id\""));
+    repub_sql_free(&q);
+    t.has_time_column = false;
+    repub_options_free(&O);
+    const char *a[] = {"--aggregate", "A:1", NULL};
+    ck_assert_int_eq(parse(a), 0);
+    ck_assert_int_eq(repub_sql_build(&M, &O, "", &t, &q, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(strstr(q.select, " ORDER BY \"seq\" NULLS FIRST, \"id\""));
+    repub_sql_free(&q);
+}
+END_TEST
+
 START_TEST(test_sql_no_time_column)
 {
     const char *w[] = {"--aggregate", "A:1", NULL};
@@ -248,6 +279,7 @@ int main(void)
     tcase_add_checked_fixture(sq, map_setup, map_teardown);
     tcase_add_test(sq, test_sql_all_selections_anded);
     tcase_add_test(sq, test_sql_commit_order);
+    tcase_add_test(sq, test_sql_order_column);
     tcase_add_test(sq, test_sql_no_time_column);
     tcase_add_test(sq, test_sql_since_needs_the_column);
     tcase_add_test(sq, test_describe);
