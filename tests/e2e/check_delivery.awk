@@ -1,7 +1,7 @@
 # check_delivery.awk - compares committed outbox rows with dumped messages.
 # Used by check_delivery in lib.sh; POSIX awk (runs under mawk).
 #
-# awk -F '\t' -v once=0|1 -f check_delivery.awk ROWS MSGS
+# awk -F '\t' -v once=0|1 -f check_delivery.awk ROWS ORDER MSGS
 #
 # ROWS (from psql), one committed event per line:
 #   1 event_id hex  2 txid  3 expected topic  4 aggregate_type hex
@@ -11,6 +11,10 @@
 # transactions must not share a commit_lsn); with xmin, rows inserted in
 # subtransactions (savepoints) have their own xids, so only "same xid, same
 # commit_lsn" is checked.
+# ORDER (from lib.sh's judge slot; may be empty): the event_id hex of every
+#   outbox row in the order the server decodes them, the real commit order
+#   (statement order inside a transaction). When it is there, the first
+#   deliveries in each partition must follow it.
 # MSGS (from jq over outboxd-kdump's output, in topic/partition/offset order):
 #   1 topic  2 partition  3 offset  4 key hex or -  5 value hex or -
 #   6 event_id header hex  7 event_type hex  8 aggregate_type hex
@@ -49,7 +53,7 @@ function bytes(h) { return h == "-" ? "null" : (length(h) / 2) " bytes" }
 
 BEGIN {
     HEX = "0123456789abcdef"
-    nrows = 0; nmsgs = 0; dups = 0; total = 0; ndistinct = 0; ntx = 0; nkeys = 0
+    nrows = 0; nmsgs = 0; dups = 0; total = 0; ndistinct = 0; ntx = 0; nkeys = 0; njudge = 0
 }
 
 FILENAME == ARGV[1] {
@@ -57,6 +61,11 @@ FILENAME == ARGV[1] {
     exp_tx[$1] = $2; exp_topic[$1] = $3; exp_atype[$1] = $4; exp_aid[$1] = $5
     exp_ver[$1] = $6; exp_etype[$1] = $7; exp_payload[$1] = $8
     nrows++
+    next
+}
+
+FILENAME == ARGV[2] {
+    if (!($1 in judge_pos)) judge_pos[$1] = ++njudge
     next
 }
 
@@ -133,6 +142,17 @@ FILENAME == ARGV[1] {
     if ((pk in part_lsn) && l < part_lsn[pk])
         err("partition-order", where ": event " id " (commit_lsn " $11 ") after an event with commit_lsn " part_lsnstr[pk])
     if (!(pk in part_lsn) || l > part_lsn[pk]) { part_lsn[pk] = l; part_lsnstr[pk] = $11 }
+    # ... and against the real commit order, when the judge slot gave it.
+    if (njudge > 0) {
+        if (!(ev in judge_pos))
+            err("commit-order", where ": event " id " is not among the rows the server decoded")
+        else {
+            jp = judge_pos[ev]
+            if ((pk in part_judge) && jp < part_judge[pk])
+                err("commit-order", where ": event " id " (decoded " jp "th) first delivered after event " part_judge_id[pk] " (decoded " part_judge[pk] "th): not in commit order")
+            if (!(pk in part_judge) || jp > part_judge[pk]) { part_judge[pk] = jp; part_judge_id[pk] = id }
+        }
+    }
     if (exp_ver[ev] != "-") {
         v = exp_ver[ev] + 0
         if ((stream in key_ver) && v < key_ver[stream])
@@ -155,7 +175,7 @@ END {
     }
     if (once + 0 && dups > 0)
         err("duplicates", dups " duplicate deliveries where exactly-once was expected")
-    printf "  check_delivery: %d committed events, %d messages (%d distinct, %d duplicates, %d missing), %d transactions, %d keys: %s\n", \
-        nrows, nmsgs, ndistinct, dups, nmissing, ntx, nkeys, (total ? "FAILED" : "OK")
+    printf "  check_delivery: %d committed events, %d messages (%d distinct, %d duplicates, %d missing), %d transactions, %d keys, order judged on %s: %s\n", \
+        nrows, nmsgs, ndistinct, dups, nmissing, ntx, nkeys, (njudge ? "the real commit order and the commit_lsn headers" : "the commit_lsn headers"), (total ? "FAILED" : "OK")
     exit(total ? 1 : 0)
 }

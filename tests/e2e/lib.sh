@@ -339,8 +339,8 @@ EOF
     PG_CTL_OPTS=
     if _as_pg "$PG_BINDIR/postgres" -D "$pgdata" -C output_plugin_libraries \
         >/dev/null 2>&1; then
-        PG_CTL_OPTS="-c output_plugin_libraries=pgoutput,wal2json"
-        info "server has output_plugin_libraries: allowing pgoutput,wal2json"
+        PG_CTL_OPTS="-c output_plugin_libraries=pgoutput,wal2json,test_decoding"
+        info "server has output_plugin_libraries: allowing pgoutput,wal2json,test_decoding"
     fi
     for attempt in 1 2 3 4 5; do
         port=$(_free_port) || fail "no free TCP port"
@@ -963,6 +963,24 @@ _slot_wait_released() {
 
 # ---------------------------------------------------------------- checks
 
+# judge_slot: a second logical slot (test_decoding, never confirmed) from
+# which check_delivery reads the order in which the server decodes the
+# outbox rows, the real commit order, to judge the order of first
+# deliveries in each partition against it rather than against outboxd's
+# own commit_lsn headers (issue 54). Call it after pg_start, before the
+# first event. A server without test_decoding says so in the log, and the
+# order is then judged on the headers only.
+judge_slot() {
+    if psql_q "SELECT pg_create_logical_replication_slot('outboxd_judge', 'test_decoding')" \
+        >/dev/null 2>"$T/judge_slot.err"; then
+        JUDGE_SLOT=1
+        info "judge slot outboxd_judge (test_decoding): delivery order is judged against the real commit order"
+    else
+        JUDGE_SLOT=0
+        info "no judge slot ($(head -n 1 "$T/judge_slot.err")): delivery order is judged on the commit_lsn headers only"
+    fi
+}
+
 # check_delivery [--expected] [--exactly-once] [--dump FILE]
 #
 # Dumps every topic (or reads FILE) and compares the messages with the
@@ -1027,8 +1045,20 @@ EOF
             (.headers_list | length | tostring)] | @tsv' \
         <"$dump" >"$T/check.msgs.tsv" || fail "jq could not read the dump"
     info "$(wc -l <"$T/check.rows.tsv") rows, $(wc -l <"$T/check.msgs.tsv") messages"
+    # The real commit order (judge_slot): each outbox row's event_id, in the
+    # order the server decodes them.
+    : >"$T/check.order.tsv"
+    if [[ "${JUDGE_SLOT:-0}" == 1 ]]; then
+        psql -XAtq -v ON_ERROR_STOP=1 -F $'\t' >"$T/check.order.tsv" <<'SQL' ||
+SELECT encode(convert_to(substring(data from $re$event_id\[[^]]*\]:'([^']*)'$re$), 'UTF8'), 'hex')
+FROM pg_logical_slot_peek_changes('outboxd_judge', NULL, NULL, 'skip-empty-xacts', '1')
+WHERE data LIKE 'table public.outbox_events: INSERT:%'
+SQL
+            fail "reading the judge slot failed"
+        info "the judge slot decoded $(wc -l <"$T/check.order.tsv") outbox rows"
+    fi
     awk -F '\t' -v once="$once" -v strict_tx="$strict" -f "$E2E_LIB_DIR/lsn.awk" -f "$E2E_LIB_DIR/check_delivery.awk" \
-        "$T/check.rows.tsv" "$T/check.msgs.tsv" >&2 ||
+        "$T/check.rows.tsv" "$T/check.order.tsv" "$T/check.msgs.tsv" >&2 ||
         fail "delivery check failed (rows: $T/check.rows.tsv, messages: $T/check.msgs.tsv)"
 }
 

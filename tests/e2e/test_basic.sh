@@ -5,6 +5,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init basic
 pg_start
+judge_slot
 broker_start
 outboxd_start
 

@@ -9,6 +9,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init restart
 pg_start
+judge_slot
 broker_start
 create_load_procedure
 outboxd_start

@@ -6,6 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init rollback
 pg_start
+judge_slot
 create_other_table
 install_expected
 broker_start

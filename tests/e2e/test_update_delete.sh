@@ -9,6 +9,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init update_delete
 pg_start
+judge_slot
 install_expected
 broker_start
 outboxd_start
