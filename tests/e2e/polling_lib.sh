@@ -20,7 +20,9 @@ declare -A RELAY_PID=()
 
 polling_schema() {
     step "polling schema (sql/outbox_polling.sql)"
-    psql_q "DROP PUBLICATION IF EXISTS outboxd_pub; DROP TABLE public.outbox_events"
+    # CASCADE: tables made LIKE it INCLUDING ALL share its seq column's
+    # sequence (sql/outbox.sql); they lose that default, nothing else.
+    psql_q "DROP PUBLICATION IF EXISTS outboxd_pub; DROP TABLE public.outbox_events CASCADE"
     psql -XAtq -v ON_ERROR_STOP=1 -f "$E2E_SRC_DIR/sql/outbox_polling.sql" \
         >"$T/polling_schema.log" 2>&1 ||
         { cat "$T/polling_schema.log" >&2; fail "loading sql/outbox_polling.sql failed"; }
