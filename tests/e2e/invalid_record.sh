@@ -67,7 +67,10 @@ for ((i = 0; i < 300; i++)); do
     sleep 0.1
 done
 assert_eq 4 "$(metric_value 'outboxd_events_acked_total{topic="outbox.event.Order"}')" "good events ACKed"
-sleep 1
+# The bad record's dead letter is handed to librdkafka, and statuses went
+# out since: the check below is not passed by a status not yet sent.
+wait_metric_ge 'outboxd_events_produced_total{topic="outbox.dlq"}' 1 30
+wait_statuses 2 30
 confirmed=$(slot_confirmed_lsn)
 dlq_acked=$(metric_value 'outboxd_events_acked_total{topic="outbox.dlq"}')
 assert_eq 0 "${dlq_acked:-0}" "DLQ writes ACKed while broker 2 is slow"

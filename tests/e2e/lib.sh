@@ -626,6 +626,35 @@ wait_for_confirmed_lsn() {
 }
 
 # wait_caught_up [TIMEOUT_S]: the slot confirmed everything written so far.
+# wait_statuses N [SECONDS]: outboxd's walsender (of slot OUTBOXD_SLOT) has
+# received N more status updates from it (pg_stat_replication.reply_time
+# moved N times): what a negative check ("not confirmed past X") waits for
+# once outboxd has read X, so that it cannot pass merely because no status
+# went out yet.
+wait_statuses() {
+    local n=$1 timeout=${2:-60} i got prev
+    local q="FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = '${OUTBOXD_SLOT:-outboxd}'"
+    prev=$(psql_q "SELECT coalesce(r.reply_time::text, '') $q")
+    for ((i = 0; i < n; i++)); do
+        got=$(pg_wait "$timeout" "SELECT coalesce(r.reply_time::text, '') <> '$prev', coalesce(r.reply_time::text, '-') $q") ||
+            fail "outboxd sent no status to its walsender within ${timeout}s (last reply ${prev:-none})"
+        prev=${got#* }
+    done
+    info "outboxd sent $n statuses (last at $prev)"
+}
+
+# wait_metric_ge NAME VALUE [SECONDS]: the metric (as metric_value reads it)
+# reaches VALUE.
+wait_metric_ge() {
+    local name=$1 want=$2 timeout=${3:-60} start=$SECONDS got
+    while :; do
+        got=$(metric_value "$name")
+        ((${got:-0} >= want)) && { info "ok: $name = ${got:-0} (>= $want)"; return 0; }
+        ((SECONDS - start < timeout)) || fail "$name is ${got:-0} after ${timeout}s, expected >= $want"
+        sleep 0.1
+    done
+}
+
 wait_caught_up() {
     local lsn
     lsn=$(current_lsn)

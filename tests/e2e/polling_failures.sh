@@ -57,7 +57,9 @@ broker_cmd "up 1"
 ins 21 q-1 2
 ins 22 q-2 1
 wait_rows "event_id = '$(uuid 22)' AND status = 'SENT'" 1 20
-sleep 1.5
+# 22 was claimed by a claim that already saw 21 (claims take rows in seq
+# order and 21 was inserted first): 21 was passed over then, not merely
+# not reached yet.
 assert_eq "PENDING|0|-|0" "$(ev_state "$(uuid 21)")" "q-1's next event waits behind the QUARANTINED one"
 
 step "outboxd requeue"
@@ -102,8 +104,9 @@ relay_stop G
 step "retention: old SENT rows deleted in batches, QUARANTINED kept"
 psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, status, sent_at, lease_generation)
         SELECT gen_random_uuid(), 'Order', 'old-' || g, 1, 'Tick', 'SENT', now() - interval '1 hour', 1 FROM generate_series(1, 45) g"
-sleep 2.2
-old=$(psql_q "SELECT count(*) FROM public.outbox_events WHERE status = 'SENT' AND sent_at < now() - interval '2 seconds'")
+old_sent() { psql_q "SELECT count(*) FROM public.outbox_events WHERE status = 'SENT' AND sent_at < now() - interval '2 seconds'"; }
+wait_until 10 "the 8 delivered rows 2 s old" eval '[[ "$(old_sent)" == 53 ]]'
+old=$(old_sent)
 assert_eq 53 "$old" "SENT rows older than 2 s (45 old + 8 delivered above)"
 relay_start H --set polling.retention=2s --set polling.retention_interval=1s --set polling.retention_batch=10
 wait_log H "retention: deleted 53 SENT rows older than 2 s in 6 batches" 10
