@@ -29,13 +29,19 @@
 #                                 a complete build of this pin is there;
 #                                 prints the prefix
 #   librdkafka.sh --prefix        prints the prefix (builds nothing)
+#   librdkafka.sh --complete      prints the prefix and exits 0 when a
+#                                 complete build of this pin is there, 1
+#                                 when not (builds nothing)
 #   librdkafka.sh --version       prints the pinned version
 #   librdkafka.sh --packages      the Debian packages the build needs
 #
 # LIBRDKAFKA_PREFIX overrides the prefix (default
 # /opt/outboxd/librdkafka-VERSION). The prefix's .complete holds the
 # tarball's and the patches' SHA-256: a prefix built from anything else is
-# rebuilt.
+# rebuilt. The stamp names no path: a complete prefix copied elsewhere
+# stays complete (the image's build reuses a host's build that way, see
+# deploy/Dockerfile), though its lib/pkgconfig/rdkafka.pc still names the
+# prefix it was built for.
 # Features: TLS (OpenSSL), SASL (Cyrus: GSSAPI; SCRAM and PLAIN are
 # built in), zstd, lz4, zlib, as Debian's package; no libcurl (OIDC token
 # fetching), which outboxd does not use.
@@ -70,8 +76,8 @@ case "${1:-}" in
     printf '%s\n' "${BUILD_PACKAGES[@]}"
     exit 0
     ;;
-"") ;;
-*) die "usage: librdkafka.sh [--prefix|--version|--packages]" ;;
+"" | --complete) ;;
+*) die "usage: librdkafka.sh [--prefix|--complete|--version|--packages]" ;;
 esac
 
 stamp=$RDKAFKA_SHA256
@@ -83,6 +89,7 @@ if [[ "$(cat "$prefix/.complete" 2>/dev/null)" == "$stamp" ]]; then
     echo "$prefix"
     exit 0
 fi
+[[ ${1:-} != --complete ]] || exit 1
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/outboxd-librdkafka.XXXXXX")
 trap 'rm -rf "$work"' EXIT

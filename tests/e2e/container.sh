@@ -3,14 +3,27 @@
 # the image streams events end to end.
 #
 #  1. A Debian 12 base image is made locally (debootstrap --variant=minbase,
-#     podman import, tagged debian:bookworm-slim: no registry is reachable)
+#     in ctest made once for this test and e2e.package by the fixture
+#     e2e.debian_root and unpacked here (lib.sh, debian_root); podman
+#     import, tagged debian:bookworm-slim: no registry is reachable)
 #     in podman storage of this test's own under $T, with podman settings
 #     of its own (runc, ulimits: see the comments where they are written),
 #     so the test needs nothing outside the repository.
 #  2. `podman build --pull=never --format docker -f deploy/Dockerfile`; the
 #     image must run as a non-root user, carry the HEALTHCHECK, hold no
 #     compiler or curl, add at most 40 MB to the base, and resolve every
-#     library of the binary.
+#     library of the binary, librdkafka from the image's own prefix.
+#     The build stage's librdkafka: with CONTAINER_LIBRDKAFKA=host (the
+#     default, CI's e2e.container) the host's build of the same pin, which
+#     the suite's own build needs anyway (deploy/librdkafka.sh, run by
+#     tests/run-all.sh), goes into the build context as
+#     deploy/librdkafka-prebuilt.tar and the image compiles no librdkafka
+#     (deploy/Dockerfile): checked in the build's output. Only on a Debian
+#     12 host, whose libraries the image has, with that build there (the
+#     log says when not); elsewhere, as with
+#     CONTAINER_LIBRDKAFKA=source (e2e.container_from_source, full run
+#     only), the image compiles it from Debian's source package, as a
+#     user's `docker build` does: checked too.
 #  3. outboxd runs in it with host networking against this test's
 #     PostgreSQL and mock broker on 127.0.0.1, as the least-privilege role
 #     of sql/role.sql with its password in PGPASSWORD (scram-sha-256), the
@@ -28,8 +41,9 @@
 # Everything built (images, storage) is removed at the end. podman,
 # debootstrap and curl are in deploy/install-deps.sh: a missing one fails
 # the test.
-# (The image builds librdkafka from source: minutes on a busy machine;
-# ctest's TIMEOUT for this test is 1800 s, tests/CMakeLists.txt.)
+# (The image build: minutes on a busy machine, several more when it
+# compiles librdkafka; ctest's TIMEOUT for this test is 1800 s,
+# tests/CMakeLists.txt.)
 : "${E2E_TIMEOUT:=1740}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init container
@@ -107,7 +121,7 @@ trap 'rc=$?; set +eE; [[ -n "$BUILD_DONE" ]] || build_steps; container_cleanup; 
 
 # ---------------------------------------------------------------- image
 
-step "base image: debootstrap --variant=minbase bookworm, podman import"
+step "base image: a Debian 12 root (lib.sh's debian_root), podman import"
 start=$SECONDS
 debian_root "$T/rootfs"
 rm -rf "$T/rootfs/var/lib/apt/lists/"* "$T/rootfs/var/cache/apt/archives/"*.deb
@@ -119,7 +133,47 @@ rm -f "$T/rootfs.tar"
 podman tag docker.io/library/debian:bookworm docker.io/library/debian:bookworm-slim
 info "base image ready after $((SECONDS - start))s"
 
-step "podman build -f deploy/Dockerfile"
+# The build context: what .dockerignore lets through from the repository
+# (its "!" lines), copied into $T so that a tarball added to it stays out
+# of the checkout (a second copy of this test may build beside this one).
+LIBRDKAFKA_FROM=${CONTAINER_LIBRDKAFKA:-host}
+[[ $LIBRDKAFKA_FROM == host || $LIBRDKAFKA_FROM == source ]] ||
+    fail "CONTAINER_LIBRDKAFKA is '$LIBRDKAFKA_FROM', not host or source"
+CTX=$T/context
+mkdir -p "$CTX"
+cp "$E2E_SRC_DIR/.dockerignore" "$CTX/"
+# (A pattern that matches nothing, like the prebuilt tarball's in a
+# checkout, copies nothing.)
+while read -r pattern; do
+    (
+        cd "$E2E_SRC_DIR"
+        # shellcheck disable=SC2086 # the pattern is a glob
+        for p in ${pattern%/}; do
+            if [[ -e $p ]]; then cp -a --parents "$p" "$CTX/"; fi
+        done
+    )
+done < <(sed -n 's/^!//p' "$E2E_SRC_DIR/.dockerignore")
+if [[ $LIBRDKAFKA_FROM == host ]] &&
+    ! grep -qx 'VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null; then
+    info "not a Debian 12 host: the image compiles librdkafka itself"
+    LIBRDKAFKA_FROM=source
+fi
+# tests/run-all.sh builds the pin before the suite's own build, which
+# links it; a build directory of OUTBOXD_RDKAFKA=system may have none.
+if [[ $LIBRDKAFKA_FROM == host ]] &&
+    ! host_prefix=$(bash "$E2E_SRC_DIR/deploy/librdkafka.sh" --complete); then
+    info "no complete build of the pinned librdkafka in $(bash "$E2E_SRC_DIR/deploy/librdkafka.sh" --prefix) (deploy/librdkafka.sh makes it): the image compiles librdkafka itself"
+    LIBRDKAFKA_FROM=source
+fi
+if [[ $LIBRDKAFKA_FROM == host ]]; then
+    tar -C "$host_prefix" --numeric-owner -cf "$CTX/deploy/librdkafka-prebuilt.tar" .
+    info "the image's librdkafka: the host's build in $host_prefix ($(stat -c %s "$CTX/deploy/librdkafka-prebuilt.tar") bytes in the context)"
+else
+    rm -f "$CTX/deploy/librdkafka-prebuilt.tar"
+    info "the image's librdkafka: compiled in the image's build (deploy/librdkafka.sh)"
+fi
+
+step "podman build -f deploy/Dockerfile (librdkafka: $LIBRDKAFKA_FROM)"
 start=$SECONDS
 # --network=host: the RUN steps reach the Debian mirror without a
 # container network (none is configured on these machines).
@@ -129,10 +183,23 @@ start=$SECONDS
 BUILD_LOG=$T/build.log
 rc=0
 podman build --pull=never --format docker --network=host -f "$E2E_SRC_DIR/deploy/Dockerfile" \
-    -t "$IMAGE" "$E2E_SRC_DIR" 2>&1 | stamp_lines >"$BUILD_LOG" || rc=$?
+    -t "$IMAGE" "$CTX" 2>&1 | stamp_lines >"$BUILD_LOG" || rc=$?
 BUILD_DONE=1
 build_steps
 ((rc == 0)) || { tail -n 40 "$BUILD_LOG" >&2; fail "podman build failed"; }
+# Which librdkafka the build stage used: librdkafka.sh says "building"
+# only when it compiles.
+if [[ $LIBRDKAFKA_FROM == host ]]; then
+    grep -q 'librdkafka-prebuilt.tar (built for .*) unpacked into' "$BUILD_LOG" ||
+        fail "the image's build did not unpack the host's librdkafka"
+    ! grep -q 'librdkafka.sh: building librdkafka' "$BUILD_LOG" ||
+        fail "the image's build compiled librdkafka although the host's build of the pin was in its context"
+    info "ok: the image's build reused the host's librdkafka and compiled none"
+else
+    grep -q 'librdkafka.sh: building librdkafka' "$BUILD_LOG" ||
+        fail "the image's build did not compile librdkafka (no 'librdkafka.sh: building' line)"
+    info "ok: the image's build compiled librdkafka from Debian's source package"
+fi
 build_s=$((SECONDS - start))
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
 base=$(podman image inspect --format '{{.Size}}' docker.io/library/debian:bookworm-slim)
@@ -156,9 +223,16 @@ info "ok: HEALTHCHECK $hc"
 found=$(podman run --rm --pull=never --network=host --entrypoint /bin/bash "$IMAGE" \
     -c 'for t in gcc cc make cmake curl wget; do command -v $t; done; true')
 [[ -z "$found" ]] || fail "build tools in the final image: $found"
-missing=$(podman run --rm --pull=never --network=host --entrypoint /usr/bin/ldd "$IMAGE" \
-    /usr/local/bin/outboxd | grep 'not found' || true)
+libs=$(podman run --rm --pull=never --network=host --entrypoint /usr/bin/ldd "$IMAGE" \
+    /usr/local/bin/outboxd)
+missing=$(grep 'not found' <<<"$libs" || true)
 [[ -z "$missing" ]] || fail "libraries missing in the image: $missing"
+# The RPATH names the image's prefix, not the host's (whose rdkafka.pc the
+# reused build came with).
+assert_eq /opt/outboxd/librdkafka/lib/librdkafka.so.1 "$(awk '/librdkafka/ { print $3 }' <<<"$libs")" \
+    "the librdkafka the binary loads in the image"
+info "librdkafka.so.1 in the image: $(podman run --rm --pull=never --network=host --entrypoint /usr/bin/stat \
+    "$IMAGE" -c %s /opt/outboxd/librdkafka/lib/librdkafka.so.1) bytes (stripped; librdkafka: $LIBRDKAFKA_FROM)"
 # The image carries the pinned librdkafka (deploy/librdkafka.sh), not
 # Debian 12's 2.0.2.
 assert_eq "outboxd 0.1.0
@@ -300,5 +374,5 @@ if grep -qF -- "$SECRET" "$T/outboxd.log"; then
     fail "the password is in the container's output"
 fi
 info "offset file $off; the password is in no output line"
-step "image: $((size / 1000000)) MB, built in ${build_s}s"
+step "image: $((size / 1000000)) MB, built in ${build_s}s (librdkafka: $LIBRDKAFKA_FROM)"
 e2e_pass

@@ -1111,7 +1111,26 @@ dump_count() {
 # debootstrap took 373 s (46 s alone) and the image build ran past its
 # test's timeout; an fsync per unpacked file is what a busy disk makes
 # slowest. The file stays in the root, as in the official images.
+# With DEBIAN_ROOT_TAR (ctest sets it for e2e.container and e2e.package)
+# the root is that tarball unpacked: one debootstrap per ctest run, made
+# by the fixture e2e.debian_root (tests/e2e/debian_root.sh, which calls
+# debian_root_debootstrap), instead of one per test; each test still
+# unpacks a root of its own that no other test has touched.
 debian_root() {
+    local dir=$1 start=$SECONDS
+    if [[ -n ${DEBIAN_ROOT_TAR:-} ]]; then
+        [[ -s $DEBIAN_ROOT_TAR ]] ||
+            fail "DEBIAN_ROOT_TAR: no $DEBIAN_ROOT_TAR (the fixture e2e.debian_root makes it)"
+        mkdir -p "$dir"
+        tar -C "$dir" --numeric-owner -xpf "$DEBIAN_ROOT_TAR" ||
+            fail "unpacking $DEBIAN_ROOT_TAR into $dir failed"
+        info "Debian 12 root unpacked in $dir in $((SECONDS - start)) s from $DEBIAN_ROOT_TAR (e2e.debian_root's debootstrap)"
+        return 0
+    fi
+    debian_root_debootstrap "$dir"
+}
+# debian_root_debootstrap DIR: debian_root's debootstrap, always.
+debian_root_debootstrap() {
     local dir=$1 mirror start=$SECONDS
     mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
     : "${mirror:=http://deb.debian.org/debian}"

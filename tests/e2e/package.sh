@@ -5,7 +5,9 @@
 #     dpkg-deb repacks it as -2 (the next build); lintian reports nothing
 #     (not even information tags) beyond the overrides the package
 #     explains.
-#  2. debootstrap --variant=minbase bookworm makes a root; apt-get installs
+#  2. debootstrap --variant=minbase bookworm makes a root (in ctest, once
+#     for this test and e2e.container: the fixture e2e.debian_root, whose
+#     tarball is unpacked here; lib.sh, debian_root); apt-get installs
 #     the .deb there with its Depends from the archive. The package made
 #     the system user outboxd, /var/lib/outboxd (outboxd, 0700), the
 #     conffiles (outboxd.ini 0644, outboxd.env 0600), the manual page, and
@@ -22,8 +24,9 @@
 #     both.
 # (systemd itself does not run in the root: no init there.)
 # Beside the rest of CI, cpack took 92 s and debootstrap more than 170 s
-# (rehearsal X): lib.sh's default watchdog (270 s) is too short; ctest's
-# TIMEOUT for this test is 900 s (tests/CMakeLists.txt).
+# (rehearsal X, when each test ran its own debootstrap): lib.sh's default
+# watchdog (270 s) is too short; ctest's TIMEOUT for this test is 900 s
+# (tests/CMakeLists.txt).
 : "${E2E_TIMEOUT:=840}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init package
@@ -63,7 +66,7 @@ info "lintian: nothing beyond deploy/debian/lintian-overrides"
 
 # ---------------------------------------------------------------- root
 
-step "a clean Debian 12 root: debootstrap --variant=minbase bookworm"
+step "a clean Debian 12 root (debootstrap --variant=minbase bookworm)"
 debian_root "$R"
 cp /etc/resolv.conf "$R/etc/resolv.conf"
 in_root test ! -e /usr/bin/outboxd || fail "the new root already has /usr/bin/outboxd"
