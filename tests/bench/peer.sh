@@ -196,7 +196,14 @@ start_debezium() {
     E2E_BG_PIDS+=("$PID")
     wait "$waiter" || fail "Debezium's slot $slot did not turn active"
 }
-stop_debezium() { "$DBZ" stop "$T/dbz.$1" || fail "Debezium did not stop"; }
+# A Connect that hangs in its shutdown (seen once beside a loaded CI run)
+# leaves a thread dump in connect.out: printed, since $T goes with the test.
+stop_debezium() {
+    "$DBZ" stop "$T/dbz.$1" ||
+        { grep -A12 -E '^"(Thread-|SIGTERM|main|kafka-coordinator|task-thread)' \
+              "$T/dbz.$1/connect.out" | tail -n 150 >&2
+          fail "Debezium did not stop"; }
+}
 
 # start_relay RELAY SLOT, stop_relay RELAY SLOT: outboxd, debezium (heap
 # DBZ_HEAP, -Xmx512m) or debezium_small (-Xmx128m). topic_prefix RELAY

@@ -129,8 +129,15 @@ wait_full_isr() {
 # query is retried: just after the cluster settles, a ListOffsets can still
 # fail on one partition (kcat then exits 1), which once failed CI's run.
 busiest_partition() {
-    local meta args=() t p l n offsets= try
-    meta=$(partitions)
+    local meta= args=() t p l n offsets= try
+    # The metadata too: one kcat -L came back empty beside a loaded machine
+    # (rehearsal AB), and every offset query after it was malformed.
+    for try in 1 2 3 4 5; do
+        meta=$(partitions || true)
+        [[ -n "$meta" ]] && break
+        sleep 1
+    done
+    [[ -n "$meta" ]] || fail "kcat -L gave no partition of the load's topics in 5 tries"
     while read -r t p l n; do args+=(-t "$t:$p:-1"); done <<<"$meta"
     ((${#args[@]})) || fail "no partition of the load's topics in the metadata"
     for try in 1 2 3 4 5; do

@@ -22,7 +22,7 @@ relay_ini bad
 rc=0
 "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.bad.ini" >"$T/check0.out" 2>&1 || rc=$?
 assert_eq 1 "$rc" "outboxd check exit status"
-grep -q '^FAIL polling table public.outbox_events: polling mode needs the state columns, and seq, status, attempts, next_attempt_at, lease_owner, lease_generation, lease_until, sent_at, last_error are missing; create the table from sql/outbox_polling.sql' "$T/check0.out" ||
+grep -q '^FAIL polling table public.outbox_events: polling mode needs the state columns, and status, attempts, next_attempt_at, lease_owner, lease_generation, lease_until, sent_at, last_error are missing; create the table from sql/outbox_polling.sql' "$T/check0.out" ||
     { cat "$T/check0.out" >&2; fail "no FAIL line naming the missing state columns"; }
 rc=0
 "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.bad.ini" >"$T/start0.out" 2>&1 || rc=$?
