@@ -86,6 +86,7 @@ LEADER_KILLS=0 BROKER_STOPS=0 TWO_DOWN=0 ALL_DOWN=0
 PARTITIONS=$((LOAD_TYPES * ${KAFKA_PARTITIONS:-4}))
 
 pg_start
+judge_slot
 broker_start
 load_setup "$LOAD_KEYS" "$LOAD_TYPES"
 outboxd_start "${OUTBOXD_ARGS[@]}"
