@@ -98,7 +98,6 @@ static bool chance(uint32_t per_mille) { return below(1000) < per_mille; }
 
 static bool verbose;
 static uint64_t trace_id; /* SIM_TRACE=ID: every step of that event */
-static uint64_t cur_seed;
 static int failed;
 static char failure[512];
 
@@ -347,15 +346,13 @@ struct proc {
     bool up;
     struct config cfg;
     struct relay r;
-    bool streaming;
     size_t cursor;     /* the next transaction the server sends */
     int rec_pos;       /* -1: its Begin; nrec: its Commit */
     lsn_t stream_start;
-    int statuses;
 };
 
 static struct proc pr;
-static uint64_t kills, stops, breaks, restarts_b, events_acked_total;
+static uint64_t kills, stops, breaks;
 
 /* The offset file's I/O: the text kept across crashes. */
 static int sim_write_offset(void *ctx, const char *path, const struct offset_state *st,
@@ -406,7 +403,6 @@ static int sim_send_status(void *ctx, lsn_t written, lsn_t flushed, bool reply, 
         judged_upto = flushed;
     }
     if (flushed > db.slot_confirmed) db.slot_confirmed = flushed;
-    pr.statuses++;
     return 0;
 }
 
@@ -419,10 +415,7 @@ static void on_report(struct msg *m, int err)
     snprintf(key, sizeof(key), "k%u", m->key);
     dr.key = (struct slice){key, m->key == UINT32_MAX ? 0 : strlen(key)};
     dr.event_id = (struct slice){m->event_id, strlen(m->event_id)};
-    if (changes_on_delivery(&pr.r.chg, &dr)) {
-        pr.r.events_acked++;
-        events_acked_total++;
-    }
+    if (changes_on_delivery(&pr.r.chg, &dr)) pr.r.events_acked++;
 }
 
 /* A refusal for good belongs to the event (too large, say): every copy of
@@ -519,7 +512,6 @@ static void proc_connect(bool streamed)
     pr.cursor = 0;
     while (pr.cursor < db.n && db.txns[pr.cursor].final_lsn < pr.stream_start) pr.cursor++;
     pr.rec_pos = -1;
-    pr.streaming = true;
     /* The confirmer sends statuses only on a stream (relay_confirm_view()'s
      * connected); the sim's I/O never reads it, so any address will do. */
     pr.r.st = (struct stream *)&pr;
@@ -1070,7 +1062,6 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (uint64_t s = seed; s < seed + nseeds; s++) {
-        cur_seed = s;
         if (run_seed(s, target)) return 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -1089,8 +1080,6 @@ int main(int argc, char **argv)
                "wrong\n");
         return 1;
     }
-    (void)restarts_b;
-    (void)events_acked_total;
     free(mrows);
     free(free_slots);
     return 0;
