@@ -154,4 +154,14 @@ struct relay {
     struct relay_obs obs;
 };
 
+/* relay.c: relay_init() makes everything the loop uses (nothing is
+ * connected yet; on failure it returns the exit code after logging, and
+ * relay_free() still frees what was made); relay_turn() is one turn of the
+ * loop without its wait (relay_tick(), then relay_step(): whether to wait);
+ * relay_free() frees it all. relay_run() is these with the waits between;
+ * the simulator (tests/sim) runs the same with its models behind the I/O. */
+int relay_init(struct relay *r, const struct config *c, volatile sig_atomic_t *stop);
+bool relay_turn(struct relay *r);
+void relay_free(struct relay *r);
+
 #endif

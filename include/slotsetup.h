@@ -60,6 +60,23 @@ struct slot_setup {
  * unreachable, slot in use), STEP_FATAL or STEP_USAGE, after logging. */
 enum step slot_open_stream(struct slot_setup *s);
 
+/* The decision slot_open_stream() takes once the server was read, without
+ * I/O (the simulator, tests/sim, runs it against its model server):
+ * slot_decide() decides from the stored position (*file when *have; with
+ * none while streaming and no slot, what was streamed, written into *file)
+ * and the server's facts srv; it logs and returns STEP_USAGE (refused;
+ * s->slot_lost says whether the slot is lost) or STEP_FATAL (the timeline
+ * forked past this process's ACKs), else STEP_OK with d set. Then, the slot
+ * created if d says none exists (d->start: its position), slot_take() fills
+ * s->identity, s->plan and s->prepared; slot_stream_from() is where
+ * START_REPLICATION starts (logged when past s->plan.start). */
+enum step slot_decide(struct slot_setup *s, struct offset_state *file, int *have,
+                      const struct resume_server *srv, struct resume_decision *d);
+void slot_take(struct slot_setup *s, const struct offset_state *file,
+               const struct resume_server *srv, const struct resume_decision *d,
+               uint32_t timeline);
+lsn_t slot_stream_from(const struct slot_setup *s);
+
 /* Whether a stream error is pgoutput's "publication "P" does not exist"
  * (SQLSTATE 42704, raised by the walsender while decoding). */
 bool slot_says_publication_missing(const char *err, const char *publication);

@@ -171,7 +171,7 @@ static void wait_turn(struct relay *r)
 
 /* ---- set-up -------------------------------------------------------------- */
 
-static int relay_init(struct relay *r, const struct config *c, volatile sig_atomic_t *stop)
+int relay_init(struct relay *r, const struct config *c, volatile sig_atomic_t *stop)
 {
     char err[1024];
     memset(r, 0, sizeof(*r));
@@ -234,7 +234,7 @@ static int relay_init(struct relay *r, const struct config *c, volatile sig_atom
     return 0;
 }
 
-static void relay_free(struct relay *r)
+void relay_free(struct relay *r)
 {
     httpd_stop(r->obs.http);
     monitor_free(r->obs.mon);
@@ -252,14 +252,18 @@ static void relay_free(struct relay *r)
     free(r->pub_tables);
 }
 
+bool relay_turn(struct relay *r)
+{
+    relay_tick(r);
+    return relay_step(r);
+}
+
 /* The loop: every wait of the relay happens in wait_turn(). */
 static int run_loop(struct relay *r)
 {
     r->state = RS_CONNECT;
-    while (r->state != RS_DONE) {
-        relay_tick(r);
-        if (relay_step(r) && r->state != RS_DONE) wait_turn(r);
-    }
+    while (r->state != RS_DONE)
+        if (relay_turn(r) && r->state != RS_DONE) wait_turn(r);
     return r->exit_code;
 }
 

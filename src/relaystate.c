@@ -18,6 +18,7 @@
 #include "relayconfirm.h"
 #include "relayobs.h"
 #include "relaytxn.h"
+#include "replproto.h"
 #include "slotsetup.h"
 #include "standby.h"
 
@@ -70,7 +71,11 @@ static enum step fence_stream(struct relay *r)
 
 /* ---- streaming ----------------------------------------------------------- */
 
-enum step relay_on_frame(struct relay *r, const struct repl_frame *f)
+/* Handles one frame of the stream: a keepalive (answered at once when the
+ * server asks) or an XLogData frame for the data path. STEP_OK, STEP_HELD
+ * (the frame's event waits for room: read nothing more), STEP_BROKEN (the
+ * reply could not be sent) or STEP_FATAL. */
+static enum step relay_on_frame(struct relay *r, const struct repl_frame *f)
 {
     confirmer_received(&r->confirm, f->wal_end);
     if (f->kind == RF_KEEPALIVE) {
@@ -357,8 +362,12 @@ static enum step stream_started(struct relay *r, lsn_t start)
     return STEP_OK;
 }
 
-void relay_take_plan(struct relay *r, const struct offset_state *identity,
-                     const struct resume_plan *p, bool streamed)
+/* A stream was prepared with identity and plan (resume_plan()); streamed:
+ * a stream ran before in this process. The confirmer takes the stored
+ * position, the changes the skip inside a transaction (none on a first
+ * stream without one), exactly_once its committed position. */
+static void relay_take_plan(struct relay *r, const struct offset_state *identity,
+                            const struct resume_plan *p, bool streamed)
 {
     confirm_from_plan(&r->confirm, identity, p);
     if (p->resume_inside)
@@ -550,12 +559,24 @@ static void enter_prove(struct relay *r)
     r->state_until_ms = clock_mono_ms() + FINAL_PROOF_MS;
 }
 
-/* RS_DRAIN: until every event is reported or the deadline passes. */
+/* RS_DRAIN: until every event is reported or the deadline passes. As in
+ * RS_RECOVER, what reports leave to do is done too: the dead letter of a
+ * delivery refused meanwhile is written, and an event held for room is
+ * sent (no frame is read). Left undone, the offset file would count the
+ * transaction's events only up to it, and the restart would send the ACKed
+ * ones after it again (the simulator's seed 273, tests/sim). */
 static bool drain_step(struct relay *r)
 {
     producer_poll(r->prod, 0);
+    enum step rc = tracker_failed(r->trk) ? STEP_FATAL : changes_resume(&r->chg);
+    if (rc == STEP_OK) rc = changes_flush_dead_letters(&r->chg);
     int left = producer_outq_len(r->prod);
-    if (left > 0 && clock_mono_ms() < r->state_until_ms) return true;
+    bool more = left > 0 || rc == STEP_HELD || deadletter_busy(&r->chg.dlq);
+    if (rc == STEP_FATAL) { /* the tracker failed, or a dead letter cannot be written */
+        finish_failed(r, rc);
+        return false;
+    }
+    if (more && clock_mono_ms() < r->state_until_ms) return true;
     if (left > 0)
         log_warn("%d events not ACKed within %d ms; they will be re-delivered after "
                  "restart",

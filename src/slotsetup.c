@@ -390,6 +390,45 @@ static void take_decision(struct slot_setup *s, const struct offset_state *file,
            s->position ? "committed to Kafka" : "ACKed");
 }
 
+enum step slot_decide(struct slot_setup *s, struct offset_state *file, int *have,
+                      const struct resume_server *srv, struct resume_decision *d)
+{
+    const struct config *c = s->cfg;
+    char a[LSN_STRLEN];
+    if (!*have && s->streamed && !srv->slot_exists) {
+        /* Streaming, but nothing stored yet: what was streamed is the file. */
+        resume_identity(srv, s->acked_lsn, file);
+        *have = 1;
+    }
+    resume_decide(*have ? file : NULL, srv, c->offsets_file, c->path, d);
+    if (d->refused) {
+        log_error("%s", d->message);
+        s->slot_lost = d->verdict == RESUME_SLOT_LOST;
+        return STEP_USAGE;
+    }
+    if (d->note[0]) log_msg(d->note_is_warning ? LOG_WARN : LOG_INFO, "%s", d->note);
+    if (d->forked && s->streamed && s->acked_lsn > d->start) {
+        /* This process counted ACKs up to acked_lsn on the old timeline; the
+         * new one reuses those positions, so its tracker cannot go on. Nothing
+         * is confirmed to this server: a fresh start streams from the fork. */
+        log_error("this process has ACKed up to %s on the old timeline, past the fork at "
+                  "%s: it exits (1, restarted by systemd) so that a fresh start streams "
+                  "from the fork",
+                  lsn_format(s->acked_lsn, a), lsn_format(d->start, (char[LSN_STRLEN]){0}));
+        return STEP_FATAL;
+    }
+    return STEP_OK;
+}
+
+void slot_take(struct slot_setup *s, const struct offset_state *file,
+               const struct resume_server *srv, const struct resume_decision *d,
+               uint32_t timeline)
+{
+    resume_identity(srv, d->start, &s->identity);
+    s->identity.txn_events = outbox_set_fingerprint(s->outboxes);
+    take_decision(s, file, d, timeline);
+}
+
 /* Connects, checks publication and slot, creates the slot if allowed.
  * Fills s->plan with where to stream from, and the offset file's state
  * (or, in exactly_once, the progress topic's: s->position). */
@@ -416,35 +455,12 @@ static enum step prepare_stream(struct slot_setup *s)
     if (rc == STEP_OK && s->position)
         rc = s->position(s->position_ctx, id.system, &file, &have_offset);
     if (rc == STEP_OK && have_offset) rc = read_fork(s, &file, &id, &srv);
-    if (rc != STEP_OK) return rc;
-    if (!have_offset && s->streamed && !si.exists) {
-        /* Streaming, but nothing stored yet: what was streamed is the file. */
-        resume_identity(&srv, s->acked_lsn, &file);
-        have_offset = 1;
-    }
     struct resume_decision d;
-    resume_decide(have_offset ? &file : NULL, &srv, c->offsets_file, c->path, &d);
-    if (d.refused) {
-        log_error("%s", d.message);
-        s->slot_lost = d.verdict == RESUME_SLOT_LOST;
-        return STEP_USAGE;
-    }
-    if (d.note[0]) log_msg(d.note_is_warning ? LOG_WARN : LOG_INFO, "%s", d.note);
-    if (d.forked && s->streamed && s->acked_lsn > d.start) {
-        /* This process counted ACKs up to acked_lsn on the old timeline; the
-         * new one reuses those positions, so its tracker cannot go on. Nothing
-         * is confirmed to this server: a fresh start streams from the fork. */
-        log_error("this process has ACKed up to %s on the old timeline, past the fork at "
-                  "%s: it exits (1, restarted by systemd) so that a fresh start streams "
-                  "from the fork",
-                  lsn_format(s->acked_lsn, a), lsn_format(d.start, (char[LSN_STRLEN]){0}));
-        return STEP_FATAL;
-    }
+    if (rc == STEP_OK) rc = slot_decide(s, &file, &have_offset, &srv, &d);
+    if (rc != STEP_OK) return rc;
     if (d.verdict == RESUME_NO_SLOT && (rc = create_slot(s, &si, &d.start, failover)) != STEP_OK)
         return rc;
-    resume_identity(&srv, d.start, &s->identity);
-    s->identity.txn_events = outbox_set_fingerprint(s->outboxes);
-    take_decision(s, have_offset ? &file : NULL, &d, id.timeline);
+    slot_take(s, have_offset ? &file : NULL, &srv, &d, id.timeline);
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(d.start, a)}),
            "streaming slot \"%s\" from %s on %s (%s %s, slot confirmed %s, server at %s, "
            "system %s, timeline %u)",
@@ -462,7 +478,7 @@ static enum step prepare_stream(struct slot_setup *s)
  * server skips every transaction committed before the position asked for,
  * which these are: after a reconnect the tracker has counted them, after a
  * restart the offset file's acked says so. */
-static lsn_t stream_from(const struct slot_setup *s)
+lsn_t slot_stream_from(const struct slot_setup *s)
 {
     char a[LSN_STRLEN], b[LSN_STRLEN];
     lsn_t from = resume_stream_from(&s->plan, s->streamed, s->acked_lsn);
@@ -489,7 +505,7 @@ enum step slot_open_stream(struct slot_setup *s)
         .outboxes = s->outboxes,
         .direct_read = c->pg_direct_read,
     };
-    lsn_t from = stream_from(s);
+    lsn_t from = slot_stream_from(s);
     if (stream_start(s->st, &t, from, err, sizeof(err)) != 0) {
         bool in_use = strcmp(stream_sqlstate(s->st), "55006") == 0;
         if (in_use) { /* taken since read_server() looked: the relay says so */

@@ -1,23 +1,30 @@
 /*
- * sim.c - the deterministic simulator of the logical relay's core
- * (issue 54): one seed drives a random schedule against the daemon's own
- * decoding, change handling, tracker, confirmation, offset file format
- * and restart decision, with PostgreSQL and Kafka replaced by models, and
- * a model of what was committed judges every run. A failing seed prints
- * the one command that replays it.
+ * sim.c - the deterministic simulator of the logical relay (issue 54): one
+ * seed drives a random schedule against the daemon's own relay, with
+ * PostgreSQL, Kafka and the process's death replaced by models, and a model
+ * of what was committed judges every run. A failing seed prints the one
+ * command that replays it.
  *
- *   outboxd-sim [--seed S] [--seeds N] [--events E] [-v]
+ *   outboxd-sim [--seed S] [--seeds N] [--events E]
+ *               [--mode exactly_once|at_least_once] [-v]
  *
  * runs seeds S .. S+N-1 (default 1, 1), each until about E events were
- * committed (default 3000), and exits 1 at the first failing seed; -v
- * prints the schedule and outboxd's log.
+ * committed (default 3000), and exits 1 at the first failing seed; each
+ * seed picks its delivery mode unless --mode says; -v prints the schedule
+ * and outboxd's log; SIM_TRACE=ID follows one event.
  *
- * What runs for real (the relay's code, linked from outboxd_core):
- * wal2json's decoder on the lines a server prints, changes.c (skips,
- * dead letters, backpressure), the tracker, relayconfirm.c's statuses and
- * offset writes through confirm.c, offset_format()/offset_parse() for
- * the file kept across crashes, resume_decide()/resume_plan() and
- * relay_take_plan() at every start, relay_on_frame() for every frame.
+ * What runs for real: the relay as the daemon runs it, relay_init(), then
+ * relay_turn() (relay_tick() and relay_step(): connect, stream, recover,
+ * backoff, drain; the fence after a stall; backpressure; exactly_once's
+ * Kafka transactions, relaytxn.c) and relay_free(), with everything below:
+ * slot setup's decision (slot_decide(), slot_take(): the offset file or
+ * the progress topic against the slot, resume_decide(), resume_plan()),
+ * replproto.c's parser, wal2json's decoder, changes.c (skips, dead letters,
+ * backpressure), the tracker, the confirmation and the offset file's
+ * format. Only the I/O is the models': the simulator is linked with --wrap
+ * for the producer, the progress topic, the offset file's read and write,
+ * the stream's read, status and close, the connection (slot_open_stream())
+ * and rand() (tests/CMakeLists.txt lists them; "the seams" below).
  *
  * The models:
  *  - PostgreSQL: transactions committed in LSN order, of rows into two
@@ -26,36 +33,52 @@
  *    SQL_ASCII database's Latin-1 bytes), empty and aborted transactions;
  *    the slot's confirmed position (it only moves forward); a stream sends
  *    every transaction committed at or after max(the position asked for,
- *    the slot's), whole, in commit order, wal2json filtering tables by
- *    add-tables (only the configured sections' tables reach outboxd);
- *    keepalives whose position may be the commit position of a
- *    transaction not yet sent (the race of b5052cd), some asking for a
- *    reply.
+ *    the slot's), whole, in commit order, as XLogData frames, wal2json
+ *    filtering tables by add-tables; keepalives whose position may be the
+ *    commit of a transaction not yet sent (the race of b5052cd), some
+ *    asking for a reply; connections refused for a while.
  *  - Kafka: a partition per key hash (and one for the dead-letter topic);
  *    the producer's queue has a random capacity (a full queue holds the
  *    stream); ACKs come in any order across partitions, in order within
- *    one; a delivery fails now and then with a permanent error (the event
- *    is dead-lettered); outages serve no ACK for a while.
+ *    one; an event now and then is refused for good (too large: dead-
+ *    lettered, or in exactly_once the process stops and its operator fixes
+ *    the cause); outages serve no ACK and fail every transactional call for
+ *    a while. exactly_once: one transactional client; init_transactions
+ *    aborts what an older client left open; a commit during an outage fails
+ *    but sometimes completed at the broker unseen (then librdkafka refuses
+ *    the abort); aborted and discarded transactions' messages may be in the
+ *    log, invisible to read_committed consumers; the progress topic keeps
+ *    the newest committed record.
  *  - The process: kill -9 at any step (everything in memory lost; of each
  *    partition's in-flight messages a prefix was written; the offset file
- *    as last written), graceful stops (the drain, then a forced status),
- *    broken streams (the tracker kept), and at a restart section b added or
- *    removed (the count inside a transaction must then not be used).
+ *    as last written), graceful stops (SIGTERM: the daemon's drain),
+ *    broken connections, stalls of 50 s (past the fence), and at a restart
+ *    section b added or removed (the count inside a transaction must then
+ *    not be used).
  *
- * The judges:
+ * The judges (a failure ends the seed):
  *  - no loss: every committed event of section a (rows and messages) is in
  *    its topic or, dead-lettered, in the dead-letter topic, and every
- *    undecodable record in the dead-letter topic;
+ *    undecodable record in the dead-letter topic, for read_committed
+ *    consumers;
  *  - per-key order: in each partition the first deliveries of one key's
  *    events come in commit order;
  *  - confirmation: no status confirms a position past a transaction with
- *    an event of section a not yet in Kafka (checked at every status);
- *  - copies: a seed without kill -9 delivers every event exactly once.
+ *    an event of section a not yet in Kafka (in exactly_once: not yet in a
+ *    committed transaction), checked at every status;
+ *  - copies: in exactly_once every event once; otherwise once in a seed
+ *    without kill -9, broken or fenced streams, fatal exits or drains that
+ *    timed out;
+ *  - exits: outboxd never exits 2, nor 1 unless a refused event stopped
+ *    exactly_once;
+ *  - gap repair: the planner (repairplan.h) against a model table whose
+ *    physical order differs from insert order (below).
  *
- * Not modelled yet (tests/README.md, "The simulator"): exactly_once's
- * Kafka transactions, pgoutput's binary messages, the publication proof,
- * hot standby, and gap repair's planner.
+ * Not modelled (tests/README.md, "The simulator"): pgoutput's binary
+ * messages and the publication proof, hot standby pairs, a second instance
+ * fencing the first.
  */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -70,14 +93,17 @@
 #include "changes.h"
 #include "clock.h"
 #include "config.h"
-#include "config_outbox.h"
+#include "exitcode.h"
 #include "log.h"
 #include "offset.h"
-#include "outboxset.h"
-#include "relayconfirm.h"
-#include "relaystate.h"
+#include "producer.h"
+#include "progress.h"
+#include "relay_int.h"
 #include "repairplan.h"
+#include "replproto.h"
 #include "resume.h"
+#include "slotsetup.h"
+#include "stream.h"
 
 /* ---- the seed's randomness: splitmix64 ------------------------------------ */
 
@@ -96,6 +122,7 @@ static bool chance(uint32_t per_mille) { return below(1000) < per_mille; }
 
 /* ---- the run's verbosity and failure ------------------------------------------ */
 
+static int64_t now_us; /* the simulated clock (clock_simulate()) */
 static bool verbose;
 static uint64_t trace_id; /* SIM_TRACE=ID: every step of that event */
 static int failed;
@@ -233,23 +260,56 @@ struct msg {
     uint64_t tag;
     uint64_t id;
     uint32_t key;
+    uint32_t txn; /* the Kafka transaction it was produced in (0: none) */
     bool dlq;
     char event_id[32];
+};
+
+/* A message in a partition's log: what consumers read, read_committed ones
+ * only when txn is 0 or a committed transaction. */
+struct entry {
+    uint64_t id;
+    uint32_t txn;
 };
 
 struct part {
     struct msg *inflight; /* handed to the producer, not yet reported */
     size_t nin, capin;
-    uint64_t *log; /* ids written, in order (what consumers read) */
+    struct entry *log;
     size_t nlog, caplog;
+};
+
+enum kt_state { KT_OPEN = 1, KT_COMMITTED, KT_ABORTED };
+
+/* A Kafka transaction: its state at the broker and the events written in it
+ * (made visible when it commits). */
+struct ktx {
+    uint8_t state;
+    uint64_t *ids;
+    size_t n, cap;
 };
 
 struct kafka {
     struct part p[NPART];
     size_t queue_cap;    /* the producer's queue: full beyond it */
-    uint32_t fail_pm;    /* per mille of deliveries failing for good */
-    int outage;          /* steps left without any ACK */
-    bool closing;        /* a drain: no outage, no more failures */
+    uint32_t fail_pm;    /* per mille of events the broker refuses for good */
+    int outage;          /* polls left without any ACK (and no transactional call) */
+    bool closing;        /* the end of the run: no more outages */
+    producer_delivery_fn cb; /* the relay's delivery callback (producer_new()) */
+    void *cb_ctx;
+    /* exactly_once: the transactional client and the broker's transactions */
+    bool eos;
+    bool ready;          /* the client exists (init_transactions done) */
+    uint32_t open;       /* the client's open transaction (0: none) */
+    bool commit_unseen;  /* its commit completed at the broker after the client
+                          * gave up on it: librdkafka refuses the abort */
+    bool refused_eos;    /* an event was refused in a transaction (the process
+                          * must stop; its operator then fixes the cause) */
+    struct ktx *txns;    /* by number; 0 unused */
+    size_t ntxns, captxns;
+    char progress[OFFSET_FILE_MAX]; /* the progress topic's newest committed record */
+    size_t progress_len;
+    uint64_t commits, aborts, unseen;
 };
 
 static struct kafka kafka;
@@ -261,15 +321,67 @@ static size_t inflight_total(void)
     return n;
 }
 
-static void log_append(struct part *p, uint64_t id)
+static void push_id(uint64_t **v, size_t *n, size_t *cap, uint64_t id)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *v = realloc(*v, *cap * sizeof(**v));
+        if (!*v) abort();
+    }
+    (*v)[(*n)++] = id;
+}
+
+static void mark_visible(uint64_t id)
+{
+    if (id < db.ev_cap) db.ev_in_kafka[id] = 1;
+}
+
+static bool visible(const struct entry *e)
+{
+    return e->txn == 0 || kafka.txns[e->txn].state == KT_COMMITTED;
+}
+
+static void log_append(struct part *p, uint64_t id, uint32_t txn)
 {
     if (p->nlog == p->caplog) {
         p->caplog = p->caplog ? p->caplog * 2 : 1024;
         p->log = realloc(p->log, p->caplog * sizeof(*p->log));
         if (!p->log) abort();
     }
-    p->log[p->nlog++] = id;
-    if (id < db.ev_cap) db.ev_in_kafka[id] = 1;
+    p->log[p->nlog++] = (struct entry){id, txn};
+    if (txn == 0)
+        mark_visible(id);
+    else {
+        struct ktx *t = &kafka.txns[txn];
+        push_id(&t->ids, &t->n, &t->cap, id);
+        if (t->state == KT_COMMITTED) mark_visible(id);
+    }
+}
+
+static uint32_t txn_begin(void)
+{
+    if (kafka.ntxns >= kafka.captxns) {
+        kafka.captxns = kafka.captxns ? kafka.captxns * 2 : 256;
+        kafka.txns = realloc(kafka.txns, kafka.captxns * sizeof(*kafka.txns));
+        if (!kafka.txns) abort();
+        memset(kafka.txns + kafka.ntxns, 0, (kafka.captxns - kafka.ntxns) * sizeof(*kafka.txns));
+    }
+    if (kafka.ntxns == 0) kafka.ntxns = 1; /* 0: none (zeroed above) */
+    kafka.txns[kafka.ntxns] = (struct ktx){.state = KT_OPEN};
+    return (uint32_t)kafka.ntxns++;
+}
+
+/* The broker commits transaction t with the progress record value. */
+static void txn_commit_at_broker(uint32_t t, const char *value)
+{
+    struct ktx *x = &kafka.txns[t];
+    x->state = KT_COMMITTED;
+    for (size_t i = 0; i < x->n; i++) mark_visible(x->ids[i]);
+    size_t n = strlen(value);
+    if (n >= sizeof(kafka.progress)) abort();
+    memcpy(kafka.progress, value, n + 1);
+    kafka.progress_len = n;
+    kafka.commits++;
 }
 
 static uint32_t key_of(const struct slice *k)
@@ -296,126 +408,19 @@ static uint64_t id_of(const struct outbox_event *ev)
 }
 
 static const char *dlq_topic;
+static bool proc_up; /* a process is running: its callbacks may be called */
 
-/* The sink (sink.h): the producer's side of the model. */
-static int sim_send(void *ctx, const struct outbox_event *ev, uint64_t tag, int *kafka_err,
-                    char *err, size_t errlen)
+static void report(const struct msg *m, int err, const char *reason)
 {
-    (void)ctx;
-    (void)kafka_err;
-    (void)err;
-    (void)errlen;
-    if (inflight_total() >= kafka.queue_cap) return PRODUCER_QUEUE_FULL;
-    bool dlq = strcmp(ev->topic, dlq_topic) == 0;
-    uint32_t key = dlq ? UINT32_MAX : key_of(&ev->key);
-    struct part *p = &kafka.p[dlq ? DLQ_PART : key % PARTS];
-    if (p->nin == p->capin) {
-        p->capin = p->capin ? p->capin * 2 : 64;
-        p->inflight = realloc(p->inflight, p->capin * sizeof(*p->inflight));
-        if (!p->inflight) abort();
-    }
-    if (trace_id && id_of(ev) == trace_id)
-        printf("sim: trace: event %llu handed to the producer (tag %llx, %s, %zu in flight "
-               "there)\n",
-               (unsigned long long)trace_id, (unsigned long long)tag, dlq ? "dlq" : "topic",
-               p->nin);
-    struct msg *m = &p->inflight[p->nin++];
-    *m = (struct msg){.tag = tag, .id = id_of(ev), .key = key, .dlq = dlq};
-    snprintf(m->event_id, sizeof(m->event_id), "%llu", (unsigned long long)m->id);
-    return PRODUCER_OK;
-}
-
-static void kafka_free(void)
-{
-    for (int i = 0; i < NPART; i++) {
-        free(kafka.p[i].inflight);
-        free(kafka.p[i].log);
-    }
-    memset(&kafka, 0, sizeof(kafka));
-}
-
-/* ---- the process: one outboxd --------------------------------------------------- */
-
-static int64_t now_us;        /* the simulated clock (clock_simulate()) */
-static char offset_text[OFFSET_FILE_MAX]; /* the offset file, as last written */
-static size_t offset_len;
-static bool with_b;           /* section b is configured in this process */
-static volatile sig_atomic_t stop_flag;
-
-struct proc {
-    bool up;
-    struct config cfg;
-    struct relay r;
-    size_t cursor;     /* the next transaction the server sends */
-    int rec_pos;       /* -1: its Begin; nrec: its Commit */
-    lsn_t stream_start;
-};
-
-static struct proc pr;
-static uint64_t kills, stops, breaks;
-
-/* The offset file's I/O: the text kept across crashes. */
-static int sim_write_offset(void *ctx, const char *path, const struct offset_state *st,
-                            char *err, size_t errlen)
-{
-    (void)ctx;
-    (void)path;
-    size_t n = offset_format(st, offset_text, sizeof(offset_text));
-    if (n == 0) {
-        snprintf(err, errlen, "offset_format failed");
-        return -1;
-    }
-    offset_len = n;
-    return 0;
-}
-
-/* Judges a position about to be confirmed: every transaction committed
- * before it has each of its section-a events in Kafka. */
-static void judge_confirm(lsn_t flushed)
-{
-    for (; db.judged_txn < db.n && db.txns[db.judged_txn].final_lsn < flushed;
-         db.judged_txn++) {
-        const struct txn *t = &db.txns[db.judged_txn];
-        for (int i = 0; i < t->nrec; i++) {
-            const struct rec *rc = &t->recs[i];
-            if (rc->kind == R_B || rc->kind == R_MSG_X || db.ev_in_kafka[rc->id]) continue;
-            judge_fail("confirmed %X/%X past event %llu (%s, record %d of the transaction "
-                       "committed at %X/%X), which is not in Kafka",
-                       (unsigned)(flushed >> 32), (unsigned)flushed,
-                       (unsigned long long)rc->id, kind_name(rc->kind), i,
-                       (unsigned)(t->final_lsn >> 32), (unsigned)t->final_lsn);
-        }
-    }
-}
-
-static lsn_t judged_upto;
-
-static int sim_send_status(void *ctx, lsn_t written, lsn_t flushed, bool reply, char *err,
-                           size_t errlen)
-{
-    (void)ctx;
-    (void)written;
-    (void)reply;
-    (void)err;
-    (void)errlen;
-    if (flushed > judged_upto) {
-        judge_confirm(flushed);
-        judged_upto = flushed;
-    }
-    if (flushed > db.slot_confirmed) db.slot_confirmed = flushed;
-    return 0;
-}
-
-static void on_report(struct msg *m, int err)
-{
+    if (!proc_up) return;
     struct delivery_report dr = {.tag = m->tag, .err = err};
     dr.topic = m->dlq ? dlq_topic : "events";
-    dr.reason = err ? "simulated: refused for good" : NULL;
+    dr.reason = reason;
     char key[16];
     snprintf(key, sizeof(key), "k%u", m->key);
     dr.key = (struct slice){key, m->key == UINT32_MAX ? 0 : strlen(key)};
     dr.event_id = (struct slice){m->event_id, strlen(m->event_id)};
-    if (changes_on_delivery(&pr.r.chg, &dr)) pr.r.events_acked++;
+    kafka.cb(kafka.cb_ctx, &dr);
 }
 
 /* A refusal for good belongs to the event (too large, say): every copy of
@@ -434,11 +439,13 @@ static void ack_head(int i)
     memmove(p->inflight, p->inflight + 1, (p->nin - 1) * sizeof(*p->inflight));
     p->nin--;
     bool refuse = refused(&m);
-    if (!refuse) log_append(p, m.id);
+    if (!refuse) log_append(p, m.id, m.txn);
+    if (refuse && kafka.eos) kafka.refused_eos = true;
     if (trace_id && m.id == trace_id)
-        printf("sim: trace: event %llu %s\n", (unsigned long long)m.id,
-               refuse ? "refused" : "written and ACKed");
-    if (pr.up) on_report(&m, refuse ? RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE : 0);
+        printf("sim: trace: event %llu %s (transaction %u)\n", (unsigned long long)m.id,
+               refuse ? "refused" : "written and ACKed", m.txn);
+    report(&m, refuse ? RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE : 0,
+           refuse ? "simulated: refused for good" : NULL);
 }
 
 /* One poll's reports: a few heads of random partitions. */
@@ -455,107 +462,451 @@ static void kafka_poll(void)
     }
 }
 
-static void proc_free(void)
+/* What is in flight ends without an ACK (the client is destroyed, a
+ * transaction aborted, the process killed): of each partition's messages a
+ * prefix reached the broker's log; each is reported purged when purged
+ * (librdkafka reports what it purges; a dead process reports nothing). */
+static void purge_inflight(bool purged)
 {
-    if (!pr.up) return;
-    changes_free(&pr.r.chg);
-    tracker_free(pr.r.trk);
-    decoder_free(pr.r.dec);
-    metrics_free(&pr.r.met);
-    outbox_set_free(&pr.r.outboxes);
-    config_free(&pr.cfg);
-    memset(&pr, 0, sizeof(pr));
-}
-
-static void set(const char *section, const char *key, const char *value)
-{
-    char err[512];
-    if (config_set(&pr.cfg, section, key, value, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sim: config %s.%s: %s\n", section, key, err);
-        exit(2);
+    for (int i = 0; i < NPART; i++) {
+        struct part *p = &kafka.p[i];
+        size_t written = below((uint32_t)p->nin + 1);
+        for (size_t j = 0; j < p->nin; j++) {
+            struct msg *m = &p->inflight[j];
+            if (trace_id && m->id == trace_id)
+                printf("sim: trace: event %llu in flight when the client ended: %s\n",
+                       (unsigned long long)trace_id, j < written ? "written" : "lost");
+            if (j < written && !refused(m)) log_append(p, m->id, m->txn);
+        }
+        size_t n = p->nin;
+        p->nin = 0;
+        for (size_t j = 0; purged && j < n; j++)
+            report(&p->inflight[j], RD_KAFKA_RESP_ERR__PURGE_QUEUE, "simulated: purged");
     }
 }
 
-/* A stream starts: the daemon's restart decision on the offset file and
- * the slot, then the server's cursor at the first transaction it sends. */
-static void proc_connect(bool streamed)
+static void kafka_free(void)
 {
-    char err[512];
-    struct offset_state file;
-    int have = offset_len > 0;
-    if (have && offset_parse(offset_text, offset_len, &file, err, sizeof(err)) != 0) {
+    for (int i = 0; i < NPART; i++) {
+        free(kafka.p[i].inflight);
+        free(kafka.p[i].log);
+    }
+    for (size_t t = 0; t < kafka.ntxns; t++) free(kafka.txns[t].ids);
+    free(kafka.txns);
+    memset(&kafka, 0, sizeof(kafka));
+}
+
+/* ---- the seams: the daemon's I/O, answered by the models ------------------------------
+ *
+ * The simulator is linked with --wrap for each of these (tests/CMakeLists.txt):
+ * every call the relay's files make to them comes here instead. Nothing else
+ * of the relay is replaced: relay_init(), relay_turn() (its states, the
+ * confirmation, exactly_once's transactions) and relay_free() run as in the
+ * daemon. */
+
+#define WRAP(name) __wrap_##name
+#define REAL(name) __real_##name
+
+int REAL(offset_read)(const char *path, struct offset_state *out, char *err, size_t errlen);
+
+/* The producer (producer.h): one client, the model Kafka. */
+struct producer *WRAP(producer_new)(const struct config *c, producer_delivery_fn fn, void *ctx,
+                                    char *err, size_t errlen);
+struct producer *WRAP(producer_new)(const struct config *c, producer_delivery_fn fn, void *ctx,
+                                    char *err, size_t errlen)
+{
+    (void)c;
+    (void)err;
+    (void)errlen;
+    kafka.cb = fn;
+    kafka.cb_ctx = ctx;
+    return (struct producer *)&kafka;
+}
+
+/* The process ends: its client is destroyed with whatever is in flight. */
+void WRAP(producer_free)(struct producer *p);
+void WRAP(producer_free)(struct producer *p)
+{
+    if (!p) return;
+    purge_inflight(false);
+    kafka.ready = false;
+    kafka.open = 0; /* left open at the broker: the next init_transactions aborts it */
+    kafka.commit_unseen = false;
+}
+
+int WRAP(producer_send)(struct producer *p, const struct outbox_event *ev, uint64_t tag,
+                        int *kafka_err, char *err, size_t errlen);
+int WRAP(producer_send)(struct producer *p, const struct outbox_event *ev, uint64_t tag,
+                        int *kafka_err, char *err, size_t errlen)
+{
+    (void)p;
+    (void)kafka_err;
+    if (inflight_total() >= kafka.queue_cap) return PRODUCER_QUEUE_FULL;
+    if (kafka.eos && !kafka.ready) {
+        judge_fail("a message was produced before the transactional client was made");
+        snprintf(err, errlen, "simulated: no transactional client");
+        return PRODUCER_ERROR;
+    }
+    if (kafka.eos && !kafka.open) kafka.open = txn_begin();
+    bool dlq = strcmp(ev->topic, dlq_topic) == 0;
+    uint32_t key = dlq ? UINT32_MAX : key_of(&ev->key);
+    struct part *pt = &kafka.p[dlq ? DLQ_PART : key % PARTS];
+    if (pt->nin == pt->capin) {
+        pt->capin = pt->capin ? pt->capin * 2 : 64;
+        pt->inflight = realloc(pt->inflight, pt->capin * sizeof(*pt->inflight));
+        if (!pt->inflight) abort();
+    }
+    if (trace_id && id_of(ev) == trace_id)
+        printf("sim: trace: event %llu handed to the producer (tag %llx, %s, transaction %u, "
+               "%zu in flight there)\n",
+               (unsigned long long)trace_id, (unsigned long long)tag, dlq ? "dlq" : "topic",
+               kafka.open, pt->nin);
+    struct msg *m = &pt->inflight[pt->nin++];
+    *m = (struct msg){.tag = tag, .id = id_of(ev), .key = key, .txn = kafka.open, .dlq = dlq};
+    snprintf(m->event_id, sizeof(m->event_id), "%llu", (unsigned long long)m->id);
+    return PRODUCER_OK;
+}
+
+int WRAP(producer_poll)(struct producer *p, int timeout_ms);
+int WRAP(producer_poll)(struct producer *p, int timeout_ms)
+{
+    (void)p;
+    (void)timeout_ms;
+    kafka_poll();
+    return 0;
+}
+
+int WRAP(producer_outq_len)(const struct producer *p);
+int WRAP(producer_outq_len)(const struct producer *p)
+{
+    (void)p;
+    return (int)inflight_total();
+}
+
+int WRAP(producer_brokers_up)(const struct producer *p);
+int WRAP(producer_brokers_up)(const struct producer *p)
+{
+    (void)p;
+    return kafka.outage > 0 ? 0 : 1;
+}
+
+int WRAP(producer_fatal)(struct producer *p, char *err, size_t errlen);
+int WRAP(producer_fatal)(struct producer *p, char *err, size_t errlen)
+{
+    (void)p;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+int WRAP(producer_refused)(const struct producer *p, char *err, size_t errlen);
+int WRAP(producer_refused)(const struct producer *p, char *err, size_t errlen)
+{
+    (void)p;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+int WRAP(producer_txn_init)(struct producer *p, const char *txn_id, int timeout_ms, char *err,
+                            size_t errlen);
+int WRAP(producer_txn_init)(struct producer *p, const char *txn_id, int timeout_ms, char *err,
+                            size_t errlen)
+{
+    (void)p;
+    (void)txn_id;
+    (void)timeout_ms;
+    if (kafka.ready) return PRODUCER_TXN_OK;
+    if (kafka.outage > 0) {
+        snprintf(err, errlen, "init_transactions: timed out (simulated outage)");
+        return PRODUCER_TXN_ABORT;
+    }
+    /* the coordinator ends what an older client with this id left open */
+    for (size_t t = 1; t < kafka.ntxns; t++)
+        if (kafka.txns[t].state == KT_OPEN) {
+            kafka.txns[t].state = KT_ABORTED;
+            kafka.aborts++;
+        }
+    kafka.ready = true;
+    kafka.open = 0;
+    kafka.commit_unseen = false;
+    return PRODUCER_TXN_OK;
+}
+
+bool WRAP(producer_txn_open)(const struct producer *p);
+bool WRAP(producer_txn_open)(const struct producer *p)
+{
+    (void)p;
+    return kafka.open != 0;
+}
+
+bool WRAP(producer_txn_ready)(const struct producer *p);
+bool WRAP(producer_txn_ready)(const struct producer *p)
+{
+    (void)p;
+    return kafka.ready;
+}
+
+bool WRAP(producer_txn_failed)(const struct producer *p);
+bool WRAP(producer_txn_failed)(const struct producer *p)
+{
+    (void)p;
+    return false;
+}
+
+bool WRAP(producer_txn_must_stop)(struct producer *p);
+bool WRAP(producer_txn_must_stop)(struct producer *p)
+{
+    (void)p;
+    return false; /* one instance: nobody fences it */
+}
+
+bool WRAP(producer_txn_fenced)(struct producer *p);
+bool WRAP(producer_txn_fenced)(struct producer *p)
+{
+    (void)p;
+    return false;
+}
+
+void WRAP(producer_txn_discard)(struct producer *p);
+void WRAP(producer_txn_discard)(struct producer *p)
+{
+    (void)p;
+    purge_inflight(true);
+    kafka.ready = false;
+    kafka.open = 0;
+    kafka.commit_unseen = false;
+}
+
+int WRAP(producer_txn_commit)(struct producer *p, const char *topic, const char *key,
+                              const char *value, int timeout_ms, char *err, size_t errlen);
+int WRAP(producer_txn_commit)(struct producer *p, const char *topic, const char *key,
+                              const char *value, int timeout_ms, char *err, size_t errlen)
+{
+    (void)p;
+    (void)topic;
+    (void)key;
+    (void)timeout_ms;
+    if (inflight_total() > 0)
+        judge_fail("a Kafka transaction was committed with %zu messages not reported",
+                   inflight_total());
+    if (!kafka.open) kafka.open = txn_begin(); /* a progress-only transaction */
+    if (kafka.outage > 0) {
+        /* the client gives up; the broker may have committed all the same */
+        if (chance(300)) {
+            txn_commit_at_broker(kafka.open, value);
+            kafka.commit_unseen = true;
+            kafka.unseen++;
+        }
+        snprintf(err, errlen, "commit_transaction: timed out (simulated outage)");
+        return PRODUCER_TXN_ABORT;
+    }
+    txn_commit_at_broker(kafka.open, value);
+    kafka.open = 0;
+    return PRODUCER_TXN_OK;
+}
+
+int WRAP(producer_txn_abort)(struct producer *p, int timeout_ms, char *err, size_t errlen);
+int WRAP(producer_txn_abort)(struct producer *p, int timeout_ms, char *err, size_t errlen)
+{
+    (void)p;
+    (void)timeout_ms;
+    if (!kafka.open) return PRODUCER_TXN_OK;
+    if (kafka.commit_unseen) {
+        snprintf(err, errlen, "abort_transaction: _CONFLICT: the commit is still in "
+                              "progress (simulated)");
+        return PRODUCER_TXN_ABORT;
+    }
+    if (kafka.outage > 0 && chance(500)) {
+        snprintf(err, errlen, "abort_transaction: timed out (simulated outage)");
+        return PRODUCER_TXN_ABORT;
+    }
+    purge_inflight(true);
+    kafka.txns[kafka.open].state = KT_ABORTED;
+    kafka.aborts++;
+    kafka.open = 0;
+    return PRODUCER_TXN_OK;
+}
+
+/* The progress topic (progress.h): its newest committed record. */
+int WRAP(progress_topic_ensure)(const struct config *c, const char *topic, int timeout_ms,
+                                char *err, size_t errlen);
+int WRAP(progress_topic_ensure)(const struct config *c, const char *topic, int timeout_ms,
+                                char *err, size_t errlen)
+{
+    (void)c;
+    (void)topic;
+    (void)timeout_ms;
+    if (kafka.outage <= 0) return 0;
+    snprintf(err, errlen, "the progress topic: timed out (simulated outage)");
+    return -1;
+}
+
+int WRAP(progress_read)(const struct config *c, const char *topic, const char *key,
+                        int timeout_ms, struct offset_state *out, char *err, size_t errlen);
+int WRAP(progress_read)(const struct config *c, const char *topic, const char *key,
+                        int timeout_ms, struct offset_state *out, char *err, size_t errlen)
+{
+    (void)c;
+    (void)topic;
+    (void)key;
+    (void)timeout_ms;
+    if (kafka.outage > 0) {
+        snprintf(err, errlen, "reading the progress topic: timed out (simulated outage)");
+        return -1;
+    }
+    if (kafka.progress_len == 0) return 0;
+    if (offset_parse(kafka.progress, kafka.progress_len, out, err, errlen) != 0) {
+        judge_fail("the progress record does not parse: %s", err);
+        return -1;
+    }
+    return 1;
+}
+
+/* The offset file: its text, kept across crashes as last written. */
+static char offset_text[OFFSET_FILE_MAX];
+static size_t offset_len;
+
+int WRAP(offset_read)(const char *path, struct offset_state *out, char *err, size_t errlen);
+int WRAP(offset_read)(const char *path, struct offset_state *out, char *err, size_t errlen)
+{
+    (void)path;
+    if (offset_len == 0) return 0;
+    if (offset_parse(offset_text, offset_len, out, err, errlen) != 0) {
         judge_fail("the offset file does not parse: %s", err);
-        return;
+        return -1;
     }
-    struct resume_server srv;
-    resume_server_init(&srv, "7300000000000000001", 1, db.insert, "app", "outboxd",
-                       "wal2json");
-    srv.slot_exists = true;
-    srv.slot_confirmed = db.slot_confirmed;
-    struct resume_decision d;
-    resume_decide(have ? &file : NULL, &srv, "sim.offset", "sim.ini", &d);
-    if (d.refused) {
-        judge_fail("the restart was refused: %s", d.message);
-        return;
-    }
-    struct offset_state identity;
-    resume_identity(&srv, d.start, &identity);
-    identity.txn_events = outbox_set_fingerprint(&pr.r.outboxes);
-    struct resume_plan plan;
-    resume_plan(have ? &file : NULL, &d, 1, streamed, identity.txn_events, &plan);
-    relay_take_plan(&pr.r, &identity, &plan, streamed);
-    if (!pr.r.trk && !(pr.r.trk = tracker_new(plan.start))) abort();
-    changes_start(&pr.r.chg, pr.r.trk, pr.r.dec);
-    confirmer_stream_started(&pr.r.confirm, plan.start, clock_mono_ms());
-    lsn_t from = resume_stream_from(&plan, streamed, tracker_flush_lsn(pr.r.trk));
-    pr.stream_start = from > db.slot_confirmed ? from : db.slot_confirmed;
-    pr.cursor = 0;
-    while (pr.cursor < db.n && db.txns[pr.cursor].final_lsn < pr.stream_start) pr.cursor++;
-    pr.rec_pos = -1;
-    /* The confirmer sends statuses only on a stream (relay_confirm_view()'s
-     * connected); the sim's I/O never reads it, so any address will do. */
-    pr.r.st = (struct stream *)&pr;
-    note("stream from %llX (slot %llX, plan %llX, resume_inside %d acked %llu) at txn %zu",
-         (unsigned long long)pr.stream_start, (unsigned long long)db.slot_confirmed,
-         (unsigned long long)plan.start, plan.resume_inside,
-         (unsigned long long)plan.progress.acked, pr.cursor);
+    return 1;
 }
 
-/* A process starts: its configuration (section b or not), then connects. */
-static void proc_start(void)
+int WRAP(offset_write)(const char *path, const struct offset_state *st, char *err,
+                       size_t errlen);
+int WRAP(offset_write)(const char *path, const struct offset_state *st, char *err,
+                       size_t errlen)
+{
+    (void)path;
+    size_t n = offset_format(st, offset_text, sizeof(offset_text));
+    if (n == 0) {
+        snprintf(err, errlen, "offset_format failed");
+        return -1;
+    }
+    offset_len = n;
+    return 0;
+}
+
+/* ---- the model server: the slot and its stream ------------------------------------ */
+
+struct server {
+    bool connected;    /* a stream is open */
+    size_t cursor;     /* the next transaction it sends */
+    int rec_pos;       /* -1: its Begin; nrec: its Commit */
+    lsn_t start;       /* where it started */
+    int budget;        /* frames it sends before the relay's next turn */
+    bool broken;       /* the connection breaks at the next read */
+    int down;          /* connection attempts refused from now */
+};
+
+static struct server srv;
+static bool with_b; /* section b is configured in this process */
+
+/* Judges a position about to be confirmed: every transaction committed
+ * before it has each of its section-a events visible in Kafka. */
+static void judge_confirm(lsn_t flushed)
+{
+    for (; db.judged_txn < db.n && db.txns[db.judged_txn].final_lsn < flushed;
+         db.judged_txn++) {
+        const struct txn *t = &db.txns[db.judged_txn];
+        for (int i = 0; i < t->nrec; i++) {
+            const struct rec *rc = &t->recs[i];
+            if (rc->kind == R_B || rc->kind == R_MSG_X || db.ev_in_kafka[rc->id]) continue;
+            judge_fail("confirmed %X/%X past event %llu (%s, record %d of the transaction "
+                       "committed at %X/%X), which is not %s in Kafka",
+                       (unsigned)(flushed >> 32), (unsigned)flushed,
+                       (unsigned long long)rc->id, kind_name(rc->kind), i,
+                       (unsigned)(t->final_lsn >> 32), (unsigned)t->final_lsn,
+                       kafka.eos ? "committed" : "written");
+        }
+    }
+}
+
+static lsn_t judged_upto;
+
+int WRAP(stream_send_status)(struct stream *s, lsn_t written, lsn_t flushed, bool reply,
+                             char *err, size_t errlen);
+int WRAP(stream_send_status)(struct stream *s, lsn_t written, lsn_t flushed, bool reply,
+                             char *err, size_t errlen)
+{
+    (void)written;
+    (void)reply;
+    if (!s || !srv.connected) {
+        snprintf(err, errlen, "simulated: no connection");
+        return -1;
+    }
+    if (flushed > judged_upto) {
+        judge_confirm(flushed);
+        judged_upto = flushed;
+    }
+    if (flushed > db.slot_confirmed) db.slot_confirmed = flushed;
+    return 0;
+}
+
+void WRAP(stream_close)(struct stream *s);
+void WRAP(stream_close)(struct stream *s)
+{
+    if (s) srv.connected = false;
+}
+
+void WRAP(stream_finish)(struct stream *s);
+void WRAP(stream_finish)(struct stream *s)
+{
+    (void)s;
+}
+
+/* A connection and START_REPLICATION: the daemon's own decision
+ * (slot_decide(), slot_take(), slot_stream_from()) on the offset file or
+ * the progress topic and this slot, then the server's cursor at the first
+ * transaction it sends: every one committed at or after max(the position
+ * asked for, the slot's). */
+enum step WRAP(slot_open_stream)(struct slot_setup *s);
+enum step WRAP(slot_open_stream)(struct slot_setup *s)
 {
     char err[512];
-    memset(&pr, 0, sizeof(pr));
-    if (config_init(&pr.cfg) != 0) abort();
-    set("postgres", "plugin", "wal2json");
-    set("errors", "policy", "dlq");
-    set("outbox.a", "table", "public.a");
-    set("outbox.a", "topic", "events");
-    set("outbox.a", "message_prefix", "a");
-    if (with_b) {
-        set("outbox.b", "table", "public.b");
-        set("outbox.b", "topic", "events");
+    s->st = (struct stream *)&srv;
+    if (srv.down > 0) {
+        srv.down--;
+        s->retry_cause = "connect_failed";
+        return STEP_BROKEN;
     }
-    dlq_topic = pr.cfg.errors_dlq_topic;
-    struct relay *r = &pr.r;
-    r->cfg = &pr.cfg;
-    r->stop = &stop_flag;
-    metrics_init(&r->met);
-    if (config_outbox_set(&pr.cfg, &r->outboxes, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sim: %s\n", err);
-        exit(2);
-    }
-    if (!(r->dec = decoder_new(PLUGIN_WAL2JSON))) abort();
-    changes_init(&r->chg, &pr.cfg, &r->outboxes, &r->met, (struct sink){sim_send, NULL});
-    confirmer_init(&r->confirm, "sim.offset", pr.cfg.pg_status_interval_ms, false,
-                   (struct confirm_io){sim_write_offset, sim_send_status, NULL});
-    pr.up = true;
-    proc_connect(false);
+    struct offset_state file;
+    int have = s->position ? 0 : offset_read(s->cfg->offsets_file, &file, err, sizeof(err));
+    if (have < 0) return STEP_USAGE;
+    struct resume_server rs;
+    resume_server_init(&rs, "7300000000000000001", 1, db.insert, "app", "outboxd",
+                       "wal2json");
+    rs.slot_exists = true;
+    rs.slot_confirmed = db.slot_confirmed;
+    s->sender_timeout_ms = 60000;
+    enum step rc = STEP_OK;
+    if (s->position) rc = s->position(s->position_ctx, "7300000000000000001", &file, &have);
+    struct resume_decision d;
+    if (rc == STEP_OK) rc = slot_decide(s, &file, &have, &rs, &d);
+    if (rc != STEP_OK) return rc;
+    slot_take(s, have ? &file : NULL, &rs, &d, 1);
+    lsn_t from = slot_stream_from(s);
+    srv.connected = true;
+    srv.broken = false;
+    srv.start = from > db.slot_confirmed ? from : db.slot_confirmed;
+    srv.cursor = 0;
+    while (srv.cursor < db.n && db.txns[srv.cursor].final_lsn < srv.start) srv.cursor++;
+    srv.rec_pos = -1;
+    note("stream from %llX (slot %llX, plan %llX, resume_inside %d acked %llu) at txn %zu",
+         (unsigned long long)srv.start, (unsigned long long)db.slot_confirmed,
+         (unsigned long long)s->plan.start, s->plan.resume_inside,
+         (unsigned long long)s->plan.progress.acked, srv.cursor);
+    return STEP_OK;
 }
 
-/* ---- the server's frames ---------------------------------------------------------- */
-
-/* The wal2json line of record rc of the transaction at final_lsn. */
+/* The wal2json line of record rc. */
 static int rec_line(char *out, size_t outlen, const struct rec *rc)
 {
     unsigned long long id = (unsigned long long)rc->id;
@@ -586,149 +937,221 @@ static int rec_line(char *out, size_t outlen, const struct rec *rc)
  * configured sections' tables; messages always). */
 static bool sent(const struct rec *rc) { return rc->kind != R_B || with_b; }
 
-/* The stream's buffer: like the daemon's, it holds the last frame read
- * until the next read, and a held event (or dead letter) borrows it. */
-static char line[1024];
+/* The frame the server sends, as CopyData: like the daemon's stream, the
+ * buffer stays valid until the next read. */
+static unsigned char frame[1100];
 
-/* The server sends one frame. Returns the relay's answer. */
-static enum step server_frame(void)
+static int xlogdata(lsn_t data_start, lsn_t wal_end, int n)
 {
-    struct txn *t = &db.txns[pr.cursor];
-    struct repl_frame f = {.kind = RF_XLOGDATA, .data = line, .wal_end = t->end_lsn};
-    if (pr.rec_pos < 0) {
-        f.len = (size_t)snprintf(line, sizeof(line),
-                                 "{\"action\":\"B\",\"lsn\":\"%X/%X\",\"nextlsn\":\"%X/%X\"}",
-                                 (unsigned)(t->final_lsn >> 32), (unsigned)t->final_lsn,
-                                 (unsigned)(t->end_lsn >> 32), (unsigned)t->end_lsn);
-        f.data_start = t->final_lsn - 0x40 - (lsn_t)t->nrec * 0x80;
-        pr.rec_pos = 0;
-    } else if (pr.rec_pos < t->nrec) {
-        const struct rec *rc = &t->recs[pr.rec_pos];
-        f.data_start = t->final_lsn - (lsn_t)(t->nrec - pr.rec_pos) * 0x80;
-        pr.rec_pos++;
-        if (!sent(rc)) return STEP_OK;
-        f.len = (size_t)rec_line(line, sizeof(line), rc);
-    } else {
-        f.len = (size_t)snprintf(line, sizeof(line),
-                                 "{\"action\":\"C\",\"lsn\":\"%X/%X\",\"nextlsn\":\"%X/%X\"}",
-                                 (unsigned)(t->final_lsn >> 32), (unsigned)t->final_lsn,
-                                 (unsigned)(t->end_lsn >> 32), (unsigned)t->end_lsn);
-        f.data_start = t->end_lsn;
-        pr.cursor++;
-        pr.rec_pos = -1;
-    }
-    return relay_on_frame(&pr.r, &f);
+    frame[0] = 'w';
+    repl_put_u64(frame + 1, data_start);
+    repl_put_u64(frame + 9, wal_end);
+    repl_put_u64(frame + 17, (uint64_t)now_us);
+    return 25 + n;
 }
 
 /* A keepalive: the position the walsender has read to, which may be the
- * commit record of the next transaction, not yet sent. */
-static enum step server_keepalive(void)
+ * commit record of the next transaction, not yet sent (the race of
+ * b5052cd); now and then it asks for a reply. */
+static int keepalive(void)
 {
-    lsn_t pos = pr.cursor < db.n ? (pr.rec_pos < 0 && chance(500)
-                                        ? db.txns[pr.cursor].final_lsn
-                                        : (pr.cursor ? db.txns[pr.cursor - 1].end_lsn
-                                                     : pr.stream_start))
-                                 : db.insert;
-    if (pos < pr.stream_start) pos = pr.stream_start;
-    if (pr.rec_pos >= 0) return STEP_OK; /* inside a transaction: none */
-    struct repl_frame f = {.kind = RF_KEEPALIVE, .wal_end = pos, .reply_requested = chance(300)};
-    return relay_on_frame(&pr.r, &f);
+    lsn_t pos = srv.cursor < db.n ? (chance(500) ? db.txns[srv.cursor].final_lsn
+                                                 : (srv.cursor ? db.txns[srv.cursor - 1].end_lsn
+                                                               : srv.start))
+                                  : db.insert;
+    if (pos < srv.start) pos = srv.start;
+    frame[0] = 'k';
+    repl_put_u64(frame + 1, pos);
+    repl_put_u64(frame + 9, (uint64_t)now_us);
+    frame[17] = chance(300);
+    return 18;
 }
 
-/* ---- the schedule ----------------------------------------------------------------- */
+/* The next frame of the stream into frame; its length. */
+static int next_frame(void)
+{
+    char *data = (char *)frame + 25;
+    size_t room = sizeof(frame) - 25;
+    for (;;) {
+        if (srv.cursor >= db.n || (srv.rec_pos < 0 && chance(50))) {
+            srv.budget = srv.cursor >= db.n ? 0 : srv.budget; /* idle: one keepalive */
+            return keepalive();
+        }
+        struct txn *t = &db.txns[srv.cursor];
+        if (srv.rec_pos < 0) {
+            srv.rec_pos = 0;
+            int n = snprintf(data, room, "{\"action\":\"B\",\"lsn\":\"%X/%X\",\"nextlsn\":\"%X/%X\"}",
+                             (unsigned)(t->final_lsn >> 32), (unsigned)t->final_lsn,
+                             (unsigned)(t->end_lsn >> 32), (unsigned)t->end_lsn);
+            return xlogdata(t->final_lsn - 0x40 - (lsn_t)t->nrec * 0x80, t->end_lsn, n);
+        }
+        if (srv.rec_pos < t->nrec) {
+            const struct rec *rc = &t->recs[srv.rec_pos];
+            lsn_t at = t->final_lsn - (lsn_t)(t->nrec - srv.rec_pos) * 0x80;
+            srv.rec_pos++;
+            if (!sent(rc)) continue;
+            return xlogdata(at, t->end_lsn, rec_line(data, room, rc));
+        }
+        int n = snprintf(data, room, "{\"action\":\"C\",\"lsn\":\"%X/%X\",\"nextlsn\":\"%X/%X\"}",
+                         (unsigned)(t->final_lsn >> 32), (unsigned)t->final_lsn,
+                         (unsigned)(t->end_lsn >> 32), (unsigned)t->end_lsn);
+        srv.cursor++;
+        srv.rec_pos = -1;
+        return xlogdata(t->end_lsn, t->end_lsn, n);
+    }
+}
 
-/* kill -9: the process's memory is gone; of each partition's in-flight
- * messages a prefix reached the broker's log. */
+int WRAP(stream_read)(struct stream *s, char **buf, int *len, char *err, size_t errlen);
+int WRAP(stream_read)(struct stream *s, char **buf, int *len, char *err, size_t errlen)
+{
+    (void)s;
+    if (srv.broken) {
+        srv.broken = false;
+        snprintf(err, errlen, "simulated: server closed the connection unexpectedly");
+        return -1;
+    }
+    if (srv.budget <= 0) return 0;
+    srv.budget--;
+    *len = next_frame();
+    *buf = (char *)frame;
+    return 1;
+}
+
+/* backoff.c's jitter: the seed's randomness, so that a seed replays. */
+int WRAP(rand)(void);
+int WRAP(rand)(void) { return (int)(rnd() & 0x7fffffff); }
+
+/* ---- the process: one outboxd --------------------------------------------------- */
+
+
+static volatile sig_atomic_t stop_flag;
+
+struct proc {
+    struct config cfg;
+    struct relay r;
+};
+
+static struct proc pr;
+static uint64_t kills, stops, breaks, stalls, fatal_exits;
+static uint64_t kafka_commits, kafka_unseen, kafka_aborts; /* over every seed */
+static uint64_t unclean; /* what allows copies outside exactly_once: kill -9, a broken
+                          * or fenced stream, a drain that timed out, a fatal exit */
+
+static void set(const char *section, const char *key, const char *value)
+{
+    char err[512];
+    if (config_set(&pr.cfg, section, key, value, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sim: config %s.%s: %s\n", section, key, err);
+        exit(2);
+    }
+}
+
+/* A process starts as the daemon's does (relay_init()): its configuration
+ * (section b or not; the delivery mode of the seed). */
+static void proc_start(void)
+{
+    memset(&pr, 0, sizeof(pr));
+    if (config_init(&pr.cfg) != 0) abort();
+    set("postgres", "plugin", "wal2json");
+    set("http", "listen", ""); /* no HTTP server, and so no monitor (nothing else asks
+                                * for one with wal2json and no heartbeat) */
+    set("errors", "policy", "dlq");
+    set("outbox.a", "table", "public.a");
+    set("outbox.a", "topic", "events");
+    set("outbox.a", "message_prefix", "a");
+    if (with_b) {
+        set("outbox.b", "table", "public.b");
+        set("outbox.b", "topic", "events");
+    }
+    if (kafka.eos) set("delivery", "mode", "exactly_once");
+    dlq_topic = pr.cfg.errors_dlq_topic;
+    stop_flag = 0;
+    if (relay_init(&pr.r, &pr.cfg, &stop_flag) != 0) {
+        fprintf(stderr, "sim: relay_init failed\n");
+        exit(2);
+    }
+    proc_up = true;
+}
+
+/* The process ends (its exit, or kill -9: the same to the models, which
+ * keep the offset file, the slot and Kafka; relay_free() only frees memory,
+ * and destroys the client with what is in flight). */
+static void proc_end(void)
+{
+    if (!proc_up) return;
+    if (inflight_total() > 0) unclean++;
+    relay_free(&pr.r);
+    config_free(&pr.cfg);
+    memset(&pr, 0, sizeof(pr));
+    proc_up = false;
+    srv.connected = false;
+}
+
 static void kill9(void)
 {
-    for (int i = 0; i < NPART; i++) {
-        struct part *p = &kafka.p[i];
-        size_t written = below((uint32_t)p->nin + 1);
-        for (size_t j = 0; trace_id && j < p->nin; j++)
-            if (p->inflight[j].id == trace_id)
-                printf("sim: trace: event %llu in flight at kill -9: %s\n",
-                       (unsigned long long)trace_id, j < written ? "written" : "lost");
-        for (size_t j = 0; j < written; j++)
-            if (!refused(&p->inflight[j])) log_append(p, p->inflight[j].id);
-        p->nin = 0;
-    }
-    proc_free();
     kills++;
+    unclean++;
     note("kill -9");
+    proc_end();
 }
 
-/* Serves reports until nothing is in flight (the drain, a recovery). */
-static void drain_reports(void)
+/* After relay_turn(): a process that finished exits; what it exited with
+ * must be what the run allows. */
+static void after_turn(void)
 {
-    bool closing = kafka.closing;
-    kafka.closing = true;
-    for (int guard = 0; guard < 100000; guard++) {
-        if (changes_held(&pr.r.chg) && changes_resume(&pr.r.chg) == STEP_FATAL) break;
-        if (changes_flush_dead_letters(&pr.r.chg) == STEP_FATAL) break;
-        if (inflight_total() == 0 && !changes_held(&pr.r.chg) &&
-            !deadletter_busy(&pr.r.chg.dlq))
-            break;
-        kafka_poll();
+    if (pr.r.state != RS_DONE) return;
+    int code = pr.r.exit_code;
+    note("outboxd exited %d", code);
+    if (code == EXIT_USAGE)
+        judge_fail("outboxd exited 2 (only an operator could go on); the replay's -v shows "
+                   "its log");
+    else if (code == EXIT_FATAL && !(kafka.eos && kafka.refused_eos))
+        judge_fail("outboxd exited 1 with nothing in the schedule that should stop it; the "
+                   "replay's -v shows its log");
+    if (code == EXIT_FATAL) {
+        fatal_exits++;
+        unclean++;
+        /* exactly_once cannot dead-letter a refused event: its operator
+         * fixes the cause (message.max.bytes) before the restart */
+        kafka.fail_pm = 0;
+        kafka.refused_eos = false;
     }
-    kafka.closing = closing;
+    proc_end();
 }
 
-/* A graceful stop: the drain, a forced status, exit. */
+/* One turn of the daemon's loop; its wait is the simulated clock's: a
+ * backoff may be slept through. */
+static void turn(void)
+{
+    srv.budget = (int)below(40);
+    bool wait = relay_turn(&pr.r);
+    if (wait && pr.r.state == RS_BACKOFF && chance(500) && pr.r.state_until_ms * 1000 > now_us)
+        now_us = pr.r.state_until_ms * 1000;
+    after_turn();
+}
+
+/* A graceful stop: SIGTERM, then the daemon's own drain and last status. */
 static void graceful_stop(void)
 {
-    drain_reports();
-    relay_send_status_ex(&pr.r, false, true);
-    proc_free();
+    stop_flag = 1;
+    for (int guard = 0; proc_up && guard < 100000; guard++) {
+        now_us += below(20000);
+        turn();
+    }
+    if (proc_up) {
+        judge_fail("a graceful stop did not end");
+        proc_end();
+    }
     stops++;
     note("graceful stop");
 }
-
-/* The stream breaks: the open transaction is dropped, every produced
- * event reported, and a new stream starts (the tracker kept). */
-static void stream_break(void)
-{
-    changes_abort_open(&pr.r.chg);
-    decoder_free(pr.r.dec);
-    if (!(pr.r.dec = decoder_new(PLUGIN_WAL2JSON))) abort();
-    drain_reports();
-    relay_send_status_ex(&pr.r, false, true);
-    breaks++;
-    note("stream broken");
-    proc_connect(true);
-}
-
-/* One turn of the relay: the held event, frames while not held, reports,
- * dead letters, the status when due. */
-static void relay_turn(void)
-{
-    enum step rc = STEP_OK;
-    if (changes_held(&pr.r.chg)) rc = changes_resume(&pr.r.chg);
-    for (int n = (int)below(40); rc == STEP_OK && n > 0; n--) {
-        if (pr.cursor >= db.n) {
-            rc = server_keepalive();
-            break;
-        }
-        rc = chance(50) ? server_keepalive() : server_frame();
-    }
-    kafka_poll();
-    if (rc == STEP_OK) rc = changes_flush_dead_letters(&pr.r.chg);
-    if ((rc == STEP_OK || rc == STEP_HELD) && tracker_failed(pr.r.trk)) rc = STEP_FATAL;
-    if (rc == STEP_OK || rc == STEP_HELD) rc = relay_status_if_due(&pr.r) == STEP_OK ? rc
-                                                                              : STEP_FATAL;
-    if (rc == STEP_FATAL || rc == STEP_BROKEN || rc == STEP_USAGE) {
-        /* what a fatal error does (finish_failed()), then systemd's restart */
-        note("the relay stopped (step %d)", rc);
-        relay_send_status_ex(&pr.r, false, true);
-        drain_reports();
-        proc_free();
-    }
-}
-
 /* ---- the judges at the end ---------------------------------------------------------- */
 
-static uint32_t *first_seen; /* per event id: 1 + position of first delivery, 0: none */
+static uint32_t *first_seen; /* per event id: whether a delivery was seen already */
 
-static void judge_end(bool no_crash, bool b_toggled)
+/* exactly: every event must be visible exactly once (exactly_once, or a
+ * run without anything that allows copies). */
+static void judge_end(bool exactly, bool b_toggled)
 {
     size_t nids = db.next_id + 1;
     uint32_t *copies = calloc(nids, sizeof(*copies));
@@ -736,24 +1159,27 @@ static void judge_end(bool no_crash, bool b_toggled)
     if (!copies || !first_seen) abort();
     for (int p = 0; p < NPART; p++)
         for (size_t j = 0; j < kafka.p[p].nlog; j++) {
-            uint64_t id = kafka.p[p].log[j];
-            if (id == 0 || id >= nids) {
+            const struct entry *e = &kafka.p[p].log[j];
+            if (!visible(e)) continue;
+            if (e->id == 0 || e->id >= nids) {
                 judge_fail("partition %d holds a message of no committed event (%llu)", p,
-                           (unsigned long long)id);
+                           (unsigned long long)e->id);
                 continue;
             }
-            copies[id]++;
+            copies[e->id]++;
         }
     for (uint64_t id = 1; id < nids; id++) {
         enum rec_kind k = db.ev_kind[id];
         if (k == R_B || k == R_MSG_X) continue;
         if (copies[id] == 0)
-            judge_fail("event %llu (transaction %u, record %u, %s) never reached Kafka",
-                       (unsigned long long)id, db.ev_txn[id], db.ev_rec[id], kind_name(k));
-        else if (no_crash && copies[id] > 1 && !failed)
-            judge_fail("event %llu reached Kafka %u times without a kill -9, a broken "
-                       "stream or a change of sections",
-                       (unsigned long long)id, copies[id]);
+            judge_fail("event %llu (transaction %u, record %u, %s) never reached Kafka%s",
+                       (unsigned long long)id, db.ev_txn[id], db.ev_rec[id], kind_name(k),
+                       kafka.eos ? " in a committed transaction" : "");
+        else if (exactly && copies[id] > 1 && !failed)
+            judge_fail("event %llu is %u times in Kafka%s", (unsigned long long)id, copies[id],
+                       kafka.eos ? " for read_committed consumers (exactly_once)"
+                                 : " without a kill -9, a broken stream, a fatal exit or a "
+                                   "change of sections");
     }
     /* per-key order of first deliveries, partition by partition, the
      * dead-letter topic's too (one aggregate's dead letters in order) */
@@ -762,8 +1188,9 @@ static void judge_end(bool no_crash, bool b_toggled)
         memset(last_pos, 0, sizeof(last_pos));
         memset(first_seen, 0, nids * sizeof(*first_seen));
         for (size_t j = 0; j < kafka.p[p].nlog; j++) {
-            uint64_t id = kafka.p[p].log[j];
-            if (id == 0 || id >= nids || first_seen[id]) continue;
+            const struct entry *e = &kafka.p[p].log[j];
+            uint64_t id = e->id;
+            if (!visible(e) || id == 0 || id >= nids || first_seen[id]) continue;
             first_seen[id] = 1;
             /* section b's events are judged only when it was configured
              * throughout (or never): a process without it does not send
@@ -775,7 +1202,7 @@ static void judge_end(bool no_crash, bool b_toggled)
             if (pos < last_pos[rc->key] && verbose && !failed) {
                 printf("sim: partition %d around position %zu:", p, j);
                 for (size_t q = j > 60 ? j - 60 : 0; q < kafka.p[p].nlog && q < j + 5; q++)
-                    printf(" %llu", (unsigned long long)kafka.p[p].log[q]);
+                    printf(" %llu", (unsigned long long)kafka.p[p].log[q].id);
                 printf("\n");
             }
             if (pos < last_pos[rc->key])
@@ -951,11 +1378,20 @@ static uint64_t repair_seed(uint64_t seed, const char *order_column, bool report
 
 /* ---- one seed ----------------------------------------------------------------------- */
 
-static uint64_t events_total;
+static uint64_t events_total, eos_seeds, eos_events;
 static uint64_t old_repair_violations; /* seeds whose plan without an order column
                                         * broke a key's order */
 
-static int run_seed(uint64_t seed, uint64_t target)
+/* Whether the process has caught up: every transaction sent, every event
+ * reported, nothing held, the tracker idle (in exactly_once: the last
+ * transaction may still be open; the graceful stop commits it). */
+static bool caught_up(void)
+{
+    return proc_up && pr.r.state == RS_STREAM && srv.cursor >= db.n && inflight_total() == 0 &&
+           !changes_held(&pr.r.chg) && pr.r.trk && tracker_idle(pr.r.trk);
+}
+
+static int run_seed(uint64_t seed, uint64_t target, int mode)
 {
     rng_state = seed * 0x2545F4914F6CDD1DULL + 1;
     failed = 0;
@@ -964,6 +1400,8 @@ static int run_seed(uint64_t seed, uint64_t target)
     db.insert = 0x1000000;
     db.slot_confirmed = db.insert;
     memset(&kafka, 0, sizeof(kafka));
+    memset(&srv, 0, sizeof(srv));
+    kafka.eos = mode == 1 || (mode < 0 && chance(350));
     kafka.queue_cap = 1 + below(chance(300) ? 8 : 400);
     kafka.fail_pm = chance(500) ? below(30) : 0;
     offset_len = 0;
@@ -971,17 +1409,18 @@ static int run_seed(uint64_t seed, uint64_t target)
     with_b = chance(500);
     bool b_toggles = chance(500), b_toggled = false;
     uint32_t kill_pm = chance(400) ? 0 : 1 + below(6);
-    uint32_t stop_pm = 1 + below(5), break_pm = below(4);
+    uint32_t stop_pm = 1 + below(5), break_pm = below(4), stall_pm = below(2);
+    uint32_t down_pm = below(3);
     bool bad_records = chance(600);
-    uint64_t kills0 = kills, breaks0 = breaks;
+    uint64_t unclean0 = unclean;
     now_us = 1000000;
     proc_start();
-    note("seed %llu: queue %zu, fail %u/1000, kill %u/1000, b %d (toggles %d), bad %d",
-         (unsigned long long)seed, kafka.queue_cap, kafka.fail_pm, kill_pm, with_b,
-         b_toggles, bad_records);
+    note("seed %llu: %s, queue %zu, refuse %u/1000, kill %u/1000, b %d (toggles %d), bad %d",
+         (unsigned long long)seed, kafka.eos ? "exactly_once" : "at_least_once",
+         kafka.queue_cap, kafka.fail_pm, kill_pm, with_b, b_toggles, bad_records);
     while (!failed && db.next_id < target) {
         now_us += below(20000);
-        uint32_t p = below(1000);
+        uint32_t p = below(1000), at = 275;
         if (p < 250) {
             db_commit(chance(100) ? 0 : 1 + (int)below(chance(50) ? 300 : 12), true,
                       bad_records);
@@ -989,50 +1428,75 @@ static int run_seed(uint64_t seed, uint64_t target)
             db_wal_only();
         } else if (p < 275) {
             kafka.outage = (int)below(50);
-        } else if (!pr.up) {
+        } else if (!proc_up) {
             if (b_toggles && chance(500)) {
                 with_b = !with_b;
                 b_toggled = true;
             }
             proc_start();
-        } else if (p < 275 + kill_pm) {
+        } else if (p < (at += kill_pm)) {
             kill9();
-        } else if (p < 275 + kill_pm + stop_pm) {
+        } else if (p < (at += stop_pm)) {
             graceful_stop();
-        } else if (p < 275 + kill_pm + stop_pm + break_pm) {
-            stream_break();
+        } else if (p < (at += break_pm)) {
+            if (srv.connected) {
+                srv.broken = true; /* the connection drops */
+                breaks++;
+                unclean++;
+            }
+        } else if (p < (at += stall_pm)) {
+            /* the process does not run for 50 s (stopped, starved): past
+             * the fence, its stream must end before it sends anything */
+            now_us += 50000000;
+            stalls++;
+            unclean++;
+        } else if (p < (at += down_pm)) {
+            srv.down = 1 + (int)below(4); /* PostgreSQL refuses connections */
+            if (srv.connected) {
+                srv.broken = true;
+                unclean++;
+            }
         } else {
-            relay_turn();
+            turn();
         }
     }
-    /* The end: every section configured as at the start of the run's
-     * judgement (a), caught up, stopped gracefully. */
-    for (int guard = 0; !failed && guard < 1000000; guard++) {
+    /* The end: caught up, stopped gracefully. */
+    kafka.closing = true;
+    kafka.outage = 0;
+    srv.down = 0;
+    for (int guard = 0; !failed && guard < 1000000 && !caught_up(); guard++) {
         now_us += below(20000);
-        if (!pr.up) {
+        if (!proc_up)
             proc_start();
-            continue;
-        }
-        if (pr.cursor >= db.n && inflight_total() == 0 && !changes_held(&pr.r.chg) &&
-            tracker_idle(pr.r.trk))
-            break;
-        relay_turn();
+        else
+            turn();
     }
-    if (pr.up) graceful_stop();
-    /* copies are allowed after a kill -9, a broken stream, and a count
-     * refused for a changed configuration (the warning says so) */
-    if (!failed) judge_end(kills == kills0 && breaks == breaks0 && !b_toggled, b_toggled);
+    if (!failed && !caught_up()) judge_fail("the relay never caught up at the end of the run");
+    if (proc_up) graceful_stop();
+    /* copies are allowed outside exactly_once after whatever unclean counts,
+     * and in both modes after a count refused for a changed configuration
+     * (the warning says so) */
+    if (!failed) judge_end(!b_toggled && (kafka.eos || unclean == unclean0), b_toggled);
     /* gap repair's plan over a model table of this seed's own */
     if (!failed) repair_seed(seed, "seq", true);
     old_repair_violations += failed ? 0 : repair_seed(seed, NULL, false) > 0;
     events_total += db.next_id;
+    if (kafka.eos) {
+        eos_seeds++;
+        eos_events += db.next_id;
+    }
     int rc = failed;
     if (failed) {
-        printf("sim: seed %llu FAILED: %s\n", (unsigned long long)seed, failure);
-        printf("sim: replay: outboxd-sim --seed %llu --events %llu -v\n",
-               (unsigned long long)seed, (unsigned long long)target);
+        printf("sim: seed %llu (%s) FAILED: %s\n", (unsigned long long)seed,
+               kafka.eos ? "exactly_once" : "at_least_once", failure);
+        printf("sim: replay: outboxd-sim --seed %llu --events %llu%s -v\n",
+               (unsigned long long)seed, (unsigned long long)target,
+               mode == 1 ? " --mode exactly_once" : mode == 0 ? " --mode at_least_once" : "");
     }
-    proc_free();
+    proc_end();
+    kafka_commits += kafka.commits;
+    kafka_unseen += kafka.unseen;
+    kafka_aborts += kafka.aborts;
     kafka_free();
     db_free();
     return rc;
@@ -1041,6 +1505,7 @@ static int run_seed(uint64_t seed, uint64_t target)
 int main(int argc, char **argv)
 {
     uint64_t seed = 1, nseeds = 1, target = 3000;
+    int mode = -1; /* -1: the seed chooses; 0: at_least_once; 1: exactly_once */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 10);
@@ -1048,10 +1513,18 @@ int main(int argc, char **argv)
             nseeds = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--events") && i + 1 < argc)
             target = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "-v"))
+        else if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
+            i++;
+            mode = !strcmp(argv[i], "exactly_once") ? 1 : !strcmp(argv[i], "at_least_once") ? 0 : -2;
+            if (mode == -2) {
+                fprintf(stderr, "outboxd-sim: --mode is exactly_once or at_least_once\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "-v"))
             verbose = true;
         else {
-            fprintf(stderr, "usage: outboxd-sim [--seed S] [--seeds N] [--events E] [-v]\n");
+            fprintf(stderr, "usage: outboxd-sim [--seed S] [--seeds N] [--events E] "
+                            "[--mode exactly_once|at_least_once] [-v]\n");
             return 2;
         }
     }
@@ -1062,16 +1535,21 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (uint64_t s = seed; s < seed + nseeds; s++) {
-        if (run_seed(s, target)) return 1;
+        if (run_seed(s, target, mode)) return 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("sim: %llu seeds (%llu..%llu), %llu events committed, %llu kill -9, %llu graceful "
-           "stops, %llu broken streams, in %.1f s: every judge passed\n",
+    printf("sim: %llu seeds (%llu..%llu; %llu in exactly_once), %llu events committed "
+           "(%llu in exactly_once), %llu kill -9, %llu graceful stops, %llu broken streams, "
+           "%llu stalls, %llu fatal exits; Kafka transactions: %llu committed (%llu unseen by "
+           "the client), %llu aborted; in %.1f s: every judge passed\n",
            (unsigned long long)nseeds, (unsigned long long)seed,
-           (unsigned long long)(seed + nseeds - 1), (unsigned long long)events_total,
+           (unsigned long long)(seed + nseeds - 1), (unsigned long long)eos_seeds,
+           (unsigned long long)events_total, (unsigned long long)eos_events,
            (unsigned long long)kills, (unsigned long long)stops, (unsigned long long)breaks,
-           secs);
+           (unsigned long long)stalls, (unsigned long long)fatal_exits,
+           (unsigned long long)kafka_commits, (unsigned long long)kafka_unseen,
+           (unsigned long long)kafka_aborts, secs);
     printf("sim: gap repair's plan kept every key in commit order in every seed; without an "
            "order column (the terms before issue 53) %llu of the %llu seeds' plans broke one\n",
            (unsigned long long)old_repair_violations, (unsigned long long)nseeds);
