@@ -51,14 +51,22 @@ void ktxn_init(struct ktxn *k, uint64_t max_events, int64_t max_ms);
 void ktxn_sent(struct ktxn *k, int64_t now_ms);
 
 /* Whether the open transaction should commit now, given the tracker's
- * flush position (tracker_flush_lsn()). */
+ * flush position (tracker_flush_lsn()): with no event in it, when flush is
+ * past what the last commit holds all ACKed (offset_all_acked()). */
 bool ktxn_due(const struct ktxn *k, lsn_t flush, int64_t now_ms);
 
 /* The position a commit now would store: identity (the stream's, as the
- * offset file is written) with lsn flush, and progress when has_progress
- * (a transaction partly produced: its first progress.acked events). */
+ * offset file is written) with every transaction before flush in Kafka,
+ * and progress when has_progress (a transaction partly produced: its first
+ * progress.acked events). Its lsn is confirmable (<= flush): what the slot
+ * may be confirmed to, which with pgoutput is no further than the last
+ * publication proof (confirm.h); flush, when past it, is its acked, where
+ * a restart streams from. (A restart confirms the stored lsn to the slot:
+ * were it flush, the slot would pass the proof; resuming from confirmable
+ * instead would send committed events again.) */
 struct offset_state ktxn_position(const struct offset_state *identity, lsn_t flush,
-                                  bool has_progress, struct tracker_progress progress);
+                                  lsn_t confirmable, bool has_progress,
+                                  struct tracker_progress progress);
 
 /* The stream (re)starts from pos: everything before it counts as
  * committed. */

@@ -117,6 +117,10 @@ struct offset_state {
 int offset_parse(const char *text, size_t len, struct offset_state *out, char *err,
                  size_t errlen);
 
+/* Every transaction committed before this position is ACKed: st's acked
+ * when it has one, else its lsn. */
+lsn_t offset_all_acked(const struct offset_state *st);
+
 /* Formats st (its identity must be set) as offset_format_of() says, into buf. Returns the
  * length, or 0 when buf is too small or a name is too long. */
 size_t offset_format(const struct offset_state *st, char *buf, size_t buflen);

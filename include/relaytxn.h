@@ -42,9 +42,12 @@ bool relaytxn_on(const struct relay *r);
 enum step relaytxn_position(void *relay, const char *system, struct offset_state *out,
                             int *have);
 
-/* The stream (re)started from the position slot_open_stream() chose. */
+/* The stream (re)started from the position slot_open_stream() chose: the
+ * slot confirmed to start, everything before from in Kafka (from >= start:
+ * the stored acked, resume_stream_from()), progress inside the transaction
+ * at from (NULL: none). */
 void relaytxn_started(struct relay *r, const struct offset_state *identity, lsn_t start,
-                      const struct tracker_progress *progress);
+                      lsn_t from, const struct tracker_progress *progress);
 
 /* A delivery report in this mode; returns whether it goes on to the data
  * path. A failed one breaks the transaction (relaytxn_turn() says

@@ -22,15 +22,18 @@ bool ktxn_due(const struct ktxn *k, lsn_t flush, int64_t now_ms)
 {
     if (k->events >= k->max_events) return true;
     if (k->events > 0) return now_ms - k->first_ms >= k->max_ms;
-    return k->have_committed && flush > k->committed.lsn &&
+    return k->have_committed && flush > offset_all_acked(&k->committed) &&
            now_ms - k->last_commit_ms >= KTXN_IDLE_MS;
 }
 
 struct offset_state ktxn_position(const struct offset_state *identity, lsn_t flush,
-                                  bool has_progress, struct tracker_progress progress)
+                                  lsn_t confirmable, bool has_progress,
+                                  struct tracker_progress progress)
 {
     struct offset_state pos = *identity;
-    pos.lsn = flush;
+    pos.lsn = confirmable < flush ? confirmable : flush;
+    pos.has_acked = flush > pos.lsn;
+    pos.acked_lsn = pos.has_acked ? flush : 0;
     pos.has_progress = has_progress && progress.acked > 0 && progress.txn_lsn >= flush;
     pos.txn_lsn = pos.has_progress ? progress.txn_lsn : 0;
     pos.txn_acked = pos.has_progress ? progress.acked : 0;

@@ -249,7 +249,7 @@ static int parse_progress(struct offset_state *out, bool txn, bool acked, bool e
                  txn ? "txn_acked" : "txn");
         return -1;
     }
-    lsn_t all_acked = out->has_acked ? out->acked_lsn : out->lsn;
+    lsn_t all_acked = offset_all_acked(out);
     if (txn && out->txn_lsn < all_acked) {
         char a[LSN_STRLEN], b[LSN_STRLEN];
         snprintf(err, errlen,
@@ -336,6 +336,11 @@ int offset_parse(const char *text, size_t len, struct offset_state *out, char *e
         return -1;
     return parse_progress(out, seen[K_TXN], seen[K_TXN_ACKED], seen[K_TXN_EVENTS], err,
                           errlen);
+}
+
+lsn_t offset_all_acked(const struct offset_state *st)
+{
+    return st->has_acked ? st->acked_lsn : st->lsn;
 }
 
 int offset_format_of(const struct offset_state *st)

@@ -375,7 +375,8 @@ static void relay_take_plan(struct relay *r, const struct offset_state *identity
     else if (!streamed)
         changes_skip_first(&r->chg, (struct tracker_progress){0, 0});
     if (relaytxn_on(r))
-        relaytxn_started(r, identity, p->start, p->resume_inside ? &p->progress : NULL);
+        relaytxn_started(r, identity, p->start, resume_stream_from(p, false, 0),
+                         p->resume_inside ? &p->progress : NULL);
 }
 
 /* RS_CONNECT: one attempt at opening the stream. */

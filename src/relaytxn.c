@@ -106,11 +106,11 @@ enum step relaytxn_position(void *relay, const char *system, struct offset_state
 }
 
 void relaytxn_started(struct relay *r, const struct offset_state *identity, lsn_t start,
-                      const struct tracker_progress *progress)
+                      lsn_t from, const struct tracker_progress *progress)
 {
     struct tracker_progress none = {0, 0};
-    struct offset_state pos =
-        ktxn_position(identity, start, progress != NULL, progress ? *progress : none);
+    struct offset_state pos = ktxn_position(identity, from, start, progress != NULL,
+                                            progress ? *progress : none);
     ktxn_started(&r->txn.kt, &pos, clock_mono_ms());
 }
 
@@ -204,7 +204,7 @@ static bool replace_failed_client(struct relay *r, const char *err)
     char a[LSN_STRLEN];
     if (discard_fenced_client(r, err)) return true;
     if (producer_txn_must_stop(r->prod)) return false;
-    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", lsn_format(r->txn.kt.committed.lsn, a)}),
+    log_kv(LOG_ERROR, LOG_FIELDS({"lsn", lsn_format(offset_all_acked(&r->txn.kt.committed), a)}),
            "%s: the transactional client %s failed for good; a new one aborts its open "
            "transaction, and the stream starts over from the committed position %s",
            err, r->txn.id, a);
@@ -242,8 +242,19 @@ static enum step commit(struct relay *r)
      * position for `outboxd repair` (the identity's, until one commits). */
     int64_t ct = tracker_flushed_commit_time(r->trk);
     if (ct) confirmer_commit_time(&r->confirm, ct + PG_EPOCH_OFFSET_US);
-    struct offset_state pos =
-        ktxn_position(&r->confirm.identity, tracker_flush_lsn(r->trk), has, p);
+    /* With pgoutput no further than the last publication proof: a restart
+     * confirms the stored lsn to the slot (the simulator's seed 169). What
+     * is all committed never goes back, as the offset file's acked does not
+     * (confirmer_acked_to_store()): the tracker starts at the slot's
+     * position, and after a restart from a stored acked past it, its flush
+     * stays there until the first transaction streamed completes (seed 54:
+     * the next restart sent the transactions in between again). */
+    lsn_t flush = tracker_flush_lsn(r->trk);
+    lsn_t stored = offset_all_acked(&r->txn.kt.committed);
+    if (flush < stored) flush = stored;
+    lsn_t confirmable = confirm_position(flush, r->confirm.pub_capped, r->confirm.proven_lsn,
+                                         r->txn.kt.committed.lsn);
+    struct offset_state pos = ktxn_position(&r->confirm.identity, flush, confirmable, has, p);
     if (!offset_format(&pos, text, sizeof(text))) {
         log_error("the progress record does not fit %zu bytes", sizeof(text));
         return STEP_FATAL;
@@ -287,8 +298,9 @@ void relaytxn_cap(const struct relay *r, struct confirm_view *v)
      * init_transactions aborts it. The position known committed may be
      * behind (a commit completed unseen): confirming less is safe. */
     if (!relaytxn_on(r) || !r->txn.kt.started) return;
-    v->idle = v->idle && v->acked <= c->lsn;
-    v->acked = c->lsn < v->acked ? c->lsn : v->acked;
+    lsn_t committed = offset_all_acked(c);
+    v->idle = v->idle && v->acked <= committed;
+    v->acked = committed < v->acked ? committed : v->acked;
     v->has_progress = c->has_progress;
     v->progress = (struct tracker_progress){c->txn_lsn, c->txn_acked};
 }
@@ -327,7 +339,7 @@ enum step relaytxn_reset(struct relay *r)
     tracker_free(r->trk);
     r->trk = NULL;
     if (rc != STEP_OK) return rc;
-    log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(r->txn.kt.committed.lsn, a)}),
+    log_kv(LOG_WARN, LOG_FIELDS({"lsn", lsn_format(offset_all_acked(&r->txn.kt.committed), a)}),
            "kafka transaction aborted (%llu messages; read_committed consumers never see "
            "them): starting over from the committed position %s",
            (unsigned long long)events, a);
@@ -341,7 +353,8 @@ void relaytxn_finish(struct relay *r)
         if (relaytxn_on(r)) relaytxn_fail(r);
         return;
     }
-    if (!producer_txn_open(r->prod) && tracker_flush_lsn(r->trk) <= r->txn.kt.committed.lsn)
+    if (!producer_txn_open(r->prod) &&
+        tracker_flush_lsn(r->trk) <= offset_all_acked(&r->txn.kt.committed))
         return;
     if (commit(r) != STEP_OK) relaytxn_fail(r);
 }

@@ -211,7 +211,10 @@ static bool refuse_position(const struct sides *w, struct resume_decision *out)
                lsn_format(srv->slot_confirmed, (char[LSN_STRLEN]){0}));
         return true;
     }
-    if (srv->slot_confirmed <= file->lsn) return false;
+    /* Confirmed up to the file's acked at most: by this stream (with
+     * exactly_once the stored position is only written at a commit, and
+     * the slot is confirmed up to what committed in between), nothing lost. */
+    if (srv->slot_confirmed <= offset_all_acked(file)) return false;
     if (srv->shared) return false; /* take_over() */
     refuse(out, RESUME_SLOT_AHEAD,
            "replication slot \"%s\" is confirmed up to %s, ahead of the offset file "
@@ -344,16 +347,20 @@ void resume_decide(const struct offset_state *file, const struct resume_server *
     struct offset_state at = *file;
     if (past_fork(file, srv)) {
         at.lsn = srv->file_timeline_end;
+        at.has_acked = false; /* nothing past the fork was ACKed on this history */
+        at.acked_lsn = 0;
         note_fork(&w, out);
         w.file = &at;
     }
     if (refuse_position(&w, out)) return;
-    if (srv->slot_confirmed > at.lsn) { /* shared: refuse_position() let it pass */
-        take_over(&w, out);
+    if (srv->slot_confirmed > at.lsn &&
+        (srv->shared || srv->slot_confirmed > offset_all_acked(&at))) {
+        take_over(&w, out); /* shared: refuse_position() let it pass */
         return;
     }
     out->verdict = RESUME_FROM_FILE;
-    out->start = at.lsn;
+    /* the slot may stand between the file's lsn and its acked (above) */
+    out->start = srv->slot_confirmed > at.lsn ? srv->slot_confirmed : at.lsn;
 }
 
 lsn_t resume_clamp_flush(lsn_t stored, lsn_t received, lsn_t start)

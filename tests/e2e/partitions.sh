@@ -2,9 +2,10 @@
 # Network partitions (issue 38): faults in which no FIN or RST reaches
 # anyone, on test hosts made of network namespaces (tests/e2e/netns_lib.sh),
 # under three writers; judged afterwards by an independent dump of every
-# topic (check_delivery) and `outboxd verify`: 0 missing, 0 per-key order
-# violations, duplicates counted and attributed to the scenario whose fault
-# came last before each extra copy was produced (faults_copies).
+# topic (check_delivery, order against the real commit order read from a
+# judge slot) and `outboxd verify`: 0 missing, 0 per-key order violations,
+# duplicates counted and attributed to the scenario whose fault came last
+# before each extra copy was produced (faults_copies).
 #
 # outboxd runs on this side of the test network (host "root"), PostgreSQL on
 # host "pg"; on real Kafka (E2E_KAFKA=real) the controller is on host "ctl"
@@ -106,6 +107,7 @@ netns_pg_host
 pg_start
 psql_q "ALTER SYSTEM SET wal_sender_timeout = '10s'" >/dev/null
 pg_reload
+judge_slot # the order is judged against the real commit order (lib.sh)
 if ((REAL)); then
     netns_kafka_hosts 3
     broker_start --brokers 3

@@ -6,12 +6,13 @@
  * command that replays it.
  *
  *   outboxd-sim [--seed S] [--seeds N] [--events E]
- *               [--mode exactly_once|at_least_once] [-v]
+ *               [--mode exactly_once|at_least_once] [--plugin pgoutput|wal2json] [-v]
  *
  * runs seeds S .. S+N-1 (default 1, 1), each until about E events were
  * committed (default 3000), and exits 1 at the first failing seed; each
- * seed picks its delivery mode unless --mode says; -v prints the schedule
- * and outboxd's log; SIM_TRACE=ID follows one event.
+ * seed picks its plugin and delivery mode unless --plugin and --mode say;
+ * -v prints the schedule and outboxd's log; SIM_TRACE=ID follows one
+ * event.
  *
  * What runs for real: the relay as the daemon runs it, relay_init(), then
  * relay_turn() (relay_tick() and relay_step(): connect, stream, recover,
@@ -19,12 +20,13 @@
  * Kafka transactions, relaytxn.c) and relay_free(), with everything below:
  * slot setup's decision (slot_decide(), slot_take(): the offset file or
  * the progress topic against the slot, resume_decide(), resume_plan()),
- * replproto.c's parser, wal2json's decoder, changes.c (skips, dead letters,
- * backpressure), the tracker, the confirmation and the offset file's
- * format. Only the I/O is the models': the simulator is linked with --wrap
- * for the producer, the progress topic, the offset file's read and write,
- * the stream's read, status and close, the connection (slot_open_stream())
- * and rand() (tests/CMakeLists.txt lists them; "the seams" below).
+ * replproto.c's parser, both decoders, changes.c (skips, dead letters,
+ * backpressure), the tracker, the confirmation with pgoutput's publication
+ * proofs and the offset file's format. Only the I/O is the models': the
+ * simulator is linked with --wrap for the producer, the progress topic,
+ * the offset file's read and write, the stream's read, status and close,
+ * the connection (slot_open_stream()), the monitor and rand()
+ * (tests/CMakeLists.txt lists them; "the seams" below).
  *
  * The models:
  *  - PostgreSQL: transactions committed in LSN order, of rows into two
@@ -33,10 +35,13 @@
  *    SQL_ASCII database's Latin-1 bytes), empty and aborted transactions;
  *    the slot's confirmed position (it only moves forward); a stream sends
  *    every transaction committed at or after max(the position asked for,
- *    the slot's), whole, in commit order, as XLogData frames, wal2json
- *    filtering tables by add-tables; keepalives whose position may be the
- *    commit of a transaction not yet sent (the race of b5052cd), some
- *    asking for a reply; connections refused for a while.
+ *    the slot's), whole, in commit order, as XLogData frames (wal2json's
+ *    lines filtered by add-tables, or pgoutput's messages for the
+ *    publication's tables); keepalives whose position may be the commit of
+ *    a transaction not yet sent (the race of b5052cd), some asking for a
+ *    reply; connections refused for a while. With pgoutput the monitor's
+ *    publication checks, which fail now and then, and table a leaving the
+ *    publication in some seeds (its inserts are skipped from then on).
  *  - Kafka: a partition per key hash (and one for the dead-letter topic);
  *    the producer's queue has a random capacity (a full queue holds the
  *    stream); ACKs come in any order across partitions, in order within
@@ -70,13 +75,13 @@
  *    without kill -9, broken or fenced streams, fatal exits or drains that
  *    timed out;
  *  - exits: outboxd never exits 2, nor 1 unless a refused event stopped
- *    exactly_once;
+ *    exactly_once, a fatal client error at_least_once, or the publication
+ *    was lost (which it must notice within 5 s of catching up);
  *  - gap repair: the planner (repairplan.h) against a model table whose
  *    physical order differs from insert order (below).
  *
- * Not modelled (tests/README.md, "The simulator"): pgoutput's binary
- * messages and the publication proof, hot standby pairs, a second instance
- * fencing the first.
+ * Not modelled (tests/README.md, "The simulator"): heartbeats, hot standby
+ * pairs, a second instance fencing the first, the start-up checks.
  */
 #include <signal.h>
 #include <stdarg.h>
@@ -95,6 +100,7 @@
 #include "config.h"
 #include "exitcode.h"
 #include "log.h"
+#include "monitor.h"
 #include "offset.h"
 #include "producer.h"
 #include "progress.h"
@@ -305,6 +311,10 @@ struct kafka {
                           * gave up on it: librdkafka refuses the abort */
     bool refused_eos;    /* an event was refused in a transaction (the process
                           * must stop; its operator then fixes the cause) */
+    bool fatal;          /* the client hits a fatal error at the next check
+                          * (librdkafka's: the idempotent producer lost its
+                          * state, INVALID_TXN_STATE) */
+    bool fatal_fired;    /* ... and reported it: the process may exit 1 */
     struct ktx *txns;    /* by number; 0 unused */
     size_t ntxns, captxns;
     char progress[OFFSET_FILE_MAX]; /* the progress topic's newest committed record */
@@ -594,9 +604,11 @@ int WRAP(producer_fatal)(struct producer *p, char *err, size_t errlen);
 int WRAP(producer_fatal)(struct producer *p, char *err, size_t errlen)
 {
     (void)p;
-    (void)err;
-    (void)errlen;
-    return 0;
+    if (!kafka.fatal || (kafka.eos && !kafka.ready)) return 0;
+    kafka.fatal = false;
+    kafka.fatal_fired = true;
+    snprintf(err, errlen, "simulated: a fatal error of the client (INVALID_TXN_STATE)");
+    return 1;
 }
 
 int WRAP(producer_refused)(const struct producer *p, char *err, size_t errlen);
@@ -630,6 +642,7 @@ int WRAP(producer_txn_init)(struct producer *p, const char *txn_id, int timeout_
     kafka.ready = true;
     kafka.open = 0;
     kafka.commit_unseen = false;
+    kafka.fatal_fired = false; /* a new client: the old one's error is gone */
     return PRODUCER_TXN_OK;
 }
 
@@ -804,6 +817,10 @@ struct server {
     int budget;        /* frames it sends before the relay's next turn */
     bool broken;       /* the connection breaks at the next read */
     int down;          /* connection attempts refused from now */
+    bool pgoutput;     /* the slot's plugin: pgoutput (else wal2json) */
+    bool rel_sent[2];  /* pgoutput: Relation of table a, b sent in this session */
+    lsn_t pub_lost_at; /* pgoutput: table a left the publication here (0: never);
+                        * its inserts committed after it are not sent */
 };
 
 static struct server srv;
@@ -882,7 +899,7 @@ enum step WRAP(slot_open_stream)(struct slot_setup *s)
     if (have < 0) return STEP_USAGE;
     struct resume_server rs;
     resume_server_init(&rs, "7300000000000000001", 1, db.insert, "app", "outboxd",
-                       "wal2json");
+                       srv.pgoutput ? "pgoutput" : "wal2json");
     rs.slot_exists = true;
     rs.slot_confirmed = db.slot_confirmed;
     s->sender_timeout_ms = 60000;
@@ -895,6 +912,7 @@ enum step WRAP(slot_open_stream)(struct slot_setup *s)
     lsn_t from = slot_stream_from(s);
     srv.connected = true;
     srv.broken = false;
+    srv.rel_sent[0] = srv.rel_sent[1] = false; /* a new session: Relations again */
     srv.start = from > db.slot_confirmed ? from : db.slot_confirmed;
     srv.cursor = 0;
     while (srv.cursor < db.n && db.txns[srv.cursor].final_lsn < srv.start) srv.cursor++;
@@ -933,9 +951,121 @@ static int rec_line(char *out, size_t outlen, const struct rec *rc)
     }
 }
 
-/* Whether the server sends record rc (wal2json's add-tables: only the
- * configured sections' tables; messages always). */
-static bool sent(const struct rec *rc) { return rc->kind != R_B || with_b; }
+/* Whether the server sends record rc of transaction t: only the configured
+ * sections' tables (wal2json's add-tables; pgoutput's publication, which
+ * lists them), and with pgoutput not table a's after it left the
+ * publication; messages always. */
+static bool sent(const struct txn *t, const struct rec *rc)
+{
+    if (rc->kind == R_B) return with_b;
+    if (rc->kind == R_A && srv.pub_lost_at && t->final_lsn > srv.pub_lost_at) return false;
+    return true;
+}
+
+/* pgoutput's messages (protocol version 1, text values; pgoutput.c has
+ * each format above its parser), written as the server writes them. */
+static int put(unsigned char *d, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++) d[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
+    return bytes;
+}
+
+static int put_str(unsigned char *d, const char *str)
+{
+    size_t n = strlen(str) + 1;
+    memcpy(d, str, n);
+    return (int)n;
+}
+
+static const char *const pg_cols[6] = {"event_id",   "aggregate_type", "aggregate_id",
+                                       "aggregate_version", "event_type", "payload"};
+
+/* Begin: Byte1('B') Int64 final_lsn Int64 commit_time Int32 xid */
+static int pg_begin(char *out, const struct txn *t)
+{
+    unsigned char *d = (unsigned char *)out;
+    int n = put(d, 'B', 1);
+    n += put(d + n, t->final_lsn, 8);
+    n += put(d + n, (uint64_t)now_us, 8);
+    n += put(d + n, 1000 + (uint64_t)(t - db.txns), 4);
+    return n;
+}
+
+/* Commit: Byte1('C') Int8 flags Int64 commit_lsn Int64 end_lsn Int64 commit_time */
+static int pg_commit(char *out, const struct txn *t)
+{
+    unsigned char *d = (unsigned char *)out;
+    int n = put(d, 'C', 1);
+    n += put(d + n, 0, 1);
+    n += put(d + n, t->final_lsn, 8);
+    n += put(d + n, t->end_lsn, 8);
+    n += put(d + n, (uint64_t)now_us, 8);
+    return n;
+}
+
+/* Relation: Byte1('R') Int32 relid String namespace String relname Int8
+ * replident Int16 ncols, per column Int8 flags String name Int32 type oid
+ * Int32 typmod; table a is relid 16384, b 16385. */
+static int pg_relation(char *out, int rel)
+{
+    unsigned char *d = (unsigned char *)out;
+    int n = put(d, 'R', 1);
+    n += put(d + n, 16384u + (unsigned)rel, 4);
+    n += put_str(d + n, "public");
+    n += put_str(d + n, rel ? "b" : "a");
+    n += put(d + n, 'd', 1);
+    n += put(d + n, 6, 2);
+    for (int i = 0; i < 6; i++) {
+        n += put(d + n, i == 0, 1);
+        n += put_str(d + n, pg_cols[i]);
+        n += put(d + n, i == 3 ? 20 : 25, 4); /* bigint, text */
+        n += put(d + n, 0xffffffffu, 4);
+    }
+    return n;
+}
+
+/* Insert: Byte1('I') Int32 relid Byte1('N') TupleData (Int16 ncols, per
+ * column Byte1('t') Int32 len Byte(len)); Message: Byte1('M') Int8 flags
+ * Int64 lsn String prefix Int32 length Byte(length). */
+static int pg_change(char *out, const struct rec *rc, lsn_t at)
+{
+    unsigned char *d = (unsigned char *)out;
+    unsigned long long id = (unsigned long long)rc->id;
+    char v[6][48];
+    int n;
+    if (rc->kind == R_MSG_A || rc->kind == R_MSG_X) {
+        char content[256];
+        int len = snprintf(content, sizeof(content),
+                           "{\"v\":1,\"event_id\":\"%llu\",\"aggregate_type\":\"T\","
+                           "\"aggregate_id\":\"k%u\",\"event_type\":\"E\",\"payload\":\"{}\"}",
+                           id, rc->key);
+        n = put(d, 'M', 1);
+        n += put(d + n, 1, 1); /* transactional */
+        n += put(d + n, at, 8);
+        n += put_str(d + n, rc->kind == R_MSG_A ? "a" : "x");
+        n += put(d + n, (uint64_t)len, 4);
+        memcpy(d + n, content, (size_t)len);
+        return n + len;
+    }
+    snprintf(v[0], sizeof(v[0]), "%llu", id);
+    snprintf(v[1], sizeof(v[1]), "T");
+    snprintf(v[2], sizeof(v[2]), "k%u", rc->key);
+    snprintf(v[3], sizeof(v[3]), "%llu", id);
+    snprintf(v[4], sizeof(v[4]), "E");
+    snprintf(v[5], sizeof(v[5]), "ok#%llu#", id);
+    n = put(d, 'I', 1);
+    n += put(d + n, 16384u + (rc->kind == R_B), 4);
+    n += put(d + n, 'N', 1);
+    n += put(d + n, 6, 2);
+    for (int i = 0; i < 6; i++) {
+        size_t len = strlen(v[i]);
+        n += put(d + n, 't', 1);
+        n += put(d + n, len, 4);
+        memcpy(d + n, v[i], len);
+        n += (int)len;
+    }
+    return n;
+}
 
 /* The frame the server sends, as CopyData: like the daemon's stream, the
  * buffer stays valid until the next read. */
@@ -980,6 +1110,9 @@ static int next_frame(void)
         struct txn *t = &db.txns[srv.cursor];
         if (srv.rec_pos < 0) {
             srv.rec_pos = 0;
+            if (srv.pgoutput)
+                return xlogdata(t->final_lsn - 0x40 - (lsn_t)t->nrec * 0x80, t->end_lsn,
+                                pg_begin(data, t));
             int n = snprintf(data, room, "{\"action\":\"B\",\"lsn\":\"%X/%X\",\"nextlsn\":\"%X/%X\"}",
                              (unsigned)(t->final_lsn >> 32), (unsigned)t->final_lsn,
                              (unsigned)(t->end_lsn >> 32), (unsigned)t->end_lsn);
@@ -989,8 +1122,22 @@ static int next_frame(void)
             const struct rec *rc = &t->recs[srv.rec_pos];
             lsn_t at = t->final_lsn - (lsn_t)(t->nrec - srv.rec_pos) * 0x80;
             srv.rec_pos++;
-            if (!sent(rc)) continue;
+            if (!sent(t, rc)) continue;
+            if (srv.pgoutput) {
+                int rel = rc->kind == R_B;
+                if ((rc->kind == R_A || rc->kind == R_B) && !srv.rel_sent[rel]) {
+                    srv.rel_sent[rel] = true;
+                    srv.rec_pos--; /* the Relation first, then the change */
+                    return xlogdata(at, t->end_lsn, pg_relation(data, rel));
+                }
+                return xlogdata(at, t->end_lsn, pg_change(data, rc, at));
+            }
             return xlogdata(at, t->end_lsn, rec_line(data, room, rc));
+        }
+        if (srv.pgoutput) {
+            srv.cursor++;
+            srv.rec_pos = -1;
+            return xlogdata(t->end_lsn, t->end_lsn, pg_commit(data, t));
         }
         int n = snprintf(data, room, "{\"action\":\"C\",\"lsn\":\"%X/%X\",\"nextlsn\":\"%X/%X\"}",
                          (unsigned)(t->final_lsn >> 32), (unsigned)t->final_lsn,
@@ -1017,6 +1164,59 @@ int WRAP(stream_read)(struct stream *s, char **buf, int *len, char *err, size_t 
     return 1;
 }
 
+/* The monitor (monitor.h), with pgoutput: the publication check proves
+ * membership up to the WAL position when it runs, every MONITOR_PUB_MS or
+ * at once when asked (a graceful stop); until table a left the
+ * publication, then it says so. It fails now and then (its connection
+ * lost: nothing proven meanwhile). No slot queries, no heartbeats. */
+struct monitor_model {
+    bool pub;
+    bool now;
+    int64_t next_ms;
+    int down; /* steps that fail */
+};
+
+static struct monitor_model mon;
+
+struct monitor *WRAP(monitor_new)(const struct monitor_config *c);
+struct monitor *WRAP(monitor_new)(const struct monitor_config *c)
+{
+    mon = (struct monitor_model){.pub = c->publication != NULL};
+    return (struct monitor *)&mon;
+}
+
+void WRAP(monitor_free)(struct monitor *m);
+void WRAP(monitor_free)(struct monitor *m) { (void)m; }
+
+void WRAP(monitor_check_publication_now)(struct monitor *m);
+void WRAP(monitor_check_publication_now)(struct monitor *m)
+{
+    (void)m;
+    mon.now = true;
+}
+
+void WRAP(monitor_step)(struct monitor *m, int64_t now_ms, int64_t now_unix_us,
+                        struct monitor_report *out);
+void WRAP(monitor_step)(struct monitor *m, int64_t now_ms, int64_t now_unix_us,
+                        struct monitor_report *out)
+{
+    (void)m;
+    (void)now_unix_us;
+    memset(out, 0, sizeof(*out));
+    if (!mon.pub || (!mon.now && now_ms < mon.next_ms)) return;
+    if (mon.down > 0) {
+        mon.down--;
+        out->failed = true;
+        mon.next_ms = now_ms + MONITOR_PUB_MS;
+        return;
+    }
+    out->pub_answer = out->pub_found = out->pub_insert = true;
+    out->pub_member = srv.pub_lost_at == 0;
+    out->pub_lsn = db.insert;
+    mon.now = false;
+    mon.next_ms = now_ms + MONITOR_PUB_MS;
+}
+
 /* backoff.c's jitter: the seed's randomness, so that a seed replays. */
 int WRAP(rand)(void);
 int WRAP(rand)(void) { return (int)(rnd() & 0x7fffffff); }
@@ -1034,6 +1234,7 @@ struct proc {
 static struct proc pr;
 static uint64_t kills, stops, breaks, stalls, fatal_exits;
 static uint64_t kafka_commits, kafka_unseen, kafka_aborts; /* over every seed */
+static bool pub_stopped; /* pgoutput: stopped on the lost publication (the seed ends) */
 static uint64_t unclean; /* what allows copies outside exactly_once: kill -9, a broken
                           * or fenced stream, a drain that timed out, a fatal exit */
 
@@ -1052,9 +1253,8 @@ static void proc_start(void)
 {
     memset(&pr, 0, sizeof(pr));
     if (config_init(&pr.cfg) != 0) abort();
-    set("postgres", "plugin", "wal2json");
-    set("http", "listen", ""); /* no HTTP server, and so no monitor (nothing else asks
-                                * for one with wal2json and no heartbeat) */
+    set("postgres", "plugin", srv.pgoutput ? "pgoutput" : "wal2json");
+    set("http", "listen", ""); /* no HTTP server (the monitor: pgoutput's proof) */
     set("errors", "policy", "dlq");
     set("outbox.a", "table", "public.a");
     set("outbox.a", "topic", "events");
@@ -1102,20 +1302,35 @@ static void after_turn(void)
     if (pr.r.state != RS_DONE) return;
     int code = pr.r.exit_code;
     note("outboxd exited %d", code);
+    if (srv.pub_lost_at && pr.r.obs.pub_lost && code != EXIT_USAGE) {
+        /* what it must do: stop (exit 1; 0 when a graceful stop's last
+         * proof found it), confirmed at most to the last proof. Only
+         * an operator goes on from here (deploy/README.md), so the seed
+         * ends: its statuses were judged as they came */
+        pub_stopped = true;
+        unclean++;
+        proc_end();
+        return;
+    }
     if (code == EXIT_USAGE)
         judge_fail("outboxd exited 2 (only an operator could go on); the replay's -v shows "
                    "its log");
-    else if (code == EXIT_FATAL && !(kafka.eos && kafka.refused_eos))
+    else if (code == EXIT_FATAL && !(kafka.eos && kafka.refused_eos) && !kafka.fatal_fired)
         judge_fail("outboxd exited 1 with nothing in the schedule that should stop it; the "
                    "replay's -v shows its log");
     if (code == EXIT_FATAL) {
         fatal_exits++;
         unclean++;
+    }
+    if (code == EXIT_FATAL && kafka.refused_eos) {
         /* exactly_once cannot dead-letter a refused event: its operator
-         * fixes the cause (message.max.bytes) before the restart */
+         * fixes the cause (message.max.bytes) before the restart. (Not in
+         * at_least_once: an event once dead-lettered and then accepted
+         * would land in its topic after its key's later events.) */
         kafka.fail_pm = 0;
         kafka.refused_eos = false;
     }
+    kafka.fatal_fired = false;
     proc_end();
 }
 
@@ -1171,7 +1386,7 @@ static void judge_end(bool exactly, bool b_toggled)
     for (uint64_t id = 1; id < nids; id++) {
         enum rec_kind k = db.ev_kind[id];
         if (k == R_B || k == R_MSG_X) continue;
-        if (copies[id] == 0)
+        if (copies[id] == 0 && !pub_stopped)
             judge_fail("event %llu (transaction %u, record %u, %s) never reached Kafka%s",
                        (unsigned long long)id, db.ev_txn[id], db.ev_rec[id], kind_name(k),
                        kafka.eos ? " in a committed transaction" : "");
@@ -1378,7 +1593,7 @@ static uint64_t repair_seed(uint64_t seed, const char *order_column, bool report
 
 /* ---- one seed ----------------------------------------------------------------------- */
 
-static uint64_t events_total, eos_seeds, eos_events;
+static uint64_t events_total, eos_seeds, eos_events, pgo_seeds, pgo_events, pub_losses;
 static uint64_t old_repair_violations; /* seeds whose plan without an order column
                                         * broke a key's order */
 
@@ -1391,7 +1606,7 @@ static bool caught_up(void)
            !changes_held(&pr.r.chg) && pr.r.trk && tracker_idle(pr.r.trk);
 }
 
-static int run_seed(uint64_t seed, uint64_t target, int mode)
+static int run_seed(uint64_t seed, uint64_t target, int mode, int plugin)
 {
     rng_state = seed * 0x2545F4914F6CDD1DULL + 1;
     failed = 0;
@@ -1402,23 +1617,28 @@ static int run_seed(uint64_t seed, uint64_t target, int mode)
     memset(&kafka, 0, sizeof(kafka));
     memset(&srv, 0, sizeof(srv));
     kafka.eos = mode == 1 || (mode < 0 && chance(350));
+    srv.pgoutput = plugin == 1 || (plugin < 0 && chance(500));
+    pub_stopped = false;
+    memset(&mon, 0, sizeof(mon));
+    bool pub_loss = srv.pgoutput && chance(150);
     kafka.queue_cap = 1 + below(chance(300) ? 8 : 400);
     kafka.fail_pm = chance(500) ? below(30) : 0;
     offset_len = 0;
     judged_upto = 0;
     with_b = chance(500);
-    bool b_toggles = chance(500), b_toggled = false;
+    bool b_toggles = !srv.pgoutput && chance(500), b_toggled = false;
     uint32_t kill_pm = chance(400) ? 0 : 1 + below(6);
     uint32_t stop_pm = 1 + below(5), break_pm = below(4), stall_pm = below(2);
     uint32_t down_pm = below(3);
-    bool bad_records = chance(600);
+    bool bad_records = !srv.pgoutput && chance(600); /* a SQL_ASCII database's bytes:
+                                                      * wal2json's JSON refuses them */
     uint64_t unclean0 = unclean;
     now_us = 1000000;
     proc_start();
-    note("seed %llu: %s, queue %zu, refuse %u/1000, kill %u/1000, b %d (toggles %d), bad %d",
-         (unsigned long long)seed, kafka.eos ? "exactly_once" : "at_least_once",
-         kafka.queue_cap, kafka.fail_pm, kill_pm, with_b, b_toggles, bad_records);
-    while (!failed && db.next_id < target) {
+    note("seed %llu: %s, %s, queue %zu, refuse %u/1000, kill %u/1000, b %d (toggles %d), bad %d",
+         (unsigned long long)seed, srv.pgoutput ? "pgoutput" : "wal2json",
+         kafka.eos ? "exactly_once" : "at_least_once", kafka.queue_cap, kafka.fail_pm, kill_pm, with_b, b_toggles, bad_records);
+    while (!failed && !pub_stopped && db.next_id < target) {
         now_us += below(20000);
         uint32_t p = below(1000), at = 275;
         if (p < 250) {
@@ -1428,6 +1648,13 @@ static int run_seed(uint64_t seed, uint64_t target, int mode)
             db_wal_only();
         } else if (p < 275) {
             kafka.outage = (int)below(50);
+        } else if (p < 276 && chance(300)) {
+            kafka.fatal = true; /* in exactly_once the client is replaced; else exit 1 */
+        } else if (p < 277 && chance(300)) {
+            mon.down = 1 + (int)below(5); /* the monitor's connection fails a while */
+        } else if (p < 278 && pub_loss && !srv.pub_lost_at) {
+            srv.pub_lost_at = db.insert; /* ALTER PUBLICATION ... DROP TABLE a */
+            note("table a leaves the publication at %llX", (unsigned long long)db.insert);
         } else if (!proc_up) {
             if (b_toggles && chance(500)) {
                 with_b = !with_b;
@@ -1463,15 +1690,27 @@ static int run_seed(uint64_t seed, uint64_t target, int mode)
     /* The end: caught up, stopped gracefully. */
     kafka.closing = true;
     kafka.outage = 0;
+    kafka.fatal = false;
     srv.down = 0;
-    for (int guard = 0; !failed && guard < 1000000 && !caught_up(); guard++) {
+    for (int guard = 0; !failed && !pub_stopped && guard < 1000000 && !caught_up(); guard++) {
         now_us += below(20000);
         if (!proc_up)
             proc_start();
         else
             turn();
     }
-    if (!failed && !caught_up()) judge_fail("the relay never caught up at the end of the run");
+    if (!failed && !pub_stopped && !caught_up())
+        judge_fail("the relay never caught up at the end of the run");
+    /* a lost publication is found by the next check, within about a second */
+    for (int64_t until = now_us + 5000000; !failed && srv.pub_lost_at && !pub_stopped &&
+                                           proc_up && now_us < until;) {
+        now_us += below(20000);
+        turn();
+    }
+    if (!failed && srv.pub_lost_at && !pub_stopped)
+        judge_fail("table a left the publication at %X/%X and outboxd had not stopped 5 s "
+                   "after it caught up",
+                   (unsigned)(srv.pub_lost_at >> 32), (unsigned)srv.pub_lost_at);
     if (proc_up) graceful_stop();
     /* copies are allowed outside exactly_once after whatever unclean counts,
      * and in both modes after a count refused for a changed configuration
@@ -1485,13 +1724,20 @@ static int run_seed(uint64_t seed, uint64_t target, int mode)
         eos_seeds++;
         eos_events += db.next_id;
     }
+    if (srv.pgoutput) {
+        pgo_seeds++;
+        pgo_events += db.next_id;
+    }
+    pub_losses += pub_stopped;
     int rc = failed;
     if (failed) {
-        printf("sim: seed %llu (%s) FAILED: %s\n", (unsigned long long)seed,
+        printf("sim: seed %llu (%s, %s) FAILED: %s\n", (unsigned long long)seed,
+               srv.pgoutput ? "pgoutput" : "wal2json",
                kafka.eos ? "exactly_once" : "at_least_once", failure);
-        printf("sim: replay: outboxd-sim --seed %llu --events %llu%s -v\n",
+        printf("sim: replay: outboxd-sim --seed %llu --events %llu%s%s -v\n",
                (unsigned long long)seed, (unsigned long long)target,
-               mode == 1 ? " --mode exactly_once" : mode == 0 ? " --mode at_least_once" : "");
+               mode == 1 ? " --mode exactly_once" : mode == 0 ? " --mode at_least_once" : "",
+               plugin == 1 ? " --plugin pgoutput" : plugin == 0 ? " --plugin wal2json" : "");
     }
     proc_end();
     kafka_commits += kafka.commits;
@@ -1506,6 +1752,7 @@ int main(int argc, char **argv)
 {
     uint64_t seed = 1, nseeds = 1, target = 3000;
     int mode = -1; /* -1: the seed chooses; 0: at_least_once; 1: exactly_once */
+    int plugin = -1; /* -1: the seed chooses; 0: wal2json; 1: pgoutput */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 10);
@@ -1520,11 +1767,19 @@ int main(int argc, char **argv)
                 fprintf(stderr, "outboxd-sim: --mode is exactly_once or at_least_once\n");
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--plugin") && i + 1 < argc) {
+            i++;
+            plugin = !strcmp(argv[i], "pgoutput") ? 1 : !strcmp(argv[i], "wal2json") ? 0 : -2;
+            if (plugin == -2) {
+                fprintf(stderr, "outboxd-sim: --plugin is pgoutput or wal2json\n");
+                return 2;
+            }
         } else if (!strcmp(argv[i], "-v"))
             verbose = true;
         else {
             fprintf(stderr, "usage: outboxd-sim [--seed S] [--seeds N] [--events E] "
-                            "[--mode exactly_once|at_least_once] [-v]\n");
+                            "[--mode exactly_once|at_least_once] [--plugin pgoutput|wal2json] "
+                            "[-v]\n");
             return 2;
         }
     }
@@ -1535,17 +1790,20 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (uint64_t s = seed; s < seed + nseeds; s++) {
-        if (run_seed(s, target, mode)) return 1;
+        if (run_seed(s, target, mode, plugin)) return 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("sim: %llu seeds (%llu..%llu; %llu in exactly_once), %llu events committed "
-           "(%llu in exactly_once), %llu kill -9, %llu graceful stops, %llu broken streams, "
+    printf("sim: %llu seeds (%llu..%llu; %llu in exactly_once, %llu with pgoutput), %llu "
+           "events committed (%llu in exactly_once, %llu with pgoutput), %llu stopped on a lost "
+           "publication, %llu kill -9, %llu graceful stops, %llu broken streams, "
            "%llu stalls, %llu fatal exits; Kafka transactions: %llu committed (%llu unseen by "
            "the client), %llu aborted; in %.1f s: every judge passed\n",
            (unsigned long long)nseeds, (unsigned long long)seed,
            (unsigned long long)(seed + nseeds - 1), (unsigned long long)eos_seeds,
-           (unsigned long long)events_total, (unsigned long long)eos_events,
+           (unsigned long long)pgo_seeds, (unsigned long long)events_total,
+           (unsigned long long)eos_events, (unsigned long long)pgo_events,
+           (unsigned long long)pub_losses,
            (unsigned long long)kills, (unsigned long long)stops, (unsigned long long)breaks,
            (unsigned long long)stalls, (unsigned long long)fatal_exits,
            (unsigned long long)kafka_commits, (unsigned long long)kafka_unseen,

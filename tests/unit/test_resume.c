@@ -124,6 +124,42 @@ START_TEST(test_slot_ahead_refused)
 }
 END_TEST
 
+/* The slot confirmed past the file's lsn but not past its acked: this
+ * stream confirmed it (exactly_once stores its position only at a commit,
+ * and with pgoutput that lsn is capped by the last publication proof while
+ * the slot follows later proofs). Everything before acked was delivered:
+ * resumed at the slot's position, not refused (the simulator's seed 13,
+ * tests/sim, was refused before). Past acked it stays refused, and past a
+ * fork the acked counts for nothing. */
+START_TEST(test_slot_between_lsn_and_acked)
+{
+    struct resume_server s = server(); /* slot at 0x1A2000 */
+    struct offset_state f = file_of(&s, 0x1A1C00);
+    f.has_acked = true;
+    f.acked_lsn = 0x1A3000;
+    struct resume_decision d;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_msg(!d.refused, "%s", d.message);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    ck_assert_uint_eq(d.start, 0x1A2000);
+    f.acked_lsn = 0x1A2000; /* at acked: the same */
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    f.acked_lsn = 0x1A1E00; /* acked behind the slot: moved by someone else */
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_SLOT_AHEAD);
+    /* a fork before the slot: the acked is of the old history */
+    struct offset_state g = file_of(&s, 0x4000000);
+    g.has_acked = true;
+    g.acked_lsn = 0x4100000;
+    s.timeline = 2;
+    s.slot_confirmed = 0x3850000;
+    s.file_timeline_end = 0x3800000;
+    resume_decide(&g, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_SLOT_AHEAD);
+}
+END_TEST
+
 /* hot_standby: a shared slot confirmed ahead of the file was moved by the
  * other instance: taken over at the slot's position, with a note; what
  * is refused without it stays refused with it. */
@@ -355,6 +391,7 @@ int main(void)
     tcase_add_loop_test(tc, test_other_stream_refused, 0, 4);
     tcase_add_test(tc, test_beyond_wal_refused);
     tcase_add_test(tc, test_slot_ahead_refused);
+    tcase_add_test(tc, test_slot_between_lsn_and_acked);
     tcase_add_test(tc, test_shared_slot_taken_over);
     tcase_add_test(tc, test_slot_lost);
     tcase_add_test(tc, test_notes);
