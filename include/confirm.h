@@ -28,7 +28,8 @@
  * The decisions are pure: they read the confirmer and a confirm_view, what
  * the relay sees at one moment (the tracker's flush position, whether it
  * is idle, the ACK count, the clock). confirmer_status() executes them; its
- * I/O (the offset file, the stream) goes through struct confirm_io, so the
+ * I/O (the offset file, the stream) goes through struct confirm_io (the
+ * daemon's: relayconfirm.h, confirm_io_stream()), so the
  * tests run the very sequence the daemon runs against fakes
  * (tests/unit/test_confirm.c), without a server.
  *
@@ -50,8 +51,6 @@
 #include "lsn.h"
 #include "offset.h"
 #include "tracker.h"
-
-struct stream;
 
 /* A status goes out every status_interval_ms, and sooner (but at most
  * every STATUS_CAUGHT_UP_GAP_MS) once everything received is ACKed and the
@@ -85,10 +84,6 @@ struct confirm_io {
                        size_t errlen);
     void *ctx;
 };
-
-/* The daemon's I/O: offset_write() and stream_send_status() on *st (the
- * relay's current stream, read at each send). */
-struct confirm_io confirm_io_stream(struct stream **st);
 
 /* What the relay sees now; filled afresh for each decision. */
 struct confirm_view {

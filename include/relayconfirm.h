@@ -31,6 +31,12 @@ int64_t relay_status_deadline(const struct relay *r);
  * wait to be written (confirmer_acked_write_due()). */
 int relay_status_if_due(struct relay *r);
 
+/* The daemon's confirm_io (confirm.h): offset_write() and
+ * stream_send_status() on *st (the relay's current stream, read at each
+ * send). Here, not in confirm.c, so that the confirmer stays below the
+ * stream (src/README.md, the layers). */
+struct confirm_io confirm_io_stream(struct stream **st);
+
 /* A stream was prepared (slot_open_stream(), s->prepared; or the
  * simulator's start): the identity and the stored position of the plan
  * (resume_plan()) become the confirmer's. */

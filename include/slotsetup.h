@@ -14,6 +14,7 @@
 #include "offset.h"
 #include "resume.h"
 #include "outbox.h"
+#include "outboxset.h"
 #include "step.h"
 #include "stream.h"
 #include "tracker.h"

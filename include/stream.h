@@ -11,8 +11,6 @@
 #include <stdint.h>
 
 #include "lsn.h"
-#include "outboxset.h"
-#include "settings.h"
 #include "slotcmd.h" /* struct slot_create_opts */
 
 struct stream;
@@ -97,20 +95,24 @@ int stream_table_partitioned(struct stream *s, const char *schema, const char *t
 int stream_publication_exists(struct stream *s, const char *publication, char *err,
                               size_t errlen);
 
-/* What to stream: the slot, and what the plugin's options need. */
+/* Whether schema.table has a bytea column: 1 yes, 0 no (or no such
+ * table), -1 with err. */
+int stream_table_has_bytea(struct stream *s, const char *schema, const char *table,
+                           char *err, size_t errlen);
+
+/* What to stream: the slot and the plugin's options, as the slot's set-up
+ * built them (slotsetup.c: the stream knows neither the plugin's options
+ * nor the outbox). */
 struct stream_target {
-    enum plugin_kind plugin;
     const char *slot;
-    const char *publication; /* pgoutput */
-    bool messages;           /* pgoutput: also logical messages (heartbeats, outbox_emit()) */
-    const struct outbox_set *outboxes; /* wal2json: server-side filter on the outbox tables */
+    const char *options;     /* START_REPLICATION's option list, quoted */
+    const char *publication; /* pgoutput: the publication streamed (its
+                              * notice, pubnotice.h); NULL otherwise */
     bool direct_read; /* read the socket itself unless encrypted (stream.c) */
 };
 
-/* START_REPLICATION SLOT slot LOGICAL start with the plugin's options
- * (pgoutput: proto_version 1, the publication, messages when asked; wal2json:
- * format-version 2, transaction records, LSNs, timestamps, only the outbox, only inserts).
- * After this the connection is in CopyBoth mode and non-blocking.
+/* SET bytea_output = hex, then START_REPLICATION SLOT slot LOGICAL start
+ * (options). After this the connection is in CopyBoth mode and non-blocking.
  * Returns 0 or -1 with err. */
 int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, char *err,
                  size_t errlen);

@@ -7,7 +7,6 @@
 
 #include "log.h"
 #include "resume.h"
-#include "stream.h"
 
 lsn_t confirm_position(lsn_t acked, bool capped, lsn_t proven, lsn_t floor)
 {
@@ -230,26 +229,4 @@ int confirmer_status(struct confirmer *c, const struct confirm_view *v, bool rep
     c->last_status_ms = v->now_ms;
     c->next_status_ms = v->now_ms + c->interval_ms;
     return CONFIRM_OK;
-}
-
-/* ---- the daemon's I/O ---- */
-
-static int write_offset_file(void *ctx, const char *path, const struct offset_state *st,
-                             char *err, size_t errlen)
-{
-    (void)ctx;
-    return offset_write(path, st, err, errlen);
-}
-
-static int send_on_stream(void *ctx, lsn_t written, lsn_t flushed, bool reply, char *err,
-                          size_t errlen)
-{
-    struct stream **st = ctx;
-    return stream_send_status(*st, written, flushed, reply, err, errlen);
-}
-
-struct confirm_io confirm_io_stream(struct stream **st)
-{
-    return (struct confirm_io){
-        .write_offset = write_offset_file, .send_status = send_on_stream, .ctx = st};
 }

@@ -1,13 +1,16 @@
 /*
  * relayconfirm.c - the logical relay's confirmation (see relayconfirm.h):
  * what the confirmer (confirm.h) reads of the relay, the status it sends,
- * the offset file's writes it times and counts.
+ * the offset file's writes it times and counts, and the I/O it does them
+ * with (confirm_io_stream()).
  */
 #include "relayconfirm.h"
 
 #include "clock.h"
+#include "offset.h"
 #include "relaytxn.h"
 #include "replproto.h"
+#include "stream.h"
 
 /* What the confirmer reads now: the tracker, the ACK count, the stream,
  * the clock. */
@@ -99,4 +102,26 @@ void confirm_from_plan(struct confirmer *c, const struct offset_state *identity,
         c->stored_has_progress = true;
         c->stored_progress = p->progress;
     }
+}
+
+/* ---- the daemon's confirm_io ---- */
+
+static int write_offset_file(void *ctx, const char *path, const struct offset_state *st,
+                             char *err, size_t errlen)
+{
+    (void)ctx;
+    return offset_write(path, st, err, errlen);
+}
+
+static int send_on_stream(void *ctx, lsn_t written, lsn_t flushed, bool reply, char *err,
+                          size_t errlen)
+{
+    struct stream **st = ctx;
+    return stream_send_status(*st, written, flushed, reply, err, errlen);
+}
+
+struct confirm_io confirm_io_stream(struct stream **st)
+{
+    return (struct confirm_io){
+        .write_offset = write_offset_file, .send_status = send_on_stream, .ctx = st};
 }

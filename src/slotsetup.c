@@ -12,9 +12,12 @@
 #include "connerr.h"
 #include "fixit.h"
 #include "log.h"
+#include "pgsql.h"
 #include "resume.h"
 #include "settings.h"
 #include "slotcmd.h"
+#include "str.h"
+#include "wal2json.h" /* wal2json_add_table() */
 
 /* Logs a server error about loading the output plugin, adding the fix when
  * the plugin's library is missing on the server (SQLSTATE 58P01,
@@ -491,22 +494,114 @@ lsn_t slot_stream_from(const struct slot_setup *s)
     return from;
 }
 
+/* wal2json's add-tables for every outbox table (wal2json_add_table():
+ * malloc'd, the caller frees it; NULL on out of memory). */
+static char *wal2json_tables_filter(const struct outbox_set *o)
+{
+    char *filter = NULL;
+    for (size_t i = 0; i < o->n; i++)
+        if (!(filter = wal2json_add_table(filter, o->maps[i].schema, o->maps[i].table)))
+            return NULL;
+    return filter;
+}
+
+/*
+ * wal2json: the columns' type OIDs ("include-type-oids") when an outbox
+ * table has a bytea column, so that its decoder knows which values are
+ * bytea (outbox.h: a bytea column's value is its bytes; stream.c sets
+ * bytea_output = hex). Only then: they make each line ~20 % longer (590
+ * instead of 490 bytes per row of sql/outbox.sql's table, measured with
+ * pg_logical_slot_peek_changes). A column made bytea while outboxd
+ * streams is read as bytea from the next start of the stream.
+ * Sets *type_oids. 0, or -1 with err.
+ */
+static int wal2json_type_oids(struct slot_setup *s, bool *type_oids, char *err,
+                              size_t errlen)
+{
+    *type_oids = false;
+    for (size_t i = 0; i < s->outboxes->n && !*type_oids; i++) {
+        const struct outbox_map *m = &s->outboxes->maps[i];
+        int has = stream_table_has_bytea(s->st, m->schema, m->table, err, errlen);
+        if (has < 0) return -1;
+        *type_oids = has == 1;
+    }
+    return 0;
+}
+
+/* Builds the option list of START_REPLICATION into *out (malloc'd, the
+ * caller frees it): pgoutput: proto_version 1, the publication, messages
+ * when asked; wal2json: format-version 2, transaction records, LSNs,
+ * timestamps, only the outbox tables, only inserts (type_oids:
+ * include-type-oids). Returns 0, or -1 on out of memory. */
+static int plugin_options(const struct slot_setup *s, bool type_oids, char **out)
+{
+    const struct config *c = s->cfg;
+    /* An option's value is a string literal of the replication command's
+     * own grammar (repl_scanner.l): quotes doubled, a backslash an ordinary
+     * character, and no E'...' form, which PQescapeLiteral() writes for a
+     * value with a backslash (a syntax error there): pgsql_quote_literal(). */
+    if (c->pg_plugin == PLUGIN_PGOUTPUT) {
+        bool messages = c->pg_heartbeat_interval_ms > 0 || outbox_set_has_prefix(s->outboxes);
+        /* publication_names is a comma-separated list of identifiers inside
+         * a string literal: quote the name as an identifier, then as a
+         * literal. */
+        char *pubid = pgsql_quote_ident(c->pg_publication);
+        char *publit = pubid ? pgsql_quote_literal(pubid) : NULL;
+        if (publit)
+            *out = str_printf("proto_version '1', publication_names %s%s", publit,
+                              messages ? ", messages 'true'" : "");
+        free(pubid);
+        free(publit);
+        return *out ? 0 : -1;
+    }
+    char *filter = wal2json_tables_filter(s->outboxes);
+    char *lit = filter ? pgsql_quote_literal(filter) : NULL;
+    free(filter);
+    if (!lit) return -1;
+    /* include-types 'false': outboxd maps columns by name, and a type name
+     * on every column of every row ("timestamp with time zone") made up
+     * 13 % of the benchmark's lines, for the walsender to print and outboxd
+     * to parse. */
+    *out = str_printf("\"format-version\" '2', \"include-transaction\" 'true', "
+                      "\"include-lsn\" 'true', \"include-timestamp\" 'true', "
+                      "\"include-types\" 'false', \"add-tables\" %s, \"actions\" 'insert'%s",
+                      lit, type_oids ? ", \"include-type-oids\" 'true'" : "");
+    free(lit);
+    return *out ? 0 : -1;
+}
+
+/* START_REPLICATION with the plugin's options (plugin_options()). 0, or -1
+ * with err. */
+static int start_stream(struct slot_setup *s, lsn_t from, char *err, size_t errlen)
+{
+    const struct config *c = s->cfg;
+    bool type_oids = false;
+    if (c->pg_plugin == PLUGIN_WAL2JSON && wal2json_type_oids(s, &type_oids, err, errlen) != 0)
+        return -1;
+    char *options = NULL;
+    if (plugin_options(s, type_oids, &options) != 0) {
+        snprintf(err, errlen, "START_REPLICATION: out of memory");
+        return -1;
+    }
+    struct stream_target t = {
+        .slot = c->pg_slot,
+        .options = options,
+        .publication = c->pg_plugin == PLUGIN_PGOUTPUT ? c->pg_publication : NULL,
+        .direct_read = c->pg_direct_read,
+    };
+    int rc = stream_start(s->st, &t, from, err, errlen);
+    free(options);
+    return rc;
+}
+
 enum step slot_open_stream(struct slot_setup *s)
 {
     char err[1024];
     enum step rc = prepare_stream(s);
     if (rc != STEP_OK) return rc;
     const struct config *c = s->cfg;
-    struct stream_target t = {
-        .plugin = c->pg_plugin,
-        .slot = c->pg_slot,
-        .publication = c->pg_publication,
-        .messages = c->pg_heartbeat_interval_ms > 0 || outbox_set_has_prefix(s->outboxes),
-        .outboxes = s->outboxes,
-        .direct_read = c->pg_direct_read,
-    };
     lsn_t from = slot_stream_from(s);
-    if (stream_start(s->st, &t, from, err, sizeof(err)) != 0) {
+    if (start_stream(s, from, err, sizeof(err)) != 0) {
         bool in_use = strcmp(stream_sqlstate(s->st), "55006") == 0;
         if (in_use) { /* taken since read_server() looked: the relay says so */
             log_debug("%s", err);

@@ -42,7 +42,6 @@
 #include "replproto.h"
 #include "slotcmd.h"
 #include "str.h"
-#include "wal2json.h" /* wal2json_add_table() */
 
 /* Receive buffer of the direct reader: one recv() takes up to this much. A
  * message larger than it grows the buffer, which shrinks back once empty. */
@@ -313,18 +312,6 @@ int stream_publication_exists(struct stream *s, const char *publication, char *e
     return found;
 }
 
-/* wal2json's add-tables for every outbox table of t (wal2json_add_table():
- * malloc'd, the caller frees it; NULL on out of memory). */
-static char *wal2json_tables_filter(const struct stream_target *t)
-{
-    char *filter = NULL;
-    for (size_t i = 0; i < t->outboxes->n; i++)
-        if (!(filter = wal2json_add_table(filter, t->outboxes->maps[i].schema,
-                                          t->outboxes->maps[i].table)))
-            return NULL;
-    return filter;
-}
-
 /* Runs sql, whose one row's first column is a boolean, after putting
  * schema and table in as literals (two %s). 1 true, 0 false or no row, -1
  * with err. */
@@ -359,10 +346,8 @@ int stream_table_partitioned(struct stream *s, const char *schema, const char *t
                        schema, table, "reading the outbox table's kind", err, errlen);
 }
 
-/* Whether schema.table has a bytea column: 1 yes, 0 no (or no such
- * table), -1 with err. */
-static int has_bytea_column(struct stream *s, const char *schema, const char *table,
-                            char *err, size_t errlen)
+int stream_table_has_bytea(struct stream *s, const char *schema, const char *table,
+                           char *err, size_t errlen)
 {
     return table_query(s,
                        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a "
@@ -375,75 +360,18 @@ static int has_bytea_column(struct stream *s, const char *schema, const char *ta
                        errlen);
 }
 
-/*
- * What the stream's values look like (outbox.h: a bytea column's value is
- * its bytes):
- *   - bytea_output = hex for the walsender's session, whatever the
- *     server, database or role says: wal2json drops the first two
- *     characters of a bytea's text (the "\x" of the hex format), which
- *     loses bytes of an escape-format text;
- *   - wal2json: the columns' type OIDs ("include-type-oids") when the
- *     outbox table has a bytea column, so that its decoder knows which
- *     values are bytea. Only then: they make each line ~20 % longer (590
- *     instead of 490 bytes per row of sql/outbox.sql's table, measured with
- *     pg_logical_slot_peek_changes). A column made bytea while outboxd
- *     streams is read as bytea from the next start of the stream.
- * Sets *type_oids. 0, or -1 with err.
- */
-static int value_settings(struct stream *s, const struct stream_target *t, bool *type_oids,
-                          char *err, size_t errlen)
+/* bytea_output = hex for the walsender's session, whatever the server,
+ * database or role says: wal2json drops the first two characters of a
+ * bytea's text (the "\x" of the hex format), which loses bytes of an
+ * escape-format text (outbox.h: a bytea column's value is its bytes).
+ * 0, or -1 with err. */
+static int value_settings(struct stream *s, char *err, size_t errlen)
 {
     PGresult *r =
         run(s, "SET bytea_output = hex", PGRES_COMMAND_OK, "SET bytea_output", err, errlen);
     if (!r) return -1;
     PQclear(r);
-    *type_oids = false;
-    if (t->plugin != PLUGIN_WAL2JSON) return 0;
-    for (size_t i = 0; i < t->outboxes->n && !*type_oids; i++) {
-        int has = has_bytea_column(s, t->outboxes->maps[i].schema, t->outboxes->maps[i].table,
-                                   err, errlen);
-        if (has < 0) return -1;
-        *type_oids = has == 1;
-    }
     return 0;
-}
-
-/* Builds the option list of START_REPLICATION for t into *out (malloc'd,
- * the caller frees it; type_oids: wal2json's include-type-oids). Returns 0,
- * or -1 on out of memory. */
-static int plugin_options(const struct stream_target *t, bool type_oids, char **out)
-{
-    /* An option's value is a string literal of the replication command's
-     * own grammar (repl_scanner.l): quotes doubled, a backslash an ordinary
-     * character, and no E'...' form, which PQescapeLiteral() writes for a
-     * value with a backslash (a syntax error there): pgsql_quote_literal(). */
-    if (t->plugin == PLUGIN_PGOUTPUT) {
-        /* publication_names is a comma-separated list of identifiers inside
-         * a string literal: quote the name as an identifier, then as a
-         * literal. */
-        char *pubid = pgsql_quote_ident(t->publication);
-        char *publit = pubid ? pgsql_quote_literal(pubid) : NULL;
-        if (publit)
-            *out = str_printf("proto_version '1', publication_names %s%s", publit,
-                              t->messages ? ", messages 'true'" : "");
-        free(pubid);
-        free(publit);
-        return *out ? 0 : -1;
-    }
-    char *filter = wal2json_tables_filter(t);
-    char *lit = filter ? pgsql_quote_literal(filter) : NULL;
-    free(filter);
-    if (!lit) return -1;
-    /* include-types 'false': outboxd maps columns by name, and a type name
-     * on every column of every row ("timestamp with time zone") made up
-     * 13 % of the benchmark's lines, for the walsender to print and outboxd
-     * to parse. */
-    *out = str_printf("\"format-version\" '2', \"include-transaction\" 'true', "
-                      "\"include-lsn\" 'true', \"include-timestamp\" 'true', "
-                      "\"include-types\" 'false', \"add-tables\" %s, \"actions\" 'insert'%s",
-                      lit, type_oids ? ", \"include-type-oids\" 'true'" : "");
-    free(lit);
-    return *out ? 0 : -1;
 }
 
 /* ---- the direct reader ---------------------------------------------------- */
@@ -708,21 +636,18 @@ static int start_libpq(struct stream *s, const char *sql, char *err, size_t errl
 int stream_start(struct stream *s, const struct stream_target *t, lsn_t start, char *err,
                  size_t errlen)
 {
-    char lsn[LSN_STRLEN], *options = NULL, *sql = NULL;
-    bool type_oids;
-    if (value_settings(s, t, &type_oids, err, errlen) != 0) return -1;
+    char lsn[LSN_STRLEN], *sql = NULL;
+    if (value_settings(s, err, errlen) != 0) return -1;
     char *id = PQescapeIdentifier(s->conn, t->slot, strlen(t->slot));
-    if (id && plugin_options(t, type_oids, &options) == 0)
+    if (id)
         sql = str_printf("START_REPLICATION SLOT %s LOGICAL %s (%s)", id,
-                         lsn_format(start, lsn), options);
+                         lsn_format(start, lsn), t->options);
     PQfreemem(id);
-    free(options);
     if (!sql) {
         pgconn_message(s->conn, NULL, NULL, "START_REPLICATION", err, errlen);
         return -1;
     }
-    snprintf(s->pub, sizeof(s->pub), "%s",
-             t->plugin == PLUGIN_PGOUTPUT && t->publication ? t->publication : "");
+    snprintf(s->pub, sizeof(s->pub), "%s", t->publication ? t->publication : "");
     s->pub_skip_err[0] = '\0';
     /* Only libpq can read an encrypted connection's bytes. */
     s->direct = t->direct_read && !PQsslInUse(s->conn) && !PQgssEncInUse(s->conn);
