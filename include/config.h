@@ -205,7 +205,7 @@ struct config {
     /* [source] */
     int source_mode; /* SOURCE_LOGICAL or SOURCE_POLLING */
 
-    /* [polling] (mode = polling; see polling.h and poll_relay.h) */
+    /* [polling] (mode = polling; see polling.h and pollrelay.h) */
     char *poll_owner_id;        /* NULL: hostname:pid */
     int poll_batch_size;        /* rows per claim */
     int64_t poll_lease_ms;      /* lease duration */

@@ -1,6 +1,6 @@
 /*
  * polldb.h - the statements of polling mode prepared on an open connection,
- * shared by the relay (poll_relay.c) and `outboxd requeue` (requeue.c): the
+ * shared by the relay (pollrelay.c) and `outboxd requeue` (requeue.c): the
  * event_id column's type looked up, and the statements of polling.h built
  * for the configured table. The statements run with pgsql_exec() (pgsql.h).
  * Nothing here logs: the caller decides what a failure means (retry,

@@ -1,6 +1,6 @@
 /*
  * pollout.h - the outcomes the polling relay has yet to write back to its
- * table (poll_relay.c), with no I/O: the queue, the array parameters
+ * table (pollrelay.c), with no I/O: the queue, the array parameters
  * (pgsql.h) of the two outcome statements (polling.h: sent, fail) and what
  * their answer means. Unit-tested without a server.
  *

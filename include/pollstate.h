@@ -1,5 +1,5 @@
 /*
- * pollstate.h - the states of the polling relay's loop (poll_relay.c), with
+ * pollstate.h - the states of the polling relay's loop (pollrelay.c), with
  * no I/O: which phase the relay is in, what is due on this turn, and when
  * the next turn must wake at the latest. Unit-tested without a server.
  *

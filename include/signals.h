@@ -11,7 +11,7 @@
  *   SIGPIPE           ignored (a write to a closed socket fails instead)
  *
  * The handlers only set flags (async-signal-safe); signals_service(),
- * called on every turn of the event loop (relay.c and poll_relay.c, from
+ * called on every turn of the event loop (relay.c and pollrelay.c, from
  * their tick), acts on them. The handlers are installed without
  * SA_RESTART so that a signal cuts the loop's select()/poll() short.
  */

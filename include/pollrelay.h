@@ -1,5 +1,5 @@
 /*
- * poll_relay.h - polling mode ([source] mode = polling): the relay for
+ * pollrelay.h - polling mode ([source] mode = polling): the relay for
  * databases without logical replication (`outboxd requeue` is requeue.h).
  *
  * The relay claims due rows of the polling table (sql/outbox_polling.sql)
@@ -12,8 +12,8 @@
  * poll_interval_ms as the fallback. See polling.h for the statements and
  * pollstate.h for the states of its loop.
  */
-#ifndef OUTBOXD_POLL_RELAY_H
-#define OUTBOXD_POLL_RELAY_H
+#ifndef OUTBOXD_POLLRELAY_H
+#define OUTBOXD_POLLRELAY_H
 
 #include <signal.h>
 

@@ -1,5 +1,5 @@
 /*
- * poll_relay.c - polling mode (see poll_relay.h): the lease-based relay for
+ * pollrelay.c - polling mode (see pollrelay.h): the lease-based relay for
  * databases without logical replication.
  *
  *   NOTIFY / poll interval --> claim (one short transaction, committed)
@@ -25,7 +25,7 @@
  * exit code, exitcode.h), and the producing steps say whether the row was
  * taken (false: the producer queue was full).
  */
-#include "poll_relay.h"
+#include "pollrelay.h"
 
 #include <inttypes.h>
 #include <stdio.h>
