@@ -23,10 +23,13 @@ for n in "${named[@]}"; do in_map[$n]=1; done
 
 bad=0
 checked=0
-for f in "$root"/src/*.c "$root"/include/*.h; do
+mapfile -t files < <(cd "$root" && find src include -name '*.[ch]' | sort)
+declare -A exists=()
+for f in "${files[@]}"; do exists[$(basename "$f")]=1; done
+for f in "${files[@]/#/$root/}"; do
     n=$(basename "$f")
     # A header with its .c is the .c's entry.
-    [[ $n == *.h && -f "$root/src/${n%.h}.c" ]] && continue
+    [[ $n == *.h && -n "${exists[${n%.h}.c]:-}" ]] && continue
     checked=$((checked + 1))
     if [[ -z "${in_map[$n]:-}" ]]; then
         echo "src_map: ${f#"$root"/} has no entry in src/README.md" >&2
@@ -34,7 +37,7 @@ for f in "$root"/src/*.c "$root"/include/*.h; do
     fi
 done
 for n in "${named[@]}"; do
-    if [[ ! -f "$root/src/$n" && ! -f "$root/include/$n" ]]; then
+    if [[ -z "${exists[$n]:-}" ]]; then
         echo "src_map: src/README.md names $n, which is neither in src/ nor in include/" >&2
         bad=1
     fi
