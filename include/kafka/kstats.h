@@ -14,7 +14,7 @@
  *   the broker woke up (all four cumulative over the client's life; far
  *   more wake-ups than produce requests means the thread spins:
  *   librdkafka 2.0.2 busy-polls while a partition's next batch is due and
- *   5 or more of its messages are in flight, see src/config.c at
+ *   5 or more of its messages are in flight, see src/config/config.c at
  *   linger.ms), and three rolling windows reset at every emit, each
  *   {"min", "max", "avg", "sum", "p50", ..., "p99", "cnt", ...}:
  *   "int_latency" (a message's wait in librdkafka's queues until written

@@ -99,8 +99,9 @@ void confdoc_example(FILE *out)
 {
     fprintf(out,
             "; outboxd sample configuration: every key, its default and what it means.\n"
-            "; Printed by `outboxd config --example` from the key table the parser uses\n"
-            "; (src/config.c); the test e2e.cli fails when this file and the table differ.\n"
+            "; Printed by `outboxd config --example` from the key table the parser\n"
+            "; uses (src/config/config.c); the test e2e.cli fails when this file and the\n"
+            "; table differ.\n"
             "; A commented-out key shows its default; remove the ';' to change it. Every\n"
             "; key can also be set as OUTBOXD_<SECTION>_<KEY> (upper case, dots as '_')\n"
             "; or with --set section.key=value; precedence: --set > environment > file >\n"

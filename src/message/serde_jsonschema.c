@@ -143,8 +143,8 @@ static int compile(struct compiler *c, json_t *s, const char *where, int depth)
         if (!listed(k, evaluated, NLIST(evaluated))) {
             snprintf(err, errlen, "the JSON Schema uses \"%s\" (at %s), which outboxd does not "
                      "evaluate: with value_validate = true every keyword must be (see "
-                     "include/serde_jsonschema.h), so set value_validate = false and let the "
-                     "consumers validate", k, where);
+                     "include/message/serde_jsonschema.h), so set value_validate = false and "
+                     "let the consumers validate", k, where);
             return -1;
         }
         int rc = 0;

@@ -6,7 +6,7 @@
  * CopyData message from the server into a struct repl_frame (borrowing the
  * XLogData payload from the input), repl_build_status() writes the 34-byte
  * standby status update that acknowledges WAL back to the server. Neither
- * allocates. See include/replproto.h for the wire formats.
+ * allocates. See include/pg/replproto.h for the wire formats.
  *
  * The big-endian helpers at the bottom are shared with the plugin decoders
  * (pgoutput.c); callers are responsible for bounds checks.
