@@ -9,7 +9,7 @@ PACKAGES=(
     # libraries
     libpq-dev librdkafka-dev libjansson-dev libinih-dev libmicrohttpd-dev
     libjemalloc-dev
-    # the Schema Registry converters (src/serde*.c, src/registry.c): Avro
+    # the Schema Registry converters (src/serde*.c, src/message/registry.c): Avro
     # binary through avro-c, the registry's REST API through libcurl
     libavro-dev libcurl4-openssl-dev
     # tests

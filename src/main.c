@@ -3,7 +3,7 @@
  *
  *   outboxd [options]            the daemon: relay_run() (relay.h) when
  *                                [source] mode = logical, poll_relay_run()
- *                                (poll_relay.h) when mode = polling
+ *                                (pollrelay.h) when mode = polling
  *   outboxd check                check_run() (check.h)
  *   outboxd verify               verify_run() (verify.h)
  *   outboxd requeue EVENT_ID...  poll_requeue_run() (requeue.h)
@@ -46,7 +46,7 @@
 #include "inidiff.h"
 #include "kafkaconf.h"
 #include "log.h"
-#include "poll_relay.h"
+#include "pollrelay.h"
 #include "relay.h"
 #include "repair.h"
 #include "republish.h"

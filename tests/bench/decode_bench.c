@@ -6,7 +6,7 @@
  * It decodes a begin, an insert of the benchmark's outbox row (uuid, text,
  * a ~330-byte jsonb payload, timestamptz) and a commit, N times, and prints
  * the CPU time per line and per insert. The lines follow what wal2json 2.5
- * prints with the options outboxd sends (src/stream.c: no column types).
+ * prints with the options outboxd sends (src/stream/stream.c: no column types).
  *
  * Usage: outboxd-decodebench [N]   (default 1,000,000 transactions)
  */

@@ -17,7 +17,7 @@
 #     alternating between pairs; each pair gets a fresh backlog.
 #  2. steady state: pgbench commits outbox events at a fixed rate for a
 #     fixed time while outboxd streams them; outboxd logs the commit-to-ACK
-#     latency of every event at stop (p50/p99/max, src/latency.c) and its
+#     latency of every event at stop (p50/p99/max, src/base/latency.c) and its
 #     CPU time (user+sys from /proc, all threads) is taken per 1,000 events.
 #     Measured from outside as well: a consumer (tests/kwatch.c, assigned
 #     at the end of every partition before pgbench starts, fetch.wait.max.ms
@@ -191,7 +191,7 @@ create_slot() {
 }
 drop_slot() { psql_q "SELECT pg_drop_replication_slot('$1')" >/dev/null; }
 
-# recvlogical_opts: the same plugin options outboxd asks for (src/stream.c).
+# recvlogical_opts: the same plugin options outboxd asks for (src/stream/stream.c).
 recvlogical_opts() {
     if [[ $PLUGIN == pgoutput ]]; then
         echo "-o proto_version=1 -o publication_names=outboxd_pub"

@@ -176,7 +176,7 @@ faults_verify() {
 # KILL_AGE_MEDIAN and KILL_AGE_MAX the median and the max (0 with no copies). A restart re-sends
 # what was in flight at the kill and what was ACKed after the offset file's
 # last write (at most ACKED_WRITE_MS, 100 ms, apart while events are
-# ACKed: include/confirm.h): the max is that plus the longest ACK wait.
+# ACKed: include/ack/confirm.h): the max is that plus the longest ACK wait.
 faults_copies() {
     local dump=$1
     jq -r '[.headers.event_id, (.timestamp // 0 | tostring), (.offset | tostring),

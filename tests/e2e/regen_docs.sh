@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # regen_docs.sh - rewrite the generated documentation from the binary's key
-# table (src/config.c), after a key was added or changed:
+# table (src/config/config.c), after a key was added or changed:
 #
 #   bash tests/e2e/regen_docs.sh BUILD_DIR
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Signals, in logical mode (relay.c) and in polling mode (poll_relay.c)
+# Signals, in logical mode (relay.c) and in polling mode (pollrelay.c)
 # (deploy/README.md, "Signals"):
 #  - SIGHUP re-reads the configuration file: a changed [log] level and
 #    format take effect at once (the reload line itself and the lines

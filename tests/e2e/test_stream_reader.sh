@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Both ways of reading the replication stream (src/stream.c) deliver the
+# Both ways of reading the replication stream (src/stream/stream.c) deliver the
 # same events: through libpq ([postgres] direct_read = false) and from the
 # socket directly (the default). The direct reader's buffer is 256 kB:
 # messages several times larger than it arrive whole, in one transaction

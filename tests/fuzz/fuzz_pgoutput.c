@@ -1,5 +1,5 @@
 /*
- * fuzz_pgoutput.c - libFuzzer harness for pgoutput_decode() (src/pgoutput.c).
+ * fuzz_pgoutput.c - libFuzzer harness for pgoutput_decode() (src/decode/pgoutput.c).
  *
  * Input: a sequence of pgoutput messages, each framed as
  *

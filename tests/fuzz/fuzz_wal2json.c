@@ -1,5 +1,5 @@
 /*
- * fuzz_wal2json.c - libFuzzer harness for wal2json_decode() (src/wal2json.c).
+ * fuzz_wal2json.c - libFuzzer harness for wal2json_decode() (src/decode/wal2json.c).
  *
  * Input: 8 bytes (big-endian) taken as the XLogData dataStart, then one or
  * more wal2json lines separated by '\n' (a line of the stream carries no

@@ -1,5 +1,5 @@
 /*
- * test_ackset.c - the ACKed prefix of one transaction (include/ackset.h):
+ * test_ackset.c - the ACKed prefix of one transaction (include/ack/ackset.h):
  * in order, out of order, duplicates, long gaps, and against a model with
  * random orders.
  */

@@ -1,5 +1,5 @@
 /*
- * test_audit.c - the verify comparison (include/audit.h): missing,
+ * test_audit.c - the verify comparison (include/tools/audit.h): missing,
  * duplicates, unknown and order violations on hand-built rows and
  * messages, examples, known-only rows, the unknown-id list, topics and
  * version parsing.

@@ -1,5 +1,5 @@
 /*
- * test_backoff.c - the reconnect backoff (include/backoff.h): doubles per
+ * test_backoff.c - the reconnect backoff (include/base/backoff.h): doubles per
  * failure from min to max, pauses drawn from the upper half of the step,
  * reset only on request.
  */

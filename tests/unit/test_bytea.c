@@ -1,5 +1,5 @@
 /*
- * test_bytea.c - a bytea value's bytes from its text output (include/bytea.h):
+ * test_bytea.c - a bytea value's bytes from its text output (include/decode/bytea.h):
  * the hex format, with and without "\x", and the escape format.
  */
 #include <check.h>

@@ -1,7 +1,7 @@
 /*
  * test_changes.c - the relay's data path as a state machine, without a
- * server (include/changes.h, include/deadletter.h): transaction boundaries
- * in the tracker, backpressure (a full queue holds the event, which is
+ * server (include/pipeline/changes.h, include/pipeline/deadletter.h):
+ * transaction boundaries in the tracker, backpressure (a full queue holds the event, which is
  * produced once, in order, when room comes), nothing confirmed past an
  * unACKed event, and the dead-letter outcomes under both [errors]
  * policies. The producer is a fake sink (sink.h) whose queue is full on

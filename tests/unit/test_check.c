@@ -1,5 +1,5 @@
 /*
- * test_check.c - the pure helpers of `outboxd check` (include/check.h):
+ * test_check.c - the pure helpers of `outboxd check` (include/check/check.h):
  * output lines, column type fit, template column extraction; plus the
  * FAIL/skip report for a configuration that could not be loaded. (The
  * did-you-mean is tested in test_str.c, the masking in test_redact.c.)

@@ -1,5 +1,5 @@
 /*
- * test_config.c - configuration (include/config.h): defaults, config_set,
+ * test_config.c - configuration (include/config/config.h): defaults, config_set,
  * INI file, environment, --set, precedence, validation.
  */
 #include <check.h>

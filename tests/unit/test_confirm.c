@@ -1,5 +1,5 @@
 /*
- * test_confirm.c - confirmation (include/confirm.h), without a server: the
+ * test_confirm.c - confirmation (include/ack/confirm.h), without a server: the
  * pure decisions (the position that may be confirmed, when the offset file
  * is written, the status deadline, what a status carries) and
  * confirmer_status(), the sequence the daemon runs, against a fake offset

@@ -1,5 +1,5 @@
 /*
- * test_connerr.c - connerr_fix() (include/connerr.h) on the messages libpq
+ * test_connerr.c - connerr_fix() (include/pg/connerr.h) on the messages libpq
  * 15 and the server give: permanent ones get their fix, transient ones NULL.
  */
 #include <check.h>

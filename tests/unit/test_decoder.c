@@ -1,6 +1,6 @@
 /*
  * test_decoder.c - the plugin-independent decoder: plugin names
- * (include/settings.h), the output_plugin_libraries check, and dispatch
+ * (include/config/settings.h), the output_plugin_libraries check, and dispatch
  * to the right decoder.
  */
 #include <check.h>

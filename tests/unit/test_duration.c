@@ -1,5 +1,5 @@
 /*
- * test_duration.c - durations as configured (include/duration.h): units,
+ * test_duration.c - durations as configured (include/config/duration.h): units,
  * bare numbers (milliseconds for the *_ms keys only), limits, formatting.
  */
 #include <check.h>

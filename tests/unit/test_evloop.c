@@ -1,7 +1,7 @@
 /*
- * test_evloop.c - the loop's one wait (include/evloop.h): wakes for a
+ * test_evloop.c - the loop's one wait (include/base/evloop.h): wakes for a
  * readable socket, for the earliest deadline, not for sockets it was not
- * asked to watch; and the clocks it is driven by (include/clock.h).
+ * asked to watch; and the clocks it is driven by (include/base/clock.h).
  */
 #include <check.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 /*
  * test_fixit.c - the fix-it advice shared by `outboxd check` and the daemon
- * (include/fixit.h): the exact words, which tests/e2e/check.sh and the
+ * (include/base/fixit.h): the exact words, which tests/e2e/check.sh and the
  * daemon's log lines expect.
  */
 #include <check.h>

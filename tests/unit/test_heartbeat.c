@@ -1,5 +1,5 @@
 /*
- * test_heartbeat.c - heartbeat messages (include/heartbeat.h): the content
+ * test_heartbeat.c - heartbeat messages (include/message/heartbeat.h): the content
  * outboxd writes with pg_logical_emit_message(), recognising it when it
  * comes back, and both decoders on heartbeats captured from a real
  * PostgreSQL 15 server (pg_logical_emit_message(false, 'outboxd.heartbeat',

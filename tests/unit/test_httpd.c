@@ -1,5 +1,5 @@
 /*
- * test_httpd.c - include/httpd.h: [http] listen parsing, the pure router
+ * test_httpd.c - include/obs/httpd.h: [http] listen parsing, the pure router
  * (status codes, bodies, the stall threshold of /healthz, the reason of
  * /readyz), and one real server on 127.0.0.1 port 0 answering over a
  * socket from a published snapshot and heartbeat.

@@ -1,6 +1,6 @@
 /*
  * test_inidiff.c - the keys of a configuration file and which changed
- * between two readings (include/inidiff.h): what SIGHUP names as "needs a
+ * between two readings (include/config/inidiff.h): what SIGHUP names as "needs a
  * restart".
  */
 #include <check.h>

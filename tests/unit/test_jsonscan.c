@@ -1,5 +1,5 @@
 /*
- * test_jsonscan.c - the JSON scanner (src/jsonscan.c) on its own: valid
+ * test_jsonscan.c - the JSON scanner (src/decode/jsonscan.c) on its own: valid
  * and invalid strings, escapes, surrogates (lone, paired, reversed),
  * control bytes and UTF-8, numbers, literals, structure, nesting limits,
  * duplicate keys, truncated input, the token layout and key interning.

@@ -1,6 +1,6 @@
 /*
  * test_jsonvalue.c - the JsonConverter form of the value
- * (include/jsonvalue.h): Jackson's string escapes, typed fields.
+ * (include/message/jsonvalue.h): Jackson's string escapes, typed fields.
  */
 #include <check.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
  * test_kafkaconf.c - which librdkafka errors are refusals
- * (include/kafkaconf.h): a SASL authentication failure and a broker
+ * (include/kafka/kafkaconf.h): a SASL authentication failure and a broker
  * certificate that does not verify make the daemon exit 2; a broker that
  * is down, or any other TLS trouble, does not. And the producer's
  * configuration as kafka_conf_producer() builds it for the relay and

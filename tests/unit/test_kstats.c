@@ -1,6 +1,6 @@
 /*
  * test_kstats.c - librdkafka's per-broker statistics over a run
- * (include/kstats.h), fed two recorded statistics windows of a two-broker
+ * (include/kafka/kstats.h), fed two recorded statistics windows of a two-broker
  * mock cluster (tests/data/kstats, see its README.md) and small written
  * ones for what the recording does not show: a new client, a counter that
  * starts again, windows without samples, brokers that are not real.

@@ -1,6 +1,6 @@
 /*
  * test_ktxn.c - exactly_once's transaction pacing and committed position
- * (include/ktxn.h): when a Kafka transaction is due (events, time since
+ * (include/kafka/ktxn.h): when a Kafka transaction is due (events, time since
  * its first event, idle progress-only commits), and the position a commit
  * stores (flush LSN, the in-transaction count of a partly produced
  * Postgres transaction).

@@ -1,5 +1,5 @@
 /*
- * test_latency.c - the commit-to-ACK latency histogram (include/latency.h).
+ * test_latency.c - the commit-to-ACK latency histogram (include/base/latency.h).
  *
  * Quantiles must be within one bucket (1/64) above the exact sample value,
  * never below it; count, sum and max exact; Prometheus "le" counts exact at

@@ -1,6 +1,6 @@
 /*
  * test_log.c - the pure log line formatter (log_format_line in
- * include/log.h): text lines with a UTC timestamp, level, message and
+ * include/base/log.h): text lines with a UTC timestamp, level, message and
  * key=value context (quoted when needed, control bytes as '?'), JSON lines
  * that parse as one object (checked with jansson) whatever bytes the
  * message holds, and lines that do not fit the buffer.

@@ -1,5 +1,5 @@
 /*
- * test_lsn.c - lsn_format / lsn_parse against include/lsn.h:
+ * test_lsn.c - lsn_format / lsn_parse against include/base/lsn.h:
  * Postgres' "%X/%X" (two upper-case 32-bit hex halves, no leading zeros),
  * parsing of the whole string only.
  */

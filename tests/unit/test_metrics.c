@@ -1,5 +1,5 @@
 /*
- * test_metrics.c - include/metrics.h: labelled counters (and their
+ * test_metrics.c - include/obs/metrics.h: labelled counters (and their
  * cardinality cap), wal_status parsing, and the Prometheus text rendered
  * from known values: names, types, label escaping, LSNs as numbers,
  * replication lag from the clock given, absent samples for unknown values.

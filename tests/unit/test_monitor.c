@@ -1,5 +1,5 @@
 /*
- * test_monitor.c - the monitoring connection (include/monitor.h) without a
+ * test_monitor.c - the monitoring connection (include/stream/monitor.h) without a
  * server: a refused connection is reported once as a failure, without
  * blocking, and retried only after the interval; an unparsable conninfo
  * with a password fails with a log line that does not show the password.

@@ -1,5 +1,5 @@
 /*
- * test_offset.c - the offset file (include/offset.h): format 2 key=value
+ * test_offset.c - the offset file (include/ack/offset.h): format 2 key=value
  * lines, format 3 with progress inside a transaction (format 1, a bare LSN,
  * still read), written atomically (temp file +
  * rename), read back as 1 / 0 / -1; the pure parser and formatter.

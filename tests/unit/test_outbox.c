@@ -1,5 +1,5 @@
 /*
- * test_outbox.c - outbox row -> Kafka message (include/outbox.h): topic
+ * test_outbox.c - outbox row -> Kafka message (include/message/outbox.h): topic
  * templates, table matching, event building (topic, key, value, headers).
  */
 #include <check.h>

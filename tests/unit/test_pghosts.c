@@ -1,5 +1,5 @@
 /*
- * test_pghosts.c - the servers of a multi-host conninfo (include/pghosts.h).
+ * test_pghosts.c - the servers of a multi-host conninfo (include/pg/pghosts.h).
  */
 #include <check.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
  * test_pgoutput.c - unit tests for the pgoutput protocol v1 decoder
- * (src/pgoutput.c). Messages are built by hand with a small byte builder so
+ * (src/decode/pgoutput.c). Messages are built by hand with a small byte builder so
  * that every field is known; each decoded field is checked.
  *
  * The prefix and mutation tests copy their input into heap blocks of the

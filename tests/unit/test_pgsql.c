@@ -1,5 +1,5 @@
 /*
- * test_pgsql.c - the SQL helpers of include/pgsql.h without a server:
+ * test_pgsql.c - the SQL helpers of include/pg/pgsql.h without a server:
  * identifiers and literals quoted, array parameters in their text form
  * (the event_ids `outboxd requeue` and `republish --event-id` send, the polling
  * relay's outcome parameters). pgsql_exec() runs against a server in the

@@ -1,6 +1,6 @@
 /*
  * test_pgwire.c - unit tests for the wire-protocol framing outboxd uses to
- * read the replication stream itself (src/pgwire.c): splitting messages
+ * read the replication stream itself (src/pg/pgwire.c): splitting messages
  * out of a byte stream at every cut, impossible lengths, ErrorResponse
  * formatting and SQLSTATE, and the frontend messages it writes.
  */

@@ -1,8 +1,8 @@
 /*
- * test_polling.c - the pure part of polling mode (include/polling.h):
+ * test_polling.c - the pure part of polling mode (include/polling/polling.h):
  * backoff with jitter, outcome classification, identifier
  * quoting, the SQL of the relay's statements; and the [source] / [polling]
- * configuration keys (include/config.h).
+ * configuration keys (include/config/config.h).
  */
 #include <check.h>
 #include <stdio.h>

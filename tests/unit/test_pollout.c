@@ -1,5 +1,5 @@
 /*
- * test_pollout.c - the polling relay's outcome queue (include/pollout.h):
+ * test_pollout.c - the polling relay's outcome queue (include/polling/pollout.h):
  * the parameters of the sent and fail statements, and what their answer
  * does (recorded, stale, the other group kept).
  */

@@ -1,6 +1,6 @@
 /*
  * test_pollstate.c - the states of the polling relay's loop
- * (include/pollstate.h): phase changes, what is due, and when a turn wakes.
+ * (include/polling/pollstate.h): phase changes, what is due, and when a turn wakes.
  */
 #include <check.h>
 

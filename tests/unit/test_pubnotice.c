@@ -1,6 +1,6 @@
 /*
  * test_pubnotice.c - pubnotice_is_skip() and pubnotice_stream_error()
- * (include/pubnotice.h) on PostgreSQL 18's notice, as the direct reader
+ * (include/stream/pubnotice.h) on PostgreSQL 18's notice, as the direct reader
  * (pgwire_error_text) and libpq format it, and on notices that are not it.
  */
 #include <check.h>

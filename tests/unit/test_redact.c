@@ -1,5 +1,5 @@
 /*
- * test_redact.c - passwords kept out of logs (include/redact.h): quoted
+ * test_redact.c - passwords kept out of logs (include/base/redact.h): quoted
  * parts of a conninfo parse error dropped, a secret masked, libpq's line
  * breaks folded; redact_conn_error() for a parsable and an unparsable
  * conninfo; a URL's credentials masked (redact_url()).

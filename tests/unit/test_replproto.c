@@ -1,6 +1,6 @@
 /*
  * test_replproto.c - unit tests for the streaming replication CopyData
- * frames (src/replproto.c): XLogData and keepalive parsing, the standby
+ * frames (src/pg/replproto.c): XLogData and keepalive parsing, the standby
  * status update, big-endian helpers and repl_now().
  */
 #include <check.h>

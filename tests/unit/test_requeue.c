@@ -1,7 +1,7 @@
 /*
  * test_requeue.c - `outboxd requeue` without a server: the line it prints
  * per argument (polling_requeue_verdict), and the exit codes of
- * poll_requeue_run() (include/requeue.h) for a bad configuration and an
+ * poll_requeue_run() (include/tools/requeue.h) for a bad configuration and an
  * unreachable database.
  */
 #include <check.h>

@@ -1,5 +1,5 @@
 /*
- * test_resume.c - where a start may resume (include/resume.h): the offset
+ * test_resume.c - where a start may resume (include/ack/resume.h): the offset
  * file against the server, the configuration and the slot; the flush
  * clamp; when keepalive-only advances are written.
  */

@@ -1,5 +1,5 @@
 /*
- * test_secrets.c - secrets from files (include/secrets.h): the file's
+ * test_secrets.c - secrets from files (include/config/secrets.h): the file's
  * first line, refusals, the mode that exposes a secret, the conninfo with
  * the password put in and masked for display.
  */

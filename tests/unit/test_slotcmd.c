@@ -1,7 +1,7 @@
 /*
  * test_slotcmd.c - the slot commands for each server version and the
- * [postgres] failover decision (include/slotcmd.h); the failover and
- * on_slot_loss words (include/settings.h).
+ * [postgres] failover decision (include/pg/slotcmd.h); the failover and
+ * on_slot_loss words (include/config/settings.h).
  */
 #include <check.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * test_spanctx.c - the tracing span-context column (include/spanctx.h):
+ * test_spanctx.c - the tracing span-context column (include/message/spanctx.h):
  * java.util.Properties text as Properties.store() writes a W3C trace
  * context, into header names and values.
  */

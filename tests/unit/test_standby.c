@@ -1,6 +1,6 @@
 /*
  * test_standby.c - the hot standby's check interval and fence
- * (include/standby.h).
+ * (include/stream/standby.h).
  */
 #include <check.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * test_str.c - the string helpers (include/str.h): str_printf and the
+ * test_str.c - the string helpers (include/base/str.h): str_printf and the
  * did-you-mean of mistyped names (optimal string alignment distance).
  */
 #include <check.h>

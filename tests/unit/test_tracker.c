@@ -1,5 +1,5 @@
 /*
- * test_tracker.c - the ACK/LSN tracker (include/tracker.h).
+ * test_tracker.c - the ACK/LSN tracker (include/ack/tracker.h).
  *
  * The flush position is the commit end LSN of the longest prefix of received
  * transactions that are committed with no pending events; a keepalive may

@@ -1,6 +1,6 @@
 /*
  * test_wal2json.c - unit tests for the wal2json format-version 2 decoder
- * (src/wal2json.c) and the shared relation cache (src/relcache.c).
+ * (src/decode/wal2json.c) and the shared relation cache (src/decode/relcache.c).
  *
  * Most inputs are real lines recorded from PostgreSQL 15 + wal2json 2.5
  * (tests/data/wal2json, see its README.md for how); the rest are written by
@@ -1806,7 +1806,7 @@ START_TEST(test_duplicate_keys)
 }
 END_TEST
 
-/* The keys the decoder interns (src/wal2json.c, enum key): a repeat of one
+/* The keys the decoder interns (src/decode/wal2json.c, enum key): a repeat of one
  * is found through its bit, any other key by comparing text; both must
  * hold together in one object, before and after the hash table takes over
  * (past 16 keys), whichever kind of key stands at the switch. */
