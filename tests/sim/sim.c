@@ -256,6 +256,27 @@ static void db_free(void)
     memset(&db, 0, sizeof(db));
 }
 
+/* ---- the processes: one outboxd, or a hot standby pair ------------------------- */
+
+#define NPROC 2 /* at most two instances sharing the slot ([postgres] hot_standby) */
+
+/* One outboxd process on its own machine: what it keeps across its own
+ * crashes is its offset file. */
+struct proc {
+    int id;
+    bool up;
+    struct config cfg;
+    struct relay r;
+    volatile sig_atomic_t stop;
+    char offset_text[OFFSET_FILE_MAX]; /* its offset file, as last written */
+    size_t offset_len;
+    int64_t paused_until; /* stalled (stopped, starved): no turn before it */
+};
+
+static struct proc procs[NPROC];
+static int nprocs;           /* 1, or 2 for a hot standby pair */
+static struct proc *P = procs; /* the process whose code runs now (the seams ask) */
+
 /* ---- the model Kafka ------------------------------------------------------------ */
 
 #define PARTS 6       /* the outbox topics' partitions ... */
@@ -279,10 +300,37 @@ struct entry {
 };
 
 struct part {
-    struct msg *inflight; /* handed to the producer, not yet reported */
-    size_t nin, capin;
     struct entry *log;
     size_t nlog, caplog;
+};
+
+struct queue {
+    struct msg *m;
+    size_t n, cap;
+};
+
+/* One process's producer: what it has in flight, in order per partition
+ * (each client has its own connections: the broker takes its requests
+ * apart from another client's), its delivery callback and, in
+ * exactly_once, its transactional client. */
+struct kclient {
+    struct queue q[NPART];
+    size_t inflight;
+    producer_delivery_fn cb; /* the relay's (producer_new()) */
+    void *ctx;
+    bool live;           /* its process runs: reports are handed over */
+    bool ready;          /* the transactional client exists (init_transactions done) */
+    uint32_t open;       /* its open transaction (0: none) */
+    bool commit_unseen;  /* its commit completed at the broker after the client
+                          * gave up on it: librdkafka refuses the abort */
+    bool fenced;         /* a newer client with the same transactional.id ran
+                          * init_transactions: every call fails for good */
+    bool refused_eos;    /* an event was refused in a transaction (the process
+                          * must stop; its operator then fixes the cause) */
+    bool fatal;          /* it hits a fatal error at the next check (librdkafka's:
+                          * the idempotent producer lost its state,
+                          * INVALID_TXN_STATE) */
+    bool fatal_fired;    /* ... and reported it: the process may exit 1 */
 };
 
 enum kt_state { KT_OPEN = 1, KT_COMMITTED, KT_ABORTED };
@@ -297,37 +345,28 @@ struct ktx {
 
 struct kafka {
     struct part p[NPART];
-    size_t queue_cap;    /* the producer's queue: full beyond it */
+    struct kclient c[NPROC];
+    size_t queue_cap;    /* a producer's queue: full beyond it */
     uint32_t fail_pm;    /* per mille of events the broker refuses for good */
     int outage;          /* polls left without any ACK (and no transactional call) */
     bool closing;        /* the end of the run: no more outages */
-    producer_delivery_fn cb; /* the relay's delivery callback (producer_new()) */
-    void *cb_ctx;
-    /* exactly_once: the transactional client and the broker's transactions */
-    bool eos;
-    bool ready;          /* the client exists (init_transactions done) */
-    uint32_t open;       /* the client's open transaction (0: none) */
-    bool commit_unseen;  /* its commit completed at the broker after the client
-                          * gave up on it: librdkafka refuses the abort */
-    bool refused_eos;    /* an event was refused in a transaction (the process
-                          * must stop; its operator then fixes the cause) */
-    bool fatal;          /* the client hits a fatal error at the next check
-                          * (librdkafka's: the idempotent producer lost its
-                          * state, INVALID_TXN_STATE) */
-    bool fatal_fired;    /* ... and reported it: the process may exit 1 */
+    bool eos;            /* exactly_once */
     struct ktx *txns;    /* by number; 0 unused */
     size_t ntxns, captxns;
     char progress[OFFSET_FILE_MAX]; /* the progress topic's newest committed record */
     size_t progress_len;
-    uint64_t commits, aborts, unseen;
+    uint64_t commits, aborts, unseen, fences;
 };
 
 static struct kafka kafka;
 
+static struct kclient *client_of(const struct producer *p) { return (struct kclient *)p; }
+static int client_id(const struct kclient *c) { return (int)(c - kafka.c); }
+
 static size_t inflight_total(void)
 {
     size_t n = 0;
-    for (int i = 0; i < NPART; i++) n += kafka.p[i].nin;
+    for (int i = 0; i < NPROC; i++) n += kafka.c[i].inflight;
     return n;
 }
 
@@ -417,12 +456,13 @@ static uint64_t id_of(const struct outbox_event *ev)
     return 0;
 }
 
-static const char *dlq_topic;
-static bool proc_up; /* a process is running: its callbacks may be called */
+static char dlq_topic[256]; /* [errors] dlq_topic, the same in every process */
 
-static void report(const struct msg *m, int err, const char *reason)
+/* Hands c's process the report of m (with P its process meanwhile, as
+ * the callback runs the relay's code). */
+static void report(struct kclient *c, const struct msg *m, int err, const char *reason)
 {
-    if (!proc_up) return;
+    if (!c->live || !c->cb) return;
     struct delivery_report dr = {.tag = m->tag, .err = err};
     dr.topic = m->dlq ? dlq_topic : "events";
     dr.reason = reason;
@@ -430,7 +470,10 @@ static void report(const struct msg *m, int err, const char *reason)
     snprintf(key, sizeof(key), "k%u", m->key);
     dr.key = (struct slice){key, m->key == UINT32_MAX ? 0 : strlen(key)};
     dr.event_id = (struct slice){m->event_id, strlen(m->event_id)};
-    kafka.cb(kafka.cb_ctx, &dr);
+    struct proc *saved = P;
+    P = &procs[client_id(c)];
+    c->cb(c->ctx, &dr);
+    P = saved;
 }
 
 /* A refusal for good belongs to the event (too large, say): every copy of
@@ -440,67 +483,80 @@ static bool refused(const struct msg *m)
     return !m->dlq && (m->id * 0x9e3779b97f4a7c15ULL >> 40) % 1000 < kafka.fail_pm;
 }
 
-/* The broker answers the head of partition i: written and ACKed, or (not
- * the dead-letter topic's) refused for good. */
-static void ack_head(int i)
+static struct msg queue_pop(struct kclient *c, int i)
 {
-    struct part *p = &kafka.p[i];
-    struct msg m = p->inflight[0];
-    memmove(p->inflight, p->inflight + 1, (p->nin - 1) * sizeof(*p->inflight));
-    p->nin--;
+    struct queue *q = &c->q[i];
+    struct msg m = q->m[0];
+    memmove(q->m, q->m + 1, (q->n - 1) * sizeof(*q->m));
+    q->n--;
+    c->inflight--;
+    return m;
+}
+
+/* The broker answers the head of c's queue for partition i: written and
+ * ACKed, refused for good (not the dead-letter topic's), or, from a
+ * client fenced in a transaction the fence aborted, refused as fenced. */
+static void ack_head(struct kclient *c, int i)
+{
+    struct msg m = queue_pop(c, i);
+    if (m.txn && c->fenced && kafka.txns[m.txn].state == KT_ABORTED) {
+        report(c, &m, RD_KAFKA_RESP_ERR_PRODUCER_FENCED, "simulated: fenced");
+        return;
+    }
     bool refuse = refused(&m);
-    if (!refuse) log_append(p, m.id, m.txn);
-    if (refuse && kafka.eos) kafka.refused_eos = true;
+    if (!refuse) log_append(&kafka.p[i], m.id, m.txn);
+    if (refuse && kafka.eos) c->refused_eos = true;
     if (trace_id && m.id == trace_id)
-        printf("sim: trace: event %llu %s (transaction %u)\n", (unsigned long long)m.id,
-               refuse ? "refused" : "written and ACKed", m.txn);
-    report(&m, refuse ? RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE : 0,
+        printf("sim: trace: event %llu %s (client %d, transaction %u)\n",
+               (unsigned long long)m.id, refuse ? "refused" : "written and ACKed",
+               client_id(c), m.txn);
+    report(c, &m, refuse ? RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE : 0,
            refuse ? "simulated: refused for good" : NULL);
 }
 
-/* One poll's reports: a few heads of random partitions. */
-static void kafka_poll(void)
+/* One poll of client c: a few heads of its random partitions. */
+static void kafka_poll(struct kclient *c)
 {
     if (kafka.outage > 0 && !kafka.closing) {
         kafka.outage--;
         return;
     }
-    for (int n = 1 + (int)below(8); n > 0 && inflight_total() > 0; n--) {
+    for (int n = 1 + (int)below(8); n > 0 && c->inflight > 0; n--) {
         int i = (int)below(NPART);
-        while (kafka.p[i].nin == 0) i = (i + 1) % NPART;
-        ack_head(i);
+        while (c->q[i].n == 0) i = (i + 1) % NPART;
+        ack_head(c, i);
     }
 }
 
-/* What is in flight ends without an ACK (the client is destroyed, a
+/* What c has in flight ends without an ACK (the client is destroyed, a
  * transaction aborted, the process killed): of each partition's messages a
  * prefix reached the broker's log; each is reported purged when purged
  * (librdkafka reports what it purges; a dead process reports nothing). */
-static void purge_inflight(bool purged)
+static void purge_inflight(struct kclient *c, bool purged)
 {
     for (int i = 0; i < NPART; i++) {
-        struct part *p = &kafka.p[i];
-        size_t written = below((uint32_t)p->nin + 1);
-        for (size_t j = 0; j < p->nin; j++) {
-            struct msg *m = &p->inflight[j];
+        struct queue *q = &c->q[i];
+        size_t written = below((uint32_t)q->n + 1);
+        for (size_t j = 0; j < q->n; j++) {
+            struct msg *m = &q->m[j];
             if (trace_id && m->id == trace_id)
-                printf("sim: trace: event %llu in flight when the client ended: %s\n",
-                       (unsigned long long)trace_id, j < written ? "written" : "lost");
-            if (j < written && !refused(m)) log_append(p, m->id, m->txn);
+                printf("sim: trace: event %llu in flight when client %d ended: %s\n",
+                       (unsigned long long)trace_id, client_id(c), j < written ? "written" : "lost");
+            if (j < written && !refused(m)) log_append(&kafka.p[i], m->id, m->txn);
         }
-        size_t n = p->nin;
-        p->nin = 0;
+        size_t n = q->n;
+        q->n = 0;
+        c->inflight -= n;
         for (size_t j = 0; purged && j < n; j++)
-            report(&p->inflight[j], RD_KAFKA_RESP_ERR__PURGE_QUEUE, "simulated: purged");
+            report(c, &q->m[j], RD_KAFKA_RESP_ERR__PURGE_QUEUE, "simulated: purged");
     }
 }
 
 static void kafka_free(void)
 {
-    for (int i = 0; i < NPART; i++) {
-        free(kafka.p[i].inflight);
-        free(kafka.p[i].log);
-    }
+    for (int i = 0; i < NPART; i++) free(kafka.p[i].log);
+    for (int c = 0; c < NPROC; c++)
+        for (int i = 0; i < NPART; i++) free(kafka.c[c].q[i].m);
     for (size_t t = 0; t < kafka.ntxns; t++) free(kafka.txns[t].ids);
     free(kafka.txns);
     memset(&kafka, 0, sizeof(kafka));
@@ -517,9 +573,7 @@ static void kafka_free(void)
 #define WRAP(name) __wrap_##name
 #define REAL(name) __real_##name
 
-int REAL(offset_read)(const char *path, struct offset_state *out, char *err, size_t errlen);
-
-/* The producer (producer.h): one client, the model Kafka. */
+/* The producer (producer.h): the process's client of the model Kafka. */
 struct producer *WRAP(producer_new)(const struct config *c, producer_delivery_fn fn, void *ctx,
                                     char *err, size_t errlen);
 struct producer *WRAP(producer_new)(const struct config *c, producer_delivery_fn fn, void *ctx,
@@ -528,9 +582,11 @@ struct producer *WRAP(producer_new)(const struct config *c, producer_delivery_fn
     (void)c;
     (void)err;
     (void)errlen;
-    kafka.cb = fn;
-    kafka.cb_ctx = ctx;
-    return (struct producer *)&kafka;
+    struct kclient *k = &kafka.c[P->id];
+    k->cb = fn;
+    k->ctx = ctx;
+    k->live = true;
+    return (struct producer *)k;
 }
 
 /* The process ends: its client is destroyed with whatever is in flight. */
@@ -538,10 +594,12 @@ void WRAP(producer_free)(struct producer *p);
 void WRAP(producer_free)(struct producer *p)
 {
     if (!p) return;
-    purge_inflight(false);
-    kafka.ready = false;
-    kafka.open = 0; /* left open at the broker: the next init_transactions aborts it */
-    kafka.commit_unseen = false;
+    struct kclient *c = client_of(p);
+    c->live = false;
+    purge_inflight(c, false);
+    c->ready = false;
+    c->open = 0; /* left open at the broker: the next init_transactions aborts it */
+    c->commit_unseen = c->fenced = false;
 }
 
 int WRAP(producer_send)(struct producer *p, const struct outbox_event *ev, uint64_t tag,
@@ -549,30 +607,33 @@ int WRAP(producer_send)(struct producer *p, const struct outbox_event *ev, uint6
 int WRAP(producer_send)(struct producer *p, const struct outbox_event *ev, uint64_t tag,
                         int *kafka_err, char *err, size_t errlen)
 {
-    (void)p;
     (void)kafka_err;
-    if (inflight_total() >= kafka.queue_cap) return PRODUCER_QUEUE_FULL;
-    if (kafka.eos && !kafka.ready) {
+    struct kclient *c = client_of(p);
+    if (c->inflight >= kafka.queue_cap) return PRODUCER_QUEUE_FULL;
+    if (c->fenced) return PRODUCER_QUEUE_FULL; /* its fatal error says why (producer_fatal()) */
+    if (kafka.eos && !c->ready) {
         judge_fail("a message was produced before the transactional client was made");
         snprintf(err, errlen, "simulated: no transactional client");
         return PRODUCER_ERROR;
     }
-    if (kafka.eos && !kafka.open) kafka.open = txn_begin();
+    if (kafka.eos && !c->open) c->open = txn_begin();
     bool dlq = strcmp(ev->topic, dlq_topic) == 0;
     uint32_t key = dlq ? UINT32_MAX : key_of(&ev->key);
-    struct part *pt = &kafka.p[dlq ? DLQ_PART : key % PARTS];
-    if (pt->nin == pt->capin) {
-        pt->capin = pt->capin ? pt->capin * 2 : 64;
-        pt->inflight = realloc(pt->inflight, pt->capin * sizeof(*pt->inflight));
-        if (!pt->inflight) abort();
+    int part = dlq ? DLQ_PART : (int)(key % PARTS);
+    struct queue *q = &c->q[part];
+    if (q->n == q->cap) {
+        q->cap = q->cap ? q->cap * 2 : 64;
+        q->m = realloc(q->m, q->cap * sizeof(*q->m));
+        if (!q->m) abort();
     }
     if (trace_id && id_of(ev) == trace_id)
-        printf("sim: trace: event %llu handed to the producer (tag %llx, %s, transaction %u, "
+        printf("sim: trace: event %llu handed to client %d (tag %llx, %s, transaction %u, "
                "%zu in flight there)\n",
-               (unsigned long long)trace_id, (unsigned long long)tag, dlq ? "dlq" : "topic",
-               kafka.open, pt->nin);
-    struct msg *m = &pt->inflight[pt->nin++];
-    *m = (struct msg){.tag = tag, .id = id_of(ev), .key = key, .txn = kafka.open, .dlq = dlq};
+               (unsigned long long)trace_id, client_id(c), (unsigned long long)tag,
+               dlq ? "dlq" : "topic", c->open, q->n);
+    struct msg *m = &q->m[q->n++];
+    c->inflight++;
+    *m = (struct msg){.tag = tag, .id = id_of(ev), .key = key, .txn = c->open, .dlq = dlq};
     snprintf(m->event_id, sizeof(m->event_id), "%llu", (unsigned long long)m->id);
     return PRODUCER_OK;
 }
@@ -580,17 +641,15 @@ int WRAP(producer_send)(struct producer *p, const struct outbox_event *ev, uint6
 int WRAP(producer_poll)(struct producer *p, int timeout_ms);
 int WRAP(producer_poll)(struct producer *p, int timeout_ms)
 {
-    (void)p;
     (void)timeout_ms;
-    kafka_poll();
+    kafka_poll(client_of(p));
     return 0;
 }
 
 int WRAP(producer_outq_len)(const struct producer *p);
 int WRAP(producer_outq_len)(const struct producer *p)
 {
-    (void)p;
-    return (int)inflight_total();
+    return (int)client_of(p)->inflight;
 }
 
 int WRAP(producer_brokers_up)(const struct producer *p);
@@ -603,10 +662,15 @@ int WRAP(producer_brokers_up)(const struct producer *p)
 int WRAP(producer_fatal)(struct producer *p, char *err, size_t errlen);
 int WRAP(producer_fatal)(struct producer *p, char *err, size_t errlen)
 {
-    (void)p;
-    if (!kafka.fatal || (kafka.eos && !kafka.ready)) return 0;
-    kafka.fatal = false;
-    kafka.fatal_fired = true;
+    struct kclient *c = client_of(p);
+    if (c->fenced) {
+        snprintf(err, errlen, "simulated: PRODUCER_FENCED: fenced by a newer instance with "
+                              "the same transactional.id");
+        return 1;
+    }
+    if (!c->fatal || (kafka.eos && !c->ready)) return 0;
+    c->fatal = false;
+    c->fatal_fired = true;
     snprintf(err, errlen, "simulated: a fatal error of the client (INVALID_TXN_STATE)");
     return 1;
 }
@@ -625,39 +689,43 @@ int WRAP(producer_txn_init)(struct producer *p, const char *txn_id, int timeout_
 int WRAP(producer_txn_init)(struct producer *p, const char *txn_id, int timeout_ms, char *err,
                             size_t errlen)
 {
-    (void)p;
     (void)txn_id;
     (void)timeout_ms;
-    if (kafka.ready) return PRODUCER_TXN_OK;
+    struct kclient *c = client_of(p);
+    if (c->ready) return PRODUCER_TXN_OK;
     if (kafka.outage > 0) {
         snprintf(err, errlen, "init_transactions: timed out (simulated outage)");
         return PRODUCER_TXN_ABORT;
     }
-    /* the coordinator ends what an older client with this id left open */
+    /* the coordinator ends what an older client with this id left open, and
+     * fences the other instance's client (one transactional.id: the pair's) */
     for (size_t t = 1; t < kafka.ntxns; t++)
         if (kafka.txns[t].state == KT_OPEN) {
             kafka.txns[t].state = KT_ABORTED;
             kafka.aborts++;
         }
-    kafka.ready = true;
-    kafka.open = 0;
-    kafka.commit_unseen = false;
-    kafka.fatal_fired = false; /* a new client: the old one's error is gone */
+    for (int i = 0; i < NPROC; i++)
+        if (&kafka.c[i] != c && kafka.c[i].ready && !kafka.c[i].fenced) {
+            kafka.c[i].fenced = true;
+            kafka.fences++;
+        }
+    c->ready = true;
+    c->open = 0;
+    c->commit_unseen = c->fenced = false;
+    c->fatal_fired = false; /* a new client: the old one's error is gone */
     return PRODUCER_TXN_OK;
 }
 
 bool WRAP(producer_txn_open)(const struct producer *p);
 bool WRAP(producer_txn_open)(const struct producer *p)
 {
-    (void)p;
-    return kafka.open != 0;
+    return client_of(p)->open != 0;
 }
 
 bool WRAP(producer_txn_ready)(const struct producer *p);
 bool WRAP(producer_txn_ready)(const struct producer *p)
 {
-    (void)p;
-    return kafka.ready;
+    return client_of(p)->ready;
 }
 
 bool WRAP(producer_txn_failed)(const struct producer *p);
@@ -670,25 +738,23 @@ bool WRAP(producer_txn_failed)(const struct producer *p)
 bool WRAP(producer_txn_must_stop)(struct producer *p);
 bool WRAP(producer_txn_must_stop)(struct producer *p)
 {
-    (void)p;
-    return false; /* one instance: nobody fences it */
+    return client_of(p)->fenced;
 }
 
 bool WRAP(producer_txn_fenced)(struct producer *p);
 bool WRAP(producer_txn_fenced)(struct producer *p)
 {
-    (void)p;
-    return false;
+    return client_of(p)->fenced;
 }
 
 void WRAP(producer_txn_discard)(struct producer *p);
 void WRAP(producer_txn_discard)(struct producer *p)
 {
-    (void)p;
-    purge_inflight(true);
-    kafka.ready = false;
-    kafka.open = 0;
-    kafka.commit_unseen = false;
+    struct kclient *c = client_of(p);
+    purge_inflight(c, true);
+    c->ready = false;
+    c->open = 0;
+    c->commit_unseen = c->fenced = false;
 }
 
 int WRAP(producer_txn_commit)(struct producer *p, const char *topic, const char *key,
@@ -696,36 +762,44 @@ int WRAP(producer_txn_commit)(struct producer *p, const char *topic, const char 
 int WRAP(producer_txn_commit)(struct producer *p, const char *topic, const char *key,
                               const char *value, int timeout_ms, char *err, size_t errlen)
 {
-    (void)p;
     (void)topic;
     (void)key;
     (void)timeout_ms;
-    if (inflight_total() > 0)
+    struct kclient *c = client_of(p);
+    if (c->inflight > 0)
         judge_fail("a Kafka transaction was committed with %zu messages not reported",
-                   inflight_total());
-    if (!kafka.open) kafka.open = txn_begin(); /* a progress-only transaction */
+                   c->inflight);
+    if (c->fenced) {
+        snprintf(err, errlen, "commit_transaction: PRODUCER_FENCED (simulated)");
+        return PRODUCER_TXN_FATAL;
+    }
+    if (!c->open) c->open = txn_begin(); /* a progress-only transaction */
     if (kafka.outage > 0) {
         /* the client gives up; the broker may have committed all the same */
         if (chance(300)) {
-            txn_commit_at_broker(kafka.open, value);
-            kafka.commit_unseen = true;
+            txn_commit_at_broker(c->open, value);
+            c->commit_unseen = true;
             kafka.unseen++;
         }
         snprintf(err, errlen, "commit_transaction: timed out (simulated outage)");
         return PRODUCER_TXN_ABORT;
     }
-    txn_commit_at_broker(kafka.open, value);
-    kafka.open = 0;
+    txn_commit_at_broker(c->open, value);
+    c->open = 0;
     return PRODUCER_TXN_OK;
 }
 
 int WRAP(producer_txn_abort)(struct producer *p, int timeout_ms, char *err, size_t errlen);
 int WRAP(producer_txn_abort)(struct producer *p, int timeout_ms, char *err, size_t errlen)
 {
-    (void)p;
     (void)timeout_ms;
-    if (!kafka.open) return PRODUCER_TXN_OK;
-    if (kafka.commit_unseen) {
+    struct kclient *c = client_of(p);
+    if (!c->open) return PRODUCER_TXN_OK;
+    if (c->fenced) {
+        snprintf(err, errlen, "abort_transaction: PRODUCER_FENCED (simulated)");
+        return PRODUCER_TXN_FATAL;
+    }
+    if (c->commit_unseen) {
         snprintf(err, errlen, "abort_transaction: _CONFLICT: the commit is still in "
                               "progress (simulated)");
         return PRODUCER_TXN_ABORT;
@@ -734,10 +808,12 @@ int WRAP(producer_txn_abort)(struct producer *p, int timeout_ms, char *err, size
         snprintf(err, errlen, "abort_transaction: timed out (simulated outage)");
         return PRODUCER_TXN_ABORT;
     }
-    purge_inflight(true);
-    kafka.txns[kafka.open].state = KT_ABORTED;
-    kafka.aborts++;
-    kafka.open = 0;
+    purge_inflight(c, true);
+    if (kafka.txns[c->open].state == KT_OPEN) {
+        kafka.txns[c->open].state = KT_ABORTED;
+        kafka.aborts++;
+    }
+    c->open = 0;
     return PRODUCER_TXN_OK;
 }
 
@@ -776,16 +852,14 @@ int WRAP(progress_read)(const struct config *c, const char *topic, const char *k
     return 1;
 }
 
-/* The offset file: its text, kept across crashes as last written. */
-static char offset_text[OFFSET_FILE_MAX];
-static size_t offset_len;
-
+/* The offset file: the running process's, kept across its crashes as last
+ * written. */
 int WRAP(offset_read)(const char *path, struct offset_state *out, char *err, size_t errlen);
 int WRAP(offset_read)(const char *path, struct offset_state *out, char *err, size_t errlen)
 {
     (void)path;
-    if (offset_len == 0) return 0;
-    if (offset_parse(offset_text, offset_len, out, err, errlen) != 0) {
+    if (P->offset_len == 0) return 0;
+    if (offset_parse(P->offset_text, P->offset_len, out, err, errlen) != 0) {
         judge_fail("the offset file does not parse: %s", err);
         return -1;
     }
@@ -798,19 +872,20 @@ int WRAP(offset_write)(const char *path, const struct offset_state *st, char *er
                        size_t errlen)
 {
     (void)path;
-    size_t n = offset_format(st, offset_text, sizeof(offset_text));
+    size_t n = offset_format(st, P->offset_text, sizeof(P->offset_text));
     if (n == 0) {
         snprintf(err, errlen, "offset_format failed");
         return -1;
     }
-    offset_len = n;
+    P->offset_len = n;
     return 0;
 }
 
 /* ---- the model server: the slot and its stream ------------------------------------ */
 
 struct server {
-    bool connected;    /* a stream is open */
+    int holder;        /* the process whose walsender streams the slot (-1: none) */
+    int64_t heard_us;  /* when the server last heard from it (a status, its start) */
     size_t cursor;     /* the next transaction it sends */
     int rec_pos;       /* -1: its Begin; nrec: its Commit */
     lsn_t start;       /* where it started */
@@ -824,6 +899,24 @@ struct server {
 };
 
 static struct server srv;
+static int stream_of[NPROC] = {0, 1}; /* a process's connection: &stream_of[its id] */
+
+/* Whether connection s is the one streaming the slot (a connection the
+ * server cut is not). */
+static bool holds(const struct stream *s)
+{
+    return s && srv.holder == *(const int *)s;
+}
+
+/* The walsender's wal_sender_timeout (60 s): it ends a connection that sent
+ * no status for that long, and the slot is free for another process. */
+static void server_timeouts(void)
+{
+    if (srv.holder >= 0 && now_us - srv.heard_us > 60000000) {
+        note("the server ends process %d's connection: no status for 60 s", srv.holder);
+        srv.holder = -1;
+    }
+}
 static bool with_b; /* section b is configured in this process */
 
 /* Judges a position about to be confirmed: every transaction committed
@@ -855,10 +948,11 @@ int WRAP(stream_send_status)(struct stream *s, lsn_t written, lsn_t flushed, boo
 {
     (void)written;
     (void)reply;
-    if (!s || !srv.connected) {
-        snprintf(err, errlen, "simulated: no connection");
+    if (!holds(s)) {
+        snprintf(err, errlen, "simulated: server closed the connection unexpectedly");
         return -1;
     }
+    srv.heard_us = now_us;
     if (flushed > judged_upto) {
         judge_confirm(flushed);
         judged_upto = flushed;
@@ -870,7 +964,7 @@ int WRAP(stream_send_status)(struct stream *s, lsn_t written, lsn_t flushed, boo
 void WRAP(stream_close)(struct stream *s);
 void WRAP(stream_close)(struct stream *s)
 {
-    if (s) srv.connected = false;
+    if (holds(s)) srv.holder = -1;
 }
 
 void WRAP(stream_finish)(struct stream *s);
@@ -888,10 +982,15 @@ enum step WRAP(slot_open_stream)(struct slot_setup *s);
 enum step WRAP(slot_open_stream)(struct slot_setup *s)
 {
     char err[512];
-    s->st = (struct stream *)&srv;
+    s->st = (struct stream *)&stream_of[P->id];
     if (srv.down > 0) {
         srv.down--;
         s->retry_cause = "connect_failed";
+        return STEP_BROKEN;
+    }
+    if (srv.holder >= 0 && srv.holder != P->id) { /* another walsender holds the slot */
+        s->retry_cause = "slot_in_use";
+        s->holder_pid = 1000 + srv.holder;
         return STEP_BROKEN;
     }
     struct offset_state file;
@@ -902,6 +1001,7 @@ enum step WRAP(slot_open_stream)(struct slot_setup *s)
                        srv.pgoutput ? "pgoutput" : "wal2json");
     rs.slot_exists = true;
     rs.slot_confirmed = db.slot_confirmed;
+    rs.shared = s->cfg->pg_hot_standby;
     s->sender_timeout_ms = 60000;
     enum step rc = STEP_OK;
     if (s->position) rc = s->position(s->position_ctx, "7300000000000000001", &file, &have);
@@ -910,7 +1010,8 @@ enum step WRAP(slot_open_stream)(struct slot_setup *s)
     if (rc != STEP_OK) return rc;
     slot_take(s, have ? &file : NULL, &rs, &d, 1);
     lsn_t from = slot_stream_from(s);
-    srv.connected = true;
+    srv.holder = P->id;
+    srv.heard_us = now_us;
     srv.broken = false;
     srv.rel_sent[0] = srv.rel_sent[1] = false; /* a new session: Relations again */
     srv.start = from > db.slot_confirmed ? from : db.slot_confirmed;
@@ -1151,9 +1252,8 @@ static int next_frame(void)
 int WRAP(stream_read)(struct stream *s, char **buf, int *len, char *err, size_t errlen);
 int WRAP(stream_read)(struct stream *s, char **buf, int *len, char *err, size_t errlen)
 {
-    (void)s;
-    if (srv.broken) {
-        srv.broken = false;
+    if (!holds(s) || srv.broken) {
+        if (holds(s)) srv.broken = false;
         snprintf(err, errlen, "simulated: server closed the connection unexpectedly");
         return -1;
     }
@@ -1221,38 +1321,34 @@ void WRAP(monitor_step)(struct monitor *m, int64_t now_ms, int64_t now_unix_us,
 int WRAP(rand)(void);
 int WRAP(rand)(void) { return (int)(rnd() & 0x7fffffff); }
 
-/* ---- the process: one outboxd --------------------------------------------------- */
+/* ---- a process's life ------------------------------------------------------------ */
 
-
-static volatile sig_atomic_t stop_flag;
-
-struct proc {
-    struct config cfg;
-    struct relay r;
-};
-
-static struct proc pr;
-static uint64_t kills, stops, breaks, stalls, fatal_exits;
-static uint64_t kafka_commits, kafka_unseen, kafka_aborts; /* over every seed */
+static uint64_t kills, stops, breaks, stalls, fatal_exits, pairs;
+static uint64_t kafka_commits, kafka_unseen, kafka_aborts, kafka_fences; /* over every seed */
 static bool pub_stopped; /* pgoutput: stopped on the lost publication (the seed ends) */
 static uint64_t unclean; /* what allows copies outside exactly_once: kill -9, a broken
-                          * or fenced stream, a drain that timed out, a fatal exit */
+                          * or fenced stream, a drain that timed out, a fatal exit, a pair */
 
 static void set(const char *section, const char *key, const char *value)
 {
     char err[512];
-    if (config_set(&pr.cfg, section, key, value, err, sizeof(err)) != 0) {
+    if (config_set(&P->cfg, section, key, value, err, sizeof(err)) != 0) {
         fprintf(stderr, "sim: config %s.%s: %s\n", section, key, err);
         exit(2);
     }
 }
 
-/* A process starts as the daemon's does (relay_init()): its configuration
- * (section b or not; the delivery mode of the seed). */
-static void proc_start(void)
+/* Process i starts as the daemon's does (relay_init()): its configuration
+ * (section b or not; the delivery mode of the seed; a pair's hot_standby). */
+static void proc_start(int i)
 {
-    memset(&pr, 0, sizeof(pr));
-    if (config_init(&pr.cfg) != 0) abort();
+    P = &procs[i];
+    struct proc keep = *P; /* its offset file survives */
+    memset(P, 0, sizeof(*P));
+    P->id = i;
+    memcpy(P->offset_text, keep.offset_text, sizeof(P->offset_text));
+    P->offset_len = keep.offset_len;
+    if (config_init(&P->cfg) != 0) abort();
     set("postgres", "plugin", srv.pgoutput ? "pgoutput" : "wal2json");
     set("http", "listen", ""); /* no HTTP server (the monitor: pgoutput's proof) */
     set("errors", "policy", "dlq");
@@ -1264,102 +1360,117 @@ static void proc_start(void)
         set("outbox.b", "topic", "events");
     }
     if (kafka.eos) set("delivery", "mode", "exactly_once");
-    dlq_topic = pr.cfg.errors_dlq_topic;
-    stop_flag = 0;
-    if (relay_init(&pr.r, &pr.cfg, &stop_flag) != 0) {
+    if (nprocs > 1) {
+        set("postgres", "hot_standby", "true");
+        set("postgres", "hot_standby_yield", "0"); /* not modelled */
+    }
+    snprintf(dlq_topic, sizeof(dlq_topic), "%s", P->cfg.errors_dlq_topic);
+    if (relay_init(&P->r, &P->cfg, &P->stop) != 0) {
         fprintf(stderr, "sim: relay_init failed\n");
         exit(2);
     }
-    proc_up = true;
+    P->up = true;
 }
 
-/* The process ends (its exit, or kill -9: the same to the models, which
- * keep the offset file, the slot and Kafka; relay_free() only frees memory,
- * and destroys the client with what is in flight). */
-static void proc_end(void)
+/* Process i ends (its exit, or kill -9: the same to the models, which keep
+ * its offset file, the slot and Kafka; relay_free() only frees memory, and
+ * destroys its client with what is in flight). */
+static void proc_end(int i)
 {
-    if (!proc_up) return;
-    if (inflight_total() > 0) unclean++;
-    relay_free(&pr.r);
-    config_free(&pr.cfg);
-    memset(&pr, 0, sizeof(pr));
-    proc_up = false;
-    srv.connected = false;
+    P = &procs[i];
+    if (!P->up) return;
+    if (kafka.c[i].inflight > 0) unclean++;
+    relay_free(&P->r);
+    config_free(&P->cfg);
+    memset(&P->cfg, 0, sizeof(P->cfg));
+    memset(&P->r, 0, sizeof(P->r));
+    P->up = false;
+    if (srv.holder == i) srv.holder = -1; /* its connection closes */
 }
 
-static void kill9(void)
+static void kill9(int i)
 {
     kills++;
     unclean++;
-    note("kill -9");
-    proc_end();
+    note("kill -9 of process %d", i);
+    proc_end(i);
 }
 
-/* After relay_turn(): a process that finished exits; what it exited with
- * must be what the run allows. */
-static void after_turn(void)
+/* After relay_turn() of process i: when it finished it exits; what it
+ * exited with must be what the run allows. */
+static void after_turn(int i)
 {
-    if (pr.r.state != RS_DONE) return;
-    int code = pr.r.exit_code;
-    note("outboxd exited %d", code);
-    if (srv.pub_lost_at && pr.r.obs.pub_lost && code != EXIT_USAGE) {
+    struct proc *pr = &procs[i];
+    struct kclient *k = &kafka.c[i];
+    if (!pr->up || pr->r.state != RS_DONE) return;
+    int code = pr->r.exit_code;
+    note("process %d exited %d", i, code);
+    if (srv.pub_lost_at && pr->r.obs.pub_lost && code != EXIT_USAGE) {
         /* what it must do: stop (exit 1; 0 when a graceful stop's last
-         * proof found it), confirmed at most to the last proof. Only
-         * an operator goes on from here (deploy/README.md), so the seed
-         * ends: its statuses were judged as they came */
+         * proof found it), confirmed at most to the last proof. Only an
+         * operator goes on from here (deploy/README.md), so the seed ends:
+         * its statuses were judged as they came */
         pub_stopped = true;
         unclean++;
-        proc_end();
+        proc_end(i);
         return;
     }
     if (code == EXIT_USAGE)
-        judge_fail("outboxd exited 2 (only an operator could go on); the replay's -v shows "
-                   "its log");
-    else if (code == EXIT_FATAL && !(kafka.eos && kafka.refused_eos) && !kafka.fatal_fired)
-        judge_fail("outboxd exited 1 with nothing in the schedule that should stop it; the "
-                   "replay's -v shows its log");
+        judge_fail("process %d exited 2 (only an operator could go on); the replay's -v "
+                   "shows its log",
+                   i);
+    else if (code == EXIT_FATAL && !(kafka.eos && k->refused_eos) && !k->fatal_fired)
+        judge_fail("process %d exited 1 with nothing in the schedule that should stop it; "
+                   "the replay's -v shows its log",
+                   i);
     if (code == EXIT_FATAL) {
         fatal_exits++;
         unclean++;
     }
-    if (code == EXIT_FATAL && kafka.refused_eos) {
+    if (code == EXIT_FATAL && k->refused_eos) {
         /* exactly_once cannot dead-letter a refused event: its operator
          * fixes the cause (message.max.bytes) before the restart. (Not in
          * at_least_once: an event once dead-lettered and then accepted
          * would land in its topic after its key's later events.) */
         kafka.fail_pm = 0;
-        kafka.refused_eos = false;
+        k->refused_eos = false;
     }
-    kafka.fatal_fired = false;
-    proc_end();
+    k->fatal_fired = false;
+    proc_end(i);
 }
 
-/* One turn of the daemon's loop; its wait is the simulated clock's: a
- * backoff may be slept through. */
-static void turn(void)
+/* One turn of process i's loop; its wait is the simulated clock's: a
+ * backoff (or standing by) may be slept through. */
+static void turn(int i)
 {
-    srv.budget = (int)below(40);
-    bool wait = relay_turn(&pr.r);
-    if (wait && pr.r.state == RS_BACKOFF && chance(500) && pr.r.state_until_ms * 1000 > now_us)
-        now_us = pr.r.state_until_ms * 1000;
-    after_turn();
+    P = &procs[i];
+    if (!P->up || now_us < P->paused_until) return;
+    server_timeouts();
+    srv.budget = srv.holder == i ? (int)below(40) : 0;
+    bool wait = relay_turn(&P->r);
+    if (wait && P->r.state == RS_BACKOFF && chance(500) && P->r.state_until_ms * 1000 > now_us)
+        now_us = P->r.state_until_ms * 1000;
+    after_turn(i);
 }
 
-/* A graceful stop: SIGTERM, then the daemon's own drain and last status. */
-static void graceful_stop(void)
+/* A graceful stop of process i: SIGTERM, then the daemon's own drain and
+ * last status (the other process does not run meanwhile). */
+static void graceful_stop(int i)
 {
-    stop_flag = 1;
-    for (int guard = 0; proc_up && guard < 100000; guard++) {
+    procs[i].stop = 1;
+    procs[i].paused_until = 0;
+    for (int guard = 0; procs[i].up && guard < 100000; guard++) {
         now_us += below(20000);
-        turn();
+        turn(i);
     }
-    if (proc_up) {
-        judge_fail("a graceful stop did not end");
-        proc_end();
+    if (procs[i].up) {
+        judge_fail("a graceful stop of process %d did not end", i);
+        proc_end(i);
     }
     stops++;
-    note("graceful stop");
+    note("graceful stop of process %d", i);
 }
+
 /* ---- the judges at the end ---------------------------------------------------------- */
 
 static uint32_t *first_seen; /* per event id: whether a delivery was seen already */
@@ -1597,16 +1708,31 @@ static uint64_t events_total, eos_seeds, eos_events, pgo_seeds, pgo_events, pub_
 static uint64_t old_repair_violations; /* seeds whose plan without an order column
                                         * broke a key's order */
 
-/* Whether the process has caught up: every transaction sent, every event
- * reported, nothing held, the tracker idle (in exactly_once: the last
- * transaction may still be open; the graceful stop commits it). */
+/* Whether the run has caught up: the process holding the slot has been
+ * sent every transaction and has every event reported, nothing held, its
+ * tracker idle (in exactly_once the last transaction may still be open:
+ * the graceful stop commits it), and no other process has anything in
+ * flight. */
 static bool caught_up(void)
 {
-    return proc_up && pr.r.state == RS_STREAM && srv.cursor >= db.n && inflight_total() == 0 &&
-           !changes_held(&pr.r.chg) && pr.r.trk && tracker_idle(pr.r.trk);
+    if (srv.holder < 0 || inflight_total() > 0 || srv.cursor < db.n) return false;
+    struct proc *h = &procs[srv.holder];
+    return h->up && h->r.state == RS_STREAM && !changes_held(&h->r.chg) && h->r.trk &&
+           tracker_idle(h->r.trk);
 }
 
-static int run_seed(uint64_t seed, uint64_t target, int mode, int plugin)
+/* The process a step acts on: the only one, or one of the pair. */
+static int pick(void) { return nprocs > 1 ? (int)below((uint32_t)nprocs) : 0; }
+
+/* Whether any process is up. */
+static bool any_up(void)
+{
+    for (int i = 0; i < nprocs; i++)
+        if (procs[i].up) return true;
+    return false;
+}
+
+static int run_seed(uint64_t seed, uint64_t target, int mode, int plugin, int instances)
 {
     rng_state = seed * 0x2545F4914F6CDD1DULL + 1;
     failed = 0;
@@ -1616,6 +1742,11 @@ static int run_seed(uint64_t seed, uint64_t target, int mode, int plugin)
     db.slot_confirmed = db.insert;
     memset(&kafka, 0, sizeof(kafka));
     memset(&srv, 0, sizeof(srv));
+    memset(procs, 0, sizeof(procs));
+    srv.holder = -1;
+    /* a pair in a fifth of the seeds, chosen apart from the schedule's
+     * randomness (a single instance's seed plays as it did before pairs) */
+    nprocs = instances ? instances : ((seed * 0x9E3779B97F4A7C15ULL) >> 40) % 100 < 20 ? 2 : 1;
     kafka.eos = mode == 1 || (mode < 0 && chance(350));
     srv.pgoutput = plugin == 1 || (plugin < 0 && chance(500));
     pub_stopped = false;
@@ -1623,7 +1754,6 @@ static int run_seed(uint64_t seed, uint64_t target, int mode, int plugin)
     bool pub_loss = srv.pgoutput && chance(150);
     kafka.queue_cap = 1 + below(chance(300) ? 8 : 400);
     kafka.fail_pm = chance(500) ? below(30) : 0;
-    offset_len = 0;
     judged_upto = 0;
     with_b = chance(500);
     bool b_toggles = !srv.pgoutput && chance(500), b_toggled = false;
@@ -1633,14 +1763,21 @@ static int run_seed(uint64_t seed, uint64_t target, int mode, int plugin)
     bool bad_records = !srv.pgoutput && chance(600); /* a SQL_ASCII database's bytes:
                                                       * wal2json's JSON refuses them */
     uint64_t unclean0 = unclean;
+    if (nprocs > 1) {
+        pairs++;
+        unclean++; /* a stalled instance's messages may land after the other's */
+    }
     now_us = 1000000;
-    proc_start();
-    note("seed %llu: %s, %s, queue %zu, refuse %u/1000, kill %u/1000, b %d (toggles %d), bad %d",
+    for (int i = 0; i < nprocs; i++) proc_start(i);
+    note("seed %llu: %s, %s, %d instance%s, queue %zu, refuse %u/1000, kill %u/1000, b %d "
+         "(toggles %d), bad %d",
          (unsigned long long)seed, srv.pgoutput ? "pgoutput" : "wal2json",
-         kafka.eos ? "exactly_once" : "at_least_once", kafka.queue_cap, kafka.fail_pm, kill_pm, with_b, b_toggles, bad_records);
+         kafka.eos ? "exactly_once" : "at_least_once", nprocs, nprocs > 1 ? "s" : "",
+         kafka.queue_cap, kafka.fail_pm, kill_pm, with_b, b_toggles, bad_records);
     while (!failed && !pub_stopped && db.next_id < target) {
         now_us += below(20000);
         uint32_t p = below(1000), at = 275;
+        int i = pick();
         if (p < 250) {
             db_commit(chance(100) ? 0 : 1 + (int)below(chance(50) ? 300 : 12), true,
                       bad_records);
@@ -1649,69 +1786,80 @@ static int run_seed(uint64_t seed, uint64_t target, int mode, int plugin)
         } else if (p < 275) {
             kafka.outage = (int)below(50);
         } else if (p < 276 && chance(300)) {
-            kafka.fatal = true; /* in exactly_once the client is replaced; else exit 1 */
+            kafka.c[i].fatal = true; /* in exactly_once the client is replaced; else exit 1 */
         } else if (p < 277 && chance(300)) {
             mon.down = 1 + (int)below(5); /* the monitor's connection fails a while */
         } else if (p < 278 && pub_loss && !srv.pub_lost_at) {
             srv.pub_lost_at = db.insert; /* ALTER PUBLICATION ... DROP TABLE a */
             note("table a leaves the publication at %llX", (unsigned long long)db.insert);
-        } else if (!proc_up) {
-            if (b_toggles && chance(500)) {
+        } else if (!procs[i].up) {
+            if (b_toggles && chance(500) && !any_up()) {
                 with_b = !with_b;
                 b_toggled = true;
             }
-            proc_start();
+            proc_start(i);
         } else if (p < (at += kill_pm)) {
-            kill9();
+            kill9(i);
         } else if (p < (at += stop_pm)) {
-            graceful_stop();
+            graceful_stop(i);
         } else if (p < (at += break_pm)) {
-            if (srv.connected) {
+            if (srv.holder >= 0) {
                 srv.broken = true; /* the connection drops */
                 breaks++;
                 unclean++;
             }
         } else if (p < (at += stall_pm)) {
-            /* the process does not run for 50 s (stopped, starved): past
-             * the fence, its stream must end before it sends anything */
-            now_us += 50000000;
+            /* the process does not run for 50 s or more (stopped, starved):
+             * past the fence its stream must end before it sends anything;
+             * a pair's other instance takes the slot over once the server
+             * ends the stalled one's connection (60 s) */
+            if (nprocs > 1)
+                procs[i].paused_until = now_us + 50000000 + (int64_t)below(30000000);
+            else
+                now_us += 50000000;
             stalls++;
             unclean++;
         } else if (p < (at += down_pm)) {
             srv.down = 1 + (int)below(4); /* PostgreSQL refuses connections */
-            if (srv.connected) {
+            if (srv.holder >= 0) {
                 srv.broken = true;
                 unclean++;
             }
         } else {
-            turn();
+            turn(i);
         }
     }
     /* The end: caught up, stopped gracefully. */
     kafka.closing = true;
     kafka.outage = 0;
-    kafka.fatal = false;
+    for (int i = 0; i < NPROC; i++) kafka.c[i].fatal = false;
     srv.down = 0;
+    for (int i = 0; i < nprocs; i++) procs[i].paused_until = 0;
     for (int guard = 0; !failed && !pub_stopped && guard < 1000000 && !caught_up(); guard++) {
         now_us += below(20000);
-        if (!proc_up)
-            proc_start();
+        int i = pick();
+        if (!procs[i].up)
+            proc_start(i);
         else
-            turn();
+            turn(i);
     }
     if (!failed && !pub_stopped && !caught_up())
         judge_fail("the relay never caught up at the end of the run");
     /* a lost publication is found by the next check, within about a second */
-    for (int64_t until = now_us + 5000000; !failed && srv.pub_lost_at && !pub_stopped &&
-                                           proc_up && now_us < until;) {
+    for (int64_t until = now_us + 5000000;
+         !failed && srv.pub_lost_at && !pub_stopped && any_up() && now_us < until;) {
         now_us += below(20000);
-        turn();
+        turn(pick());
     }
     if (!failed && srv.pub_lost_at && !pub_stopped)
         judge_fail("table a left the publication at %X/%X and outboxd had not stopped 5 s "
                    "after it caught up",
                    (unsigned)(srv.pub_lost_at >> 32), (unsigned)srv.pub_lost_at);
-    if (proc_up) graceful_stop();
+    /* the standby first, then the one holding the slot */
+    for (int i = 0; i < nprocs; i++)
+        if (procs[i].up && srv.holder != i) graceful_stop(i);
+    for (int i = 0; i < nprocs; i++)
+        if (procs[i].up) graceful_stop(i);
     /* copies are allowed outside exactly_once after whatever unclean counts,
      * and in both modes after a count refused for a changed configuration
      * (the warning says so) */
@@ -1731,18 +1879,21 @@ static int run_seed(uint64_t seed, uint64_t target, int mode, int plugin)
     pub_losses += pub_stopped;
     int rc = failed;
     if (failed) {
-        printf("sim: seed %llu (%s, %s) FAILED: %s\n", (unsigned long long)seed,
+        printf("sim: seed %llu (%s, %s, %d instance%s) FAILED: %s\n", (unsigned long long)seed,
                srv.pgoutput ? "pgoutput" : "wal2json",
-               kafka.eos ? "exactly_once" : "at_least_once", failure);
-        printf("sim: replay: outboxd-sim --seed %llu --events %llu%s%s -v\n",
+               kafka.eos ? "exactly_once" : "at_least_once", nprocs, nprocs > 1 ? "s" : "",
+               failure);
+        printf("sim: replay: outboxd-sim --seed %llu --events %llu%s%s%s -v\n",
                (unsigned long long)seed, (unsigned long long)target,
                mode == 1 ? " --mode exactly_once" : mode == 0 ? " --mode at_least_once" : "",
-               plugin == 1 ? " --plugin pgoutput" : plugin == 0 ? " --plugin wal2json" : "");
+               plugin == 1 ? " --plugin pgoutput" : plugin == 0 ? " --plugin wal2json" : "",
+               instances == 2 ? " --instances 2" : instances == 1 ? " --instances 1" : "");
     }
-    proc_end();
+    for (int i = 0; i < NPROC; i++) proc_end(i);
     kafka_commits += kafka.commits;
     kafka_unseen += kafka.unseen;
     kafka_aborts += kafka.aborts;
+    kafka_fences += kafka.fences;
     kafka_free();
     db_free();
     return rc;
@@ -1753,6 +1904,7 @@ int main(int argc, char **argv)
     uint64_t seed = 1, nseeds = 1, target = 3000;
     int mode = -1; /* -1: the seed chooses; 0: at_least_once; 1: exactly_once */
     int plugin = -1; /* -1: the seed chooses; 0: wal2json; 1: pgoutput */
+    int instances = 0; /* 0: the seed chooses; 1; 2: a hot standby pair */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 10);
@@ -1774,12 +1926,18 @@ int main(int argc, char **argv)
                 fprintf(stderr, "outboxd-sim: --plugin is pgoutput or wal2json\n");
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--instances") && i + 1 < argc) {
+            instances = atoi(argv[++i]);
+            if (instances < 1 || instances > NPROC) {
+                fprintf(stderr, "outboxd-sim: --instances is 1 or 2\n");
+                return 2;
+            }
         } else if (!strcmp(argv[i], "-v"))
             verbose = true;
         else {
             fprintf(stderr, "usage: outboxd-sim [--seed S] [--seeds N] [--events E] "
                             "[--mode exactly_once|at_least_once] [--plugin pgoutput|wal2json] "
-                            "[-v]\n");
+                            "[--instances 1|2] [-v]\n");
             return 2;
         }
     }
@@ -1787,23 +1945,25 @@ int main(int argc, char **argv)
     clock_simulate(&now_us);
     log_set_level(verbose ? LOG_INFO : LOG_ERROR);
     if (!verbose && !freopen("/dev/null", "w", stderr)) return 2;
+    if (verbose) setvbuf(stdout, NULL, _IOLBF, 0); /* in step with outboxd's log */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (uint64_t s = seed; s < seed + nseeds; s++) {
-        if (run_seed(s, target, mode, plugin)) return 1;
+        if (run_seed(s, target, mode, plugin, instances)) return 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("sim: %llu seeds (%llu..%llu; %llu in exactly_once, %llu with pgoutput), %llu "
            "events committed (%llu in exactly_once, %llu with pgoutput), %llu stopped on a lost "
-           "publication, %llu kill -9, %llu graceful stops, %llu broken streams, "
+           "publication, %llu hot standby pairs (%llu clients fenced), %llu kill -9, %llu graceful stops, %llu broken streams, "
            "%llu stalls, %llu fatal exits; Kafka transactions: %llu committed (%llu unseen by "
            "the client), %llu aborted; in %.1f s: every judge passed\n",
            (unsigned long long)nseeds, (unsigned long long)seed,
            (unsigned long long)(seed + nseeds - 1), (unsigned long long)eos_seeds,
            (unsigned long long)pgo_seeds, (unsigned long long)events_total,
            (unsigned long long)eos_events, (unsigned long long)pgo_events,
-           (unsigned long long)pub_losses,
+           (unsigned long long)pub_losses, (unsigned long long)pairs,
+           (unsigned long long)kafka_fences,
            (unsigned long long)kills, (unsigned long long)stops, (unsigned long long)breaks,
            (unsigned long long)stalls, (unsigned long long)fatal_exits,
            (unsigned long long)kafka_commits, (unsigned long long)kafka_unseen,

@@ -129,8 +129,9 @@ END_TEST
  * and with pgoutput that lsn is capped by the last publication proof while
  * the slot follows later proofs). Everything before acked was delivered:
  * resumed at the slot's position, not refused (the simulator's seed 13,
- * tests/sim, was refused before). Past acked it stays refused, and past a
- * fork the acked counts for nothing. */
+ * tests/sim, was refused before), also when shared (seed 60 took over and
+ * dropped the progress). Past acked it stays refused (or, shared, taken
+ * over), and past a fork the acked counts for nothing. */
 START_TEST(test_slot_between_lsn_and_acked)
 {
     struct resume_server s = server(); /* slot at 0x1A2000 */
@@ -145,9 +146,24 @@ START_TEST(test_slot_between_lsn_and_acked)
     f.acked_lsn = 0x1A2000; /* at acked: the same */
     resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
     ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
-    f.acked_lsn = 0x1A1E00; /* acked behind the slot: moved by someone else */
+    /* a shared slot (hot_standby) there too: the file's progress stands
+     * (exactly_once's record is the pair's; taking over dropped it) */
+    s.shared = true;
+    f.acked_lsn = 0x1A3000;
+    f.has_progress = true;
+    f.txn_lsn = 0x1A3000;
+    f.txn_acked = 11;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    ck_assert_uint_eq(d.start, 0x1A2000);
+    f.acked_lsn = 0x1A1E00; /* acked behind a shared slot: the file is stale */
+    f.txn_lsn = 0x1A1E00;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_TAKE_OVER);
+    s.shared = false; /* not shared: moved by someone else */
     resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
     ck_assert_int_eq(d.verdict, RESUME_SLOT_AHEAD);
+    f.has_progress = false;
     /* a fork before the slot: the acked is of the old history */
     struct offset_state g = file_of(&s, 0x4000000);
     g.has_acked = true;
