@@ -1170,7 +1170,9 @@ static int pg_change(char *out, const struct rec *rc, lsn_t at)
 
 /* The frame the server sends, as CopyData: like the daemon's stream, the
  * buffer stays valid until the next read. */
-static unsigned char frame[1100];
+#define FRAME_MAX 1100
+static unsigned char frames[NPROC][FRAME_MAX]; /* each process's connection's */
+static unsigned char *frame;                   /* the one being written */
 
 static int xlogdata(lsn_t data_start, lsn_t wal_end, int n)
 {
@@ -1202,7 +1204,7 @@ static int keepalive(void)
 static int next_frame(void)
 {
     char *data = (char *)frame + 25;
-    size_t room = sizeof(frame) - 25;
+    size_t room = FRAME_MAX - 25;
     for (;;) {
         if (srv.cursor >= db.n || (srv.rec_pos < 0 && chance(50))) {
             srv.budget = srv.cursor >= db.n ? 0 : srv.budget; /* idle: one keepalive */
@@ -1259,6 +1261,7 @@ int WRAP(stream_read)(struct stream *s, char **buf, int *len, char *err, size_t 
     }
     if (srv.budget <= 0) return 0;
     srv.budget--;
+    frame = frames[*(const int *)s];
     *len = next_frame();
     *buf = (char *)frame;
     return 1;
