@@ -80,7 +80,7 @@
  *  - gap repair: the planner (repairplan.h) against a model table whose
  *    physical order differs from insert order (below).
  *
- * Not modelled (tests/simulator.md, "The simulator"): heartbeats, hot standby
+ * Not modelled (tests/README.md, "The simulator"): heartbeats, hot standby
  * pairs, a second instance fencing the first, the start-up checks.
  */
 #include <signal.h>
@@ -1305,7 +1305,7 @@ static void after_turn(void)
     if (srv.pub_lost_at && pr.r.obs.pub_lost && code != EXIT_USAGE) {
         /* what it must do: stop (exit 1; 0 when a graceful stop's last
          * proof found it), confirmed at most to the last proof. Only
-         * an operator goes on from here (deploy/guarantees.md), so the seed
+         * an operator goes on from here (deploy/README.md), so the seed
          * ends: its statuses were judged as they came */
         pub_stopped = true;
         unclean++;
@@ -1446,7 +1446,7 @@ static void judge_end(bool exactly, bool b_toggled)
  * repair_order_terms() gives sorts every row; the judge: one key's rows in
  * commit order, then insert order. (Two commits in the same microsecond are
  * not modelled: their rows are merged by the order column, as
- * deploy/guarantees.md says.) With no order column (the terms of a table
+ * deploy/README.md says.) With no order column (the terms of a table
  * without it, what repair used before issue 53) the same model must show
  * violations in some seeds, or the model proves nothing: main() counts
  * them. */
