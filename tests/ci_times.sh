@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ci_times.sh LOG - the per-group test times of a tests/run-all.sh (or
-# .ci/run) output, as the Markdown table of tests/README.md ("How long CI
+# .ci/run) output, as the Markdown table of tests/ci.md ("How long CI
 # takes"): for each group the number of tests, the sum of ctest's times of
 # its tests (what the group costs run one at a time) and its longest test.
 # The wall time is what the caller measured (.ci/run's whole run); with

@@ -32,7 +32,7 @@ test_jobs=${OUTBOXD_TEST_JOBS:-$((2 * jobs))}
 # and listed, so that nothing is left out unsaid.
 # Likewise the PostgreSQL 16-18 matrix (label pgmatrix) runs only its
 # representative subset per version here; the rest of it has the label
-# pgmatrix_full (tests/CMakeLists.txt, tests/README.md "Tested PostgreSQL versions").
+# pgmatrix_full (tests/CMakeLists.txt, tests/brokers-and-postgres.md "Tested PostgreSQL versions").
 # And the tests with the label full_only: copies kept out of CI for its
 # time budget, each with its reason beside it in tests/CMakeLists.txt.
 source tests/ci_labels.sh

@@ -1,6 +1,6 @@
 # deploy/debian/package.cmake - the Debian package, built by CPack:
 #   cmake -S . -B build && cmake --build build && cpack --config build/CPackConfig.cmake
-# gives outboxd_<version>_amd64.deb (deploy/README.md, "Debian package").
+# gives outboxd_<version>_amd64.deb (deploy/deploying.md, "Debian package").
 #
 # The package holds the install components "runtime" (the binary, the SQL
 # files, the example configuration) and "deb", which `cmake --install`

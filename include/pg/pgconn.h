@@ -18,7 +18,7 @@
 
 /* tcp_user_timeout (ms) outboxd sets unless the conninfo does: a dead
  * database host is noticed within about this plus one status interval
- * (deploy/README.md, "Take-over time"). */
+ * (deploy/standby-failover.md, "Take-over time"). */
 #define PGCONN_TCP_USER_TIMEOUT_MS_STR "20000"
 
 struct pgconn_opts {

@@ -430,7 +430,7 @@ static int topic_limits(struct ck *k, char **names, size_t n, long *limits)
  * whole batch larger than it, the small events in it too. When it is
  * below the producer's batch bound (batch.size, and message.max.bytes
  * over it), an event too large for the topic takes the events batched
- * with it along (deploy/README.md, "Poison events"): a warning naming the
+ * with it along (deploy/faults.md, "Poison events"): a warning naming the
  * smallest such topic and the batch.size that avoids it. */
 static void report_topic_limits(struct ck *k, const struct topic_sort *s)
 {

@@ -270,7 +270,7 @@ static const char *const kafka_defaults[][3] = {
      * refused), 30 kill -9 restarts: 355,520 events, 0 missing, 0 out of
      * order. One run cannot rule the path out, librdkafka 2.0.2 is still
      * supported, and no gain from more in flight is measured yet: it
-     * stays 1 (tests/README.md, Evidence). */
+     * stays 1 (tests/faults.md, Evidence). */
     {"max.in.flight.requests.per.connection", "1",
      "one produce request per broker at a time: a refused one is retried before any behind it"},
 };
@@ -322,7 +322,7 @@ static const char *const producer_defaults[][3] = {
      * events/s, one run each, commit-to-ACK p50 / p99 and CPU per 1,000
      * events were 4.3 / 13.2 ms, 26.5 ms at 0; 4.2 / 13.2, 26.9 at 1;
      * 3.7-3.9 / 7.4-8.3, 23.8 at 2 (two runs); 5.2 / 9.7, 20.0 at 5
-     * (tests/bench/README.md). A shorter linger means more, smaller
+     * (tests/bench/librdkafka.md). A shorter linger means more, smaller
      * requests, and on a host the database shares the CPU they cost
      * comes back as latency; 5 saves CPU but adds its wait to every
      * event. It stays 2. */

@@ -51,16 +51,16 @@ int serde_budget_spend(struct serde_budget *b, uint64_t n, int depth, const stru
     if (depth > SERDE_MAX_DEPTH) {
         snprintf(b->err, b->errlen,
                  "%s: the schema nests deeper than %d subschemas here, outboxd's limit per "
-                 "payload (deploy/README.md, Schema Registry)",
+                 "payload (deploy/schema-registry.md)",
                  p->text, SERDE_MAX_DEPTH);
         return SERDE_LIMIT;
     }
     if (b->steps > b->max_steps) {
         snprintf(b->err, b->errlen,
                  "%s: checking the payload against the schema takes more than %" PRIu64
-                 " steps, outboxd's limit per payload (%d + %d per byte; deploy/README.md, "
-                 "Schema Registry): the schema's anyOf, oneOf or union branches re-check the "
-                 "same values",
+                 " steps, outboxd's limit per payload (%d + %d per byte; "
+                 "deploy/schema-registry.md): the schema's anyOf, oneOf or union branches "
+                 "re-check the same values",
                  p->text, b->max_steps, SERDE_STEPS_BASE, SERDE_STEPS_PER_BYTE);
         return SERDE_LIMIT;
     }

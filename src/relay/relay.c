@@ -143,7 +143,7 @@ static void nap_before_reading(struct relay *r)
      * 2.14.2, three-broker mock, 5,000 events/s, one run each):
      * commit-to-ACK p50 3.7-4.2 ms against 3.1 and 3.3, p99 no better
      * without it, CPU 24-27 against 33-34 ms per 1,000 events
-     * (tests/bench/README.md). */
+     * (tests/bench/librdkafka.md). */
     bool backlog = r->wake_bytes >= BACKLOG_BYTES;
     int64_t gap = backlog ? WAKE_GAP_BACKLOG_US : WAKE_GAP_US;
     r->wake_bytes = 0;

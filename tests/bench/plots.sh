@@ -13,7 +13,7 @@
 #
 # Usage: tests/bench/plots.sh [PEER_JSON] [--out DIR | --check]
 #   PEER_JSON: default the newest tests/bench/results/*-peer*.json (the
-#   committed run that tests/bench/README.md shows); DIR: default
+#   committed run that tests/bench/peers.md shows); DIR: default
 #   tests/bench/plots. The files are regenerated from the JSON alone:
 #   nothing is measured here. --check: draws into a temporary directory
 #   and fails (exit 1) unless the committed tests/bench/plots/ files are

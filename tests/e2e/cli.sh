@@ -9,7 +9,7 @@
 #  - durations take units everywhere, the *_ms keys still take bare ms;
 #  - deploy/outboxd.ini.example is what `outboxd config --example` prints
 #    (from the key table the parser validates against), and is accepted;
-#  - the key tables of deploy/README.md (the configuration reference) are
+#  - the key tables of deploy/configuration.md (the configuration reference) are
 #    what `outboxd config --doc-table` prints (tests/e2e/regen_docs.sh
 #    rewrites them).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -124,9 +124,9 @@ n=$(grep -c '^;\?[a-z_.]* =' "$E2E_SRC_DIR/deploy/outboxd.ini.example")
 run 0 example_valid "$OUTBOXD" check --config-only -c "$E2E_SRC_DIR/deploy/outboxd.ini.example"
 has example_valid '^ok   configuration$'
 
-step "deploy/README.md's key tables are printed from the key table"
+step "deploy/configuration.md's key tables are printed from the key table"
 # The configuration reference, where the generated key tables live.
-KEYDOC=$E2E_SRC_DIR/deploy/README.md
+KEYDOC=$E2E_SRC_DIR/deploy/configuration.md
 # readme_table WHICH [FILE]: the lines between FILE's (default $KEYDOC)
 # keys:WHICH markers.
 readme_table() {
@@ -136,17 +136,17 @@ readme_table() {
 for which in logical polling; do
     run 0 "table_$which" "$OUTBOXD" config --doc-table "$which"
     readme_table "$which" >"$T/readme_$which.md"
-    [[ -s "$T/readme_$which.md" ]] || fail "deploy/README.md has no keys:$which table"
+    [[ -s "$T/readme_$which.md" ]] || fail "deploy/configuration.md has no keys:$which table"
     diff -u "$T/readme_$which.md" "$T/table_$which.out" >&2 ||
-        fail "deploy/README.md's $which key table differs from \`outboxd config --doc-table $which\` (tests/e2e/regen_docs.sh BUILD_DIR rewrites it)"
-    info "ok: deploy/README.md's $which table ($(wc -l <"$T/readme_$which.md") lines) is the key table's"
+        fail "deploy/configuration.md's $which key table differs from \`outboxd config --doc-table $which\` (tests/e2e/regen_docs.sh BUILD_DIR rewrites it)"
+    info "ok: deploy/configuration.md's $which table ($(wc -l <"$T/readme_$which.md") lines) is the key table's"
 done
 # The comparison sees a drift (a default changed in the document only).
 sed 's/| `outboxd` | logical replication slot |/| `outboxd2` | logical replication slot |/' \
     "$KEYDOC" >"$T/README.drift.md"
 readme_table logical "$T/README.drift.md" >"$T/drift.md"
 if diff -q "$T/drift.md" "$T/table_logical.out" >/dev/null; then
-    fail "a changed default in deploy/README.md went unnoticed"
+    fail "a changed default in deploy/configuration.md went unnoticed"
 fi
 info "ok: a drifted key table is caught"
 

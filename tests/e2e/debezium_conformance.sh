@@ -19,7 +19,7 @@
 # the partition (4 per topic: the key's murmur2 hash on both sides), the
 # key bytes, the value bytes (null for null), and the headers in order,
 # names and bytes. Every difference fails the test but the one listed in
-# deploy/README.md's migration section as known: Debezium's own
+# deploy/debezium.md's migration section as known: Debezium's own
 # __debezium.context.* headers (extended.headers.enabled), which name the
 # Connect task and have no outboxd equivalent; they are removed from
 # Debezium's side before the diff, and the test checks they were there.
@@ -30,7 +30,7 @@
 # in the value's envelope (type:envelope:eventType, aggregateid:envelope)
 # besides the eventType header.
 #
-# Then the migration procedure of deploy/README.md under load: a writer commits
+# Then the migration procedure of deploy/debezium.md under load: a writer commits
 # ~1,500 one-event transactions; Debezium is stopped (SIGTERM) in the middle
 # of them; outboxd starts on Debezium's slot and publication
 # (create_slot = false, no offset file: from the slot's confirmed
@@ -199,7 +199,7 @@ assert_eq "$(psql_q "SELECT payload::text FROM public.outbox WHERE aggregateid =
     "the envelope's payload: the jsonb text as a JSON string"
 "$DBZ" stop "$T/debezium_json" || fail "Debezium (JsonConverter) did not stop"
 
-step "taking over Debezium's slot under load (deploy/README.md's migration procedure)"
+step "taking over Debezium's slot under load (deploy/debezium.md's migration procedure)"
 outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
 psql_q "SELECT pg_drop_replication_slot(s) FROM unnest(ARRAY['debezium_json', 'outboxd_json']) AS s" >/dev/null
 # A writer of one event per transaction, about 150 a second, for ~10 s.
@@ -227,7 +227,7 @@ grep -q "streaming slot \"debezium\" from $confirmed " "$T/outboxd.log" ||
 wait "$load" || fail "the writer failed: $(cat "$T/load.out")"
 # The span-context column (Debezium's tracing.span.context.field): its
 # W3C entries become headers (Debezium without OpenTelemetry ignores the
-# column; see deploy/README.md's known differences, so it is added only now).
+# column; see deploy/debezium.md's known differences, so it is added only now).
 psql_q "ALTER TABLE public.outbox ADD COLUMN tracingspancontext text" >/dev/null
 psql_q "INSERT INTO public.outbox ($cols, tracingspancontext) VALUES (gen_random_uuid(), 'Switch',
           'traced-1', 'Traced', '{}', E'#Thu Dec 03 12:00:00 UTC 2026\\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\\ntracestate=rojo\\\\=00f067aa0ba902b7\\n')" >/dev/null

@@ -78,8 +78,8 @@ done < <(grep -E '^ENV [A-Z_]+=' "$D/Dockerfile")
 [[ " ${IMAGE_ENV[*]} " == *" OUTBOXD_HTTP_LISTEN=0.0.0.0:19187 "* ]] ||
     fail "the Dockerfile does not set OUTBOXD_HTTP_LISTEN=0.0.0.0:19187 (ENV: ${IMAGE_ENV[*]})"
 # Port 9187 is postgres_exporter's default, which often runs on the same
-# host: outboxd's default is 19187 (deploy/README.md, "Endpoints"), nowhere 9187
-# (but in deploy/README.md's text, which tells that story).
+# host: outboxd's default is 19187 (deploy/observability.md, "Endpoints"), nowhere 9187
+# (but in deploy/observability.md's text, which tells that story).
 if grep -rnw --exclude='*.md' 9187 "$D" "$E2E_SRC_DIR/src" "$E2E_SRC_DIR/include" >"$T/port.grep"; then
     fail "port 9187 (postgres_exporter's) is still used: $(cat "$T/port.grep")"
 fi

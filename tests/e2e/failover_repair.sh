@@ -2,7 +2,7 @@
 # tests/e2e/failover_repair.sh - a PostgreSQL 15 primary fails over to a
 # standby that has no copy of the slot (no failover slots before 17), and
 # outboxd closes the gap by itself with [postgres] on_slot_loss = repair
-# (deploy/README.md "Gap repair"), on a real Kafka broker.
+# (deploy/check-verify-repair.md "Gap repair"), on a real Kafka broker.
 #
 # A primary (track_commit_timestamp = on) and a physical streaming standby
 # (standby_lib.sh); outboxd's conninfo names both with
@@ -22,7 +22,7 @@
 # must be one of those (its commit_lsn header past what the standby had
 # received at the kill), else the test fails; they are reported as their
 # own figure (no setting of outboxd can bring back what the promoted server
-# does not have; deploy/README.md); so are the order violations
+# does not have; deploy/check-verify-repair.md); so are the order violations
 # that follow from them (the writers reuse those events' aggregate
 # versions), while order is judged in a run without them.
 : "${WRITERS:=3}"
@@ -132,6 +132,6 @@ if ((V_UNKNOWN == 0)); then
     ((V_ORDER == 0)) || info "order violations, first examples: $(jq -c '.order_examples[:5]' "$T/verify.json")"
     assert_eq 0 "$V_ORDER" "order violations"
 else
-    info "the old primary published $V_UNKNOWN events the promoted server does not have (asynchronous replication, deploy/README.md \"Gap repair\"); order violations $V_ORDER, reported, not judged: $(jq -c '.order_examples[:3]' "$T/verify.json")"
+    info "the old primary published $V_UNKNOWN events the promoted server does not have (asynchronous replication, deploy/check-verify-repair.md \"Gap repair\"); order violations $V_ORDER, reported, not judged: $(jq -c '.order_examples[:3]' "$T/verify.json")"
 fi
 e2e_pass

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/e2e/failover_slots.sh - a PostgreSQL 17 primary fails and its
-# standby takes over; outboxd follows it on a failover slot (deploy/README.md,
+# standby takes over; outboxd follows it on a failover slot (deploy/standby-failover.md,
 # "Failover slots (PostgreSQL 17+)").
 #
 # The set-up: a primary (wal_level = logical) and a physical streaming
@@ -263,7 +263,7 @@ if ((STANDBY_SLOTS)); then
     assert_eq 0 "$order" "order violations"
     assert_eq 0 "$unknown" "events in Kafka the promoted server does not have"
 else
-    info "without synchronized_standby_slots: reported, not judged (deploy/README.md, Failover slots)"
+    info "without synchronized_standby_slots: reported, not judged (deploy/standby-failover.md, Failover slots)"
     [[ -n "${FAILOVER_REPORT:-}" ]] && cp "$T/summary.txt" "$T/verify.json" "$T/outboxd.log" "$FAILOVER_REPORT"/ 2>/dev/null
 fi
 e2e_pass

@@ -79,7 +79,7 @@ SLOT=${OUTBOXD_SLOT:-outboxd}
 OUTBOXD_ARGS=(--set postgres.retry_max_ms=2000 --set "delivery.mode=$DELIVERY_MODE")
 # FAULTS_OUTBOXD_SET="SECTION.KEY=VALUE ...": more settings for outboxd, for
 # experiments (e.g. another [kafka] max.in.flight.requests.per.connection
-# in a scratch build that allows it; tests/README.md, Evidence).
+# in a scratch build that allows it; tests/faults.md, Evidence).
 for kv in ${FAULTS_OUTBOXD_SET:-}; do OUTBOXD_ARGS+=(--set "$kv"); done
 KILLS=0 PG_RESTARTS=0 PG_FAST=0 PG_IMMEDIATE=0 WALSENDER_KILLS=0 SIGTERMS=0
 LEADER_KILLS=0 BROKER_STOPS=0 TWO_DOWN=0 ALL_DOWN=0

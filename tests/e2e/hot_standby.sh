@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A hot standby pair ([postgres] hot_standby = true; deploy/README.md "Hot standby")
+# A hot standby pair ([postgres] hot_standby = true; deploy/standby-failover.md "Hot standby")
 # on a real Kafka broker under a 2-writer load: instances a and b share
 # slot "outboxd", each with its own configuration, offset file and HTTP
 # port. The server's wal_sender_timeout is 8 s (so the fence is 6 s; less

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The HTTP server keeps answering its probes (deploy/README.md, "Endpoints"):
+# The HTTP server keeps answering its probes (deploy/observability.md, "Endpoints"):
 #  - 40 slow clients from one address (127.0.0.2) that send their request
 #    one byte every 5 s (then every second), and open a new connection
 #    whenever one is closed, for at least 20 s (12 s): meanwhile /healthz

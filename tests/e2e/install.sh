@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install and the systemd recipe (deploy/README.md, "systemd"):
+# Install and the systemd recipe (deploy/deploying.md, "systemd"):
 #  - that section's commands, run as root as written (no sudo in them), with
 #    /etc and /usr/local moved under $T/root and the systemctl line left
 #    out: `cmake --install` puts the binary (0755), the unit, the SQL files
@@ -29,10 +29,10 @@ unit_value() { sed -n "s/^$1=//p" "$UNIT" | tail -n 1; }
 # mode_of FILE: octal mode.
 mode_of() { stat -c %a "$1"; }
 
-step "deploy/README.md's systemd commands, as root, under $R"
-awk '/^### systemd$/ { s = 1 } s && /^```sh$/ { c = 1; next } c && /^```$/ { exit } c' \
-    "$E2E_SRC_DIR/deploy/README.md" >"$T/recipe.sh"
-[[ -s "$T/recipe.sh" ]] || fail "no sh block in deploy/README.md's systemd section"
+step "deploy/deploying.md's systemd commands, as root, under $R"
+awk '/^## systemd$/ { s = 1 } s && /^```sh$/ { c = 1; next } c && /^```$/ { exit } c' \
+    "$E2E_SRC_DIR/deploy/deploying.md" >"$T/recipe.sh"
+[[ -s "$T/recipe.sh" ]] || fail "no sh block in deploy/deploying.md's systemd section"
 cat "$T/recipe.sh" >&2
 grep -Eq '(^|[;&|] *)sudo ' "$T/recipe.sh" && fail "the recipe uses sudo (minimal images have none)"
 grep -q '^systemctl daemon-reload && systemctl enable --now outboxd' "$T/recipe.sh" ||

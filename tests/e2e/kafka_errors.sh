@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Errors only a real broker gives, each with the outcome deploy/README.md promises
+# Errors only a real broker gives, each with the outcome deploy/faults.md promises
 # (one Kafka 3.9 broker for every case; E2E_KAFKA=real always):
 #  - TOPIC_AUTHORIZATION_FAILED: StandardAuthorizer, a DENY WRITE ACL for
 #    outboxd's principal (User:ANONYMOUS on the PLAINTEXT listener) on

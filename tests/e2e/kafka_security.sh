@@ -6,7 +6,7 @@
 # broker's certificate (SAN IP:127.0.0.1) are made with openssl here; the
 # broker reads them as PEM (ssl.keystore.type = PEM); the SCRAM credential
 # is added when the storage is formatted. E2E_KAFKA=real always.
-#  1. TLS: outboxd with deploy/README.md's settings delivers every event.
+#  1. TLS: outboxd with deploy/security.md's settings delivers every event.
 #  2. SASL_SSL with SCRAM-SHA-512: the same; the password appears in no
 #     output (log, outboxd check, /metrics). With a librdkafka before 2.6.1
 #     against Kafka 4 (rdkafka202.kafka_security): exit 2, the refusal, the

@@ -42,7 +42,7 @@ expect_exit() {
     local want=$1 re=$2 from i
     shift 2
     from=$(wc -l <"$T/outboxd.log" 2>/dev/null || echo 0)
-    # A lost slot halts for halt_linger (deploy/README.md "Gap repair"): at once here.
+    # A lost slot halts for halt_linger (deploy/check-verify-repair.md "Gap repair"): at once here.
     outboxd_start --no-wait --set postgres.halt_linger=0s "$@"
     for ((i = 0; i < 300; i++)); do
         kill -0 "$OUTBOXD_PID" 2>/dev/null || break

@@ -56,7 +56,7 @@
 # PARTITION_MSG_TIMEOUT_MS (10000), PARTITION_LOSS_PCT (5),
 # PARTITION_DELAY_MS (50), PARTITION_JITTER_MS (40).
 # Needs root (namespaces, iptables). Figures per scenario and round go to
-# stderr as "partition: ..." lines (tests/README.md keeps a table).
+# stderr as "partition: ..." lines (tests/partitions.md keeps a table).
 : "${E2E_TIMEOUT:=1800}"
 export E2E_TIMEOUT
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

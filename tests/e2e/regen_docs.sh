@@ -5,7 +5,7 @@
 #   bash tests/e2e/regen_docs.sh BUILD_DIR
 #
 #  - deploy/outboxd.ini.example  = `outboxd config --example`;
-#  - deploy/README.md, between `<!-- keys:WHICH ... -->` and
+#  - deploy/configuration.md, between `<!-- keys:WHICH ... -->` and
 #    `<!-- /keys:WHICH -->` (WHICH: logical, polling)
 #                                = `outboxd config --doc-table WHICH`.
 # The files written are those of the repository this script is in. e2e.cli
@@ -18,7 +18,7 @@ set -euo pipefail
 OUTBOXD=$1/outboxd
 [[ -x "$OUTBOXD" ]] || { echo "regen_docs: $OUTBOXD is not an executable (build first)" >&2; exit 1; }
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-DOC=$SRC/deploy/README.md
+DOC=$SRC/deploy/configuration.md
 EXAMPLE=$SRC/deploy/outboxd.ini.example
 
 TMP=$(mktemp -d)
@@ -39,4 +39,4 @@ for which in logical polling; do
 done
 cmp -s "$TMP/example" "$EXAMPLE" || { cp "$TMP/example" "$EXAMPLE"; echo "regen_docs: rewrote $EXAMPLE"; }
 cmp -s "$TMP/doc" "$DOC" || { cp "$TMP/doc" "$DOC"; echo "regen_docs: rewrote the key tables of $DOC"; }
-echo "regen_docs: deploy/outboxd.ini.example and the key tables of deploy/README.md are the binary's"
+echo "regen_docs: deploy/outboxd.ini.example and the key tables of deploy/configuration.md are the binary's"

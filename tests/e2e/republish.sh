@@ -186,7 +186,7 @@ step "refused by the broker after sending: halt names it, dlq dead-letters it"
 # outbox.event.Tiny takes at most 1000 bytes a message, far below the
 # producer's message.max.bytes: only the broker's delivery report refuses.
 # The broker's limit is on a record batch, and refuses every event in it:
-# batch.size = 1000 (what deploy/README.md, "Poison events", advises)
+# batch.size = 1000 (what deploy/faults.md, "Poison events", advises)
 # keeps the small event out of the big one's batch.
 "$E2E_SRC_DIR/tests/kafka/kafka.sh" admin "$E2E_KAFKA_DIR" \
     topic:outbox.event.Tiny:1:max.message.bytes=1000 >"$T/admin.log" 2>&1 ||

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Signals, in logical mode (relay.c) and in polling mode (pollrelay.c)
-# (deploy/README.md, "Signals"):
+# (deploy/observability.md, "Signals"):
 #  - SIGHUP re-reads the configuration file: a changed [log] level and
 #    format take effect at once (the reload line itself and the lines
 #    after it are JSON), and the one line it logs names what was reloaded

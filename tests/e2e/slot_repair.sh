@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gap repair after the slot was lost (deploy/README.md "Gap repair"), on a real Kafka
+# Gap repair after the slot was lost (deploy/check-verify-repair.md "Gap repair"), on a real Kafka
 # broker, judged over the whole run by `outboxd verify` (0 missing, 0
 # unknown, 0 order violations; duplicates counted and reported):
 #   1. invalidated: outboxd stopped, writers go on, the slot falls behind

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/sim/mutants.sh - proof that the simulator catches what it found
-# (ctest sim.mutants, full run only; tests/README.md, "The simulator").
+# (ctest sim.mutants; tests/simulator.md).
 #
 # Each mutant undoes one fix the simulator led to (or issue 53's dead-letter
 # skip, which it had to find), alone, in a scratch worktree of HEAD; the

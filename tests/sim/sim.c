@@ -59,7 +59,11 @@
  *    as last written), graceful stops (SIGTERM: the daemon's drain),
  *    broken connections, stalls of 50 s (past the fence), and at a restart
  *    section b added or removed (the count inside a transaction must then
- *    not be used).
+ *    not be used). In a fifth of the seeds a hot standby pair: two
+ *    processes, each with its own offset file and Kafka client, sharing the
+ *    slot (and in exactly_once the transactional.id); the server ends a
+ *    stalled holder's connection after wal_sender_timeout, the other takes
+ *    over, its init_transactions fencing the stalled one's client.
  *
  * The judges (a failure ends the seed):
  *  - no loss: every committed event of section a (rows and messages) is in
@@ -80,8 +84,8 @@
  *  - gap repair: the planner (repairplan.h) against a model table whose
  *    physical order differs from insert order (below).
  *
- * Not modelled (tests/README.md, "The simulator"): heartbeats, hot standby
- * pairs, a second instance fencing the first, the start-up checks.
+ * Not modelled (tests/simulator.md): heartbeats, hot_standby_yield, the
+ * start-up checks.
  */
 #include <signal.h>
 #include <stdarg.h>
@@ -1411,7 +1415,7 @@ static void after_turn(int i)
     if (srv.pub_lost_at && pr->r.obs.pub_lost && code != EXIT_USAGE) {
         /* what it must do: stop (exit 1; 0 when a graceful stop's last
          * proof found it), confirmed at most to the last proof. Only an
-         * operator goes on from here (deploy/README.md), so the seed ends:
+         * operator goes on from here (deploy/guarantees.md), so the seed ends:
          * its statuses were judged as they came */
         pub_stopped = true;
         unclean++;
@@ -1560,7 +1564,7 @@ static void judge_end(bool exactly, bool b_toggled)
  * repair_order_terms() gives sorts every row; the judge: one key's rows in
  * commit order, then insert order. (Two commits in the same microsecond are
  * not modelled: their rows are merged by the order column, as
- * deploy/README.md says.) With no order column (the terms of a table
+ * deploy/guarantees.md says.) With no order column (the terms of a table
  * without it, what repair used before issue 53) the same model must show
  * violations in some seeds, or the model proves nothing: main() counts
  * them. */

@@ -617,7 +617,7 @@ START_TEST(test_stored_progress_kept_while_ahead)
 }
 END_TEST
 
-/* The race of real.pgoutput.test_large_txn (tests/README.md): idle, outboxd
+/* The race of real.pgoutput.test_large_txn (tests/REHEARSALS.md): idle, outboxd
  * confirms a keepalive that stands at the commit record of a transaction
  * not streamed yet; then the transaction streams and is stopped half-way.
  * Its progress is written though it commits exactly at the position:
