@@ -145,6 +145,7 @@ struct config {
     bool pg_hot_standby; /* other instances share the slot (README "Hot standby") */
     int64_t pg_hot_standby_yield_ms; /* ... and an active one that reaches no
                                       * broker this long exits (0: never) */
+    int64_t pg_planned_downtime_ms; /* the longest stop outboxd check plans for */
     int pg_status_interval_ms;
     int pg_retry_min_ms; /* reconnect backoff bounds */
     int pg_retry_max_ms;

@@ -122,6 +122,8 @@ struct metrics {
     uint64_t confirmed_lsn;
     bool streaming; /* logical: START_REPLICATION done; polling: connected */
     bool slot_lost; /* logical: halted on a lost slot (README "Gap repair") */
+    const char *slot_lost_reason; /* ... why (borrowed): the server's invalidation
+                                   * reason (slotcmd_lost_cause()), "dropped" */
     enum metrics_role role; /* logical */
     bool ready;
     uint64_t polling_rows[PO__COUNT]; /* polling mode */

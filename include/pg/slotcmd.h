@@ -62,4 +62,19 @@ enum slotcmd_failover_action {
 };
 enum slotcmd_failover_action slotcmd_failover_action(bool want, bool has, int server_major);
 
+/* Why the server invalidated a slot (wal_status = lost), from
+ * pg_replication_slots.invalidation_reason (17+; "" before 17): a cause to
+ * put after "invalidated: " in a message, and what to change so that it
+ * does not happen again (or NULL when nothing on the server does). Every
+ * invalidated slot needs gap repair either way. The reasons: wal_removed
+ * (max_slot_wal_keep_size), idle_timeout (18's idle_replication_slot_timeout),
+ * rows_removed (a standby's slot: rows it needed were vacuumed on the
+ * primary), wal_level_insufficient (the primary's wal_level lowered). */
+struct slotcmd_lost {
+    const char *label;  /* the reason as the server names it; "unknown" before 17 */
+    const char *cause;
+    const char *prevent;
+};
+struct slotcmd_lost slotcmd_lost_cause(const char *invalidation_reason);
+
 #endif

@@ -39,6 +39,8 @@ struct slot_setup {
     /* Out (filled by slot_open_stream()): */
     struct stream *st;       /* owned by the caller, even on failure */
     const char *retry_cause; /* STEP_BROKEN: the reconnects label */
+    char lost_reason[32];    /* slot_lost: slotcmd_lost_cause()'s label, or
+                              * "dropped" when the slot is gone */
     bool slot_lost;          /* STEP_USAGE: the slot is invalidated, or gone
                               * although the offset file says it was
                               * streamed (outboxd repair, repair.h) */

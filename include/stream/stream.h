@@ -32,6 +32,10 @@ struct slot_info {
     bool failover;          /* the slot is synchronised to standbys */
     bool synced;            /* a standby's copy made by slot synchronisation
                              * (stays true after that standby's promotion) */
+    char invalidation_reason[32]; /* 17+: why it is invalidated ("" if not, or
+                                   * before 17; slotcmd_lost_cause()) */
+    char inactive_since[40];      /* 17+: since when nothing reads it ("" if
+                                   * read now, or unknown) */
 };
 
 /* Reads pg_replication_slots for slot. Returns 0 or -1 with err. */

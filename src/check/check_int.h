@@ -83,6 +83,7 @@ struct ck {
     struct resume_decision resume;
     bool slot_exists;
     char slot_wal_status[32];
+    char slot_invalidation_reason[32]; /* 17+: pg_replication_slots.invalidation_reason */
 };
 
 /* ---- the report (check_report.c) ---- */

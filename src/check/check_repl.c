@@ -18,7 +18,9 @@
 
 #include "clock.h"
 #include "decoder.h"
+#include "duration.h"
 #include "fixit.h"
+#include "slotcmd.h"
 #include "stream.h"
 
 /* ---- 8. plugin allowed, replication connection, plugin installed ---- */
@@ -375,16 +377,18 @@ static void slot_not_invalidated(struct ck *k, const char *vwhat)
     const struct config *c = k->cfg;
     char fix[2048];
     if (strcmp(k->slot_wal_status, "lost") == 0) {
+        struct slotcmd_lost why = slotcmd_lost_cause(k->slot_invalidation_reason);
         snprintf(
             fix, sizeof(fix),
             "stop outboxd and run outboxd repair -c %s: it re-publishes the rows "
             "committed since the last ACKed transaction and creates slot \"%s\" again "
-            "(README \"Gap repair\")",
-            c->path ? c->path : "FILE", c->pg_slot);
-        ck_report(
-            k, CHECK_FAIL, vwhat, fix,
-            "the slot is invalidated (wal_status = lost): the server removed WAL it still "
-            "needed (max_slot_wal_keep_size)");
+            "(README \"Gap repair\")%s%s",
+            c->path ? c->path : "FILE", c->pg_slot,
+            why.prevent ? "; so that it does not happen again: " : "",
+            why.prevent ? why.prevent : "");
+        ck_report(k, CHECK_FAIL, vwhat, fix,
+                  "the slot is invalidated (wal_status = lost, reason %s): %s", why.label,
+                  why.cause);
     } else if (strcmp(k->slot_wal_status, "unreserved") == 0) {
         ck_report(k, CHECK_WARN, vwhat,
                   "let outboxd catch up now, or raise max_slot_wal_keep_size",
@@ -394,6 +398,77 @@ static void slot_not_invalidated(struct ck *k, const char *vwhat)
         ck_report(k, CHECK_OK, vwhat, NULL, "wal_status = %s",
                   *k->slot_wal_status ? k->slot_wal_status : "unknown");
     }
+}
+
+/* One setting of the server as a number (its unit's), or -1 when it cannot
+ * be read (older server, no such setting). */
+static int64_t setting_number(struct ck *k, const char *name)
+{
+    char err[512];
+    const char *params[] = {name};
+    PGresult *r = ck_query(k, "SELECT setting FROM pg_catalog.pg_settings WHERE name = $1", 1,
+                           params, err, sizeof(err));
+    int64_t v = r && PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
+    return v;
+}
+
+/* Whether the slot outlives a stop of outboxd as long as [postgres]
+ * planned_downtime. Two settings invalidate a slot nothing reads:
+ * idle_replication_slot_timeout (18+) after that long, and
+ * max_slot_wal_keep_size once it holds that much WAL, which at the rate
+ * the server wrote WAL since its statistics were reset (pg_stat_wal, 14+)
+ * takes size / rate. Either shorter than the planned stop: WARN (a stop
+ * that long needs gap repair). */
+static void slot_outlives_downtime(struct ck *k)
+{
+    const struct config *c = k->cfg;
+    char what[] = "slot outlives planned_downtime", plan[32], t[32], fix[512], err[512];
+    duration_format(c->pg_planned_downtime_ms, plan, sizeof(plan));
+    int64_t idle_s = k->server_version >= 180000
+                         ? setting_number(k, "idle_replication_slot_timeout")
+                         : 0;
+    if (idle_s > 0 && idle_s * 1000 < c->pg_planned_downtime_ms) {
+        snprintf(fix, sizeof(fix),
+                 "ALTER SYSTEM SET idle_replication_slot_timeout = '%llds' (or 0); SELECT "
+                 "pg_reload_conf(); or lower [postgres] planned_downtime if stops are shorter",
+                 (long long)(c->pg_planned_downtime_ms / 1000) * 2);
+        ck_report(k, CHECK_WARN, what, fix,
+                  "idle_replication_slot_timeout = %s: the server invalidates the slot after "
+                  "that long unread, less than [postgres] planned_downtime = %s; a stop that "
+                  "long loses the slot (gap repair, on_slot_loss = repair)",
+                  duration_format(idle_s * 1000, t, sizeof(t)), plan);
+        return;
+    }
+    int64_t keep_mb = setting_number(k, "max_slot_wal_keep_size"); /* MB, -1: unlimited */
+    if (keep_mb > 0 && k->server_version >= 140000) {
+        PGresult *r = ck_query(
+            k,
+            "SELECT wal_bytes / greatest(extract(epoch FROM now() - stats_reset), 1) "
+            "FROM pg_catalog.pg_stat_wal",
+            0, NULL, err, sizeof(err));
+        double rate = r && PQntuples(r) == 1 ? strtod(PQgetvalue(r, 0, 0), NULL) : 0;
+        PQclear(r);
+        double lasts_ms = rate > 0 ? (double)keep_mb * 1048576.0 / rate * 1000.0 : 0;
+        if (rate > 0 && lasts_ms < (double)c->pg_planned_downtime_ms) {
+            ck_report(k, CHECK_WARN, what,
+                      "raise max_slot_wal_keep_size (or set it to -1) to cover the WAL of "
+                      "the longest stop, or lower [postgres] planned_downtime",
+                      "max_slot_wal_keep_size = %lld MB lasts about %s at this server's "
+                      "average WAL rate (%.0f kB/s since its statistics were reset), less "
+                      "than [postgres] planned_downtime = %s: a stop that long loses the slot",
+                      (long long)keep_mb, duration_format((int64_t)lasts_ms, t, sizeof(t)),
+                      rate / 1024.0, plan);
+            return;
+        }
+    }
+    ck_report(k, CHECK_OK, what, NULL,
+              "a stop of %s keeps the slot (idle_replication_slot_timeout %s, "
+              "max_slot_wal_keep_size %s)",
+              plan,
+              idle_s > 0 ? duration_format(idle_s * 1000, t, sizeof(t))
+              : idle_s == 0 ? "off" : "not on this server",
+              keep_mb < 0 ? "unlimited" : "covers it at the average WAL rate");
 }
 
 void check_slot(struct ck *k)
@@ -409,12 +484,17 @@ void check_slot(struct ck *k)
     const char *params[] = {c->pg_slot};
     PGresult *r =
         ck_query(k,
-                 k->server_version >= 130000
+                 k->server_version >= 170000
                      ? "SELECT slot_type, coalesce(plugin, ''), coalesce(database, ''), "
-                       "active, coalesce(active_pid, 0), coalesce(wal_status, '') "
+                       "active, coalesce(active_pid, 0), coalesce(wal_status, ''), "
+                       "coalesce(invalidation_reason, '') "
+                       "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1"
+                 : k->server_version >= 130000
+                     ? "SELECT slot_type, coalesce(plugin, ''), coalesce(database, ''), "
+                       "active, coalesce(active_pid, 0), coalesce(wal_status, ''), '' "
                        "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1"
                      : "SELECT slot_type, coalesce(plugin, ''), coalesce(database, ''), "
-                       "active, coalesce(active_pid, 0), '' "
+                       "active, coalesce(active_pid, 0), '', '' "
                        "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
                  1, params, err, sizeof(err));
     if (!r) {
@@ -430,6 +510,9 @@ void check_slot(struct ck *k)
     k->slot_exists = true;
     slot_usable(k, what, r);
     snprintf(k->slot_wal_status, sizeof(k->slot_wal_status), "%s", PQgetvalue(r, 0, 5));
+    snprintf(k->slot_invalidation_reason, sizeof(k->slot_invalidation_reason), "%s",
+             PQgetvalue(r, 0, 6));
     PQclear(r);
     slot_not_invalidated(k, vwhat);
+    slot_outlives_downtime(k);
 }

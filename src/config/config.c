@@ -91,6 +91,8 @@ static const struct key_def key_defs[] = {
       "other outboxd instances share this slot: wait while one holds it, trust the slot they moved"),
     K("postgres", "hot_standby_yield", KT_DURATION, pg_hot_standby_yield_ms, "30s",
       "hot_standby: an active instance that reaches no Kafka broker this long exits 1 so a standby takes the slot (0: never)"),
+    K("postgres", "planned_downtime", KT_DURATION, pg_planned_downtime_ms, "1h",
+      "the longest outboxd may be stopped (maintenance, an outage): outboxd check warns when the server would invalidate the slot sooner"),
     K("postgres", "failover", KT_FAILOVER, pg_failover, "auto",
       "failover slot (synced to standbys, PostgreSQL 17+): auto (on where the server has it), on or off"),
     K("postgres", "status_interval_ms", KT_MS, pg_status_interval_ms, "1000",

@@ -416,6 +416,14 @@ static void render_state(const struct metrics *m, struct textbuf *b)
     render_role(m, b);
     gauge_i(b, "outboxd_slot_lost", "1 while halted because the replication slot is "
             "invalidated or missing (outboxd repair closes the gap), else 0.", m->slot_lost);
+    if (m->slot_lost && m->slot_lost_reason && *m->slot_lost_reason) {
+        /* one series while halted: why, as the server says it */
+        family(b, "outboxd_slot_lost_reason", "gauge",
+               "1 while halted on a lost slot, labelled with why: the server's "
+               "invalidation_reason (wal_removed, idle_timeout, rows_removed, "
+               "wal_level_insufficient; unknown before PostgreSQL 17) or dropped.");
+        tb_printf(b, "outboxd_slot_lost_reason{reason=\"%s\"} 1\n", m->slot_lost_reason);
+    }
     gauge_i(b, "outboxd_ready", "1 when /readyz answers 200, else 0.", m->ready);
 }
 

@@ -73,3 +73,38 @@ enum slotcmd_failover_action slotcmd_failover_action(bool want, bool has, int se
     if (server_major < SLOTCMD_FAILOVER_MAJOR || want == has) return SLOT_FAILOVER_KEEP;
     return want ? SLOT_FAILOVER_ENABLE : SLOT_FAILOVER_LEFT_ON;
 }
+
+struct slotcmd_lost slotcmd_lost_cause(const char *reason)
+{
+    static const struct slotcmd_lost causes[] = {
+        {"wal_removed",
+         "the server removed WAL it still needed (the slot held more than "
+         "max_slot_wal_keep_size)",
+         "raise max_slot_wal_keep_size (or set it to -1) so that it covers the WAL written "
+         "while outboxd may be stopped"},
+        {"idle_timeout",
+         "nothing read it for longer than the server's idle_replication_slot_timeout "
+         "(PostgreSQL 18): outboxd was stopped, or could not connect, for that long",
+         "set idle_replication_slot_timeout longer than the longest stop of outboxd, or to 0 "
+         "(ALTER SYSTEM SET idle_replication_slot_timeout = 0; SELECT pg_reload_conf()), and "
+         "[postgres] planned_downtime to that stop (outboxd check compares them)"},
+        {"rows_removed",
+         "on a standby, the primary vacuumed rows the slot still needed (a conflict with "
+         "recovery)",
+         "on the standby, hot_standby_feedback = on with a physical slot on the primary "
+         "(primary_slot_name)"},
+        {"wal_level_insufficient",
+         "wal_level was lowered below logical on the primary",
+         "keep wal_level = logical on the primary"},
+    };
+    for (size_t i = 0; reason && i < sizeof(causes) / sizeof(causes[0]); i++)
+        if (strcmp(reason, causes[i].label) == 0) return causes[i];
+    if (reason && *reason)
+        return (struct slotcmd_lost){reason, "a cause this version of outboxd does not know",
+                                     NULL};
+    return (struct slotcmd_lost){
+        "unknown",
+        "the server removed WAL it still needed (before PostgreSQL 17 the server does not "
+        "say why; max_slot_wal_keep_size is the usual cause)",
+        "raise max_slot_wal_keep_size (or set it to -1)"};
+}

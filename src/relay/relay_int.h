@@ -136,6 +136,7 @@ struct relay {
     int64_t stream_up_ms;            /* when the current stream started */
     bool slot_lost;                  /* stopped: the slot is invalidated or gone
                                       * (slotsetup.h); relay_run() says so */
+    char slot_lost_reason[32];       /* slot_lost: why (slot_setup's lost_reason) */
     bool pub_missing_on_stream;      /* the stream said the publication is missing */
     char stream_err[512];            /* why the last stream broke */
 

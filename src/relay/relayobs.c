@@ -80,6 +80,7 @@ static void collect_gauges(struct relay *r)
     m->confirmed_lsn = r->confirm.sent_lsn;
     m->streaming = r->streaming;
     m->slot_lost = r->slot_lost;
+    m->slot_lost_reason = r->slot_lost_reason;
     m->registry_on = r->serdes.reg != NULL;
     if (r->serdes.reg) registry_stats(r->serdes.reg, &m->registry);
     m->role = r->streaming ? ROLE_ACTIVE : r->standby.held ? ROLE_STANDBY : ROLE_CONNECTING;

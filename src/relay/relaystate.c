@@ -404,6 +404,7 @@ static bool connect_step(struct relay *r)
     r->standby.fence_ms = standby_fence_ms(s.sender_timeout_ms);
     if (rc != STEP_OK) {
         r->slot_lost = s.slot_lost;
+        snprintf(r->slot_lost_reason, sizeof(r->slot_lost_reason), "%s", s.lost_reason);
         if (r->slot_lost) {
             enter_halted(r);
             return false;

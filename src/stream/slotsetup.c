@@ -181,14 +181,21 @@ static enum step read_server(struct slot_setup *s, struct server_ident *id,
         return STEP_USAGE;
     }
     if (si->exists && strcmp(si->wal_status, "lost") == 0 && !si->active) {
-        char a[LSN_STRLEN];
-        log_error("replication slot \"%s\" is invalidated (wal_status = lost): the server "
-                  "removed WAL it still needed, so it can never stream again, and the events "
-                  "committed after its position %s that outboxd had not sent are no longer "
-                  "in the WAL. Not retrying. Fix: stop outboxd and run outboxd repair -c %s "
-                  "(re-publishes them from the outbox table and creates the slot again), or "
-                  "set [postgres] on_slot_loss = repair (README \"Gap repair\")",
-                  c->pg_slot, lsn_format(si->confirmed_flush, a), c->path ? c->path : "FILE");
+        char a[LSN_STRLEN], since[80] = "";
+        struct slotcmd_lost why = slotcmd_lost_cause(si->invalidation_reason);
+        if (si->inactive_since[0])
+            snprintf(since, sizeof(since), ", not read since %s", si->inactive_since);
+        log_kv(LOG_ERROR, LOG_FIELDS({"reason", why.label}),
+               "replication slot \"%s\" is invalidated (wal_status = lost, reason %s%s): %s. "
+               "It can never stream again, and the events committed after its position %s "
+               "that outboxd had not sent cannot be decoded any more. Not retrying. Fix: stop "
+               "outboxd and run outboxd repair -c %s (re-publishes them from the outbox table "
+               "and creates the slot again), or set [postgres] on_slot_loss = repair (README "
+               "\"Gap repair\")%s%s",
+               c->pg_slot, why.label, since, why.cause, lsn_format(si->confirmed_flush, a),
+               c->path ? c->path : "FILE", why.prevent ? "; so that it does not happen again: " : "",
+               why.prevent ? why.prevent : "");
+        snprintf(s->lost_reason, sizeof(s->lost_reason), "%s", why.label);
         s->slot_lost = true;
         return STEP_USAGE;
     }
@@ -407,6 +414,7 @@ enum step slot_decide(struct slot_setup *s, struct offset_state *file, int *have
     if (d->refused) {
         log_error("%s", d->message);
         s->slot_lost = d->verdict == RESUME_SLOT_LOST;
+        if (s->slot_lost) snprintf(s->lost_reason, sizeof(s->lost_reason), "dropped");
         return STEP_USAGE;
     }
     if (d->note[0]) log_msg(d->note_is_warning ? LOG_WARN : LOG_INFO, "%s", d->note);

@@ -154,7 +154,10 @@ int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
              "active, coalesce(active_pid, 0), coalesce(wal_status, ''), %s "
              "FROM pg_catalog.pg_replication_slots "
              "WHERE slot_name = %s",
-             v17 ? "failover, synced" : "false, false", lit);
+             v17 ? "failover, synced, coalesce(invalidation_reason, ''), "
+                   "coalesce(inactive_since::text, '')"
+                 : "false, false, '', ''",
+             lit);
     PQfreemem(lit);
     PGresult *r = run(s, sql, PGRES_TUPLES_OK, "reading pg_replication_slots", err, errlen);
     if (!r) return -1;
@@ -169,6 +172,9 @@ int stream_slot_info(struct stream *s, const char *slot, struct slot_info *out,
         out->has_failover_flag = v17;
         out->failover = PQgetvalue(r, 0, 6)[0] == 't';
         out->synced = PQgetvalue(r, 0, 7)[0] == 't';
+        snprintf(out->invalidation_reason, sizeof(out->invalidation_reason), "%s",
+                 PQgetvalue(r, 0, 8));
+        snprintf(out->inactive_since, sizeof(out->inactive_since), "%s", PQgetvalue(r, 0, 9));
     }
     PQclear(r);
     return 0;

@@ -345,7 +345,7 @@ psql_q "CHECKPOINT"
 assert_sql "SELECT wal_status = 'lost' FROM pg_replication_slots WHERE slot_name = 'lost_slot'" \
     "slot lost_slot is invalidated"
 run_check 1 lost_slot --set postgres.slot=lost_slot --set "offsets.file=$T/lost.offset"
-expect_line lost_slot "^FAIL slot \"lost_slot\" not invalidated: the slot is invalidated \(wal_status = lost\).*; stop outboxd and run outboxd repair -c .*: it re-publishes the rows committed since the last ACKed transaction and creates slot \"lost_slot\" again \(README \"Gap repair\"\)$"
+expect_line lost_slot "^FAIL slot \"lost_slot\" not invalidated: the slot is invalidated \(wal_status = lost, reason unknown\): the server removed WAL it still needed \(before PostgreSQL 17 the server does not say why.*; stop outboxd and run outboxd repair -c .*: it re-publishes the rows committed since the last ACKed transaction and creates slot \"lost_slot\" again \(README \"Gap repair\"\); so that it does not happen again: raise max_slot_wal_keep_size"
 psql_q "SELECT pg_drop_replication_slot('lost_slot')" >/dev/null
 psql_q "ALTER SYSTEM RESET max_slot_wal_keep_size"
 pg_reload

@@ -108,7 +108,7 @@ assert_eq 0 "$(metric_value outboxd_streaming)" "outboxd_streaming while halted"
 outboxd_wait_exit 30 || fail "outboxd did not exit on the invalidated slot"
 assert_eq 2 "$OUTBOXD_RC" "exit status on an invalidated slot"
 ((SECONDS - t0 <= 15)) || fail "outboxd took $((SECONDS - t0)) s to give up"
-grep -q 'is invalidated (wal_status = lost).*outboxd repair' "$T/outboxd.log" ||
+grep -q 'is invalidated (wal_status = lost, reason unknown.*outboxd repair' "$T/outboxd.log" ||
     fail "the log does not name the invalidation and outboxd repair"
 [[ $(grep -c 'attempt .* failed, next in' "$T/outboxd.log") -eq 0 ]] ||
     fail "outboxd retried an invalidated slot"

@@ -126,6 +126,36 @@ START_TEST(test_action)
 }
 END_TEST
 
+/* An invalidated slot's cause, as the server names it: each known reason
+ * its own cause and prevention (18's idle timeout named as such, not as
+ * removed WAL), an unknown one named as it comes, none (before 17) the
+ * usual cause said as a guess. */
+START_TEST(test_lost_cause)
+{
+    struct slotcmd_lost w = slotcmd_lost_cause("idle_timeout");
+    ck_assert_str_eq(w.label, "idle_timeout");
+    ck_assert_ptr_nonnull(strstr(w.cause, "idle_replication_slot_timeout"));
+    ck_assert_ptr_nonnull(w.prevent);
+    ck_assert_ptr_nonnull(strstr(w.prevent, "planned_downtime"));
+    w = slotcmd_lost_cause("wal_removed");
+    ck_assert_str_eq(w.label, "wal_removed");
+    ck_assert_ptr_nonnull(strstr(w.cause, "max_slot_wal_keep_size"));
+    ck_assert_ptr_null(strstr(w.cause, "idle"));
+    w = slotcmd_lost_cause("rows_removed");
+    ck_assert_ptr_nonnull(strstr(w.prevent, "hot_standby_feedback"));
+    w = slotcmd_lost_cause("wal_level_insufficient");
+    ck_assert_ptr_nonnull(strstr(w.cause, "wal_level"));
+    w = slotcmd_lost_cause("something_new");
+    ck_assert_str_eq(w.label, "something_new");
+    ck_assert_ptr_null(w.prevent);
+    w = slotcmd_lost_cause("");
+    ck_assert_str_eq(w.label, "unknown");
+    ck_assert_ptr_nonnull(strstr(w.cause, "before PostgreSQL 17"));
+    w = slotcmd_lost_cause(NULL);
+    ck_assert_str_eq(w.label, "unknown");
+}
+END_TEST
+
 static Suite *slotcmd_suite(void)
 {
     Suite *s = suite_create("slotcmd");
@@ -137,6 +167,7 @@ static Suite *slotcmd_suite(void)
     tcase_add_test(tc, test_parse);
     tcase_add_test(tc, test_wanted);
     tcase_add_test(tc, test_action);
+    tcase_add_test(tc, test_lost_cause);
     suite_add_tcase(s, tc);
     return s;
 }
