@@ -20,7 +20,21 @@ GRANT SELECT ON public.outbox_events TO outboxd;
 -- normal connection. PUBLIC may execute it by default; this keeps it
 -- working where that was revoked. (The slot lag query reads
 -- pg_replication_slots and pg_current_wal_lsn(), open to every role.)
-GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO outboxd;
+-- Its signature is (boolean, text, text) up to PostgreSQL 16 and gained a
+-- fourth argument, flush, in 17: granted on whichever this server has.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+             WHERE p.proname = 'pg_logical_emit_message'
+               AND p.pronamespace = 'pg_catalog'::regnamespace
+               AND p.proargtypes[2] = 'text'::regtype
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO outboxd', f);
+    END LOOP;
+END
+$$;
 -- Read-only access to settings, so outboxd can check output_plugin_libraries
 -- (on servers that have it) and report a missing plugin before streaming.
 GRANT pg_read_all_settings TO outboxd;

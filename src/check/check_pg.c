@@ -409,12 +409,17 @@ static int lookup_table(struct ck *k, char *err, size_t errlen)
  * query. */
 static bool check_heartbeat_allowed(struct ck *k, const char *what, const char *rid)
 {
-    char err[1024], fix[512];
-    PGresult *r =
-        ck_query(k,
-                 "SELECT has_function_privilege('pg_catalog.pg_logical_emit_message("
-                 "boolean, text, text)', 'EXECUTE')",
-                 0, NULL, err, sizeof(err));
+    char err[1024], fix[512], sql[200];
+    /* PostgreSQL 17 added a fourth argument (flush, default false): the
+     * three-argument signature no longer exists there, and naming it is
+     * an error, not a "no". */
+    const char *sig = k->server_version >= 170000 ? "boolean, text, text, boolean"
+                                                  : "boolean, text, text";
+    snprintf(sql, sizeof(sql),
+             "SELECT has_function_privilege('pg_catalog.pg_logical_emit_message(%s)', "
+             "'EXECUTE')",
+             sig);
+    PGresult *r = ck_query(k, sql, 0, NULL, err, sizeof(err));
     if (!r) {
         ck_query_failed(k, what, err);
         return false;
@@ -424,10 +429,9 @@ static bool check_heartbeat_allowed(struct ck *k, const char *what, const char *
     if (!allowed) {
         snprintf(
             fix, sizeof(fix),
-            "run GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, "
-            "text, text) TO %s (see sql/role.sql), or set [postgres] "
-            "heartbeat_interval_ms = 0",
-            rid);
+            "run GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(%s) TO %s "
+            "(see sql/role.sql), or set [postgres] heartbeat_interval_ms = 0",
+            sig, rid);
         ck_report(k, CHECK_FAIL, what, fix,
                   "[postgres] heartbeat_interval_ms is set, but the role may not EXECUTE "
                   "pg_logical_emit_message");
@@ -442,19 +446,28 @@ void check_role(struct ck *k)
     if (!k->pg_ok) return ck_skip(k, "role", "no connection to postgres");
     if (!k->map_ok) return ck_skip(k, what, "[outbox] table is not valid");
     if (lookup_table(k, err, sizeof(err)) != 0) return ck_query_failed(k, what, err);
+    /* Amazon RDS and Aurora give replication through membership in their
+     * rds_replication role, not the REPLICATION attribute (deploy/security.md). */
     PGresult *r = ck_query(k,
-                           "SELECT rolsuper, rolreplication FROM pg_catalog.pg_roles "
-                           "WHERE rolname = current_user",
+                           "SELECT rolsuper, rolreplication, "
+                           "coalesce((SELECT pg_has_role(current_user, oid, 'MEMBER') "
+                           "FROM pg_catalog.pg_roles WHERE rolname = 'rds_replication'), "
+                           "false) "
+                           "FROM pg_catalog.pg_roles WHERE rolname = current_user",
                            0, NULL, err, sizeof(err));
     if (!r) return ck_query_failed(k, what, err);
     k->superuser = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
-    k->repl_role = k->superuser || (PQntuples(r) == 1 && PQgetvalue(r, 0, 1)[0] == 't');
+    bool rds = PQntuples(r) == 1 && PQgetvalue(r, 0, 2)[0] == 't';
+    k->repl_role = k->superuser || rds || (PQntuples(r) == 1 && PQgetvalue(r, 0, 1)[0] == 't');
     PQclear(r);
     ck_ident(k->role, rid, sizeof(rid));
     ck_table_sql(k, tsql, sizeof(tsql));
     int mark = ck_begin(k);
     if (!k->repl_role && k->cfg->source_mode != SOURCE_POLLING) {
-        snprintf(fix, sizeof(fix), "run ALTER ROLE %s REPLICATION (see sql/role.sql)", rid);
+        snprintf(fix, sizeof(fix),
+                 "run ALTER ROLE %s REPLICATION (see sql/role.sql; on Amazon RDS and Aurora: "
+                 "GRANT rds_replication TO %s)",
+                 rid, rid);
         ck_report(k, CHECK_FAIL, what, fix,
                   "the role has neither REPLICATION nor SUPERUSER, which a replication "
                   "connection needs");
@@ -473,6 +486,7 @@ void check_role(struct ck *k)
     if (ck_silent_since(k, mark))
         ck_report(k, CHECK_OK, what, NULL, "%s, %s %s.%s%s",
                   k->superuser   ? "superuser"
+                  : rds && k->repl_role ? "REPLICATION (member of rds_replication)"
                   : k->repl_role ? "REPLICATION"
                                  : "no REPLICATION (not needed in polling mode)",
                   k->table_exists ? "SELECT on" : "SELECT not checked: no table",
