@@ -136,6 +136,10 @@ int stream_has_standby(struct stream *s, bool *has, char *err, size_t errlen);
 int stream_show(struct stream *s, const char *name, char *out, size_t outlen, char *err,
                 size_t errlen);
 
+/* Whether the server is a standby (in recovery; logical decoding there from
+ * PostgreSQL 16 on). Returns 0, or -1 with err. */
+int stream_in_recovery(struct stream *s, bool *standby, char *err, size_t errlen);
+
 /* The walsender's wal_sender_timeout in ms (0: off; -1: not found), read
  * on this connection before START_REPLICATION. Returns 0 or -1 with err. */
 int stream_sender_timeout(struct stream *s, int64_t *ms, char *err, size_t errlen);

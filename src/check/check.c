@@ -234,6 +234,7 @@ static void run_logical(struct ck *k)
     check_config(k);
     check_connection(k);
     check_wal_level(k);
+    check_standby(k);
     check_capacity(k);
     for_each_outbox(k, check_logical_outbox);
     check_plugin_allowed(k);

@@ -480,11 +480,14 @@ void check_failover(struct ck *k)
     if (ck_value(k, "SELECT pg_is_in_recovery()", 0, NULL, v, sizeof(v), err, sizeof(err)) ==
             0 &&
         v[0] == 't') {
-        ck_report(k, CHECK_FAIL, W_SLOT,
-                  "list the primary in [postgres] conninfo, with "
-                  "target_session_attrs=read-write when it lists several servers",
-                  "the server check connected to (%s:%s) is a standby (in recovery): "
-                  "outboxd streams from the primary",
+        /* Decoding on a standby (16+, "hot standby" above): its slot is its
+         * own; failover slots copy a primary's slot to standbys, not a
+         * standby's anywhere (deploy/standby-failover.md). */
+        ck_report(k, mode == FAILOVER_ON ? CHECK_WARN : CHECK_OK, W_SLOT,
+                  mode == FAILOVER_ON ? "set [postgres] failover = auto (or off)" : NULL,
+                  "the slot is on this standby (%s:%s), which decodes itself: a failover "
+                  "slot is not made here. Promoting this standby keeps the slot; promoting "
+                  "another node loses it (on_slot_loss = repair closes the gap)",
                   PQhost(k->pg), PQport(k->pg));
         ck_skip(k, W_SSS, "connected to a standby");
         ck_skip(k, W_STANDBYS, "connected to a standby");

@@ -165,6 +165,7 @@ int render_topics(struct ck *k, struct topic_list *l, int *nulls, bool *truncate
 /* check_pg.c: the ordinary connection and the catalog. */
 void check_connection(struct ck *k);
 void check_wal_level(struct ck *k);
+void check_standby(struct ck *k);
 void check_capacity(struct ck *k);
 void check_role(struct ck *k);
 void check_table(struct ck *k);

@@ -331,6 +331,57 @@ void check_wal_level(struct ck *k)
     PQclear(r);
 }
 
+/* The server in recovery (a hot standby): outboxd can decode there from
+ * PostgreSQL 16 on (deploy/standby-failover.md), if the slot's rows and
+ * WAL are kept on the primary: hot_standby_feedback (else the primary
+ * vacuums rows the slot needs: invalidated, rows_removed) and a physical
+ * slot (primary_slot_name; else the primary may remove WAL the standby has
+ * not received). Said as one line; nothing on a primary. */
+void check_standby(struct ck *k)
+{
+    const char *what = "hot standby";
+    char err[1024], fix[512];
+    if (!k->pg_ok) return;
+    PGresult *r = ck_query(k,
+                           "SELECT pg_catalog.pg_is_in_recovery(), "
+                           "current_setting('hot_standby_feedback'), "
+                           "current_setting('primary_slot_name', true)",
+                           0, NULL, err, sizeof(err));
+    if (!r) return ck_query_failed(k, what, err);
+    bool standby = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+    bool feedback = standby && strcmp(PQgetvalue(r, 0, 1), "on") == 0;
+    bool phys = standby && !PQgetisnull(r, 0, 2) && *PQgetvalue(r, 0, 2);
+    PQclear(r);
+    if (!standby) return;
+    if (k->server_version < 160000) {
+        ck_report(k, CHECK_FAIL, what,
+                  "point [postgres] conninfo at the primary, or upgrade to PostgreSQL 16+",
+                  "the server is a standby, and PostgreSQL %d cannot decode on a standby",
+                  k->server_version / 10000);
+        return;
+    }
+    if (!feedback || !phys) {
+        snprintf(fix, sizeof(fix), "on the standby: %s%s%s; SELECT pg_reload_conf()",
+                 feedback ? "" : "ALTER SYSTEM SET hot_standby_feedback = on",
+                 !feedback && !phys ? "; " : "",
+                 phys ? "" : "ALTER SYSTEM SET primary_slot_name = 'NAME' (a physical slot "
+                             "made on the primary with pg_create_physical_replication_slot)");
+        ck_report(k, CHECK_WARN, what, fix,
+                  "decoding on a standby%s%s",
+                  feedback ? "" : ": hot_standby_feedback is off, so the primary may vacuum "
+                                  "rows the slot needs (the slot is then invalidated, "
+                                  "rows_removed)",
+                  phys ? "" : ": no primary_slot_name, so the primary may remove WAL this "
+                              "standby has not received");
+        return;
+    }
+    ck_report(k, CHECK_OK, what, NULL,
+              "decoding on a standby (hot_standby_feedback on, primary_slot_name set); "
+              "creating the slot waits for a running-transactions record from the primary, "
+              "at most 15 s on a busy one: on an idle primary run SELECT "
+              "pg_log_standby_snapshot() there");
+}
+
 /* ---- 4. replication slots and WAL senders ---- */
 
 void check_capacity(struct ck *k)

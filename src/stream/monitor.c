@@ -38,6 +38,7 @@ struct monitor {
     int64_t next_connect_ms;
     int64_t next_slot_ms;
     int64_t next_heartbeat_ms;
+    bool told_standby; /* the standby's heartbeat line was logged */
     int64_t next_pub_ms;
     int pub_ms;       /* publication check period; 0: none */
     lsn_t pub_lsn;    /* read by Q_PUB_LSN for the Q_PUB_MEMBER that follows */
@@ -132,8 +133,16 @@ static const char *query_name(enum mon_query q)
     return q == Q_SLOT ? "slot query" : q == Q_HEARTBEAT ? "heartbeat" : "publication check";
 }
 
-/* The monitor's statements, one per mon_query. */
-#define SQL_PUB_LSN "SELECT pg_catalog.pg_current_wal_lsn()::text"
+/* The monitor's statements, one per mon_query. The server's WAL position:
+ * on a standby (logical decoding there, PostgreSQL 16+) the position
+ * replayed, as pg_current_wal_lsn() refuses to run during recovery. A
+ * statement after it sees every transaction replayed before it, as on a
+ * primary one sees every one committed before its position: the proof
+ * holds the same way. */
+#define SQL_WAL_POS                                                                        \
+    "CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() "  \
+    "ELSE pg_catalog.pg_current_wal_lsn() END"
+#define SQL_PUB_LSN "SELECT (" SQL_WAL_POS ")::text"
 #define SQL_PUB_MEMBER                                                                     \
     "SELECT p.pubinsert, NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[]) o(s, t) " \
     "WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "                   \
@@ -146,10 +155,15 @@ static const char *query_name(enum mon_query q)
 /* failover through to_jsonb: the column exists from PostgreSQL 17 on, and
  * one statement serves every version (NULL, so false, below). */
 #define SQL_SLOT                                                                           \
-    "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, wal_status, " \
+    "SELECT ((" SQL_WAL_POS ") - confirmed_flush_lsn)::bigint, wal_status, "              \
     "coalesce((to_jsonb(s) ->> 'failover')::boolean, false) "                              \
     "FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1"
-#define SQL_HEARTBEAT "SELECT pg_catalog.pg_logical_emit_message(false, $1, $2)"
+/* A standby cannot write WAL: there the heartbeat is not written (NULL);
+ * the slot still advances, with the primary's WAL replayed and the
+ * keepalives that carry its position (deploy/standby-failover.md). */
+#define SQL_HEARTBEAT                                                                      \
+    "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL "                          \
+    "ELSE pg_catalog.pg_logical_emit_message(false, $1, $2) END"
 
 static int send_sql(struct monitor *m, const char *sql, int nparams, const char *const *params)
 {
@@ -189,7 +203,13 @@ static void send_query(struct monitor *m, enum mon_query q, int64_t now_ms,
 static void take_result(struct monitor *m, PGresult *res, struct monitor_report *out)
 {
     if (m->query == Q_HEARTBEAT) {
-        out->heartbeat_sent = true;
+        bool standby = PQntuples(res) == 1 && PQgetisnull(res, 0, 0);
+        out->heartbeat_sent = !standby;
+        if (standby && !m->told_standby)
+            log_info("monitor: the server is a standby (in recovery): heartbeats are not "
+                     "written there; the slot advances with the primary's WAL as it is "
+                     "replayed");
+        m->told_standby = standby;
         return;
     }
     if (m->query == Q_PUB_LSN) {

@@ -266,6 +266,21 @@ static enum step settle_failover(struct slot_setup *s, const struct slot_info *s
         return STEP_USAGE;
     }
     *want = w == 1;
+    bool standby = false;
+    if (*want && stream_in_recovery(s->st, &standby, err, sizeof(err)) != 0) {
+        log_warn("%s", err);
+        return stream_broken(s->st) ? STEP_BROKEN : STEP_FATAL;
+    }
+    if (standby) {
+        /* Decoding on a standby: its slot is its own; a failover slot is a
+         * primary's copied to standbys, and the server refuses one here. */
+        if (mode == FAILOVER_ON)
+            log_warn("[postgres] failover = on, but this server is a standby: its slot "
+                     "cannot be a failover slot (it stays on this standby; promoting it "
+                     "keeps the slot, promoting another node loses it)");
+        *want = false;
+        return STEP_OK;
+    }
     if (*want) warn_standby_slots(s);
     if (!si->exists) return STEP_OK;
     switch (slotcmd_failover_action(*want, si->failover, major)) {

@@ -687,6 +687,16 @@ int stream_has_standby(struct stream *s, bool *has, char *err, size_t errlen)
     return 0;
 }
 
+int stream_in_recovery(struct stream *s, bool *standby, char *err, size_t errlen)
+{
+    PGresult *r = run(s, "SELECT pg_catalog.pg_is_in_recovery()", PGRES_TUPLES_OK,
+                      "asking whether the server is a standby", err, errlen);
+    if (!r) return -1;
+    *standby = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    return 0;
+}
+
 int stream_sender_timeout(struct stream *s, int64_t *ms, char *err, size_t errlen)
 {
     /* The session's own value: wal_sender_timeout may be set per role or
