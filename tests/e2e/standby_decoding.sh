@@ -18,8 +18,9 @@
 #     reconnect finds the slot and the new timeline); the time from the
 #     promotion to streaming again is measured; writers go on against the
 #     promoted server;
-#  5. judged against the promoted server's table: every committed event in
-#     Kafka (outboxd verify: 0 missing, 0 unknown, 0 order violations),
+#  5. judged against the promoted server's table: a dump of every topic
+#     (check_delivery: each committed event, its headers, per-key order)
+#     and outboxd verify (0 missing, 0 unknown, 0 order violations),
 #     duplicates counted (the kill -9).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/standby_lib.sh"
@@ -133,6 +134,7 @@ wait_until 60 "the promoted server's slot confirmed to its WAL" caught_up_promot
 outboxd_stop || true
 
 step "5. judged against the promoted server's table"
+PGPORT=$P2 check_delivery # every topic dumped: each committed event, headers, per-key order
 PGPORT=$P2 verify_promoted
 assert_eq 0 "$V_MISSING" "events missing from Kafka"
 assert_eq 0 "$V_UNKNOWN" "messages of no committed row"
