@@ -67,6 +67,12 @@ void kafka_conf_route_logs(rd_kafka_conf_t *conf);
  * that installs its own error callback after it. */
 void kafka_log_error(int err, const char *reason);
 
+/* DOWN of TOTAL brokers are unreachable (librdkafka's statistics; -1:
+ * not known, none is up): 0 ends a broker outage the callbacks above are
+ * folding, with one line saying how long it lasted; otherwise the
+ * interval's line is said when it is due. Any thread. */
+void kafka_brokers_seen(int down, int total);
+
 /*
  * A refusal: a connection error that waiting cannot heal, unlike a broker
  * that is down or unreachable (_TRANSPORT, _ALL_BROKERS_DOWN, timeouts):
