@@ -40,6 +40,17 @@ if [[ -z "${PG_BINDIR:-}" && -n "${OUTBOXD_PG_VERSION:-}" && "$OUTBOXD_PG_VERSIO
 fi
 : "${PG_BINDIR:=/usr/lib/postgresql/15/bin}"
 export OUTBOXD_BUILD_DIR OUTBOXD_TEST_PLUGIN
+# The harness's own OUTBOXD_* variables are not configuration: outboxd
+# warns about each OUTBOXD_* variable none of its sections matches (a
+# typo's warning), so they stay out of its environment (issue 56). A
+# command that runs outboxd starts with "${OUTBOXD_ENV[@]}" (env -u ...).
+OUTBOXD_ENV=(env)
+for _v in OUTBOXD_BUILD_DIR OUTBOXD_TEST_PLUGIN OUTBOXD_TESTS OUTBOXD_TEST_JOBS \
+    OUTBOXD_PG_VERSION OUTBOXD_PG_CACHE OUTBOXD_PG_USER OUTBOXD_PORT_DIR OUTBOXD_SANITIZE \
+    OUTBOXD_TRICKLE OUTBOXD_WRAPPER; do
+    OUTBOXD_ENV+=(-u "$_v")
+done
+unset _v
 # The clients straight from their bindir: /usr/bin/psql is Debian's
 # pg_wrapper, a Perl script that costs 70 ms of CPU per call before it
 # starts the same psql (26 ms), and the tests call psql thousands of times.
@@ -830,7 +841,7 @@ EOF
     # OUTBOXD_WRAPPER (e.g. "valgrind --error-exitcode=99") runs outboxd
     # under a tool; word splitting of it is intended.
     # shellcheck disable=SC2086
-    { _close_sess_fds; exec ${OUTBOXD_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/outboxd.ini" "$@" >>"$T/outboxd.log" 2>&1 </dev/null; } &
+    { _close_sess_fds; exec "${OUTBOXD_ENV[@]}" ${OUTBOXD_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/outboxd.ini" "$@" >>"$T/outboxd.log" 2>&1 </dev/null; } &
     OUTBOXD_PID=$!
     ((wait)) || return 0
     for ((i = 0; i < 300; i++)); do
