@@ -11,6 +11,7 @@
 #include <librdkafka/rdkafka.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -72,6 +73,10 @@ void kafka_log_error(int err, const char *reason);
  * folding, with one line saying how long it lasted; otherwise the
  * interval's line is said when it is due. Any thread. */
 void kafka_brokers_seen(int down, int total);
+
+/* librdkafka's reports of a broker not reached since the start, each one
+ * (the log folds them; /metrics counts them). Any thread. */
+uint64_t kafka_unreachable_total(void);
 
 /*
  * A refusal: a connection error that waiting cannot heal, unlike a broker

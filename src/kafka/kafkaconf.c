@@ -38,6 +38,7 @@ int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *er
 static pthread_mutex_t unreach_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct outage unreach;
 static bool unreach_init;
+static uint64_t unreach_total; /* under unreach_mu */
 
 static bool err_is_unreachable(int err)
 {
@@ -76,6 +77,7 @@ static void unreachable(int err, const char *cause)
     pthread_mutex_lock(&unreach_mu);
     if (!unreach_init) outage_init(&unreach, "kafka", "brokers", OUTAGE_EVERY_MS);
     unreach_init = true;
+    unreach_total++;
     if (down > 0) {
         /* Says no more than the count; the cause stays the last
          * connection's error. */
@@ -110,6 +112,14 @@ void kafka_brokers_seen(int down, int total)
         log_info("%s", line);
     else
         log_warn("%s", line);
+}
+
+uint64_t kafka_unreachable_total(void)
+{
+    pthread_mutex_lock(&unreach_mu);
+    uint64_t n = unreach_total;
+    pthread_mutex_unlock(&unreach_mu);
+    return n;
 }
 
 void kafka_log_error(int err, const char *reason)

@@ -662,6 +662,12 @@ int producer_brokers_up(const struct producer *p)
     return p->brokers_up;
 }
 
+uint64_t producer_unreachable_total(const struct producer *p)
+{
+    (void)p;
+    return kafka_unreachable_total();
+}
+
 const struct kstats *producer_kstats(const struct producer *p) { return &p->kstats; }
 
 int producer_fatal(struct producer *p, char *err, size_t errlen)

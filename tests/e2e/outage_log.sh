@@ -4,8 +4,8 @@
 # (OUTAGE_EVERY_MS: how long, how many attempts, the last error), and one
 # line when the broker is back, with the outage's length; librdkafka's own
 # repeated callbacks (_ALL_BROKERS_DOWN, _TRANSPORT, FAIL, "0/1 brokers are
-# down") are folded into those. Before, the same outage logged some 3
-# lines a second.
+# down") are folded into those, and outboxd_kafka_unreachable_total counts
+# every one. Before, the same outage logged 24 lines.
 #
 # The outage lasts OUTAGE_S seconds (default 65: two interval lines and the
 # recovery; the issue asks for 2 minutes, OUTAGE_S=120 runs that by hand).
@@ -68,6 +68,12 @@ still=$(tail -n "+$from" "$T/outboxd.log" | grep -c 'kafka: 1 of 1 brokers unrea
     fail "$still interval lines in $OUTAGE_S s (one per 30 s expected)"
 tail -n "+$from" "$T/outboxd.log" | grep -E 'INFO: kafka: recovered after ([0-9]+ min )?[0-9]+ s of failures \([0-9]+ failed attempts\)' >/dev/null ||
     fail "no recovery line with the outage's length"
+# The log folds; /metrics counts every report.
+attempts=$(tail -n "+$from" "$T/outboxd.log" | sed -nE 's/.*kafka: recovered after .* \(([0-9]+) failed attempts?\).*/\1/p' | tail -n 1)
+counted=$(metric_value outboxd_kafka_unreachable_total)
+((${counted:-0} >= ${attempts:-1})) ||
+    fail "outboxd_kafka_unreachable_total is ${counted:-absent}, the log folded $attempts reports"
+info "ok: outboxd_kafka_unreachable_total $counted (the log's count: $attempts)"
 if tail -n "+$from" "$T/outboxd.log" | grep -E '_ALL_BROKERS_DOWN|0/1 brokers are down|kafka: FAIL' >&2; then
     fail "librdkafka's own repeats are in the log"
 fi
