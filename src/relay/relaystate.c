@@ -159,7 +159,9 @@ static enum step stream_health(struct relay *r)
                  "confirmed up to the last publication check");
         return STEP_BROKEN;
     }
-    if (r->backoff.failures > 0 && clock_mono_ms() - r->stream_up_ms >= STREAM_HEALTHY_MS) {
+    /* (A standby's wait resets the backoff, not the outage it followed.) */
+    if ((r->backoff.failures > 0 || r->pg_outage.down) &&
+        clock_mono_ms() - r->stream_up_ms >= STREAM_HEALTHY_MS) {
         char line[1024];
         if (outage_ok(&r->pg_outage, clock_mono_ms(), line, sizeof(line)))
             log_info("%s; the replication stream has stayed up for %d ms: healthy again",
