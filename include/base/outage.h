@@ -29,6 +29,7 @@ struct outage {
     bool down;         /* an outage is in progress */
     int64_t since_ms;  /* its first failure */
     int64_t said_ms;   /* its last line */
+    int64_t last_ms;   /* its last failure */
     uint64_t attempts; /* failures in it */
     int down_n, total_n; /* units down of total, -1: not known */
     char last[384];    /* the last failure's cause */

@@ -68,11 +68,12 @@ void kafka_conf_route_logs(rd_kafka_conf_t *conf);
  * that installs its own error callback after it. */
 void kafka_log_error(int err, const char *reason);
 
-/* DOWN of TOTAL brokers are unreachable (librdkafka's statistics; -1:
- * not known, none is up): 0 ends a broker outage the callbacks above are
- * folding, with one line saying how long it lasted; otherwise the
- * interval's line is said when it is due. Any thread. */
-void kafka_brokers_seen(int down, int total);
+/* UP brokers are connected and DOWN of TOTAL are not (librdkafka's
+ * statistics): some up and none down (or none reported unreachable for
+ * 20 s) ends a broker outage the callbacks above are folding, with one
+ * line saying how long it lasted; otherwise the interval's line is said
+ * when it is due. Any thread. */
+void kafka_brokers_seen(int up, int down, int total);
 
 /* librdkafka's reports of a broker not reached since the start, each one
  * (the log folds them; /metrics counts them). Any thread. */

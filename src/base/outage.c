@@ -66,6 +66,7 @@ bool outage_fail(struct outage *o, int64_t now_ms, const char *cause, char *line
 {
     set_cause(o, cause);
     o->attempts++;
+    o->last_ms = now_ms;
     if (!o->down) {
         o->down = true;
         o->since_ms = o->said_ms = now_ms;

@@ -94,18 +94,26 @@ static void unreachable(int err, const char *cause)
     if (say) log_warn("%s", line);
 }
 
-void kafka_brokers_seen(int down, int total)
+/* An outage whose brokers are not all up again is over once none was
+ * reported unreachable for this long: librdkafka retries a broker it
+ * needs at least every reconnect.backoff.max.ms (10 s), and one it no
+ * longer needs may stay out of UP without failing (sparse connections). */
+#define KAFKA_QUIET_MS 20000
+
+void kafka_brokers_seen(int up, int down, int total)
 {
     char line[1024];
-    bool say, up = down == 0 && total > 0;
+    bool say;
     pthread_mutex_lock(&unreach_mu);
     if (!unreach_init) {
         pthread_mutex_unlock(&unreach_mu);
         return;
     }
+    int64_t now = clock_mono_ms();
+    up = up > 0 && (down == 0 || now - unreach.last_ms >= KAFKA_QUIET_MS);
     if (down > 0) outage_units(&unreach, down, total);
-    say = up ? outage_ok(&unreach, clock_mono_ms(), line, sizeof(line))
-             : outage_tick(&unreach, clock_mono_ms(), line, sizeof(line));
+    say = up ? outage_ok(&unreach, now, line, sizeof(line))
+             : outage_tick(&unreach, now, line, sizeof(line));
     pthread_mutex_unlock(&unreach_mu);
     if (!say) return;
     if (up)

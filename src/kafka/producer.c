@@ -122,7 +122,7 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
          * brokers of the cluster: the bootstrap address counts only until
          * the cluster's brokers are known. */
         int k = n[0] > 0 ? 0 : 1;
-        kafka_brokers_seen(down[k] > 0 ? down[k] : up > 0 ? 0 : -1, n[k]);
+        kafka_brokers_seen(up, down[k], n[k]);
         kstats_window(&p->kstats, brokers); /* out of memory: a window less */
     }
     json_decref(brokers);

@@ -31,6 +31,7 @@ START_TEST(test_first_then_folded)
     ck_assert_int_eq(said, 4);
     ck_assert_str_eq(line, "kafka: 1 of 1 brokers unreachable for 2 min 0 s, 1260 attempts, "
                            "last error: Connection refused");
+    ck_assert_int_eq((int)o.last_ms, 121000); /* kafkaconf.c's quiet period counts from it */
     ck_assert(outage_ok(&o, 125500, line, sizeof(line)));
     ck_assert_str_eq(line, "kafka: recovered after 2 min 4 s of failures (1260 failed attempts)");
     ck_assert(!o.down);
