@@ -23,16 +23,16 @@
 #define OUTAGE_EVERY_MS 30000
 
 struct outage {
-    char what[32];     /* the line's prefix: "kafka", "postgres" */
-    char unit[16];     /* what down_n counts ("brokers"), "" when nothing does */
-    int64_t every_ms;  /* OUTAGE_EVERY_MS, or a test's */
-    bool down;         /* an outage is in progress */
-    int64_t since_ms;  /* its first failure */
-    int64_t said_ms;   /* its last line */
-    int64_t last_ms;   /* its last failure */
-    uint64_t attempts; /* failures in it */
+    char what[32];       /* the line's prefix: "kafka", "postgres" */
+    char unit[16];       /* what down_n counts ("brokers"), "" when nothing does */
+    int64_t every_ms;    /* OUTAGE_EVERY_MS, or a test's */
+    bool down;           /* an outage is in progress */
+    int64_t since_ms;    /* its first failure */
+    int64_t said_ms;     /* its last line */
+    int64_t last_ms;     /* its last failure */
+    uint64_t attempts;   /* failures in it */
     int down_n, total_n; /* units down of total, -1: not known */
-    char last[384];    /* the last failure's cause */
+    char last[384];      /* the last failure's cause */
 };
 
 /* An outage tracker for WHAT (copied), counting UNIT (NULL: none), saying
@@ -43,7 +43,8 @@ void outage_init(struct outage *o, const char *what, const char *unit, int64_t e
  * when a line is due now, written into line (NUL-terminated, cut to len):
  * the outage's first failure, or the first failure an interval after the
  * last line. */
-bool outage_fail(struct outage *o, int64_t now_ms, const char *cause, char *line, size_t len);
+bool outage_fail(struct outage *o, int64_t now_ms, const char *cause, char *line,
+                 size_t len);
 
 /* DOWN of TOTAL units are unreachable (librdkafka's "1/1 brokers are
  * down"), for the lines that follow. */

@@ -43,7 +43,8 @@ static void set_cause(struct outage *o, const char *cause)
         o->last[n++] = ws ? ' ' : *c;
         space = ws;
     }
-    while (n > 0 && o->last[n - 1] == ' ') n--;
+    while (n > 0 && o->last[n - 1] == ' ')
+        n--;
     o->last[n] = '\0';
 }
 
@@ -53,8 +54,8 @@ static void say_still(struct outage *o, int64_t now_ms, char *line, size_t len)
     char d[32];
     outage_duration(now_ms - o->since_ms, d, sizeof(d));
     if (*o->unit && o->down_n > 0 && o->total_n > 0)
-        snprintf(line, len, "%s: %d of %d %s unreachable for %s, %" PRIu64
-                 " attempts, last error: %s",
+        snprintf(line, len,
+                 "%s: %d of %d %s unreachable for %s, %" PRIu64 " attempts, last error: %s",
                  o->what, o->down_n, o->total_n, o->unit, d, o->attempts, o->last);
     else
         snprintf(line, len, "%s: failing for %s, %" PRIu64 " attempts, last error: %s",
@@ -62,7 +63,8 @@ static void say_still(struct outage *o, int64_t now_ms, char *line, size_t len)
     o->said_ms = now_ms;
 }
 
-bool outage_fail(struct outage *o, int64_t now_ms, const char *cause, char *line, size_t len)
+bool outage_fail(struct outage *o, int64_t now_ms, const char *cause, char *line,
+                 size_t len)
 {
     set_cause(o, cause);
     o->attempts++;
@@ -71,7 +73,8 @@ bool outage_fail(struct outage *o, int64_t now_ms, const char *cause, char *line
         o->down = true;
         o->since_ms = o->said_ms = now_ms;
         char d[32];
-        snprintf(line, len, "%s: %s (repeats are folded into one line every %s until it "
+        snprintf(line, len,
+                 "%s: %s (repeats are folded into one line every %s until it "
                  "recovers)",
                  o->what, o->last, outage_duration(o->every_ms, d, sizeof(d)));
         return true;

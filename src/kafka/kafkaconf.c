@@ -42,8 +42,8 @@ static uint64_t unreach_total; /* under unreach_mu */
 
 static bool err_is_unreachable(int err)
 {
-    return err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN ||
-           err == RD_KAFKA_RESP_ERR__RESOLVE;
+    return err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+           err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__RESOLVE;
 }
 
 /* One failure to reach a broker (cause: librdkafka's text). */
@@ -62,7 +62,8 @@ static void unreachable(int err, const char *cause)
     }
     /* "[thrd:host:9092/bootstrap]: host:9092/bootstrap: Connect to ...":
      * the thread's name repeats the broker's. */
-    if (strncmp(cause, "[thrd:", 6) == 0 && strstr(cause, "]: ")) cause = strstr(cause, "]: ") + 3;
+    if (strncmp(cause, "[thrd:", 6) == 0 && strstr(cause, "]: "))
+        cause = strstr(cause, "]: ") + 3;
     /* "(after 0ms in state CONNECT, 5 identical error(s) suppressed)":
      * librdkafka's own folding, which the count replaces. */
     char trimmed[512];

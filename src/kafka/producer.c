@@ -109,7 +109,9 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
             const char *source = json_string_value(json_object_get(b, "source"));
             const char *state = json_string_value(json_object_get(b, "state"));
             if (!source || !state) continue;
-            int i = strcmp(source, "learned") == 0 ? 0 : strcmp(source, "configured") == 0 ? 1 : -1;
+            int i = strcmp(source, "learned") == 0      ? 0
+                    : strcmp(source, "configured") == 0 ? 1
+                                                        : -1;
             if (i < 0) continue;
             n[i]++;
             if (strcmp(state, "UP") == 0)
