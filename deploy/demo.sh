@@ -25,7 +25,7 @@ if [[ -z "${DEMO_BUILD:-}" ]]; then
     cmake --build "$ROOT/build" -j"$(nproc)" >/dev/null
 fi
 BUILD=${DEMO_BUILD:-$ROOT/build}
-echo "demo: built $BUILD/outboxd ($("$BUILD/outboxd" --version))"
+echo "demo: built $BUILD/outboxd ($("$BUILD/outboxd" --version | paste -sd, - | sed 's/,/, /g'))"
 
 # The end-to-end test library knows how to start each piece (it keeps its
 # own OUTBOXD_* variables out of outboxd's environment).
