@@ -1,5 +1,5 @@
 /*
- * test_outage.c - a failing connection's log lines (include/outage.h): the
+ * test_outage.c - a failing connection's log lines (include/base/outage.h): the
  * first failure at once with its cause, then at most one line per
  * interval, one line on recovery with the outage's length; a burst of
  * same-millisecond failures is one line.
