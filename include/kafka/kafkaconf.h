@@ -11,6 +11,7 @@
 #include <librdkafka/rdkafka.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -66,6 +67,17 @@ void kafka_conf_route_logs(rd_kafka_conf_t *conf);
 /* What the error callback of kafka_conf_route_logs() logs, for a handle
  * that installs its own error callback after it. */
 void kafka_log_error(int err, const char *reason);
+
+/* UP brokers are connected and DOWN of TOTAL are not (librdkafka's
+ * statistics): some up and none down (or none reported unreachable for
+ * 20 s) ends a broker outage the callbacks above are folding, with one
+ * line saying how long it lasted; otherwise the interval's line is said
+ * when it is due. Any thread. */
+void kafka_brokers_seen(int up, int down, int total);
+
+/* librdkafka's reports of a broker not reached since the start, each one
+ * (the log folds them; /metrics counts them). Any thread. */
+uint64_t kafka_unreachable_total(void);
 
 /*
  * A refusal: a connection error that waiting cannot heal, unlike a broker

@@ -147,6 +147,10 @@ int producer_outq_len(const struct producer *p);
  * (every statistics.interval.ms, 1 s by default); -1 before the first. */
 int producer_brokers_up(const struct producer *p);
 
+/* librdkafka's reports of a broker not reached, every one, since the start
+ * (of the process: kafkaconf.h's kafka_unreachable_total()). */
+uint64_t producer_unreachable_total(const struct producer *p);
+
 struct kstats;
 
 /* librdkafka's per-broker statistics accumulated over every statistics

@@ -117,6 +117,7 @@ struct metrics {
     uint64_t inflight_txns;
     int64_t kafka_queue;
     int kafka_brokers_up; /* -1 until the first librdkafka statistics */
+    uint64_t kafka_unreachable; /* kafka_unreachable_total(): every report, unfolded */
     uint64_t received_lsn;
     uint64_t acked_lsn;
     uint64_t confirmed_lsn;

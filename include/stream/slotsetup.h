@@ -41,6 +41,9 @@ struct slot_setup {
     const char *retry_cause; /* STEP_BROKEN: the reconnects label */
     char lost_reason[32];    /* slot_lost: slotcmd_lost_cause()'s label, or
                               * "dropped" when the slot is gone */
+    char retry_err[512];     /* STEP_BROKEN: the server not reached, why; the
+                              * relay logs it, folded (outage.h); "" when
+                              * logged already */
     bool slot_lost;          /* STEP_USAGE: the slot is invalidated, or gone
                               * although the offset file says it was
                               * streamed (outboxd repair, repair.h) */

@@ -5,12 +5,15 @@
 #include "kafkaconf.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "kafkasock.h"
 #include "log.h"
+#include "outage.h"
 
 int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err,
                    size_t errlen)
@@ -23,12 +26,119 @@ int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *er
     return 0;
 }
 
+/* ---- broker connectivity, folded (outage.h) ----
+ * librdkafka reports an unreachable broker many times over: the error
+ * callback's _TRANSPORT and _ALL_BROKERS_DOWN (dozens within the same
+ * millisecond, some saying "0/1 brokers are down" under _ALL_BROKERS_DOWN,
+ * counting the bootstrap address as a broker of its own) and the log
+ * callback's FAIL lines, from its own threads. One tracker per process
+ * folds them: the first failure at once, one line per OUTAGE_EVERY_MS
+ * while it lasts, one when the brokers are up again; how many are down is
+ * the statistics' count (kafka_brokers_seen()). */
+static pthread_mutex_t unreach_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct outage unreach;
+static bool unreach_init;
+static uint64_t unreach_total; /* under unreach_mu */
+
+static bool err_is_unreachable(int err)
+{
+    return err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+           err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__RESOLVE;
+}
+
+/* One failure to reach a broker (cause: librdkafka's text). */
+static void unreachable(int err, const char *cause)
+{
+    char line[1024];
+    bool say;
+    int down = -1, total = -1;
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN &&
+        sscanf(cause, "%d/%d brokers are down", &down, &total) == 2 && down <= 0)
+        return; /* "0/1 brokers are down": none is, say nothing */
+    char all[64];
+    if (down > 0) {
+        snprintf(all, sizeof(all), "all brokers unreachable");
+        cause = all;
+    }
+    /* "[thrd:host:9092/bootstrap]: host:9092/bootstrap: Connect to ...":
+     * the thread's name repeats the broker's. */
+    if (strncmp(cause, "[thrd:", 6) == 0 && strstr(cause, "]: "))
+        cause = strstr(cause, "]: ") + 3;
+    /* "(after 0ms in state CONNECT, 5 identical error(s) suppressed)":
+     * librdkafka's own folding, which the count replaces. */
+    char trimmed[512];
+    const char *sup = strstr(cause, " identical error(s) suppressed)");
+    const char *comma = sup ? sup : NULL;
+    while (comma && comma > cause && comma[-1] >= '0' && comma[-1] <= '9') comma--;
+    if (sup && comma > cause + 1 && comma[-1] == ' ' && comma[-2] == ',') {
+        snprintf(trimmed, sizeof(trimmed), "%.*s)%s", (int)(comma - 2 - cause), cause,
+                 sup + strlen(" identical error(s) suppressed)"));
+        cause = trimmed;
+    }
+    pthread_mutex_lock(&unreach_mu);
+    if (!unreach_init) outage_init(&unreach, "kafka", "brokers", OUTAGE_EVERY_MS);
+    unreach_init = true;
+    unreach_total++;
+    if (down > 0) {
+        /* Says no more than the count; the cause stays the last
+         * connection's error. */
+        char last[sizeof(unreach.last)];
+        if (unreach.down && *unreach.last)
+            memcpy(last, unreach.last, sizeof(last));
+        else
+            snprintf(last, sizeof(last), "%s", all);
+        say = outage_fail(&unreach, clock_mono_ms(), last, line, sizeof(line));
+    } else {
+        say = outage_fail(&unreach, clock_mono_ms(), cause, line, sizeof(line));
+    }
+    pthread_mutex_unlock(&unreach_mu);
+    if (say) log_warn("%s", line);
+}
+
+/* An outage whose brokers are not all up again is over once none was
+ * reported unreachable for this long: librdkafka retries a broker it
+ * needs at least every reconnect.backoff.max.ms (10 s), and one it no
+ * longer needs may stay out of UP without failing (sparse connections). */
+#define KAFKA_QUIET_MS 20000
+
+void kafka_brokers_seen(int up, int down, int total)
+{
+    char line[1024];
+    bool say;
+    pthread_mutex_lock(&unreach_mu);
+    if (!unreach_init) {
+        pthread_mutex_unlock(&unreach_mu);
+        return;
+    }
+    int64_t now = clock_mono_ms();
+    up = up > 0 && (down == 0 || now - unreach.last_ms >= KAFKA_QUIET_MS);
+    if (down > 0) outage_units(&unreach, down, total);
+    say = up ? outage_ok(&unreach, now, line, sizeof(line))
+             : outage_tick(&unreach, now, line, sizeof(line));
+    pthread_mutex_unlock(&unreach_mu);
+    if (!say) return;
+    if (up)
+        log_info("%s", line);
+    else
+        log_warn("%s", line);
+}
+
+uint64_t kafka_unreachable_total(void)
+{
+    pthread_mutex_lock(&unreach_mu);
+    uint64_t n = unreach_total;
+    pthread_mutex_unlock(&unreach_mu);
+    return n;
+}
+
 void kafka_log_error(int err, const char *reason)
 {
     /* Transport errors while a broker is down are routine: librdkafka
-     * reconnects and retries by itself. */
+     * reconnects and retries by itself; they are folded. */
     if (err == RD_KAFKA_RESP_ERR__FATAL)
         log_error("kafka: fatal: %s", reason);
+    else if (err_is_unreachable(err))
+        unreachable(err, reason);
     else
         log_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);
 }
@@ -83,6 +193,12 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
     (void)rk;
     /* syslog levels: 0-3 error, 4 warning, 5-7 (notice, info, debug) debug */
     enum log_level l = level <= 3 ? LOG_ERROR : level == 4 ? LOG_WARN : LOG_DEBUG;
+    /* A broker's connection failed: the error callback's _TRANSPORT says
+     * the same; both are folded. */
+    if (l <= LOG_WARN && strcmp(fac, "FAIL") == 0) {
+        unreachable(RD_KAFKA_RESP_ERR__TRANSPORT, buf);
+        return;
+    }
     log_msg(l, "kafka: %s: %s", fac, buf);
 }
 

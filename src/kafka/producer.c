@@ -103,16 +103,28 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
     if (json_is_object(brokers)) {
         const char *name;
         json_t *b;
-        int up = 0;
+        int up = 0, n[2] = {0, 0}, down[2] = {0, 0}; /* [0] learned, [1] configured */
         json_object_foreach(brokers, name, b)
         {
             const char *source = json_string_value(json_object_get(b, "source"));
             const char *state = json_string_value(json_object_get(b, "state"));
-            if (source && state && strcmp(state, "UP") == 0 &&
-                (strcmp(source, "learned") == 0 || strcmp(source, "configured") == 0))
+            if (!source || !state) continue;
+            int i = strcmp(source, "learned") == 0      ? 0
+                    : strcmp(source, "configured") == 0 ? 1
+                                                        : -1;
+            if (i < 0) continue;
+            n[i]++;
+            if (strcmp(state, "UP") == 0)
                 up++;
+            else if (strcmp(state, "INIT") != 0) /* INIT: not needed, never connected */
+                down[i]++;
         }
         p->brokers_up = up;
+        /* A broker outage's end, or its interval's line (kafkaconf.h), in
+         * brokers of the cluster: the bootstrap address counts only until
+         * the cluster's brokers are known. */
+        int k = n[0] > 0 ? 0 : 1;
+        kafka_brokers_seen(up, down[k], n[k]);
         kstats_window(&p->kstats, brokers); /* out of memory: a window less */
     }
     json_decref(brokers);
@@ -650,6 +662,12 @@ int producer_outq_len(const struct producer *p) { return p->rk ? rd_kafka_outq_l
 int producer_brokers_up(const struct producer *p)
 {
     return p->brokers_up;
+}
+
+uint64_t producer_unreachable_total(const struct producer *p)
+{
+    (void)p;
+    return kafka_unreachable_total();
 }
 
 const struct kstats *producer_kstats(const struct producer *p) { return &p->kstats; }

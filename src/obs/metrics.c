@@ -259,6 +259,10 @@ static void render_events(const struct metrics *m, struct textbuf *b)
                 "Brokers librdkafka is connected to (state UP), as of its last "
                 "statistics.",
                 m->kafka_brokers_up);
+    counter_u(b, "outboxd_kafka_unreachable_total",
+              "librdkafka's reports of a broker not reached (_TRANSPORT, "
+              "_ALL_BROKERS_DOWN, a failed connect), every one; the log folds them.",
+              m->kafka_unreachable);
 }
 
 static void render_positions(const struct metrics *m, struct textbuf *b)

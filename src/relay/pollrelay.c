@@ -242,6 +242,7 @@ static int pr_setup(struct pr *r)
     snprintf(r->channel_sql, sizeof(r->channel_sql), "LISTEN %s", qch ? qch : "outboxd");
     free(qch);
     backoff_init(&r->backoff, cfg->pg_retry_min_ms, cfg->pg_retry_max_ms);
+    outage_init(&r->pg_outage, "postgres", NULL, OUTAGE_EVERY_MS);
     r->st = (struct pollstate){.phase = PH_CHECK,
                                .batch = cfg->poll_batch_size,
                                .retention = cfg->poll_retention_ms > 0};

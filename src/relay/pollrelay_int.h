@@ -25,6 +25,7 @@
 #include "evloop.h"
 #include "httpd.h"
 #include "metrics.h"
+#include "outage.h"
 #include "outbox.h"
 #include "polling.h"
 #include "pollout.h"
@@ -72,6 +73,7 @@ struct pr {
     bool record_dialed; /* RECORD: this try's connect was started */
     bool checks_failed; /* the start-up checks gave up: no summary line */
     struct backoff backoff;
+    struct outage pg_outage; /* the connection's failures, said folded (outage.h) */
     struct pollstate st; /* phase, deadlines; st.inflight counts fl,
                           * st.outcomes mirrors out.n */
     struct producer *prod;

@@ -26,6 +26,8 @@ void pr_disconnect(struct pr *r, const char *why)
 {
     if (!r->conn) return;
     log_warn("postgres: %s; reconnecting", why);
+    char line[1400];
+    (void)outage_fail(&r->pg_outage, clock_mono_ms(), why, line, sizeof(line)); /* said */
     PQfinish(r->conn);
     r->conn = NULL;
     r->st.db = DB_DOWN;
@@ -91,6 +93,8 @@ static void connected(struct pr *r)
         r->st.sql_ready = true;
     }
     r->st.claim_now = true; /* whatever was committed while we were away */
+    char line[512];
+    if (outage_ok(&r->pg_outage, clock_mono_ms(), line, sizeof(line))) log_info("%s", line);
     log_info("polling %s.%s as %s (LISTEN %s, batch %d, lease %" PRId64 " ms)", r->map.schema,
              r->map.table, r->owner, r->cfg->poll_notify_channel, r->cfg->poll_batch_size,
              r->cfg->poll_lease_ms);
@@ -109,7 +113,12 @@ static void connect_failed(struct pr *r, const char *why, int64_t now)
     r->conn = NULL;
     r->st.db = DB_DOWN;
     int ms = backoff_next(&r->backoff, rand());
-    log_warn("cannot connect to postgres: %s; retrying in %d ms", msg, ms);
+    log_debug("cannot connect to postgres: %s; retrying in %d ms", msg, ms);
+    /* Said at once for the first failure, then once per OUTAGE_EVERY_MS. */
+    char cause[1100], line[1400];
+    snprintf(cause, sizeof(cause), "cannot connect to postgres: %s", msg);
+    if (outage_fail(&r->pg_outage, now, cause, line, sizeof(line)))
+        log_warn("%s; next attempt in %d ms", line, ms);
     r->st.next_connect_ms = now + ms;
 }
 

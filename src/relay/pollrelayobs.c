@@ -42,6 +42,7 @@ void pr_tick(struct pr *r, int64_t now)
     m->inflight_events = r->st.inflight;
     m->kafka_queue = producer_outq_len(r->prod);
     m->kafka_brokers_up = producer_brokers_up(r->prod);
+    m->kafka_unreachable = producer_unreachable_total(r->prod);
     m->streaming = r->st.db == DB_UP;
     const uint64_t *rec = r->out.recorded;
     uint64_t rows[PO__COUNT] = {r->n_claimed,        rec[OUT_SENT],    rec[OUT_RETRY],

@@ -201,6 +201,7 @@ int relay_init(struct relay *r, const struct config *c, volatile sig_atomic_t *s
         return EXIT_USAGE;
     }
     backoff_init(&r->backoff, c->pg_retry_min_ms, c->pg_retry_max_ms);
+    outage_init(&r->pg_outage, "postgres", NULL, OUTAGE_EVERY_MS);
     /* pgoutput: the monitor proves the outbox is still published, and
      * nothing is confirmed beyond what it proved (confirm.h). */
     confirmer_init(&r->confirm, c->offsets_file, c->pg_status_interval_ms,

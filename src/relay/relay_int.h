@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "monitor.h"
 #include "offset.h"
+#include "outage.h"
 #include "outbox.h"
 #include "producer.h"
 #include "step.h"
@@ -133,6 +134,7 @@ struct relay {
     bool streaming;                  /* START_REPLICATION done, not broken since */
     const char *retry_cause;         /* why slot_open_stream() said STEP_BROKEN */
     struct backoff backoff;          /* reconnects, across streams that keep failing */
+    struct outage pg_outage;         /* their log lines, folded (outage.h) */
     int64_t stream_up_ms;            /* when the current stream started */
     bool slot_lost;                  /* stopped: the slot is invalidated or gone
                                       * (slotsetup.h); relay_run() says so */

@@ -75,6 +75,7 @@ static void collect_gauges(struct relay *r)
     m->inflight_txns = r->trk ? tracker_pending_txns(r->trk) : 0;
     m->kafka_queue = producer_outq_len(r->prod);
     m->kafka_brokers_up = producer_brokers_up(r->prod);
+    m->kafka_unreachable = producer_unreachable_total(r->prod);
     m->received_lsn = r->confirm.received_lsn;
     m->acked_lsn = r->trk ? tracker_flush_lsn(r->trk) : r->confirm.stored_lsn;
     m->confirmed_lsn = r->confirm.sent_lsn;

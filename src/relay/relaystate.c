@@ -159,9 +159,16 @@ static enum step stream_health(struct relay *r)
                  "confirmed up to the last publication check");
         return STEP_BROKEN;
     }
-    if (r->backoff.failures > 0 && clock_mono_ms() - r->stream_up_ms >= STREAM_HEALTHY_MS) {
-        log_info("the replication stream has stayed up for %d ms: healthy again",
-                 STREAM_HEALTHY_MS);
+    /* (A standby's wait resets the backoff, not the outage it followed.) */
+    if ((r->backoff.failures > 0 || r->pg_outage.down) &&
+        clock_mono_ms() - r->stream_up_ms >= STREAM_HEALTHY_MS) {
+        char line[1024];
+        if (outage_ok(&r->pg_outage, clock_mono_ms(), line, sizeof(line)))
+            log_info("%s; the replication stream has stayed up for %d ms: healthy again",
+                     line, STREAM_HEALTHY_MS);
+        else
+            log_info("the replication stream has stayed up for %d ms: healthy again",
+                     STREAM_HEALTHY_MS);
         backoff_reset(&r->backoff);
         relay_publish_soon(&r->obs);
     }
@@ -230,10 +237,16 @@ static void finish_failed(struct relay *r, enum step rc)
 
 /* Counts a failed attempt (what: where it failed) and waits for the
  * backoff, which keeps growing until a stream stays healthy. */
-static void enter_backoff(struct relay *r, const char *what)
+static void enter_backoff(struct relay *r, const char *what, const char *why)
 {
     int ms = backoff_next(&r->backoff, rand());
-    log_info("%s: attempt %d failed, next in %d ms", what, r->backoff.failures, ms);
+    char cause[768], line[1024];
+    log_debug("%s: attempt %d failed, next in %d ms", what, r->backoff.failures, ms);
+    /* Said at once for the first failure, then once per OUTAGE_EVERY_MS
+     * (outage.h); the reconnects counter counts each. */
+    snprintf(cause, sizeof(cause), "%s%s%s", what, why && *why ? ": " : "", why ? why : "");
+    if (outage_fail(&r->pg_outage, clock_mono_ms(), cause, line, sizeof(line)))
+        log_warn("%s; next attempt in %d ms", line, ms);
     relay_publish_soon(&r->obs); /* not ready: say so at once */
     r->state = RS_BACKOFF;
     r->state_until_ms = clock_mono_ms() + ms;
@@ -398,7 +411,7 @@ static bool connect_step(struct relay *r)
             return true;
         }
         r->standby.held = false;
-        enter_backoff(r, "connecting to the slot");
+        enter_backoff(r, "connecting to the slot", s.retry_err);
         return true;
     }
     r->standby.fence_ms = standby_fence_ms(s.sender_timeout_ms);
@@ -451,7 +464,7 @@ static void enter_recover(struct relay *r)
             return;
         }
         changes_start(&r->chg, NULL, r->dec);
-        enter_backoff(r, r->stream_err[0] ? r->stream_err : "replication stream lost");
+        enter_backoff(r, "replication stream lost", r->stream_err);
         return;
     }
     changes_start(&r->chg, r->trk, r->dec);
@@ -493,7 +506,7 @@ static bool recover_step(struct relay *r)
     log_kv(LOG_INFO, LOG_FIELDS({"lsn", lsn_format(tracker_flush_lsn(r->trk), a)}),
            "reconnecting from %s", a);
     /* The backoff grows until a stream stays up STREAM_HEALTHY_MS. */
-    enter_backoff(r, "replication stream lost");
+    enter_backoff(r, "replication stream lost", r->stream_err);
     return true;
 }
 

@@ -78,7 +78,9 @@ static enum step connect_server(struct slot_setup *s)
             log_error("%s; not retrying: %s", err, fix);
             return STEP_USAGE;
         }
-        log_warn("%s", err);
+        /* The relay says it, folded with the next attempts' (outage.h). */
+        log_debug("%s", err);
+        snprintf(s->retry_err, sizeof(s->retry_err), "%.500s", err);
         s->retry_cause = "connect_failed";
         return STEP_BROKEN;
     }

@@ -19,7 +19,9 @@
 # E2E_KEEP=1 to keep $T after a failure.
 #
 # Environment: OUTBOXD_BUILD_DIR (the CMake build dir, default ../../build),
-# OUTBOXD_TEST_PLUGIN (pgoutput), E2E_TIMEOUT (seconds before the watchdog
+# OUTBOXD_TEST_PLUGIN (pgoutput), E2E_SPAWN (a command the mock broker and
+# outboxd are started through: deploy/demo.sh's setsid keeps a terminal's
+# Ctrl-C from reaching them), E2E_TIMEOUT (seconds before the watchdog
 # fails the test, default 270, times 3 for a sanitized build (the sanitizer
 # run beside the rest of CI ran e2e.check past 270 s); at most
 # E2E_TIMEOUT_MAX when that is set), OUTBOXD_PG_VERSION (the server's major
@@ -40,6 +42,17 @@ if [[ -z "${PG_BINDIR:-}" && -n "${OUTBOXD_PG_VERSION:-}" && "$OUTBOXD_PG_VERSIO
 fi
 : "${PG_BINDIR:=/usr/lib/postgresql/15/bin}"
 export OUTBOXD_BUILD_DIR OUTBOXD_TEST_PLUGIN
+# The harness's own OUTBOXD_* variables are not configuration: outboxd
+# warns about each OUTBOXD_* variable none of its sections matches (a
+# typo's warning), so they stay out of its environment (issue 56). A
+# command that runs outboxd starts with "${OUTBOXD_ENV[@]}" (env -u ...).
+OUTBOXD_ENV=(env)
+for _v in OUTBOXD_BUILD_DIR OUTBOXD_TEST_PLUGIN OUTBOXD_TESTS OUTBOXD_TEST_JOBS \
+    OUTBOXD_PG_VERSION OUTBOXD_PG_CACHE OUTBOXD_PG_USER OUTBOXD_PORT_DIR OUTBOXD_SANITIZE \
+    OUTBOXD_TRICKLE OUTBOXD_WRAPPER; do
+    OUTBOXD_ENV+=(-u "$_v")
+done
+unset _v
 # The clients straight from their bindir: /usr/bin/psql is Debian's
 # pg_wrapper, a Perl script that costs 70 ms of CPU per call before it
 # starts the same psql (26 ms), and the tests call psql thousands of times.
@@ -158,6 +171,10 @@ _e2e_cleanup() {
     for pid in "${E2E_BG_PIDS[@]}"; do
         _kill_pid "$pid" 1
     done
+    for pid in "${E2E_BG_GROUPS[@]}"; do
+        kill -TERM -- "-$pid" 2>/dev/null
+        _kill_pid "$pid" 1
+    done
     _kill_pid "$OUTBOXD_PID" 5
     _kill_pid "$BROKER_PID" 2
     [[ -n "$E2E_KAFKA_DIR" ]] && "$E2E_SRC_DIR/tests/kafka/kafka.sh" destroy "$E2E_KAFKA_DIR"
@@ -175,7 +192,7 @@ _e2e_cleanup() {
         fi
     fi
     if [[ $rc -eq 0 ]]; then
-        printf '[%s] %s: PASS\n' "$(_ts)" "${E2E_NAME:-e2e}" >&2
+        printf '[%s] %s: %s\n' "$(_ts)" "${E2E_NAME:-e2e}" "${E2E_PASS_WORD:-PASS}" >&2
     else
         printf '[%s] %s: FAILED (exit %d)\n' "$(_ts)" "${E2E_NAME:-e2e}" "$rc" >&2
     fi
@@ -277,6 +294,16 @@ e2e_bg() {
     { _close_sess_fds; "$@"; } &
     E2E_BG_PID=$!
     E2E_BG_PIDS+=("$E2E_BG_PID")
+}
+
+# e2e_bg_group SHELL_COMMAND: runs bash -c SHELL_COMMAND (a pipeline) in a
+# session and process group of its own, out of the terminal's reach (a
+# Ctrl-C), the whole group killed at exit; sets E2E_BG_PID (the group's id).
+E2E_BG_GROUPS=()
+e2e_bg_group() {
+    { _close_sess_fds; exec setsid bash -c "$1"; } &
+    E2E_BG_PID=$!
+    E2E_BG_GROUPS+=("$E2E_BG_PID")
 }
 
 # ---------------------------------------------------------------- postgres
@@ -673,7 +700,7 @@ broker_start() {
     local i
     step "starting mock Kafka cluster $*"
     rm -f "$T/broker.port"
-    { _close_sess_fds; exec "$OUTBOXD_BUILD_DIR/tests/outboxd-mockbroker" --control "$T/broker.ctl" \
+    { _close_sess_fds; exec ${E2E_SPAWN:-} "$OUTBOXD_BUILD_DIR/tests/outboxd-mockbroker" --control "$T/broker.ctl" \
         --port-file "$T/broker.port" "$@" >"$T/broker.out" 2>"$T/broker.err" \
         </dev/null; } &
     BROKER_PID=$!
@@ -830,7 +857,7 @@ EOF
     # OUTBOXD_WRAPPER (e.g. "valgrind --error-exitcode=99") runs outboxd
     # under a tool; word splitting of it is intended.
     # shellcheck disable=SC2086
-    { _close_sess_fds; exec ${OUTBOXD_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/outboxd.ini" "$@" >>"$T/outboxd.log" 2>&1 </dev/null; } &
+    { _close_sess_fds; exec "${OUTBOXD_ENV[@]}" ${E2E_SPAWN:-} ${OUTBOXD_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/outboxd.ini" "$@" >>"$T/outboxd.log" 2>&1 </dev/null; } &
     OUTBOXD_PID=$!
     ((wait)) || return 0
     for ((i = 0; i < 300; i++)); do

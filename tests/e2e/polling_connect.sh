@@ -3,7 +3,8 @@
 # server that accepts the TCP connection but never answers (the postmaster
 # stopped with SIGSTOP) fails the connect after connect_timeout (10 s) with
 # libpq's wording, and the relay retries with backoff; once the server
-# answers again it reconnects (LISTEN) and delivers.
+# answers again it reconnects (LISTEN) and delivers, and says how long the
+# connection was down.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/polling_lib.sh"
 e2e_init polling_connect
@@ -35,5 +36,14 @@ ins 2 a-2 1
 wait_rows "status = 'SENT'" 2 30
 [[ $(grep -c "polling public.outbox_events as A" "$T/relay.A.log") -ge 2 ]] ||
     fail "relay A did not reconnect"
+# The outage in the log as an operator reads it (issue 56, outage.h): the
+# lost connection is its first line (a warning with its cause); the failed
+# connects within its first 30 s are debug lines; its end says its length.
+grep -q ' WARN: postgres: .*; reconnecting' "$T/relay.A.log" || fail "no warning with the cause"
+if grep ' WARN: .*cannot connect to postgres' "$T/relay.A.log" >&2; then
+    fail "a failed connect was a warning of its own within the outage's first 30 s"
+fi
+grep -qE ' INFO: postgres: recovered after [0-9]+ s of failures \([0-9]+ failed attempts?\)' "$T/relay.A.log" ||
+    fail "no line saying the connection is back, with the outage's length"
 relay_stop A
 e2e_pass

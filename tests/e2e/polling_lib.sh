@@ -61,7 +61,7 @@ relay_start() {
     relay_ini "$name"
     printf '===== e2e: start at %s: %s\n' "$(_ts)" "$*" >>"$T/relay.$name.log"
     # shellcheck disable=SC2086 # OUTBOXD_WRAPPER (e.g. valgrind) is split on purpose
-    { _close_sess_fds; exec ${OUTBOXD_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.$name.ini" "$@" \
+    { _close_sess_fds; exec "${OUTBOXD_ENV[@]}" ${OUTBOXD_WRAPPER:-} "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.$name.ini" "$@" \
         >>"$T/relay.$name.log" 2>&1 </dev/null; } &
     RELAY_PID[$name]=$!
     E2E_BG_PIDS+=("$!")

@@ -5,11 +5,14 @@
  * is down, or any other TLS trouble, does not. And the producer's
  * configuration as kafka_conf_producer() builds it for the relay and
  * `outboxd check`: outboxd's defaults, [kafka] over them, every refusal.
+ * And an unreachable broker's burst of reports as one line (outage.h).
  */
 #include <check.h>
 #include <librdkafka/rdkafka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "kafkaconf.h"
@@ -163,6 +166,82 @@ START_TEST(test_producer_refusals)
 }
 END_TEST
 
+/* ---- an unreachable broker's reports, folded (issue 56) ---- */
+
+/* Runs fn with stderr (the log) into a temporary file; returns its
+ * content (malloc'd: the caller frees). */
+static char *stderr_of(void (*fn)(void))
+{
+    FILE *tmp = tmpfile();
+    ck_assert_ptr_nonnull(tmp);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    fn();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    long n = ftell(tmp);
+    char *out = calloc(1, (size_t)n + 1);
+    rewind(tmp);
+    ck_assert_int_eq((int)fread(out, 1, (size_t)n, tmp), (int)n);
+    fclose(tmp);
+    return out;
+}
+
+/* What librdkafka 2.14.2 said against a closed port within 10 s of
+ * `outboxd check` (196 lines before), in its order. */
+static void broker_down_burst(void)
+{
+    kafka_log_error(RD_KAFKA_RESP_ERR__TRANSPORT,
+                    "127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed: Connection "
+                    "refused (after 0ms in state CONNECT)");
+    for (int i = 0; i < 146; i++)
+        kafka_log_error(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, "1/1 brokers are down");
+    for (int i = 0; i < 47; i++)
+        kafka_log_error(RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, "0/1 brokers are down");
+    kafka_log_error(RD_KAFKA_RESP_ERR__TRANSPORT,
+                    "127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed: Connection "
+                    "refused (after 0ms in state CONNECT, 1 identical error(s) suppressed)");
+}
+
+START_TEST(test_unreachable_folded)
+{
+    uint64_t before = kafka_unreachable_total();
+    char *out = stderr_of(broker_down_burst);
+    int lines = 0;
+    for (const char *c = out; *c; c++) lines += *c == '\n';
+    ck_assert_msg(lines == 1, "%d lines:\n%.400s", lines, out);
+    ck_assert_msg(strstr(out, "WARN: kafka: 127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 "
+                              "failed: Connection refused (after 0ms in state CONNECT) "
+                              "(repeats are folded into one line every 30 s"),
+                  "%s", out);
+    /* Every report but the 47 saying none is down is counted. */
+    ck_assert_int_eq((int)(kafka_unreachable_total() - before), 148);
+    free(out);
+}
+END_TEST
+
+/* A refusal, or any other error, is not folded: each is its own line. */
+static void other_errors(void)
+{
+    kafka_log_error(RD_KAFKA_RESP_ERR__AUTHENTICATION, SASL_REASON);
+    kafka_log_error(RD_KAFKA_RESP_ERR__AUTHENTICATION, SASL_REASON);
+}
+
+START_TEST(test_other_errors_not_folded)
+{
+    uint64_t before = kafka_unreachable_total();
+    char *out = stderr_of(other_errors);
+    int lines = 0;
+    for (const char *c = out; *c; c++) lines += *c == '\n';
+    ck_assert_msg(lines == 2, "%d lines:\n%.400s", lines, out);
+    ck_assert_ptr_nonnull(strstr(out, "kafka: _AUTHENTICATION: sasl_ssl://"));
+    ck_assert_int_eq((int)(kafka_unreachable_total() - before), 0);
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kafkaconf");
@@ -176,6 +255,12 @@ int main(void)
     tcase_add_checked_fixture(tc, conf_setup, conf_teardown);
     tcase_add_test(tc, test_producer_defaults_and_overrides);
     tcase_add_test(tc, test_producer_refusals);
+    suite_add_tcase(s, tc);
+    /* The fold is process-wide: the burst must be the process's first
+     * (under valgrind Check does not fork). */
+    tc = tcase_create("unreachable");
+    tcase_add_test(tc, test_unreachable_folded);
+    tcase_add_test(tc, test_other_errors_not_folded);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

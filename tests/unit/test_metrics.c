@@ -119,6 +119,7 @@ START_TEST(test_every_family_announced)
         {"outboxd_slot_wal_status", "gauge"},
         {"outboxd_slot_failover", "gauge"},
         {"outboxd_monitor_errors_total", "counter"},
+        {"outboxd_kafka_unreachable_total", "counter"},
         {"outboxd_replication_lag_seconds", "gauge"},
         {"outboxd_commit_to_ack_seconds", "histogram"},
         {"outboxd_stage_latency_seconds", "histogram"},
