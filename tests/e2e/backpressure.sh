@@ -72,7 +72,7 @@ check_delivery --exactly-once
 step "2. a second outboxd on the same slot"
 cp "$T/outboxd.ini" "$T/second.ini"
 sed -i "s|^file = .*|file = $T/second.offset|" "$T/second.ini"
-"$OUTBOXD_BUILD_DIR/outboxd" -c "$T/second.ini" --set postgres.retry_max_ms=1000 >"$T/second.log" 2>&1 </dev/null &
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/second.ini" --set postgres.retry_max_ms=1000 >"$T/second.log" 2>&1 </dev/null &
 second=$!
 E2E_BG_PIDS+=("$second")
 # It says so on its first attempt, and waits (it takes over below).

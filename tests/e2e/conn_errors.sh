@@ -48,7 +48,7 @@ expect_usage() {
 # run) prints a FAIL postgres connection line matching PATTERN.
 expect_check() {
     local rc=0
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" >"$T/check.out" 2>&1 || rc=$?
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" >"$T/check.out" 2>&1 || rc=$?
     [[ $rc -ne 0 ]] || fail "check $1: exit 0"
     grep -E -- "^FAIL postgres connection: .*$2" "$T/check.out" >/dev/null ||
         fail "check $1: no FAIL line matching /$2/: $(grep -m1 'postgres connection' "$T/check.out")"

@@ -76,7 +76,7 @@ level = info
 [http]
 listen = 127.0.0.1:0
 EOF
-{ _close_sess_fds; exec "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/polling.ini" >"$T/polling.log" 2>&1 </dev/null; } &
+{ _close_sess_fds; exec "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/polling.ini" >"$T/polling.log" 2>&1 </dev/null; } &
 POLLING_PID=$!
 E2E_BG_PIDS+=("$POLLING_PID")
 wait_until 30 "outboxd B serves /metrics" grep -q "http: serving /metrics" "$T/polling.log"

@@ -256,7 +256,7 @@ assert_eq '[["id",true],["eventType","Traced"],["traceparent","00-0af7651916cd43
     "the span context's headers"
 # The migration's last step: outboxd verify, with outboxd's configuration,
 # over what both relays wrote.
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${takeover[@]}" --json \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${takeover[@]}" --json \
     >"$T/verify.json" 2>"$T/verify.err" || fail "outboxd verify exited $? after the switch: $(cat "$T/verify.err") $(head -c 2000 "$T/verify.json")"
 info "verify after the switch: $(jq -c '{ok, rows, messages, missing, duplicates, order_violations, unknown}' "$T/verify.json")"
 assert_eq 0 "$(jq -r '.missing' "$T/verify.json")" "verify: missing"

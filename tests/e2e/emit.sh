@@ -214,19 +214,19 @@ SQL
 
     step "$plugin: outboxd check names the message source; verify says messages have no row"
     set_args=(--set outbox.message_prefix=outbox --set "offsets.file=$T/$plugin.offset")
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${set_args[@]}" >"$T/check.out" 2>&1 || true
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${set_args[@]}" >"$T/check.out" 2>&1 || true
     grep -E 'outbox messages' "$T/check.out" >&2 || { cat "$T/check.out" >&2; fail "check has no outbox messages line"; }
     grep -qE '^ok +outbox messages.*prefix "outbox".*outbox_emit\(\) installed' "$T/check.out" ||
         fail "check's outbox messages line is not ok"
     grep -q 'gap repair.*message_prefix.*repair cannot send them again' "$T/check.out" ||
         fail "check's gap repair line does not say messages cannot be repaired"
     if [[ $plugin == pgoutput ]]; then
-        "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${set_args[@]}" >"$T/verify.out" 2>"$T/verify.err" ||
+        "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${set_args[@]}" >"$T/verify.out" 2>"$T/verify.err" ||
             { cat "$T/verify.out" "$T/verify.err" >&2; fail "verify failed with messages as events"; }
         cat "$T/verify.out" >&2
         grep -q 'events of outbox_emit() messages have no row' "$T/verify.out" ||
             fail "verify does not say that message events have no row"
-        "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${set_args[@]}" --set source.mode=polling \
+        "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${set_args[@]}" --set source.mode=polling \
             >"$T/polling.out" 2>&1 && fail "check accepted message_prefix in polling mode"
         grep -q 'message_prefix needs \[source\] mode = logical' "$T/polling.out" ||
             { cat "$T/polling.out" >&2; fail "polling mode's refusal of message_prefix is not clear"; }
@@ -263,16 +263,16 @@ assert_eq "B2 B3" "$(jq -r 'select(.topic == "billing.two_b") | .headers.event_t
     "section b's message and row on its topic template, in statement order"
 assert_eq 0 "$(jq -r 'select((.topic | test("two_c$")) or (.topic == "outbox.event.two_b"))' "$T/dump.jsonl" | wc -l)" \
     "events of a prefix no section has, or on the other section's topic"
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${two[@]}" >"$T/check.out" 2>&1 || true
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${two[@]}" >"$T/check.out" 2>&1 || true
 grep -E 'outbox messages' "$T/check.out" >&2 || true
 grep -qE '^ok +outbox messages \[outbox\.a\]: .*prefix "outbox"' "$T/check.out" &&
     grep -qE '^ok +outbox messages \[outbox\.b\]: .*prefix "billing"' "$T/check.out" ||
     { cat "$T/check.out" >&2; fail "check has no outbox messages line per section"; }
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${two[@]}" >"$T/verify.out" 2>"$T/verify.err" ||
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${two[@]}" >"$T/verify.out" 2>"$T/verify.err" ||
     { cat "$T/verify.out" "$T/verify.err" >&2; fail "verify failed with two sections' messages"; }
 grep -q '\[outbox\.b\] message_prefix = billing: events of outbox_emit() messages have no row' \
     "$T/verify.out" || { cat "$T/verify.out" >&2; fail "verify's note does not name section b"; }
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${two[@]}" \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${two[@]}" \
     --set outbox.b.message_prefix=outbox >"$T/dup.out" 2>&1 && fail "check accepted one prefix in two sections"
 grep -q '\[outbox\.a\] and \[outbox\.b\] both have message_prefix = outbox' "$T/dup.out" ||
     { cat "$T/dup.out" >&2; fail "one prefix in two sections is not refused clearly"; }

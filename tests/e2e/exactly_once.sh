@@ -65,10 +65,10 @@ info "read_committed: $(wc -l <"$T/check.dump.jsonl") messages for $ROWS rows;" 
     "read_uncommitted: $UNCOMMITTED messages, $DUPS events with aborted copies"
 ((DUPS > 0)) || fail "read_uncommitted shows no extra copy after 3 kills inside open" \
     "transactions: the test would not notice transactions that remove nothing"
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${EOS[@]}" >"$T/verify.out" 2>&1 ||
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${EOS[@]}" >"$T/verify.out" 2>&1 ||
     { cat "$T/verify.out" >&2; fail "outboxd verify (read_committed) is not clean"; }
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${EOS[@]}" --isolation read_uncommitted \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${EOS[@]}" --isolation read_uncommitted \
     >"$T/verify.unc.out" 2>&1 || rc=$?
 [[ $rc == 1 ]] || { cat "$T/verify.unc.out" >&2; fail "verify --isolation read_uncommitted" \
     "exited $rc, expected 1 (the aborted copies are duplicates there)"; }
@@ -79,7 +79,7 @@ grep -q '^duplicates: *0 extra copies' "$T/verify.out" ||
     fail "verify read_committed counts duplicates: $(grep '^duplicates' "$T/verify.out")"
 info "verify: read_committed 0 duplicates; read_uncommitted $UNC_DUPS extra copies (exit 1)"
 
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${EOS[@]}" >"$T/check.out" 2>&1 || true
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${EOS[@]}" >"$T/check.out" 2>&1 || true
 grep -E '^ok   progress topic: outboxd.progress exists, compacted; ' "$T/check.out" >&2 ||
     { cat "$T/check.out" >&2; fail "outboxd check does not say the progress topic exists, compacted"; }
 
@@ -186,7 +186,7 @@ assert_eq 1 "$(dlq_copies read_committed)" "read_committed copies of the dead le
 UNC=$(dlq_copies read_uncommitted)
 ((UNC >= 2)) || fail "read_uncommitted shows $UNC copies of the dead letter: the kill did not" \
     "land inside its Kafka transaction, so this step proves nothing"
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${EOS[@]}" "${DLQ[@]}" --json \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${EOS[@]}" "${DLQ[@]}" --json \
     >"$T/verify.dlq.json" 2>"$T/verify.dlq.err" ||
     { cat "$T/verify.dlq.json" "$T/verify.dlq.err" >&2; fail "verify is not clean after the dead letter"; }
 assert_eq 1 "$(jq -r .dead_lettered "$T/verify.dlq.json")" "verify dead_lettered"

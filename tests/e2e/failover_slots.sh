@@ -144,7 +144,7 @@ info "standby's synced slot: $(at "$P2" "SELECT 'confirmed ' || confirmed_flush_
 
 step "outboxd check: the failover set-up (primary and standby, under load)"
 crc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" >"$T/check.out" 2>&1 || crc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" >"$T/check.out" 2>&1 || crc=$?
 grep -iE 'failover|standby' "$T/check.out" >&2 || true
 grep -qE '^ok +failover slot' "$T/check.out" || fail "check: no ok line for the failover slot"
 if ((STANDBY_SLOTS)); then
@@ -160,7 +160,7 @@ grep -qE "^ok +standby 127.0.0.1:$P2" "$T/check.out" ||
 # A listed server that does not answer, and a list without
 # target_session_attrs (nor PGTARGETSESSIONATTRS): said, not hidden.
 dead=$(_free_port)
-env -u PGTARGETSESSIONATTRS "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" \
+env -u PGTARGETSESSIONATTRS "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" \
     --set "postgres.conninfo=host=127.0.0.1,127.0.0.1,127.0.0.1 port=$P1,$P2,$dead user=postgres dbname=postgres" \
     >"$T/check2.out" 2>&1 || true
 grep -iE 'failover|standby' "$T/check2.out" >&2 || true

@@ -149,7 +149,7 @@ sigterm_restart() {
 faults_verify() {
     local events=$1 messages=$2 vrc=0
     step "outboxd verify"
-    "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" --json >"$T/verify.json" \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" --json >"$T/verify.json" \
         2>"$T/verify.err" || vrc=$?
     cat "$T/verify.json" >&2
     [[ $vrc -eq 0 ]] || { cat "$T/verify.err" >&2; fail "outboxd verify exited $vrc (0 = clean)"; }

@@ -89,7 +89,7 @@ listen = 127.0.0.1:0
 EOF
     before=$(grep -c 'http: serving' "${LOG[$n]}" 2>/dev/null || true)
     printf '===== e2e: start of %s at %s\n' "$n" "$(_ts)" >>"${LOG[$n]}"
-    { _close_sess_fds; exec "$OUTBOXD_BUILD_DIR/outboxd" -c "${INI[$n]}" >>"${LOG[$n]}" 2>&1 </dev/null; } &
+    { _close_sess_fds; exec "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" -c "${INI[$n]}" >>"${LOG[$n]}" 2>&1 </dev/null; } &
     PID[$n]=$!
     E2E_BG_PIDS+=("${PID[$n]}")
     for ((i = 0; i < 300; i++)); do
@@ -210,7 +210,7 @@ inst_start b
 assert_roles a
 grep -q 'standing by: replication slot "outboxd" is held by another process' "${LOG[b]}" ||
     fail "b did not log that it stands by"
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "${INI[b]}" >"$T/check_b.out" 2>&1 ||
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "${INI[b]}" >"$T/check_b.out" 2>&1 ||
     { cat "$T/check_b.out" >&2; fail "outboxd check of b's configuration failed"; }
 grep -E '^ok .*in use by another process \(pid [0-9]+\): with hot_standby = true this instance stands by' \
     "$T/check_b.out" >&2 || { cat "$T/check_b.out" >&2; fail "outboxd check does not say b stands by"; }

@@ -39,7 +39,7 @@ check_run() {
     local name=$1
     shift
     CHECK_RC=0
-    env ${OUTBOXD_ENV:-} "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "$@" \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "$@" \
         >"$T/c.$name.out" 2>"$T/c.$name.err" || CHECK_RC=$?
     cat "$T/c.$name.out" >&2
 }
@@ -106,7 +106,7 @@ wait_caught_up 60
 outboxd_stop || true
 assert_eq 0 "$OUTBOXD_RC" "exit status after the repair"
 vrc=0
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json >"$T/verify.json" 2>"$T/verify.err" || vrc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json >"$T/verify.json" 2>"$T/verify.err" || vrc=$?
 info "verify: rows=$(jq -r .rows "$T/verify.json") missing=$(jq -r .missing "$T/verify.json") order_violations=$(jq -r .order_violations "$T/verify.json") duplicates=$(jq -r .duplicates "$T/verify.json")"
 assert_eq 100 "$(jq -r .rows "$T/verify.json")" "rows verified"
 assert_eq 0 "$(jq -r .missing "$T/verify.json")" "missing after the repair"

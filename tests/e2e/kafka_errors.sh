@@ -138,7 +138,7 @@ halt_case small halt
 step "a missing topic: outboxd check reports it"
 psql_q "$(bad_sql missing 00000000-0000-4000-8000-0000000000c3)"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" --set postgres.slot=dlq_slot \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" --set postgres.slot=dlq_slot \
     --set "offsets.file=$T/outboxd.offset" >"$T/check.out" 2>&1 || rc=$?
 cat "$T/check.out" >&2
 grep -E 'FAIL.*outbox\.event\.Missing' "$T/check.out" >/dev/null ||
@@ -151,7 +151,7 @@ info "ok: outboxd check exits $rc and names outbox.event.Missing"
 grep -qE '^warn +topic limits: 1 topic takes smaller record batches than the producer builds \(1000000 bytes\): outbox\.event\.Small takes 1000 ' "$T/check.out" ||
     fail "outboxd check does not warn about outbox.event.Small's max.message.bytes"
 grep -q 'set \[kafka\] batch.size = 1000 ' "$T/check.out" || fail "the warning does not say which batch.size avoids it"
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" --set postgres.slot=dlq_slot \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" --set postgres.slot=dlq_slot \
     --set "offsets.file=$T/outboxd.offset" --set kafka.batch.size=1000 >"$T/check2.out" 2>&1 || true
 grep 'topic limits' "$T/check2.out" >&2 || true
 grep -qE '^ok +topic limits: every topic described \([0-9]+ of [0-9]+\) takes record batches of the producer.s 1000 bytes' "$T/check2.out" ||

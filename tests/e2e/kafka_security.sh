@@ -106,7 +106,7 @@ refused() {
 # SCRAM proof Kafka 4 refuses as invalid credentials (librdkafka#4895).
 # There, outboxd must say so: a warning at start, and the refusal naming
 # the cause and the fix. Elsewhere SCRAM must work.
-rdk=$("$OUTBOXD_BUILD_DIR/outboxd" --version | sed -n 's/^librdkafka //p')
+rdk=$("${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" --version | sed -n 's/^librdkafka //p')
 kver=$(cat "$E2E_KAFKA_DIR/version")
 scram_bug=
 if [[ "$(printf '%s\n' "$rdk" 2.6.1 | sort -V | head -1)" != 2.6.1 && ${kver%%.*} -ge 4 ]]; then
@@ -122,7 +122,7 @@ if [[ -z $scram_bug ]]; then
     [[ "$HTTP_STATUS" == 200 ]] || fail "/metrics answered $HTTP_STATUS"
     outboxd_stop || fail "outboxd exited with $OUTBOXD_RC"
     rc=0
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${sasl[@]}" \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${sasl[@]}" \
         --set "kafka.sasl.password=$PASSWORD" >"$T/check.out" 2>&1 || rc=$?
     grep -E '^ok +kafka broker' "$T/check.out" >/dev/null ||
         fail "outboxd check did not reach the broker over SASL_SSL: $(grep -i kafka "$T/check.out")"
@@ -139,7 +139,7 @@ else
         "$T/outboxd.log" >/dev/null || fail "no warning at start about librdkafka $rdk's SCRAM and Kafka 4"
     info "ok: the start-up warning names librdkafka#4895"
     rc=0
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${sasl[@]}" \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${sasl[@]}" \
         --set "kafka.sasl.password=$PASSWORD" >"$T/check.out" 2>&1 || rc=$?
     grep -E '^FAIL +kafka broker' "$T/check.out" | grep -F 'librdkafka#4895' >/dev/null ||
         fail "outboxd check does not name librdkafka#4895: $(grep -i kafka "$T/check.out" | cut -c1-400)"
@@ -152,7 +152,7 @@ fi
 refused "3. a wrong SCRAM password" 'ERROR: kafka: the broker refused the connection for good: _AUTHENTICATION: .*SASL authentication error.*correct \[kafka\] sasl.username' \
     "${sasl[@]}" --set "kafka.sasl.password=$WRONG"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${sasl[@]}" \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${sasl[@]}" \
     --set "kafka.sasl.password=$WRONG" >"$T/check-wrong.out" 2>&1 || rc=$?
 [[ $rc -ne 0 ]] || fail "outboxd check passed with a wrong password"
 grep -E '^FAIL +kafka broker.*(uthentication)' "$T/check-wrong.out" >/dev/null ||

@@ -45,7 +45,7 @@ outboxd_start --set postgres.heartbeat_interval_ms=1000 # outboxd.ini: the role'
 insert_events a 40
 wait_caught_up 30
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" --set postgres.heartbeat_interval_ms=1000 \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" --set postgres.heartbeat_interval_ms=1000 \
     >"$T/check.out" 2>"$T/check.err" || rc=$?
 cat "$T/check.out" >&2
 assert_eq 0 "$rc" "check's exit status as the role"
@@ -84,7 +84,7 @@ step "3. a member of rds_replication (RDS and Aurora give replication that way)"
 psql_q "CREATE ROLE rds_replication NOLOGIN; CREATE ROLE rdsuser LOGIN PASSWORD '$SECRET' IN ROLE rds_replication; GRANT USAGE ON SCHEMA public TO rdsuser; GRANT SELECT ON public.outbox_events TO rdsuser" >/dev/null
 sed "s/^conninfo = .*/conninfo = host=127.0.0.1 port=$PGPORT user=rdsuser dbname=postgres password=$SECRET/" \
     "$T/outboxd.ini" >"$T/rds.ini"
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/rds.ini" >"$T/rds.out" 2>"$T/rds.err" || true
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/rds.ini" >"$T/rds.out" 2>"$T/rds.err" || true
 grep -E '^ok   role "rdsuser": REPLICATION \(member of rds_replication\), SELECT on public.outbox_events' \
     "$T/rds.out" >/dev/null || { cat "$T/rds.out" >&2; fail "check did not count rds_replication membership"; }
 e2e_pass

@@ -69,7 +69,7 @@ broker_start --partitions 3
 outboxd_start
 
 step "outboxd config: every section, with its sources"
-"$OUTBOXD_BUILD_DIR/outboxd" config -c "$T/outboxd.ini" \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" config -c "$T/outboxd.ini" \
     --set outbox.billing.column.aggregate_version=ver >"$T/config.out"
 for want in '^\[outbox\.orders\]$' '^\[outbox\.audit\]$' '^\[outbox\.billing\]$' \
     '^table = app\.billing_outbox  ; environment$' '^column\.aggregate_version = ver  ; --set$' \
@@ -80,7 +80,7 @@ info "ok: config names the three sections and their sources"
 
 step "outboxd check: the per-table lines, once per section"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" >"$T/check.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" >"$T/check.out" 2>&1 || rc=$?
 for want in \
     '^ok   outbox table public\.outbox_events \[outbox\.orders\]: ' \
     '^ok   outbox table app\.audit_outbox \[outbox\.audit\]: ' \
@@ -206,7 +206,7 @@ compare_all first
 # run_verify RC NAME: outboxd verify --json must exit RC.
 run_verify() {
     local rc=0
-    "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json --timeout 30s \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json --timeout 30s \
         >"$T/v.$2.out" 2>"$T/v.$2.err" || rc=$?
     [[ $rc -eq $1 ]] || { cat "$T/v.$2.out" "$T/v.$2.err" >&2; fail "verify $2: exit $rc, expected $1"; }
 }

@@ -85,7 +85,7 @@ if want fullfs; then
     tail -n +"$((from + 1))" "$T/outboxd.log" | grep 'cannot write offset file' | sed 's/^/        | /' >&2
     assert_eq 1 "$n" "log lines about the failed offset write"
     rc=0
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" --set "offsets.file=$T/small/outboxd.offset" >"$T/check.out" 2>&1 || rc=$?
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" --set "offsets.file=$T/small/outboxd.offset" >"$T/check.out" 2>&1 || rc=$?
     sed 's/^/        | /' "$T/check.out" >&2
     assert_eq 1 "$rc" "outboxd check's exit status on a full file system"
     grep -Eq '^FAIL offset file .*: its directory .* does not take a write: .*No space left on device' "$T/check.out" ||

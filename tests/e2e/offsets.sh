@@ -67,7 +67,7 @@ expect_exit() {
 expect_check() {
     local want=$1 re=$2 rc=0
     shift 2
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "$@" >"$T/check.out" 2>&1 || rc=$?
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "$@" >"$T/check.out" 2>&1 || rc=$?
     sed 's/^/        | /' "$T/check.out" >&2
     assert_eq "$want" "$rc" "outboxd check's exit status"
     grep -Eq -- "$re" "$T/check.out" || fail "no check line matches /$re/"
@@ -153,7 +153,7 @@ if want slot_ahead; then
     expect_check 1 "^FAIL offset file .*: replication slot \"outboxd\" is confirmed up to $ahead, ahead of the offset file"
     step "outboxd accept-slot"
     rc=0
-    "$OUTBOXD_BUILD_DIR/outboxd" accept-slot -c "$T/outboxd.ini" >"$T/accept.out" 2>&1 || rc=$?
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" accept-slot -c "$T/outboxd.ini" >"$T/accept.out" 2>&1 || rc=$?
     sed 's/^/        | /' "$T/accept.out" >&2
     assert_eq 0 "$rc" "accept-slot's exit status"
     grep -q "now $ahead on system" "$T/accept.out" || fail "accept-slot did not say what it wrote"

@@ -445,7 +445,7 @@ b_start() {
     sed -e "s|^file = .*|file = $T/b.offset|" \
         -e "s|^listen = .*|listen = $NETNS_ADDR_ob:0|" "$T/outboxd.ini" >"$T/b.ini"
     printf '===== e2e: start of b at %s\n' "$(_ts)" >>"$B_LOG"
-    { _close_sess_fds; exec ip netns exec "$NETNS_NS_ob" "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/b.ini" \
+    { _close_sess_fds; exec ip netns exec "$NETNS_NS_ob" "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/b.ini" \
         "${OUTBOXD_ARGS[@]}" --set "postgres.hot_standby_yield=$B_YIELD" >>"$B_LOG" 2>&1 </dev/null; } &
     B_PID=$!
     E2E_BG_PIDS+=("$B_PID")

@@ -43,7 +43,7 @@ table_bytes() { psql_q "SELECT pg_total_relation_size('public.outbox_events')"; 
 step "outboxd check: the backlog in one line"
 relay_ini C
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.C.ini" >"$T/check.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.C.ini" >"$T/check.out" 2>&1 || rc=$?
 assert_eq 0 "$rc" "outboxd check exit status ($(cat "$T/check.out"))"
 line=$(grep '^ok   polling backlog: ' "$T/check.out") ||
     { cat "$T/check.out" >&2; fail "no 'ok   polling backlog' line"; }

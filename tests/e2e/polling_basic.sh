@@ -20,12 +20,12 @@ broker_start
 step "the logical table is no polling table: check FAILs, the daemon exits 1 at start"
 relay_ini bad
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.bad.ini" >"$T/check0.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.bad.ini" >"$T/check0.out" 2>&1 || rc=$?
 assert_eq 1 "$rc" "outboxd check exit status"
 grep -q '^FAIL polling table public.outbox_events: polling mode needs the state columns, and status, attempts, next_attempt_at, lease_owner, lease_generation, lease_until, sent_at, last_error are missing; create the table from sql/outbox_polling.sql' "$T/check0.out" ||
     { cat "$T/check0.out" >&2; fail "no FAIL line naming the missing state columns"; }
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.bad.ini" >"$T/start0.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.bad.ini" >"$T/start0.out" 2>&1 || rc=$?
 assert_eq 1 "$rc" "daemon exit status"
 grep -q 'ERROR: polling table public.outbox_events: polling mode needs the state columns' "$T/start0.out" ||
     { cat "$T/start0.out" >&2; fail "the daemon did not say why"; }
@@ -35,7 +35,7 @@ step "configuration errors exit 2 and name the key"
 for bad in "source.mode=poll" "polling.lease=30" "polling.lease=500ms" "polling.backoff_min=10m" \
     "outbox.timestamp=commit"; do
     rc=0
-    "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.bad.ini" --set "$bad" 2>"$T/bad.err" || rc=$?
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" -c "$T/relay.bad.ini" --set "$bad" 2>"$T/bad.err" || rc=$?
     assert_eq 2 "$rc" "exit status with --set $bad"
     key=${bad%%=*}; key=${key#*.}
     grep -q "$key" "$T/bad.err" || fail "the error for $bad does not name $key: $(cat "$T/bad.err")"
@@ -58,7 +58,7 @@ assert_sql "SELECT bool_and(status = 'PENDING' AND lease_owner IS NULL AND lease
 
 step "outboxd check in polling mode"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.bad.ini" >"$T/check.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.bad.ini" >"$T/check.out" 2>&1 || rc=$?
 cat "$T/check.out" >&2
 assert_eq 0 "$rc" "outboxd check exit status"
 grep -q '^skip wal_level = logical: not used in \[source\] mode = polling' "$T/check.out" || fail "wal_level not skipped"
@@ -99,7 +99,7 @@ grep -q 'polling relay stopped: claimed 42, sent 42, retried 0, quarantined 0' "
 
 step "without the trigger: found through the poll interval; check warns"
 psql_q "ALTER TABLE public.outbox_events DISABLE TRIGGER outbox_events_notify"
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.bad.ini" >"$T/check2.out" 2>&1 || true
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.bad.ini" >"$T/check2.out" 2>&1 || true
 grep -q "^warn polling table .*no enabled trigger NOTIFYs channel \"outboxd\"" "$T/check2.out" ||
     { cat "$T/check2.out" >&2; fail "check did not warn about the missing trigger"; }
 RELAY_POLL_MS=300 relay_start B
@@ -127,7 +127,7 @@ assert_eq "$(printf '%02x' {0..255} | tr -d '\n')" "$(jq -r .value_hex "$T/bin.j
 
 step "outboxd republish of a polling table: the same bytes again, the row's state untouched"
 before=$(psql_q "SELECT status || '|' || attempts || '|' || coalesce(lease_owner, '-') || '|' || lease_generation FROM public.outbox_events WHERE event_id = '$(uuid 4)'")
-"$OUTBOXD_BUILD_DIR/outboxd" republish -c "$T/relay.C.ini" --event-id "$(uuid 4)" >"$T/rp.out" 2>"$T/rp.err" ||
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" republish -c "$T/relay.C.ini" --event-id "$(uuid 4)" >"$T/rp.out" 2>"$T/rp.err" ||
     { cat "$T/rp.out" "$T/rp.err" >&2; fail "republish of a polling table's row failed"; }
 grep -q '^republish: sent 1 events of .*all ACKed by Kafka' "$T/rp.out" || { cat "$T/rp.out" >&2; fail "republish did not say 1 sent"; }
 "$OUTBOXD_BUILD_DIR/tests/outboxd-kdump" -b "$KAFKA_BOOTSTRAP" -t outbox.event.Bin >"$T/bin2.jsonl" ||

@@ -64,7 +64,7 @@ assert_eq "PENDING|0|-|0" "$(ev_state "$(uuid 21)")" "q-1's next event waits beh
 
 step "outboxd requeue"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" "$(uuid 20)" >"$T/requeue.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" "$(uuid 20)" >"$T/requeue.out" 2>&1 || rc=$?
 cat "$T/requeue.out" >&2
 assert_eq 0 "$rc" "requeue exit status"
 grep -q "^requeued $(uuid 20)\$" "$T/requeue.out" || fail "requeue did not confirm"
@@ -73,16 +73,16 @@ assert_eq "0" "$(psql_q "SELECT attempts FROM public.outbox_events WHERE event_i
 kdump_all >"$T/dump1.jsonl"
 assert_eq "1,2" "$(jq -r 'select(.key == "q-1") | .headers.aggregate_version' "$T/dump1.jsonl" | paste -sd,)" "q-1 in order after the requeue"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" "$(uuid 22)" "$(uuid 777)" >"$T/requeue2.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" "$(uuid 22)" "$(uuid 777)" >"$T/requeue2.out" 2>&1 || rc=$?
 cat "$T/requeue2.out" >&2
 assert_eq 1 "$rc" "requeue of a SENT and an unknown event: exit status"
 grep -q "^not requeued $(uuid 22): it is SENT, not QUARANTINED" "$T/requeue2.out" || fail "no reason for the SENT event"
 grep -q "^not requeued $(uuid 777): no such event in public.outbox_events" "$T/requeue2.out" || fail "no reason for the unknown event"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" >/dev/null 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" >/dev/null 2>&1 || rc=$?
 assert_eq 2 "$rc" "requeue without EVENT_ID: exit status"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" not-a-uuid >"$T/requeue3.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" requeue -c "$T/relay.G.ini" not-a-uuid >"$T/requeue3.out" 2>&1 || rc=$?
 assert_eq 1 "$rc" "requeue of a malformed event_id: exit status"
 grep -q 'ERROR: postgres: requeueing: .*invalid input syntax for type uuid: "not-a-uuid"' "$T/requeue3.out" ||
     fail "no clear error for a malformed event_id: $(cat "$T/requeue3.out")"

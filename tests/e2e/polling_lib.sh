@@ -119,7 +119,7 @@ ev_state() {
 polling_verify() {
     local out=$1 rc=0
     [[ -f "$T/relay.verify.ini" ]] || relay_ini verify
-    "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/relay.verify.ini" --json >"$out" \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/relay.verify.ini" --json >"$out" \
         2>"$out.err" || rc=$?
     [[ $rc -eq 0 ]] || { cat "$out" "$out.err" >&2; fail "outboxd verify exited $rc"; }
     info "verify: $(jq -c '{rows, messages, missing, duplicates, duplicate_events, unknown, order_violations}' "$out")"

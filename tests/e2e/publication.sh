@@ -67,7 +67,7 @@ assert_eq 0 "$got" "events committed while the table was out of the publication,
 got=$(jq -r 'select(.key | startswith("after-") or startswith("before-")) | .key' "$T/dump1.jsonl" | sort -u | wc -l)
 assert_eq 5 "$got" "events before and after the gap, in Kafka"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json >"$T/verify.json" 2>"$T/verify.err" || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json >"$T/verify.json" 2>"$T/verify.err" || rc=$?
 assert_eq 3 "$(jq -r .missing "$T/verify.json")" "events outboxd verify lists as missing"
 outboxd_stop
 psql_q "TRUNCATE public.outbox_events" # verify of the next steps starts clean
@@ -89,8 +89,8 @@ grep -q "pg_replication_slot_advance('outboxd', pg_current_wal_lsn())" <<<"$line
     fail "the message does not name the fix"
 step "2b. the fix the message names"
 psql_q "SELECT pg_replication_slot_advance('outboxd', pg_current_wal_lsn())" >/dev/null
-if "$OUTBOXD_BUILD_DIR/outboxd" --help 2>&1 | grep accept-slot >/dev/null; then
-    "$OUTBOXD_BUILD_DIR/outboxd" accept-slot -c "$T/outboxd.ini" >>"$T/outboxd.log" 2>&1 ||
+if "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" --help 2>&1 | grep accept-slot >/dev/null; then
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" accept-slot -c "$T/outboxd.ini" >>"$T/outboxd.log" 2>&1 ||
         fail "outboxd accept-slot failed"
 fi
 outboxd_start
@@ -100,7 +100,7 @@ kdump_all >"$T/dump2.jsonl"
 assert_eq 2 "$(jq -r 'select(.key | startswith("fixed-")) | .key' "$T/dump2.jsonl" | sort -u | wc -l)" \
     "events after the fix, in Kafka"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json >"$T/verify.json" 2>"$T/verify.err" || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json >"$T/verify.json" 2>"$T/verify.err" || rc=$?
 assert_eq 1 "$(jq -r .missing "$T/verify.json")" "events skipped by the advance, listed by verify"
 outboxd_stop
 psql_q "DELETE FROM public.outbox_events WHERE aggregate_id LIKE 'recreated-%'"

@@ -280,7 +280,7 @@ conninfo = $PG_CONNINFO
 bootstrap.servers = $KAFKA_BOOTSTRAP
 EOF
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/check.ini" "${SECTIONS[@]}" >"$T/check.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/check.ini" "${SECTIONS[@]}" >"$T/check.out" 2>&1 || rc=$?
 grep 'schema registry' "$T/check.out" >&2 || fail "outboxd check printed no schema registry line: $(cat "$T/check.out")"
 grep -q "FAIL.*schema registry.*1 of 4 subjects have no version latest: outbox.event.invoice-value" "$T/check.out" ||
     fail "outboxd check did not name the missing subject outbox.event.invoice-value"
@@ -339,7 +339,7 @@ TLS_SET=(--set registry.url="https://127.0.0.1:$TLS_PORT/apis/ccompat/v7"
 registry_check() {
     local name=$1
     shift
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/check.ini" "${SECTIONS[@]}" "${TLS_SET[@]}" "$@" \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/check.ini" "${SECTIONS[@]}" "${TLS_SET[@]}" "$@" \
         >"$T/$name.out" 2>&1 || true
     grep 'schema registry' "$T/$name.out" >&2 || true
 }
@@ -383,7 +383,7 @@ assert_count 20 "SELECT count(*) FROM public.outbox_events o JOIN public.decoded
             WHERE d.line->>'key' = o.aggregate_id AND (d.line->>'schema_id')::int = $ID_PORDER
               AND d.line->'value' = o.payload"
 relay_stop p
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.p.ini" --set outbox.value_converter=avro \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/relay.p.ini" --set outbox.value_converter=avro \
     --set registry.url="$CCOMPAT" >"$T/check_polling.out" 2>&1 || true
 grep -q "ok.*schema registry: avro: outbox.event.porder-value v1 id $ID_PORDER" "$T/check_polling.out" ||
     fail "outboxd check in polling mode did not find the subject: $(grep -i registry "$T/check_polling.out")"

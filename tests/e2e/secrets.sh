@@ -112,7 +112,7 @@ run_outboxd() {
 # run_verify: `outboxd verify` with the same ini; output to $T/verify.out.
 run_verify() {
     local rc=0
-    "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" >"$T/verify.out" 2>&1 || rc=$?
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" >"$T/verify.out" 2>&1 || rc=$?
     info "outboxd verify exited with status $rc: $(tail -n 1 "$T/verify.out" | cut -c1-200)"
 }
 
@@ -214,7 +214,7 @@ check_log "(e) password_file, streaming" "$from"
 run_config() {
     local name=$1 rc=0
     shift
-    "$OUTBOXD_BUILD_DIR/outboxd" config "$@" >"$T/$name.out" 2>"$T/$name.err" || rc=$?
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" config "$@" >"$T/$name.out" 2>"$T/$name.err" || rc=$?
     assert_eq 0 "$rc" "outboxd config $name: exit status"
     if grep -F -- "$SECRET" "$T/$name.out" "$T/$name.err" >&2; then
         LEAKS=$((LEAKS + 1))

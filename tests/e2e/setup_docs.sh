@@ -99,7 +99,7 @@ assert_eq 2 "$OUTBOXD_RC" "exit status without a database line"
 grep -q 'no pg_hba.conf entry' "$T/outboxd.log" ||
     fail "outboxd's error does not name pg_hba.conf: $(grep -m1 ERROR "$T/outboxd.log")"
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" >"$T/check.out" 2>&1 || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" >"$T/check.out" 2>&1 || rc=$?
 [[ $rc -ne 0 ]] || fail "check passed without a database line"
 grep -q '^FAIL postgres connection: .*no pg_hba.conf entry' "$T/check.out" ||
     fail "check does not FAIL the connection: $(head -n 3 "$T/check.out")"

@@ -113,7 +113,7 @@ run_check() {
     local want=$1 name=$2 rc=0
     shift 2
     step "outboxd check $* (expect exit $want)"
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "$@" >"$T/c.$name.out" 2>&1 || rc=$?
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "$@" >"$T/c.$name.out" 2>&1 || rc=$?
     sed 's/^/        | /' "$T/c.$name.out" >&2
     assert_eq "$want" "$rc" "check $name: exit status"
 }

@@ -55,7 +55,7 @@ churn_until_lost() {
 # output in $T/repair.out, status in REPAIR_RC.
 repair_cmd() {
     REPAIR_RC=0
-    "$OUTBOXD_BUILD_DIR/outboxd" repair -c "$T/outboxd.ini" "$@" >"$T/repair.out" \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" repair -c "$T/outboxd.ini" "$@" >"$T/repair.out" \
         2>"$T/repair.err" || REPAIR_RC=$?
     cat "$T/repair.out" "$T/repair.err" >&2
 }
@@ -64,7 +64,7 @@ create_other_table
 
 # check_line STATUS: outboxd check's "gap repair" line must have STATUS.
 check_line() {
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${@:2}" >"$T/check.out" 2>&1 || true
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${@:2}" >"$T/check.out" 2>&1 || true
     grep -E 'gap repair' "$T/check.out" >&2 || true
     grep -qE "^$1 +gap repair" "$T/check.out" || fail "check: the gap repair line is not '$1'"
 }
@@ -210,7 +210,7 @@ repair_cmd --set outbox.repair_margin=1s
 assert_eq 0 "$REPAIR_RC" "repair exit status"
 grep -q 'no order column' "$T/repair.err" && fail "repair warned of no order column on a table that has seq"
 vrc=0
-"$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json >"$T/verify_order.json" 2>"$T/verify_order.err" || vrc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" --json >"$T/verify_order.json" 2>"$T/verify_order.err" || vrc=$?
 info "verify after the repair: rows=$(jq -r .rows "$T/verify_order.json") missing=$(jq -r .missing "$T/verify_order.json") order_violations=$(jq -r .order_violations "$T/verify_order.json") unknown=$(jq -r .unknown "$T/verify_order.json"); first examples: $(jq -c '.order_examples[:3]' "$T/verify_order.json")"
 assert_eq 0 "$(jq -r .missing "$T/verify_order.json")" "missing after the repair"
 assert_eq 0 "$(jq -r .order_violations "$T/verify_order.json")" "order violations after the repair"
@@ -220,7 +220,7 @@ assert_eq 0 "$vrc" "verify's exit status after the repair"
 # check_order ARGS: outboxd check's lines into $T/check.out (its status is
 # not judged: the other lines are not this phase's).
 check_order() {
-    "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "$@" >"$T/check.out" 2>&1 || true
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "$@" >"$T/check.out" 2>&1 || true
     grep -E 'repair order' "$T/check.out" >&2 || true
 }
 
@@ -262,13 +262,13 @@ grep -qE '^ok +repair order.*order of seq \(filled from a sequence' "$T/check.ou
     fail "check does not accept the migrated table"
 # republish without the column says what it risks; with a missing one set, refuses
 rrc=0
-"$OUTBOXD_BUILD_DIR/outboxd" republish -c "$T/outboxd.ini" --set outbox.order_column= \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" republish -c "$T/outboxd.ini" --set outbox.order_column= \
     --aggregate Ord:w1-0 --dry-run >"$T/republish.out" 2>&1 || rrc=$?
 assert_eq 0 "$rrc" "republish --dry-run without an order column"
 grep -q 'WARN: republish: the table .* has no order column.*out of order' "$T/republish.out" ||
     { cat "$T/republish.out" >&2; fail "republish does not warn of a table without an order column"; }
 rrc=0
-"$OUTBOXD_BUILD_DIR/outboxd" republish -c "$T/outboxd.ini" --set outbox.order_column=nosuch \
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" republish -c "$T/outboxd.ini" --set outbox.order_column=nosuch \
     --aggregate Ord:w1-0 --dry-run >"$T/republish.out" 2>&1 || rrc=$?
 assert_eq 2 "$rrc" "republish with an order_column the table lacks"
 check_order --set outbox.order_column=nosuch

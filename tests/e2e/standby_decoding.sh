@@ -83,7 +83,7 @@ outboxd_stop || true
 rm -f "$T/outboxd.offset"
 at "$P2" "SELECT pg_drop_replication_slot('outboxd')" >/dev/null 2>&1 || true
 rc=0
-"$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${MODE_ARGS[@]}" >"$T/check.out" 2>"$T/check.err" || rc=$?
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" check -c "$T/outboxd.ini" "${MODE_ARGS[@]}" >"$T/check.out" 2>"$T/check.err" || rc=$?
 cat "$T/check.out" >&2
 grep -E '^FAIL' "$T/check.out" && fail "check FAILed against the standby"
 grep -E '^ok   hot standby: decoding on a standby \(hot_standby_feedback on, primary_slot_name set\)' \

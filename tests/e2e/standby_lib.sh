@@ -114,7 +114,7 @@ verify_promoted() {
     local v=$T/verify.json
     step "outboxd verify against the promoted server's table"
     V_RC=0
-    "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" --json >"$v" \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${OUTBOXD_ARGS[@]}" --json >"$v" \
         2>"$T/verify.err" || V_RC=$?
     jq -c '{rows, messages, missing, duplicates, duplicate_events, unknown, order_violations, ok}' \
         "$v" >&2 || { cat "$T/verify.err" >&2; fail "outboxd verify gave no JSON (exit $V_RC)"; }

@@ -19,7 +19,7 @@ if grep -q '^OUTBOXD_JEMALLOC:BOOL=ON' "$OUTBOXD_BUILD_DIR/CMakeCache.txt" &&
 fi
 # It also names the librdkafka loaded at run time: the build's (the pinned
 # release, or the system's in the rdkafka202.* copies).
-rdk=$("$OUTBOXD_BUILD_DIR/outboxd" --version | sed -n 's/^librdkafka //p')
+rdk=$("${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" --version | sed -n 's/^librdkafka //p')
 [[ -n "$rdk" ]] || fail "outboxd --version names no librdkafka"
 grep -qE "starting \(logical mode, allocator $want( [0-9.]+)?, librdkafka ${rdk//./\\.}\)" "$T/outboxd.log" ||
     fail "start-up line does not name allocator $want and librdkafka $rdk: $(grep -m1 starting "$T/outboxd.log")"

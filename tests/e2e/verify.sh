@@ -41,7 +41,7 @@ run_verify() {
     shift 2
     step "outboxd verify $* (expect exit $want)"
     local t0=$SECONDS
-    "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "$@" \
+    "${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "$@" \
         >"$T/v.$name.out" 2>"$T/v.$name.err" || rc=$?
     VERIFY_SECONDS=$((SECONDS - t0))
     if [[ $rc -ne $want ]]; then
@@ -153,7 +153,7 @@ assert_eq '"version"' "$(jv order '.order_examples[0].kind')" "violation kind"
 assert_eq 2 "$(jv order '.order_examples[0].previous_version')" "previous version"
 run_verify 1 order_since --since "$SINCE" --json
 expect_json order_since "rows=5 missing=0 order_violations=1 ok=false"
-grep -q "aggregate_version 1 after 2" <("$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" 2>/dev/null || true) ||
+grep -q "aggregate_version 1 after 2" <("${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" 2>/dev/null || true) ||
     fail "summary does not show the violation"
 
 step "a key on a second partition: cust-2's event 10 again elsewhere"
