@@ -217,6 +217,14 @@ under_load() {
         fail "$what: outboxd logged errors: $(head -3 "$T/errors.$what.txt" | cut -c1-300)"
     fi
     outboxd_stop || fail "outboxd exited $OUTBOXD_RC"
+    # No delivery waited for a token: the slowest commit-to-ACK of the run
+    # (outboxd's summary at its stop) stays below 5 s.
+    local lat max
+    lat=$(outboxd_log_last_start | grep -o 'commit-to-ACK latency over .*' | tail -n 1)
+    max=$(sed -n 's/.* max \([0-9]*\) us.*/\1/p' <<<"$lat")
+    [[ -n "$max" ]] || fail "$what: no commit-to-ACK summary in the log"
+    ((max < 5000000)) || fail "$what: a delivery took $max us from commit to ACK: $lat"
+    info "$what: $lat"
     REFRESHED="$((rounds - 1)) refreshes ($n tokens)"
 }
 
