@@ -164,6 +164,18 @@ START_TEST(test_secret_file)
 }
 END_TEST
 
+START_TEST(test_secret_file_from_the_environment)
+{
+    char err[256];
+    char *env[] = {"OUTBOXD_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET_FILE=/run/secrets/oidc",
+                   NULL};
+    ck_assert_int_eq(config_load_env(&C, env, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(C.kafka_oidc_secret_file);
+    ck_assert_str_eq(C.kafka_oidc_secret_file, "/run/secrets/oidc");
+    ck_assert_int_eq(C.kafka_oidc_secret_file_source, CONFIG_SRC_ENV);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("oidc");
@@ -175,6 +187,7 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_jwt_payload);
     tcase_add_test(tc, test_secret_file);
+    tcase_add_test(tc, test_secret_file_from_the_environment);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
