@@ -37,21 +37,28 @@
 #
 # LIBRDKAFKA_PREFIX overrides the prefix (default
 # /opt/outboxd/librdkafka-VERSION). The prefix's .complete holds the
-# tarball's and the patches' SHA-256: a prefix built from anything else is
-# rebuilt. The stamp names no path: a complete prefix copied elsewhere
-# stays complete (the image's build reuses a host's build that way, see
-# deploy/Dockerfile), though its lib/pkgconfig/rdkafka.pc still names the
-# prefix it was built for.
+# tarball's and the patches' SHA-256 and configure's options: a prefix
+# built from anything else, or configured otherwise (before issue 57 the
+# pin was built without libcurl), is rebuilt. The stamp names no path: a
+# complete prefix copied elsewhere stays complete (the image's build reuses
+# a host's build that way, see deploy/Dockerfile), though its
+# lib/pkgconfig/rdkafka.pc still names the prefix it was built for.
 # Features: TLS (OpenSSL), SASL (Cyrus: GSSAPI; SCRAM and PLAIN are
-# built in), zstd, lz4, zlib, as Debian's package; no libcurl (OIDC token
-# fetching), which outboxd does not use.
+# built in), zstd, lz4, zlib, as Debian's package, and libcurl: librdkafka
+# fetches OAUTHBEARER tokens from an OIDC token endpoint through it
+# (`sasl.oauthbearer.method=oidc`; its builtin.features then name "oidc").
 set -euo pipefail
 
 RDKAFKA_VERSION=2.14.2
 RDKAFKA_DEBIAN_VERSION=2.14.2-1
 RDKAFKA_DEBIAN_SUITE=sid
 RDKAFKA_SHA256=4d53568c13717b167d12c7b2a0fe12aeb5d6bfe02de53df5b68f86d870a81b33
-BUILD_PACKAGES=(build-essential patch libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev)
+BUILD_PACKAGES=(build-essential patch libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev
+    libcurl4-openssl-dev)
+# configure's options; part of the stamp, so a prefix configured otherwise is
+# rebuilt.
+CONFIGURE_OPTIONS=(--enable-ssl --enable-gssapi --enable-zstd --enable-zlib --enable-lz4-ext
+    --enable-curl)
 
 prefix=${LIBRDKAFKA_PREFIX:-/opt/outboxd/librdkafka-$RDKAFKA_VERSION}
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -85,6 +92,7 @@ for p in "${patch_files[@]}"; do
     [[ -r $p ]] || die "$p missing"
     stamp+=" $(sha256sum "$p" | cut -d' ' -f1)"
 done
+stamp+=" ${CONFIGURE_OPTIONS[*]}"
 if [[ "$(cat "$prefix/.complete" 2>/dev/null)" == "$stamp" ]]; then
     echo "$prefix"
     exit 0
@@ -140,8 +148,7 @@ done
 say "building librdkafka $RDKAFKA_VERSION into $prefix (a few minutes)"
 (
     cd "$work/build"
-    ./configure --prefix="$prefix" --enable-ssl --enable-gssapi --enable-zstd \
-        --enable-zlib --enable-lz4-ext --disable-curl
+    ./configure --prefix="$prefix" "${CONFIGURE_OPTIONS[@]}"
     make -j"$(nproc)" LIBSUBDIRS=src libs
     rm -rf "$prefix"
     make LIBSUBDIRS=src install-subdirs

@@ -364,6 +364,12 @@ static void warn_exposed_secrets(const struct config *c)
                             "the SASL password ([kafka] sasl.password_file)", msg,
                             sizeof(msg)) == 1)
         log_warn("%s", msg);
+    if (c->kafka_oidc_secret_file &&
+        secret_file_exposed(c->kafka_oidc_secret_file,
+                            "the OIDC client secret ([kafka] "
+                            "sasl.oauthbearer.client.secret_file)",
+                            msg, sizeof(msg)) == 1)
+        log_warn("%s", msg);
     if (c->registry_password_file &&
         secret_file_exposed(c->registry_password_file,
                             "the schema registry's password ([registry] password_file)", msg,

@@ -134,6 +134,10 @@ struct config {
     char *pg_password_file;     /* [postgres] password_file; NULL: none */
     char *kafka_sasl_password_file; /* [kafka] sasl.password_file (not librdkafka's) */
     enum config_source kafka_sasl_password_file_source;
+    /* [kafka] sasl.oauthbearer.client.secret_file (not librdkafka's): the
+     * OIDC client secret, used as sasl.oauthbearer.client.secret */
+    char *kafka_oidc_secret_file;
+    enum config_source kafka_oidc_secret_file_source;
     /* [postgres] */
     char *pg_conninfo;
     char *pg_slot;

@@ -1,7 +1,8 @@
 /*
  * secrets.h - passwords kept out of argv, the environment and logs:
  * reading them from files ([postgres] password_file, [kafka]
- * sasl.password_file, [registry] password_file), putting the Postgres one
+ * sasl.password_file and sasl.oauthbearer.client.secret_file, [registry]
+ * password_file), putting the Postgres one
  * into the conninfo, and telling when a file that holds a secret can be
  * read by others.
  */

@@ -83,7 +83,12 @@ uint64_t kafka_unreachable_total(void);
  * A refusal: a connection error that waiting cannot heal, unlike a broker
  * that is down or unreachable (_TRANSPORT, _ALL_BROKERS_DOWN, timeouts):
  *  - _AUTHENTICATION: the broker answered and refused the SASL credentials
- *    (a wrong password, user or mechanism);
+ *    (a wrong password, user or mechanism), or, with OAUTHBEARER by OIDC,
+ *    the identity provider refused the client's credentials (librdkafka's
+ *    "Failed to acquire SASL OAUTHBEARER token" with the provider's RFC
+ *    6749 error answer). When it did not answer (down, unreachable; no
+ *    "error" in the reason), librdkafka tries again in 10 s and the
+ *    token it has lasts until it expires: transient;
  *  - _SSL whose reason says the certificate did not verify ("certificate
  *    verify failed": the broker's certificate is not signed by
  *    ssl.ca.location, or does not name the host). Other _SSL errors (a

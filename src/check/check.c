@@ -223,6 +223,7 @@ static void run_polling(struct ck *k)
     for_each_outbox(k, check_polling_outbox);
     check_polling_backlog(k);
     skip_replication_checks(k);
+    check_kafka_token(k);
     check_broker(k);
     check_topics(k);
     check_registry(k);
@@ -245,6 +246,7 @@ static void run_logical(struct ck *k)
     check_slot(k);
     for_each_outbox(k, check_repairable);
     check_failover(k);
+    check_kafka_token(k);
     check_broker(k);
     for_each_outbox(k, check_topics);
     for_each_outbox(k, check_registry);

@@ -1,8 +1,8 @@
 /*
  * check_int.h - what the parts of `outboxd check` share (internal to
  * check.c, check_report.c, check_pg.c, check_repl.c, check_repair.c,
- * check_failover.c and check_kafka.c; the public face is check.h): the state of one run, the
- * report lines, the catalog queries on the check's connection, and each
+ * check_failover.c, check_kafka.c and check_oidc.c; the public face is
+ * check.h): the state of one run, the report lines, the catalog queries on the check's connection, and each
  * part's checks in the order check_run() calls them.
  */
 #ifndef OUTBOXD_CHECK_INT_H
@@ -196,6 +196,8 @@ void check_failover(struct ck *k);
  * producer handle built as the daemon's (part of the configuration check,
  * what), the broker and the topics. check_kafka_free() releases k->kafka. */
 void check_kafka_config(struct ck *k, const char *what);
+/* The "kafka token" line (check_oidc.c): only with OAUTHBEARER by OIDC. */
+void check_kafka_token(struct ck *k);
 void check_broker(struct ck *k);
 void check_topics(struct ck *k);
 void check_progress_topic(struct ck *k); /* [delivery] mode = exactly_once only */

@@ -27,6 +27,9 @@ static void effective_kafka(const struct config *c, FILE *out)
     if (c->kafka_sasl_password_file)
         print_kv(out, "sasl.password_file", c->kafka_sasl_password_file,
                  config_source_name(c->kafka_sasl_password_file_source));
+    if (c->kafka_oidc_secret_file)
+        print_kv(out, "sasl.oauthbearer.client.secret_file", c->kafka_oidc_secret_file,
+                 config_source_name(c->kafka_oidc_secret_file_source));
     const char *k, *v, *m;
     for (size_t i = 0; config_kafka_producer_default(i, &k, &v, &m); i++)
         if (!config_kafka_get(c, k)) print_kv(out, k, v, "default");

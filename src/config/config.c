@@ -345,6 +345,8 @@ bool config_kafka_producer_default(size_t i, const char **key, const char **valu
 
 /* The [kafka] keys outboxd itself reads (never passed to librdkafka). */
 #define SASL_PASSWORD_FILE "sasl.password_file"
+#define OIDC_SECRET_FILE "sasl.oauthbearer.client.secret_file"
+#define OIDC_SECRET "sasl.oauthbearer.client.secret"
 
 bool config_kafka_doc(size_t i, struct config_key *k)
 {
@@ -353,6 +355,10 @@ bool config_kafka_doc(size_t i, struct config_key *k)
          "kafka:9092"},
         {"kafka", SASL_PASSWORD_FILE, NULL,
          "file holding the SASL password (one line), used as sasl.password", NULL},
+        {"kafka", OIDC_SECRET_FILE, NULL,
+         "file holding the OIDC client secret (one line), used as " OIDC_SECRET
+         " (sasl.oauthbearer.method = oidc)",
+         NULL},
     };
     const size_t nown = sizeof(own) / sizeof(own[0]);
     if (i < nown) {
@@ -374,7 +380,8 @@ bool config_kafka_doc(size_t i, struct config_key *k)
 
 bool config_kafka_key_secret(const char *key)
 {
-    if (!strcmp(key, SASL_PASSWORD_FILE)) return false; /* a path */
+    if (!strcmp(key, SASL_PASSWORD_FILE) || !strcmp(key, OIDC_SECRET_FILE))
+        return false; /* a path */
     return strstr(key, "password") || strstr(key, "secret") ||
            !strcmp(key, "sasl.oauthbearer.config") || !strcmp(key, "ssl.key.pem");
 }
@@ -508,6 +515,8 @@ void config_free(struct config *c)
     c->noutboxes = 0;
     free(c->kafka_sasl_password_file);
     c->kafka_sasl_password_file = NULL;
+    free(c->kafka_oidc_secret_file);
+    c->kafka_oidc_secret_file = NULL;
     for (size_t i = 0; i < c->nkafka; i++) {
         free(c->kafka[i].key);
         free(c->kafka[i].value);
@@ -1090,6 +1099,16 @@ int config_set(struct config *c, const char *section, const char *key,
             }
             return 0;
         }
+        if (!strcmp(key, OIDC_SECRET_FILE)) { /* outboxd's, not librdkafka's */
+            free(c->kafka_oidc_secret_file);
+            c->kafka_oidc_secret_file = *value ? strdup(value) : NULL;
+            c->kafka_oidc_secret_file_source = c->loading;
+            if (*value && !c->kafka_oidc_secret_file) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            return 0;
+        }
         if (set_kafka(c, key, value) != 0) {
             snprintf(err, errlen, "out of memory");
             return -1;
@@ -1334,6 +1353,9 @@ static int load_env(struct config *c, char *const *envp, char *err, size_t errle
         name[n] = '\0';
         if (!strcmp(name, "sasl.password.file")) /* OUTBOXD_KAFKA_SASL_PASSWORD_FILE */
             snprintf(name, sizeof(name), "%s", SASL_PASSWORD_FILE);
+        /* OUTBOXD_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET_FILE */
+        if (!strcmp(name, "sasl.oauthbearer.client.secret.file"))
+            snprintf(name, sizeof(name), "%s", OIDC_SECRET_FILE);
         if (config_set(c, "kafka", name, eq + 1, err, errlen) != 0) return -1;
     }
     return 0;
@@ -1573,6 +1595,28 @@ int config_load_secrets(struct config *c, char *err, size_t errlen)
         enum config_source was = c->loading;
         c->loading = CONFIG_SRC_SECRET_FILE;
         int rc = set_kafka(c, "sasl.password", pw);
+        c->loading = was;
+        free(pw);
+        if (rc != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    if (c->kafka_oidc_secret_file) {
+        /* librdkafka takes the secret under either name */
+        if (config_kafka_get(c, OIDC_SECRET) ||
+            config_kafka_get(c, "sasl.oauthbearer.client.credentials.client.secret")) {
+            snprintf(err, errlen, "[kafka] " OIDC_SECRET " and " OIDC_SECRET_FILE
+                                  " are both set: keep one of them (the file)");
+            return -1;
+        }
+        if (secret_file_read(c->kafka_oidc_secret_file, &pw, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "[kafka] " OIDC_SECRET_FILE ": %s", why);
+            return -1;
+        }
+        enum config_source was = c->loading;
+        c->loading = CONFIG_SRC_SECRET_FILE;
+        int rc = set_kafka(c, OIDC_SECRET, pw);
         c->loading = was;
         free(pw);
         if (rc != 0) {

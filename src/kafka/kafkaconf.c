@@ -150,9 +150,13 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     kafka_log_error(err, reason);
 }
 
+/* What librdkafka's failure to fetch an OIDC token starts with. */
+#define OIDC_TOKEN_FAILED "Failed to acquire SASL OAUTHBEARER token"
+
 bool kafka_err_is_refusal(int err, const char *reason)
 {
-    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION) return true;
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION)
+        return !reason || !strstr(reason, OIDC_TOKEN_FAILED) || strstr(reason, "\"error\"");
     return err == RD_KAFKA_RESP_ERR__SSL && reason &&
            strstr(reason, "certificate verify failed") != NULL;
 }
@@ -163,9 +167,13 @@ bool kafka_scram_kafka4_bug(int rdk_version)
 }
 
 /* The fix for an authentication failure, with every librdkafka. */
-#define SASL_FIX                                                                            \
+#define SASL_FIX                                                                           \
     "correct [kafka] sasl.username, sasl.password and sasl.mechanism (the broker's SCRAM " \
-    "credentials for this user)"
+    "credentials for this user); with OAUTHBEARER by OIDC, the client "                    \
+    "(sasl.oauthbearer.client.id, sasl.oauthbearer.client.secret_file, "                   \
+    "sasl.oauthbearer.token.endpoint.url: outboxd check shows the identity provider's "    \
+    "answer) and the token's claims against the broker's sasl.oauthbearer.expected.* and " \
+    "sub.claim.name"
 
 const char *kafka_refusal_fix(int err, int rdk_version)
 {

@@ -178,6 +178,8 @@ _e2e_cleanup() {
     _kill_pid "$OUTBOXD_PID" 5
     _kill_pid "$BROKER_PID" 2
     [[ -n "$E2E_KAFKA_DIR" ]] && "$E2E_SRC_DIR/tests/kafka/kafka.sh" destroy "$E2E_KAFKA_DIR"
+    # an OIDC provider a test started (tests/keycloak/keycloak.sh start DIR)
+    [[ -n "${E2E_KEYCLOAK_DIR:-}" ]] && "$E2E_SRC_DIR/tests/keycloak/keycloak.sh" stop "$E2E_KEYCLOAK_DIR"
     if [[ -n "$T" && -f "$T/pgdata/postmaster.pid" ]]; then
         _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -m immediate -w -t 30 stop \
             >/dev/null 2>&1

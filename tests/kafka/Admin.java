@@ -8,6 +8,8 @@
 //                                              the cluster's default)
 //     allow:PRINCIPAL:OPERATION:TOPIC          adds an ALLOW ACL on a topic
 //     deny:PRINCIPAL:OPERATION:TOPIC           adds a DENY ACL on a topic
+//         (TOPIC "*": every topic; TYPE/NAME another resource, e.g.
+//         transactional_id/outboxd-oidc, group/g, cluster/kafka-cluster)
 //     transactions                             prints the cluster's
 //         transactions (kafka-transactions.sh list, describe and
 //         describe-producers in one): a line per transactional id,
@@ -54,8 +56,11 @@ public class Admin {
             }
             case "allow":
             case "deny":
+                int slash = f[4].indexOf('/');
+                ResourceType type = slash < 0 ? ResourceType.TOPIC
+                                              : ResourceType.fromString(f[4].substring(0, slash));
                 acls.add(new AclBinding(
-                    new ResourcePattern(ResourceType.TOPIC, f[4], PatternType.LITERAL),
+                    new ResourcePattern(type, f[4].substring(slash + 1), PatternType.LITERAL),
                     new AccessControlEntry(f[1] + ":" + f[2], "*", AclOperation.fromString(f[3]),
                                            f[0].equals("allow") ? AclPermissionType.ALLOW
                                                                 : AclPermissionType.DENY)));

@@ -45,6 +45,9 @@
 #   KAFKA_FORMAT_ARGS  more arguments to the storage format, e.g.
 #       --add-scram 'SCRAM-SHA-512=[name=u,password=p]' (word-split)
 #   KAFKA_AUTO_CREATE  auto.create.topics.enable (default true)
+#   KAFKA_JVM_OPTS  more options of every node's JVM (kept in DIR/jvm.opts for
+#       restarts), e.g. Kafka 4's -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls
+#       (the JWKS and token URLs a broker may fetch)
 #   KAFKA_HOSTS="ID=NETNS@ADDR ..."  runs node ID (1..N, or 100 for the
 #       controller) inside network namespace NETNS, listening on ADDR
 #       instead of 127.0.0.1 (the partition tests' test hosts,
@@ -183,10 +186,11 @@ EOF
 java_cmd() { # DIR ID MAINCLASS ARGS...
     local dir=$1 id=$2 main=$3
     shift 3
-    local lib
+    local lib opts=
     lib=$(cat "$dir/lib")
+    [[ -f "$dir/jvm.opts" ]] && opts=$(cat "$dir/jvm.opts")
     # shellcheck disable=SC2086
-    exec java ${KAFKA_HEAP:--Xms256m -Xmx768m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    exec java ${KAFKA_HEAP:--Xms256m -Xmx768m} $opts -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
         -Djava.awt.headless=true -Dlog4j.configuration="file:$dir/node$id/log4j.properties" \
         -cp "$lib/*" "$main" "$@"
 }
@@ -278,6 +282,7 @@ start_cluster() {
     resolve "$version" >"$dir/lib"
     echo "$n" >"$dir/brokers"
     echo "$version" >"$dir/version"
+    echo "${KAFKA_JVM_OPTS:-}" >"$dir/jvm.opts"
     free_port >"$dir/controller.port"
     : >"$dir/listeners"
     local l h

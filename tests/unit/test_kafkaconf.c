@@ -28,10 +28,20 @@
     "verify that ssl.ca.location is correctly configured or root CA certificates are "   \
     "installed (install ca-certificates package) (after 12ms in state SSL_HANDSHAKE)"
 
+/* librdkafka 2.14.2's reasons when its OIDC token fetch fails: the
+ * provider's answer (Keycloak 26.7, a wrong secret), and none. */
+#define OIDC_REFUSED                                                                     \
+    "Failed to acquire SASL OAUTHBEARER token: {\"error\":\"unauthorized_client\","         \
+    "\"error_description\":\"Invalid client or Invalid client credentials\"}"
+#define OIDC_UNREACHABLE                                                                 \
+    "Failed to acquire SASL OAUTHBEARER token: Failed to connect to 127.0.0.1 port 1 "     \
+    "after 0 ms: Couldn't connect to server"
+
 START_TEST(test_refusals)
 {
     ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, SASL_REASON));
     ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__SSL, CERT_REASON));
+    ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_REFUSED));
 }
 END_TEST
 
@@ -49,6 +59,8 @@ START_TEST(test_not_refusals)
                                     "Disconnected: connecting to a PLAINTEXT broker "
                                     "listener?"));
     ck_assert(!kafka_err_is_refusal(RD_KAFKA_RESP_ERR__SSL, NULL));
+    /* The identity provider down: librdkafka tries again, the token lasts. */
+    ck_assert(!kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_UNREACHABLE));
     ck_assert(!kafka_err_is_refusal(RD_KAFKA_RESP_ERR_NO_ERROR, "certificate verify failed"));
 }
 END_TEST
