@@ -4,6 +4,7 @@
 #include "grow.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int grow_array(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
 {
@@ -15,4 +16,23 @@ int grow_array(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
     *arr = p;
     *cap = n;
     return 0;
+}
+
+int growtext_append(struct growtext *t, const char *p, size_t n)
+{
+    if (t->len + n + 1 > t->max) {
+        t->too_large = 1;
+        return -1;
+    }
+    if (grow_array((void **)&t->data, &t->cap, t->len + n + 1, 1, 4096) != 0) return -1;
+    memcpy(t->data + t->len, p, n);
+    t->len += n;
+    t->data[t->len] = '\0';
+    return 0;
+}
+
+size_t growtext_curl_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    size_t n = size * nmemb;
+    return growtext_append(ud, ptr, n) == 0 ? n : 0;
 }

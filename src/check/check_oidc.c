@@ -25,27 +25,6 @@
 #define CHECK_TOKEN_TIMEOUT_MS 10000
 #define TOKEN_ANSWER_MAX (1u << 20)
 
-struct body {
-    char *data;
-    size_t len, cap;
-    bool too_large;
-};
-
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    struct body *b = ud;
-    size_t n = size * nmemb;
-    if (b->len + n + 1 > TOKEN_ANSWER_MAX) {
-        b->too_large = true;
-        return 0;
-    }
-    if (grow_array((void **)&b->data, &b->cap, b->len + n + 1, 1, 4096) != 0) return 0;
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
-}
-
 /* https.ca.location / https.ca.pem as librdkafka applies them (rdhttp.c):
  * a directory or a file, a PEM string, or "probe" (the default paths). */
 static void set_ca(CURL *c, const struct oidc_settings *s)
@@ -79,7 +58,7 @@ static int fetch_token(const struct oidc_settings *s, struct oidc_token *t, bool
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    struct body b = {0};
+    struct growtext b = {.max = TOKEN_ANSWER_MAX};
     struct curl_slist *hdr = curl_slist_append(NULL, "Accept: application/json");
     hdr = curl_slist_append(hdr, "Content-Type: application/x-www-form-urlencoded");
     curl_easy_setopt(c, CURLOPT_URL, s->token_url);
@@ -88,7 +67,7 @@ static int fetch_token(const struct oidc_settings *s, struct oidc_token *t, bool
     curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
     curl_easy_setopt(c, CURLOPT_USERNAME, s->client_id ? s->client_id : "");
     curl_easy_setopt(c, CURLOPT_PASSWORD, s->client_secret ? s->client_secret : "");
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, growtext_curl_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curlerr);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)CHECK_TOKEN_TIMEOUT_MS);

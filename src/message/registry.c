@@ -112,27 +112,6 @@ void registry_version_path(const char *subject, int version, char *out, size_t o
         snprintf(out + n, outlen - n, "/versions/%d", version);
 }
 
-struct answer {
-    char *data;
-    size_t len, cap;
-    bool too_large;
-};
-
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    struct answer *a = ud;
-    size_t n = size * nmemb;
-    if (a->len + n + 1 > ANSWER_MAX) {
-        a->too_large = true;
-        return 0;
-    }
-    if (grow_array((void **)&a->data, &a->cap, a->len + n + 1, 1, 4096) != 0) return 0;
-    memcpy(a->data + a->len, ptr, n);
-    a->len += n;
-    a->data[a->len] = '\0';
-    return n;
-}
-
 int registry_fetch(const struct registry_opts *o, const char *subject, int version,
                    struct registry_schema *out, bool *notfound, char *err, size_t errlen)
 {
@@ -147,13 +126,13 @@ int registry_fetch(const struct registry_opts *o, const char *subject, int versi
         snprintf(err, errlen, "cannot start an HTTP client (libcurl)");
         return -1;
     }
-    struct answer a = {0};
+    struct growtext a = {.max = ANSWER_MAX};
     struct curl_slist *hdr =
         curl_slist_append(NULL, "Accept: application/vnd.schemaregistry.v1+json, "
                                 "application/json");
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, growtext_curl_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);
