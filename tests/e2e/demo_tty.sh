@@ -33,7 +33,10 @@ keyboard() {
 e2e_bg keyboard
 kb=$E2E_BG_PID
 rc=0
-timeout 180 script -qefc "env TMPDIR='$T/tmp' DEMO_BUILD='$OUTBOXD_BUILD_DIR' bash '$E2E_SRC_DIR/deploy/demo.sh'" \
+# script runs its command with $SHELL -c, or /bin/sh -c where SHELL is unset
+# (as in CI): exec, so that no other shell stands between the terminal and
+# the demo (dash, waiting for the demo, died of the same Ctrl-C: exit 130).
+timeout 180 script -qefc "exec env TMPDIR='$T/tmp' DEMO_BUILD='$OUTBOXD_BUILD_DIR' bash '$E2E_SRC_DIR/deploy/demo.sh'" \
     /dev/null <"$T/tty_in" >"$out" 2>&1 || rc=$?
 kill "$kb" 2>/dev/null || true
 wait "$kb" 2>/dev/null || true
