@@ -128,7 +128,8 @@ struct relay {
      * stream broke or failed to start: stream_err, retry_cause). */
     enum relay_state state;
     int64_t state_until_ms;  /* RS_BACKOFF/RS_DRAIN/RS_PROVE: its deadline */
-    int64_t next_log_ms;     /* RS_RECOVER: next progress line */
+    int64_t next_log_ms;     /* RS_RECOVER: next progress line, 0: none said yet */
+    int64_t recover_since_ms; /* RS_RECOVER: when the stream broke */
     uint64_t proofs_before;  /* RS_PROVE: obs.proofs when it asked */
     int exit_code;           /* RS_DONE */
     bool streaming;                  /* START_REPLICATION done, not broken since */

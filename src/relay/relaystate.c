@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "exitcode.h"
 #include "log.h"
+#include "outage.h"
 #include "relayconfirm.h"
 #include "relayobs.h"
 #include "relaytxn.h"
@@ -469,6 +470,7 @@ static void enter_recover(struct relay *r)
     }
     changes_start(&r->chg, r->trk, r->dec);
     r->state = RS_RECOVER;
+    r->recover_since_ms = clock_mono_ms();
     r->next_log_ms = 0;
 }
 
@@ -486,11 +488,21 @@ static bool recover_step(struct relay *r)
     if (rc == STEP_OK && !tracker_failed(r->trk)) rc = changes_flush_dead_letters(&r->chg);
     bool waiting = producer_outq_len(r->prod) > 0 || rc == STEP_HELD;
     if (waiting && !tracker_failed(r->trk) && rc != STEP_FATAL) {
-        if (clock_mono_ms() >= r->next_log_ms) {
-            log_info("replication connection lost: waiting for %d outstanding "
-                     "deliveries before reconnecting",
-                     producer_outq_len(r->prod));
-            r->next_log_ms = clock_mono_ms() + 10000;
+        /* Once at once, then once per outage interval (outage.h): a broker
+         * down for an hour is 120 lines, not 360, and each says how long. */
+        int64_t now = clock_mono_ms();
+        if (now >= r->next_log_ms) {
+            char d[32];
+            if (r->next_log_ms == 0)
+                log_info("replication connection lost: waiting for %d outstanding "
+                         "deliveries before reconnecting",
+                         producer_outq_len(r->prod));
+            else
+                log_info("replication connection lost %s ago: still waiting for %d "
+                         "outstanding deliveries before reconnecting",
+                         outage_duration(now - r->recover_since_ms, d, sizeof d),
+                         producer_outq_len(r->prod));
+            r->next_log_ms = now + OUTAGE_EVERY_MS;
         }
         return true;
     }

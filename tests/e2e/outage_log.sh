@@ -12,6 +12,8 @@
 # The bound is proportional to it: the lines a folded log may say in that
 # time, 1 + OUTAGE_S / 30 + 1, plus OTHER_LINES for what is not about the
 # broker. Events keep being committed throughout and all arrive after.
+# In the outage the replication connection is ended too (a combined
+# outage): the lines about it are bounded the same way.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_init outage_log
 OUTAGE_S=${OUTAGE_S:-120}
@@ -34,10 +36,23 @@ e2e_bg writer_loop
 writer=$E2E_BG_PID
 wait_metric_ge 'outboxd_events_produced_total{topic="outbox.event.Load"}' 10 60
 
-step "the broker down for $OUTAGE_S s under load"
+step "the broker down for $OUTAGE_S s under load, and the replication connection lost in it"
 from=$(($(wc -l <"$T/outboxd.log") + 1))
 broker_cmd "down 1"
 t0=$SECONDS
+# The database side of a combined outage: the walsender ended once the
+# broker is known down, with deliveries outstanding. outboxd then waits for
+# them before it reconnects, and says so at once and once per 30 s (it said
+# it every 10 s: 11 lines over this outage).
+for ((i = 0; i < 300; i++)); do
+    tail -n "+$from" "$T/outboxd.log" | grep -q ' kafka: ' && break
+    sleep 0.1
+done
+# ... and events produced since, which cannot be ACKed now.
+produced=$(metric_value 'outboxd_events_produced_total{topic="outbox.event.Load"}')
+wait_metric_ge 'outboxd_events_produced_total{topic="outbox.event.Load"}' $((produced + 5)) 30
+got=$(psql_q "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'outboxd' AND active_pid IS NOT NULL")
+[[ $got == t ]] || fail "ending the slot's walsender answered '$got'"
 # The outage is a condition on its elapsed time; outboxd must keep running.
 while ((SECONDS - t0 < OUTAGE_S)); do
     outboxd_assert_running
@@ -56,7 +71,16 @@ done
 tail -n "+$from" "$T/outboxd.log" | sed 's/^/        | /' >&2
 lines=$(tail -n "+$from" "$T/outboxd.log" | grep -cv '^=====' || true)
 kafka_lines=$(tail -n "+$from" "$T/outboxd.log" | grep -c ' kafka: ' || true)
-bound=$((1 + OUTAGE_S / 30 + 1 + OTHER_LINES))
+recover_lines=$(tail -n "+$from" "$T/outboxd.log" | grep -c 'replication connection lost' || true)
+((recover_lines >= 1 && recover_lines <= 1 + OUTAGE_S / 30)) ||
+    fail "$recover_lines lines about the lost replication connection in $OUTAGE_S s (1, then at most one per 30 s)"
+tail -n "+$from" "$T/outboxd.log" | grep -qE 'replication connection lost [0-9]+ (min|s)( [0-9]+ s)? ago: still waiting for [0-9]+ outstanding' ||
+    fail "no line says how long the replication connection has been lost"
+# The lost replication connection says, besides its waiting lines, that the
+# stream ended, where it reconnects from, the folded postgres outage, the
+# two streaming lines and the postgres recovery: DB_LINES.
+DB_LINES=6
+bound=$((1 + OUTAGE_S / 30 + 1 + recover_lines + DB_LINES + OTHER_LINES))
 info "$lines lines logged from the outage's start to the recovery ($during during the $OUTAGE_S s), $kafka_lines about Kafka; bound $bound"
 ((lines <= bound)) || fail "$lines lines logged over a $OUTAGE_S s broker outage (at most $bound)"
 
