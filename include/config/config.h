@@ -140,6 +140,7 @@ struct config {
     enum config_source kafka_oidc_secret_file_source;
     /* [postgres] */
     char *pg_conninfo;
+    enum pg_auth pg_auth; /* [postgres] auth: pg_auth_name() prints it */
     char *pg_slot;
     char *pg_publication;
     enum plugin_kind pg_plugin; /* plugin_name() prints it */
