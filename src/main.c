@@ -46,6 +46,7 @@
 #include "inidiff.h"
 #include "kafkaconf.h"
 #include "log.h"
+#include "pgconn.h"
 #include "pollrelay.h"
 #include "relay.h"
 #include "repair.h"
@@ -711,7 +712,12 @@ int main(int argc, char **argv)
         code = config_failed(&a, err);
     else if (a.cmd != CMD_CONFIG) {
         start_logging(&cfg, a.cmd);
-        code = a.cmd == CMD_DAEMON ? run_daemon(&cfg, &a, argc, argv)
+        /* Before anything connects: every connection authenticates so. */
+        if (pgconn_set_auth(cfg.pg_auth, &(struct aws_settings){0}) != 0) {
+            log_error("out of memory");
+            code = EXIT_FATAL;
+        } else
+            code = a.cmd == CMD_DAEMON ? run_daemon(&cfg, &a, argc, argv)
                                    : run_subcommand(&cfg, &a);
     }
     config_free(&cfg);

@@ -114,11 +114,7 @@ static int pg_connect(struct verify *v, char *err, size_t errlen)
     v->conn = pgconn_connect(&(struct pgconn_opts){.conninfo = v->cfg->pg_conninfo,
                                                     .app_name = "outboxd-verify",
                                                     .timeout_s = (v->opt->timeout_ms + 999) / 1000});
-    if (!v->conn) {
-        snprintf(err, errlen, "postgres: out of memory");
-        return EXIT_FATAL;
-    }
-    if (PQstatus(v->conn) != CONNECTION_OK) {
+    if (!v->conn || PQstatus(v->conn) != CONNECTION_OK) {
         pgconn_message(v->conn, NULL, v->cfg->pg_conninfo, "postgres: connecting", err, errlen);
         return EXIT_FATAL;
     }
