@@ -170,9 +170,17 @@ static bool looks_like_conninfo(const char *s)
            strncmp(s, "postgresql://", 13) == 0;
 }
 
+/* How pgconn.c's own reasons for not connecting begin (no credentials, no
+ * region), and their fix. */
+#define AUTH_PREFIX "[postgres] auth = aws_rds_iam: "
+#define NO_TOKEN_FIX                                                                       \
+    "give outboxd AWS credentials of the standard chain (environment, [aws] profile, a "  \
+    "web identity token file, the container or instance role)"
+
 /* The fix for a connection error message. */
 static const char *connect_fix(const char *msg)
 {
+    if (strstr(msg, AUTH_PREFIX)) return NO_TOKEN_FIX;
     const char *fix = connerr_fix(msg); /* the daemon exits 2 with the same fix */
     if (fix) return fix;
     return "check host and port in [postgres] conninfo, that the server is running and "
@@ -248,12 +256,10 @@ static void check_rds_iam(struct ck *k, const char *msg)
         return;
     }
     if (k->quiet) return; /* the daemon logs the connection's failure itself */
-    if (!said[0] || strstr(msg, "[postgres] auth = aws_rds_iam"))
-        ck_report(k, CHECK_FAIL, what,
-                  "give outboxd AWS credentials of the standard chain (environment, "
-                  "[aws] profile, a web identity token file, the container or instance "
-                  "role) and a region ([aws] region or AWS_REGION)",
-                  "aws_rds_iam: no token was made: %s", msg);
+    const char *own = strstr(msg, AUTH_PREFIX);
+    if (!said[0] || own)
+        ck_report(k, CHECK_FAIL, what, NO_TOKEN_FIX, "aws_rds_iam: no token was made: %s",
+                  own ? own + strlen(AUTH_PREFIX) : msg);
     else
         ck_report(k, CHECK_FAIL, what,
                   "the database role needs GRANT rds_iam TO the role, and the IAM "

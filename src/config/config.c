@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "awscreds.h"
 #include "duration.h"
 #include "listenaddr.h"
 #include "log.h"
@@ -1571,6 +1572,11 @@ static int validate_pg_auth(const struct config *c, const PQconninfoOption *opts
                  "its name with a certificate of the RDS CA (sslrootcert = the CA bundle)",
                  pre, mode ? "\"" : "", mode ? mode : "not set: libpq's default prefer",
                  mode ? "\"" : "");
+        return -1;
+    }
+    if (!aws_region(&(struct aws_settings){0})) {
+        snprintf(err, errlen, "%s needs an AWS region (the token is signed for it): set "
+                 "AWS_REGION", pre);
         return -1;
     }
     if (!conninfo_value(opts, "sslrootcert", "PGSSLROOTCERT")) {

@@ -101,8 +101,8 @@ static int token_file(const struct pgconn_opts *o, char *path, size_t pathlen)
     }
     struct aws_creds cr = {0};
     if (aws_creds_cached(&A.cache, &s, time(NULL), &cr, err, sizeof(err)) != 0) {
-        snprintf(last_error, sizeof(last_error),
-                 "[postgres] auth = aws_rds_iam: no AWS credentials: %s", err);
+        snprintf(last_error, sizeof(last_error), "[postgres] auth = aws_rds_iam: %s%s",
+                 strstr(err, "credentials") ? "" : "no AWS credentials: ", err);
         return -1;
     }
     int fd = memfd_create("outboxd-pgpass", MFD_CLOEXEC);

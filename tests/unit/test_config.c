@@ -979,6 +979,8 @@ START_TEST(test_validate_rds_iam)
     unsetenv("PGPASSWORD");
     unsetenv("PGSSLMODE");
     unsetenv("PGSSLROOTCERT");
+    unsetenv("AWS_DEFAULT_REGION");
+    setenv("AWS_REGION", "eu-west-1", 1);
     ck_assert_int_eq(C.pg_auth, PG_AUTH_PASSWORD);
     ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
     ck_assert_int_eq(config_set(&C, "postgres", "auth", "aws_iam", err, sizeof(err)), -1);
@@ -1024,6 +1026,12 @@ START_TEST(test_validate_rds_iam)
     ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
     ERR_HAS("password_file are both set");
     ck_assert_int_eq(config_set(&C, "postgres", "password_file", "", err, sizeof(err)), 0);
+    unsetenv("AWS_REGION"); /* a token is signed for a region */
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("needs an AWS region");
+    setenv("AWS_DEFAULT_REGION", "eu-west-1", 1);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "AWS_DEFAULT_REGION: %s", err);
+    unsetenv("AWS_DEFAULT_REGION");
     /* password (the default) asks none of this */
     ck_assert_int_eq(config_set(&C, "postgres", "auth", "password", err, sizeof(err)), 0);
     ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "password: %s", err);
