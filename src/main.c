@@ -713,7 +713,8 @@ int main(int argc, char **argv)
     else if (a.cmd != CMD_CONFIG) {
         start_logging(&cfg, a.cmd);
         /* Before anything connects: every connection authenticates so. */
-        if (pgconn_set_auth(cfg.pg_auth, &(struct aws_settings){0}) != 0) {
+        struct aws_settings aws = {.region = cfg.aws_region, .profile = cfg.aws_profile};
+        if (pgconn_set_auth(cfg.pg_auth, &aws) != 0) {
             log_error("out of memory");
             code = EXIT_FATAL;
         } else

@@ -1578,9 +1578,9 @@ static int validate_pg_auth(const struct config *c, const PQconninfoOption *opts
                  mode ? "\"" : "");
         return -1;
     }
-    if (!aws_region(&(struct aws_settings){0})) {
+    if (!aws_region(&(struct aws_settings){.region = c->aws_region})) {
         snprintf(err, errlen, "%s needs an AWS region (the token is signed for it): set "
-                 "AWS_REGION", pre);
+                 "[aws] region, or AWS_REGION in the environment", pre);
         return -1;
     }
     if (!conninfo_value(opts, "sslrootcert", "PGSSLROOTCERT")) {

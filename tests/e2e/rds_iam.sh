@@ -8,7 +8,8 @@
 # and DBUser of this connection, X-Amz-Date within 15 minutes) with
 # Python's standard library and the test's secret key: an implementation
 # independent of outboxd's signer. TLS with a throw-away CA,
-# sslmode=verify-full; the AWS credentials come from the environment.
+# sslmode=verify-full; the AWS credentials come from the environment, the
+# region from [aws] region.
 #
 # Proves: `outboxd check` says the credentials' source, that a token was
 # made and the connection with it succeeded; events stream end to end
@@ -97,11 +98,12 @@ grep -q 'REFUSED user=outboxd .*not a token' "$RDS/verify.log" ||
     fail "the verifier did not refuse the non-token: $(cat "$RDS/verify.log" 2>/dev/null)"
 info "ok: the stand-in refuses a password that is no token"
 
-export AWS_ACCESS_KEY_ID=$AKID AWS_SECRET_ACCESS_KEY=$SECRET AWS_REGION=$REGION
+# The credentials from the environment, the region from [aws].
+export AWS_ACCESS_KEY_ID=$AKID AWS_SECRET_ACCESS_KEY=$SECRET
 export AWS_EC2_METADATA_DISABLED=true
-unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION
+unset AWS_SESSION_TOKEN AWS_PROFILE AWS_REGION AWS_DEFAULT_REGION
 PG_CONNINFO="host=localhost hostaddr=127.0.0.1 port=$PGPORT user=outboxd dbname=postgres sslmode=verify-full sslrootcert=$T/rds-ca.pem"
-IAM=(--set postgres.auth=aws_rds_iam)
+IAM=(--set postgres.auth=aws_rds_iam --set aws.region=$REGION)
 accepted() { grep -c '^.* ACCEPTED ' "$RDS/verify.log" || true; }
 
 # run_check: outboxd check with the test's settings; its output in

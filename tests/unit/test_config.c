@@ -1032,6 +1032,8 @@ START_TEST(test_validate_rds_iam)
     setenv("AWS_DEFAULT_REGION", "eu-west-1", 1);
     ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "AWS_DEFAULT_REGION: %s", err);
     unsetenv("AWS_DEFAULT_REGION");
+    ck_assert_int_eq(config_set(&C, "aws", "region", "us-east-2", err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "[aws] region: %s", err);
     /* password (the default) asks none of this */
     ck_assert_int_eq(config_set(&C, "postgres", "auth", "password", err, sizeof(err)), 0);
     ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "password: %s", err);
