@@ -139,6 +139,15 @@ static int token_file(const struct pgconn_opts *o, char *path, size_t pathlen)
         return -1;
     }
     snprintf(path, pathlen, "/proc/self/fd/%d", fd);
+    if (access(path, R_OK) != 0) { /* libpq would silently send no password */
+        snprintf(last_error, sizeof(last_error),
+                 "[postgres] auth = aws_rds_iam: %s: %s (libpq reads the token there: is "
+                 "/proc mounted?)",
+                 path, strerror(errno));
+        close(fd);
+        aws_creds_clear(&cr);
+        return -1;
+    }
     snprintf(A.said, sizeof(A.said),
              "credentials from %s, region %s, a token for %s:%s%s as user \"%s\"",
              cr.source, region, t[0].host, t[0].port,

@@ -13,7 +13,7 @@
 #
 # Proves: `outboxd check` says the credentials' source, that a token was
 # made and the connection with it succeeded; events stream end to end
-# (mock broker); a walsender terminated by pg_terminate_backend is
+# (mock broker); `outboxd verify` (a tool) connects with a token; a walsender terminated by pg_terminate_backend is
 # reconnected with a NEW token (the verifier then refuses every token made
 # before the kill); a wrong secret key gives the server's answer (PAM
 # authentication failed) in check's FAIL line and at start (exit 2), and
@@ -139,6 +139,12 @@ fi
 before=$(accepted)
 ((before >= 2)) || fail "the verifier accepted $before tokens, want the stream's and the monitor's"
 info "ok: the verifier accepted $before tokens (replication and ordinary connections)"
+# A tool's connection too: verify finds every event in Kafka.
+"${OUTBOXD_ENV[@]}" "$OUTBOXD_BUILD_DIR/outboxd" verify -c "$T/outboxd.ini" "${IAM[@]}" >"$T/verify.out" 2>&1 ||
+    fail "outboxd verify: $(tail -n 5 "$T/verify.out")"
+((($(accepted)) > before)) || fail "verify connected without a token the stand-in accepted"
+before=$(accepted)
+info "ok: outboxd verify with a token: $(tail -n 1 "$T/verify.out" | cut -c1-200)"
 
 step "a reconnection an instant later makes a new token"
 # Every token signed before not_before is refused from now on: the
