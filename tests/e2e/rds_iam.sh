@@ -13,7 +13,8 @@
 #
 # Proves: `outboxd check` says the credentials' source, that a token was
 # made and the connection with it succeeded; events stream end to end
-# (mock broker); `outboxd verify` (a tool) connects with a token; a walsender terminated by pg_terminate_backend is
+# (mock broker); `outboxd verify` (a tool) connects with a token; the
+# second server of a multi-host conninfo gets a token of its own; a walsender terminated by pg_terminate_backend is
 # reconnected with a NEW token (the verifier then refuses every token made
 # before the kill); a wrong secret key gives the server's answer (PAM
 # authentication failed) in check's FAIL line and at start (exit 2), and
@@ -125,6 +126,22 @@ grep -qE '^ok +replication connection' "$T/check.out" || fail "check: $(grep 're
 info "ok: $line"
 grep -q "$SECRET" "$T/check.out" && fail "check printed the secret key"
 grep -q 'X-Amz-Signature' "$T/check.out" && fail "check printed a token"
+
+step "a multi-host conninfo: each server gets the token for its own name and port"
+# The first server refuses the connection (nothing listens), so libpq goes
+# on to the second, localhost: a token signed for the first one's name and
+# port would be refused there.
+dead=$(_free_port)
+multi="host=dead.example,localhost hostaddr=127.0.0.1,127.0.0.1 port=$dead,$PGPORT user=outboxd dbname=postgres sslmode=verify-full sslrootcert=$T/rds-ca.pem"
+n=$(accepted)
+PG_CONNINFO=$multi run_check
+line=$(grep -m1 'postgres auth' "$T/check.out") || fail "check said no 'postgres auth' line: $(cat "$T/check.out")"
+grep -qE "^ok +postgres auth: .*a token for dead.example:$dead and each other server listed as user \"outboxd\"; the connection with it succeeded" <<<"$line" ||
+    fail "check's auth line (multi-host): $line"
+grep -qE "^ok +postgres connection: .*at localhost:$PGPORT" "$T/check.out" ||
+    fail "check (multi-host): $(grep 'postgres connection' "$T/check.out")"
+((($(accepted)) > n)) || fail "no token accepted for the second server"
+info "ok: $(grep -m1 'postgres connection' "$T/check.out" | cut -c1-200)"
 
 step "events stream end to end with auth = aws_rds_iam"
 outboxd_start "${IAM[@]}"
