@@ -685,6 +685,9 @@ static int run_daemon(struct config *cfg, const struct args *a, int argc, char *
              cfg->source_mode == SOURCE_POLLING ? "polling" : "logical",
              allocator_name(alloc, sizeof(alloc)), rd_kafka_version_str());
     warn_scram_client(cfg);
+    if (cfg->pg_auth == PG_AUTH_AWS_RDS_IAM)
+        log_info("postgres: [postgres] auth = aws_rds_iam: each connection gets a fresh RDS "
+                 "IAM token as its password (outboxd check names the credentials' source)");
     code = cfg->source_mode == SOURCE_POLLING ? poll_relay_run(cfg, &stop_requested)
                                                : run_logical(cfg);
     ini_pairs_free(&rc.file);

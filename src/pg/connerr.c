@@ -83,7 +83,11 @@ static const struct connerr_rule rules[] = {
 
 const char *connerr_fix(const char *msg)
 {
-    if (!msg) return NULL;
+    /* pgconn.c found no AWS credentials for a token (a metadata endpoint
+     * not answering, a web identity token file not there yet): retried,
+     * and its words ("permission denied", "does not exist" of a file) are
+     * not the server's. */
+    if (!msg || strstr(msg, "[postgres] auth = aws_rds_iam: ")) return NULL;
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
         if (strstr(msg, rules[i].pattern)) return rules[i].fix;
     return NULL;

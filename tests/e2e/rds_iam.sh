@@ -18,7 +18,8 @@
 # reconnected with a NEW token (the verifier then refuses every token made
 # before the kill); a wrong secret key gives the server's answer (PAM
 # authentication failed) in check's FAIL line and at start (exit 2), and
-# nothing is confirmed; sslmode=require is refused at start, naming the
+# nothing is confirmed; no credentials at all are retried until a shared
+# credentials file appears, then the held event is sent; sslmode=require is refused at start, naming the
 # problem, before any connection. Not proved: anything of RDS's own side
 # (its PAM module, rds_iam, IAM policies), a token with a session token
 # (PAM hands a command at most 512 bytes of password), or a token's
@@ -208,8 +209,30 @@ kdump_all >"$T/after.jsonl" 2>/dev/null || fail "outboxd-kdump failed"
 assert_eq 30 "$(dump_count "$T/after.jsonl")" "messages after the refused start"
 export AWS_SECRET_ACCESS_KEY=$SECRET
 
+step "no AWS credentials yet: retried, and streaming once they come"
+# As when a web identity token file or the instance role is not there yet:
+# the daemon says so and retries (not exit 2); the shared credentials file
+# written later is read at the next attempt.
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+export AWS_SHARED_CREDENTIALS_FILE=$T/aws-credentials AWS_CONFIG_FILE=$T/aws-config
+# (The monitor retries each monitor interval: its proof holds the confirm.)
+outboxd_start --no-wait "${IAM[@]}" --set postgres.monitor_interval_ms=500
+outboxd_log_wait 'cannot connect to postgres: \[postgres\] auth = aws_rds_iam: no AWS credentials' 20
+outboxd_assert_running
+printf '[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n' "$AKID" "$SECRET" >"$T/aws-credentials"
+chmod 600 "$T/aws-credentials"
+pg_wait 30 "SELECT active FROM pg_replication_slots WHERE slot_name = 'outboxd'" >/dev/null ||
+    fail "outboxd did not connect once the credentials file was there: $(outboxd_log_last_start | grep -E 'WARN|ERROR' | tail -n 2)"
+wait_caught_up 30
+check_delivery --exactly-once
+assert_eq 31 "$(dump_count "$T/check.dump.jsonl")" "messages once the credentials came"
+outboxd_stop
+unset AWS_SHARED_CREDENTIALS_FILE AWS_CONFIG_FILE
+export AWS_ACCESS_KEY_ID=$AKID AWS_SECRET_ACCESS_KEY=$SECRET
+
 step "sslmode=require is refused at start, before any connection"
 n=$(grep -c . "$RDS/verify.log")
+confirmed=$(slot_confirmed_lsn)
 PG_CONNINFO="host=localhost hostaddr=127.0.0.1 port=$PGPORT user=outboxd dbname=postgres sslmode=require"
 outboxd_start --no-wait "${IAM[@]}"
 outboxd_wait_exit 30
