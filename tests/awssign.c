@@ -8,6 +8,14 @@
  *
  * UA is the MSK token's User-Agent (default outboxd's; the comparison
  * gives the JS signer's own, which is not signed).
+ *
+ *   outboxd-awssign creds REGION|- PROFILE|- [N]
+ *
+ * resolves credentials along the chain (awscreds.h) as the daemon does,
+ * through the cache N times (default 1), and prints "ok SOURCE KEY_ID
+ * EXPIRES" (never the secret), or "fail ERROR" and exits 1
+ * (tests/aws/chain.sh, against local stand-ins for STS, the container
+ * endpoint and IMDS).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +23,33 @@
 
 #include "awstoken.h"
 
+static int creds(int argc, char **argv)
+{
+    struct aws_settings s = {
+        .region = argc > 2 && strcmp(argv[2], "-") ? argv[2] : NULL,
+        .profile = argc > 3 && strcmp(argv[3], "-") ? argv[3] : NULL,
+    };
+    int n = argc > 4 ? atoi(argv[4]) : 1;
+    struct aws_creds_cache cache = AWS_CREDS_CACHE_INIT;
+    struct aws_creds c = {0};
+    char err[4096];
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        aws_creds_clear(&c);
+        rc = aws_creds_cached(&cache, &s, time(NULL), &c, err, sizeof(err));
+    }
+    if (rc == 0)
+        printf("ok %s %s %lld\n", c.source, c.access_key_id, (long long)c.expires);
+    else
+        printf("fail %s\n", err);
+    aws_creds_clear(&c);
+    aws_creds_cache_clear(&cache);
+    return rc == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "creds")) return creds(argc, argv);
     if (argc < 10) {
         fprintf(
             stderr,

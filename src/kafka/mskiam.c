@@ -100,7 +100,12 @@ static void on_refresh(rd_kafka_t *rk, const char *oauthbearer_config, void *opa
     const char *r;
     if (sign(&s, now, &token, &expires, &creds, &r, err, sizeof(err)) != 0) {
         /* librdkafka reports it (the error callback: "Failed to acquire SASL
-         * OAUTHBEARER token: ...") and asks again in 10 s. */
+         * OAUTHBEARER token: ...") and asks again in 10 s. A quoted "error"
+         * would read as an OIDC provider's refusal for good
+         * (kafka_err_is_refusal): an endpoint's JSON body quoted in err
+         * loses its double quotes. */
+        for (char *q = err; *q; q++)
+            if (*q == '"') *q = '\'';
         rd_kafka_oauthbearer_set_token_failure(rk, err);
     } else if (rd_kafka_oauthbearer_set_token(rk, token, (int64_t)expires * 1000,
                                               creds.access_key_id, NULL, 0, why,
