@@ -12,21 +12,25 @@
 # region from [aws] region.
 #
 # Proves: `outboxd check` says the credentials' source, that a token was
-# made and the connection with it succeeded; events stream end to end
-# (mock broker); `outboxd verify` (a tool) connects with a token; the
-# second server of a multi-host conninfo gets a token of its own; a walsender terminated by pg_terminate_backend is
-# reconnected with a NEW token (the verifier then refuses every token made
-# before the kill); a wrong secret key gives the server's answer (PAM
-# authentication failed) in check's FAIL line and at start (exit 2), and
-# nothing is confirmed; no credentials at all are retried until a shared
-# credentials file appears, then the held event is sent; sslmode=require is refused at start, naming the
-# problem, before any connection. Not proved: anything of RDS's own side
-# (its PAM module, rds_iam, IAM policies), a token with a session token
-# (PAM hands a command at most 512 bytes of password), or a token's
-# acceptance by AWS: the signature is checked against the same SigV4
-# rules, computed by other code (which agrees with botocore's
-# generate_db_auth_token; tests/e2e/rds_iam_verify.py).
+# made and the connection with it succeeded; the second server of a
+# multi-host conninfo gets a token of its own; events stream end to end
+# (mock broker); `outboxd verify` (a tool) connects with a token; a
+# walsender terminated by pg_terminate_backend is reconnected with a NEW
+# token (the verifier then refuses every token made before the kill); a
+# wrong secret key gives the server's answer (PAM authentication failed)
+# in check's FAIL line and at start (exit 2), and nothing is confirmed; no
+# credentials at all are retried until a shared credentials file appears,
+# then the held event is sent; sslmode=require is refused at start,
+# naming the problem, before any connection; the polling relay ([source]
+# mode = polling) connects with a token and, its backend terminated,
+# reconnects with a new one. Not proved: anything of RDS's own side (its
+# PAM module, rds_iam, IAM policies), a token with a session token (PAM
+# hands a command at most 512 bytes of password), or a token's acceptance
+# by AWS: the signature is checked against the same SigV4 rules, computed
+# by other code (which agrees with botocore's generate_db_auth_token;
+# tests/e2e/rds_iam_verify.py).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/polling_lib.sh"
 e2e_init rds_iam
 
 pg_config --configure | grep -q -- --with-pam ||
@@ -242,6 +246,30 @@ outboxd_log_last_start | grep -q 'auth = aws_rds_iam needs sslmode=verify-full i
 assert_eq "$n" "$(grep -c . "$RDS/verify.log")" "verifier lines (no connection tried)"
 assert_eq "$confirmed" "$(slot_confirmed_lsn)" "confirmed_flush_lsn"
 
+step "polling mode: the polling relay connects with a token, and reconnects with a new one"
+PG_CONNINFO="host=localhost hostaddr=127.0.0.1 port=$PGPORT user=outboxd dbname=postgres sslmode=verify-full sslrootcert=$T/rds-ca.pem"
+polling_schema
+psql_q "GRANT SELECT, UPDATE, DELETE ON public.outbox_events TO outboxd"
+n=$(accepted)
+relay_start p "${IAM[@]}"
+psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
+        VALUES (gen_random_uuid(), 'Order', 'poll-1', 'Polled', '{}')"
+wait_rows "status = 'SENT'" 1 30
+((($(accepted)) > n)) || fail "the polling relay connected without a token the stand-in accepted"
+nb=$(($(date +%s) + 1))
+echo "$nb" >"$RDS/not_before"
+chown postgres "$RDS/not_before"
+wait_until 5 "the clock passing not_before" clock_reached "$nb"
+assert_eq t "$(psql_q "SELECT bool_and(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'outboxd-polling'")" \
+    "the polling relay's backend terminated"
+psql_q "INSERT INTO public.outbox_events (event_id, aggregate_type, aggregate_id, event_type, payload)
+        VALUES (gen_random_uuid(), 'Order', 'poll-2', 'Polled', '{}')"
+wait_rows "status = 'SENT'" 2 30
+last=$(grep ' ACCEPTED ' "$RDS/verify.log" | tail -n 1 | sed 's/.*date=//')
+[[ ! "$last" < "$(date -u -d "@$nb" +%Y%m%dT%H%M%SZ)" ]] || fail "the polling relay's last token was signed at $last, before the kill"
+relay_stop p
+rm -f "$RDS/not_before"
+
 # Never logged: the secret key or a token, in any of the runs.
-! grep -qE "X-Amz-Signature|$SECRET" "$T/outboxd.log" || fail "outboxd logged a token or the secret"
+! grep -qE "X-Amz-Signature|$SECRET" "$T/outboxd.log" "$T/relay.p.log" || fail "outboxd logged a token or the secret"
 e2e_pass
