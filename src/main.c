@@ -46,6 +46,7 @@
 #include "inidiff.h"
 #include "kafkaconf.h"
 #include "log.h"
+#include "pgconn.h"
 #include "pollrelay.h"
 #include "relay.h"
 #include "repair.h"
@@ -684,6 +685,9 @@ static int run_daemon(struct config *cfg, const struct args *a, int argc, char *
              cfg->source_mode == SOURCE_POLLING ? "polling" : "logical",
              allocator_name(alloc, sizeof(alloc)), rd_kafka_version_str());
     warn_scram_client(cfg);
+    if (cfg->pg_auth == PG_AUTH_AWS_RDS_IAM)
+        log_info("postgres: [postgres] auth = aws_rds_iam: each connection gets a fresh RDS "
+                 "IAM token as its password (outboxd check names the credentials' source)");
     code = cfg->source_mode == SOURCE_POLLING ? poll_relay_run(cfg, &stop_requested)
                                                : run_logical(cfg);
     ini_pairs_free(&rc.file);
@@ -711,7 +715,13 @@ int main(int argc, char **argv)
         code = config_failed(&a, err);
     else if (a.cmd != CMD_CONFIG) {
         start_logging(&cfg, a.cmd);
-        code = a.cmd == CMD_DAEMON ? run_daemon(&cfg, &a, argc, argv)
+        /* Before anything connects: every connection authenticates so. */
+        struct aws_settings aws = {.region = cfg.aws_region, .profile = cfg.aws_profile};
+        if (pgconn_set_auth(cfg.pg_auth, &aws) != 0) {
+            log_error("out of memory");
+            code = EXIT_FATAL;
+        } else
+            code = a.cmd == CMD_DAEMON ? run_daemon(&cfg, &a, argc, argv)
                                    : run_subcommand(&cfg, &a);
     }
     config_free(&cfg);

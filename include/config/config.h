@@ -140,6 +140,7 @@ struct config {
     enum config_source kafka_oidc_secret_file_source;
     /* [postgres] */
     char *pg_conninfo;
+    enum pg_auth pg_auth; /* [postgres] auth: pg_auth_name() prints it */
     char *pg_slot;
     char *pg_publication;
     enum plugin_kind pg_plugin; /* plugin_name() prints it */
@@ -186,6 +187,10 @@ struct config {
     /* [errors] */
     int errors_policy; /* ERRORS_HALT or ERRORS_DLQ */
     char *errors_dlq_topic;
+
+    /* [aws] (awscreds.h): NULL, the environment's fallbacks */
+    char *aws_region;
+    char *aws_profile;
 
     /* [registry] (registry.h) */
     char *registry_url; /* NULL: no registry */

@@ -1,6 +1,6 @@
 /*
  * settings.h - the typed values of the [postgres] keys whose words other
- * modules act on: the output plugin, failover and on_slot_loss; and the
+ * modules act on: the output plugin, failover, on_slot_loss and auth; and the
  * roles of the [outbox] column.* keys. config.c parses each once, when
  * the configuration is loaded, into struct config's enum fields; every
  * other module reads the enum, and prints it with the name function. Pure, and includes nothing of outboxd's, so
@@ -44,6 +44,18 @@ enum slot_loss {
 int slot_loss_parse(const char *s);
 /* "halt" or "repair". */
 const char *slot_loss_name(enum slot_loss l);
+
+/* [postgres] auth: where a new connection's password comes from
+ * (pgconn.h). */
+enum pg_auth {
+    PG_AUTH_PASSWORD,    /* the conninfo's, password_file, PGPASSWORD, ~/.pgpass */
+    PG_AUTH_AWS_RDS_IAM, /* a fresh RDS IAM auth token for each connection */
+};
+
+/* "password" or "aws_rds_iam" (exactly); -1 for anything else. */
+int pg_auth_parse(const char *s);
+/* "password" or "aws_rds_iam". */
+const char *pg_auth_name(enum pg_auth a);
 
 /* [outbox] value_converter: what the value of a record is (serde.h). */
 enum value_format {

@@ -13,7 +13,9 @@
 #define OUTBOXD_CONNERR_H
 
 /* The fix for a connection error message msg that cannot heal by waiting,
- * or NULL when it may be transient. The string is static. */
+ * or NULL when it may be transient (also pgconn.c's own reasons for making
+ * no RDS IAM token: the AWS credentials may come later). The string is
+ * static. */
 const char *connerr_fix(const char *msg);
 
 #endif

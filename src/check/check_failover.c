@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pgconn.h"
 #include "pghosts.h"
 #include "slotcmd.h"
 
@@ -173,34 +174,15 @@ static void primary_facts(struct ck *k, struct fo *f)
 /* ---- the standbys ---- */
 
 /* Connects to the one server h of the conninfo: every other setting kept,
- * target_session_attrs any. Returns the connection (PQfinish it) or NULL
- * with the message in err. */
+ * target_session_attrs any (pgconn.h: with its own token under auth =
+ * aws_rds_iam). Returns the connection (PQfinish it) or NULL with the
+ * message in err. */
 static PGconn *connect_one(struct ck *k, const struct pghost *h, char *err, size_t errlen)
 {
-    char *perr = NULL;
-    PQconninfoOption *opts = PQconninfoParse(k->cfg->pg_conninfo, &perr);
-    PQfreemem(perr);
-    const char *keys[64], *vals[64];
-    int n = 0;
-    char timeout[16];
-    snprintf(timeout, sizeof(timeout), "%d", CHECK_CONNECT_TIMEOUT_S);
-    keys[n] = "connect_timeout", vals[n++] = timeout; /* first: the conninfo's wins */
-    for (PQconninfoOption *o = opts; o && o->keyword && n < 58; o++) {
-        if (!o->val || !*o->val) continue;
-        if (!strcmp(o->keyword, "host") || !strcmp(o->keyword, "hostaddr") ||
-            !strcmp(o->keyword, "port") || !strcmp(o->keyword, "target_session_attrs"))
-            continue;
-        keys[n] = o->keyword, vals[n++] = o->val;
-    }
-    if (h->host[0]) keys[n] = "host", vals[n++] = h->host;
-    if (h->hostaddr[0]) keys[n] = "hostaddr", vals[n++] = h->hostaddr;
-    if (h->port[0]) keys[n] = "port", vals[n++] = h->port;
-    /* Explicitly: PGTARGETSESSIONATTRS would otherwise refuse the standbys. */
-    keys[n] = "target_session_attrs", vals[n++] = "any";
-    keys[n] = "fallback_application_name", vals[n++] = "outboxd-check";
-    keys[n] = NULL, vals[n] = NULL;
-    PGconn *c = PQconnectdbParams(keys, vals, 0);
-    PQconninfoFree(opts);
+    PGconn *c = pgconn_connect(&(struct pgconn_opts){.conninfo = k->cfg->pg_conninfo,
+                                                     .app_name = "outboxd-check",
+                                                     .timeout_s = CHECK_CONNECT_TIMEOUT_S,
+                                                     .server = h});
     if (c && PQstatus(c) == CONNECTION_OK) return c;
     ck_result_message(k, NULL, c, err, errlen);
     PQfinish(c);

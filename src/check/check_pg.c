@@ -118,7 +118,7 @@ void ck_result_message(const struct ck *k, const PGresult *r, PGconn *conn, char
                        size_t outlen)
 {
     const char *m = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    pg_message(k, m ? m : PQerrorMessage(conn), out, outlen);
+    pg_message(k, m ? m : pgconn_error(conn), out, outlen);
 }
 
 PGconn *ck_connect(struct ck *k, bool replication, char *err, size_t errlen)
@@ -131,7 +131,7 @@ PGconn *ck_connect(struct ck *k, bool replication, char *err, size_t errlen)
     };
     PGconn *c = pgconn_connect(&o);
     if (c && PQstatus(c) == CONNECTION_OK) return c;
-    pg_message(k, c ? PQerrorMessage(c) : NULL, err, errlen);
+    pg_message(k, pgconn_error(c), err, errlen);
     PQfinish(c);
     return NULL;
 }
@@ -170,9 +170,17 @@ static bool looks_like_conninfo(const char *s)
            strncmp(s, "postgresql://", 13) == 0;
 }
 
+/* How pgconn.c's own reasons for not connecting begin (no credentials, no
+ * region), and their fix. */
+#define AUTH_PREFIX "[postgres] auth = aws_rds_iam: "
+#define NO_TOKEN_FIX                                                                       \
+    "give outboxd AWS credentials of the standard chain (environment, [aws] profile, a "  \
+    "web identity token file, the container or instance role)"
+
 /* The fix for a connection error message. */
 static const char *connect_fix(const char *msg)
 {
+    if (strstr(msg, AUTH_PREFIX)) return NO_TOKEN_FIX;
     const char *fix = connerr_fix(msg); /* the daemon exits 2 with the same fix */
     if (fix) return fix;
     return "check host and port in [postgres] conninfo, that the server is running and "
@@ -234,6 +242,33 @@ static void tls_seen(const struct ck *k, struct tls_seen *t)
     PQconninfoFree(opts);
 }
 
+/* [postgres] auth = aws_rds_iam: the line saying where the credentials
+ * came from, that a token was made, and whether the server took it (msg:
+ * NULL when the connection succeeded, else why it failed). pgconn.c made
+ * the token; the line is said before the connection's own. */
+static void check_rds_iam(struct ck *k, const char *msg)
+{
+    const char *what = "postgres auth";
+    const char *said = pgconn_auth_said();
+    if (!msg) {
+        ck_report(k, CHECK_OK, what, NULL,
+                  "aws_rds_iam: %s; the connection with it succeeded", said);
+        return;
+    }
+    if (k->quiet) return; /* the daemon logs the connection's failure itself */
+    const char *own = strstr(msg, AUTH_PREFIX);
+    if (!said[0] || own)
+        ck_report(k, CHECK_FAIL, what, NO_TOKEN_FIX, "aws_rds_iam: no token was made: %s",
+                  own ? own + strlen(AUTH_PREFIX) : msg);
+    else
+        ck_report(k, CHECK_FAIL, what,
+                  "the database role needs GRANT rds_iam TO the role, and the IAM "
+                  "identity of these credentials an IAM policy allowing rds-db:connect on "
+                  "arn:aws:rds-db:REGION:ACCOUNT:dbuser:DB-RESOURCE-ID/USER (deploy/"
+                  "security.md, \"AWS IAM database authentication\")",
+                  "aws_rds_iam: %s; the connection with it failed: %s", said, msg);
+}
+
 void check_connection(struct ck *k)
 {
     const char *what = "postgres connection";
@@ -261,6 +296,7 @@ void check_connection(struct ck *k)
     }
 
     k->pg = ck_connect(k, false, msg, sizeof(msg));
+    if (k->cfg->pg_auth == PG_AUTH_AWS_RDS_IAM) check_rds_iam(k, k->pg ? NULL : msg);
     if (!k->pg) {
         /* The daemon retries what is transient and reports the rest itself. */
         if (!k->quiet) ck_report(k, CHECK_FAIL, what, connect_fix(msg), "%s", msg);

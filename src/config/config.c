@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "awscreds.h"
 #include "duration.h"
 #include "listenaddr.h"
 #include "log.h"
@@ -44,6 +45,7 @@ enum key_type {
     KT_PLUGIN,   /* enum plugin_kind (settings.h) */
     KT_FAILOVER, /* enum failover_mode */
     KT_SLOTLOSS, /* enum slot_loss */
+    KT_PGAUTH,   /* enum pg_auth */
     KT_POLICY,
     KT_LISTEN,
     KT_MODE,
@@ -78,6 +80,8 @@ static const struct key_def key_defs[] = {
        "libpq connection string or postgres:// URI (required); keep the password out of it"),
     K("postgres", "password_file", KT_PATH, pg_password_file, NULL,
       "file holding the role's password (one line), used as the conninfo's password"),
+    K("postgres", "auth", KT_PGAUTH, pg_auth, "password",
+      "password (the conninfo's, password_file, PGPASSWORD or ~/.pgpass) or aws_rds_iam (a fresh RDS IAM token as each connection's password; needs [aws] and sslmode=verify-full with sslrootcert)"),
     K("postgres", "slot", KT_STRING, pg_slot, "outboxd", "logical replication slot"),
     K("postgres", "publication", KT_STRING, pg_publication, "outboxd_pub",
       "publication of the outbox table (pgoutput)"),
@@ -173,6 +177,10 @@ static const struct key_def key_defs[] = {
       "an event that cannot be published: halt or dlq"),
     K("errors", "dlq_topic", KT_STRING, errors_dlq_topic, "outbox.dlq",
       "dead-letter topic (policy = dlq)"),
+    K("aws", "region", KT_PATH, aws_region, NULL,
+      "AWS region of MSK's IAM tokens and RDS's (unset: AWS_REGION, then AWS_DEFAULT_REGION)"),
+    K("aws", "profile", KT_PATH, aws_profile, NULL,
+      "profile of the shared credentials and config files (unset: AWS_PROFILE, then default)"),
     K("registry", "url", KT_PATH, registry_url, NULL,
       "Schema Registry base URL (Confluent API; Apicurio: http://host:8080/apis/ccompat/v7)"),
     K("registry", "user", KT_PATH, registry_user, NULL, "HTTP basic auth user (unset: none)"),
@@ -240,9 +248,9 @@ const char *config_source_name(enum config_source s)
 }
 
 static const char *const known_sections[] = {"postgres", "outbox",  "kafka",
-                                             "offsets",  "delivery", "errors",
-                                             "registry", "log",     "http",
-                                             "source",   "polling"};
+                                             "aws",      "offsets",  "delivery",
+                                             "errors",   "registry", "log",
+                                             "http",     "source",   "polling"};
 
 const char *config_section_at(size_t i)
 {
@@ -785,7 +793,7 @@ static const char *plugin_list(char *out, size_t outlen)
 }
 
 /* The [postgres] keys other modules act on (settings.h): plugin, failover,
- * on_slot_loss, parsed here once into their enums. */
+ * on_slot_loss, auth, parsed here once into their enums. */
 static int set_postgres_word(struct config *c, const struct key_def *d, const char *value,
                              char *err, size_t errlen)
 {
@@ -802,6 +810,12 @@ static int set_postgres_word(struct config *c, const struct key_def *d, const ch
         if ((i = failover_parse(value)) < 0)
             return key_error(err, errlen, d, "\"%s\" is not one of auto|on|off", value);
         c->pg_failover = (enum failover_mode)i;
+        return 0;
+    case KT_PGAUTH:
+        if ((i = pg_auth_parse(value)) < 0)
+            return key_error(err, errlen, d, "\"%s\" is not one of password|aws_rds_iam",
+                             value);
+        c->pg_auth = (enum pg_auth)i;
         return 0;
     default: /* KT_SLOTLOSS */
         if ((i = slot_loss_parse(value)) < 0)
@@ -888,6 +902,7 @@ static int set_known(struct config *c, struct outbox_spec *s, const struct key_d
     case KT_PLUGIN:
     case KT_FAILOVER:
     case KT_SLOTLOSS:
+    case KT_PGAUTH:
         return set_postgres_word(c, d, value, err, errlen);
     case KT_DURATION:
     case KT_MS:
@@ -1512,6 +1527,71 @@ static int config_validate_outboxes(const struct config *c, char *err, size_t er
     return 0;
 }
 
+/* The conninfo's value of key (opts: PQconninfoParse's), else the
+ * environment variable libpq reads for it; NULL when neither is set. */
+static const char *conninfo_value(const PQconninfoOption *opts, const char *key,
+                                  const char *envvar)
+{
+    for (const PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, key) == 0 && o->val && *o->val) return o->val;
+    const char *e = getenv(envvar);
+    return e && *e ? e : NULL;
+}
+
+/* [postgres] auth = aws_rds_iam: outboxd is the only source of the
+ * password, and the server is authenticated. The token is sent as a
+ * cleartext password (RDS checks it through PAM), so a machine posing as
+ * the server would get a token valid for 15 minutes: verify-full against
+ * the RDS CA bundle the user supplies, never libpq's default (prefer). A
+ * password of another source would win over the token (libpq uses a given
+ * password before the passfile outboxd fills), so it is refused. */
+static int validate_pg_auth(const struct config *c, const PQconninfoOption *opts, char *err,
+                            size_t errlen)
+{
+    if (c->pg_auth != PG_AUTH_AWS_RDS_IAM) return 0;
+    const char *pre = "[postgres] auth = aws_rds_iam";
+    if (c->pg_password_file) {
+        snprintf(err, errlen, "%s and [postgres] password_file are both set: the password is "
+                 "the RDS IAM token outboxd generates; unset password_file", pre);
+        return -1;
+    }
+    for (const PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "password") == 0 && o->val && *o->val) {
+            snprintf(err, errlen, "%s, and the conninfo has a password: the password is the "
+                     "RDS IAM token outboxd generates for each connection; remove it from "
+                     "the conninfo", pre);
+            return -1;
+        }
+    const char *pw = getenv("PGPASSWORD");
+    if (pw && *pw) {
+        snprintf(err, errlen, "%s, and PGPASSWORD is set in the environment: the password is "
+                 "the RDS IAM token outboxd generates for each connection; unset PGPASSWORD",
+                 pre);
+        return -1;
+    }
+    const char *mode = conninfo_value(opts, "sslmode", "PGSSLMODE");
+    if (!mode || strcmp(mode, "verify-full") != 0) {
+        snprintf(err, errlen, "%s needs sslmode=verify-full in the conninfo (it is %s%s%s): "
+                 "the token is sent to the server as a password, so the server must prove "
+                 "its name with a certificate of the RDS CA (sslrootcert = the CA bundle)",
+                 pre, mode ? "\"" : "", mode ? mode : "not set: libpq's default prefer",
+                 mode ? "\"" : "");
+        return -1;
+    }
+    if (!aws_region(&(struct aws_settings){.region = c->aws_region})) {
+        snprintf(err, errlen, "%s needs an AWS region (the token is signed for it): set "
+                 "[aws] region, or AWS_REGION in the environment", pre);
+        return -1;
+    }
+    if (!conninfo_value(opts, "sslrootcert", "PGSSLROOTCERT")) {
+        snprintf(err, errlen, "%s needs sslrootcert in the conninfo: the file of the RDS CA "
+                 "bundle (https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem, "
+                 "or the region's) the server's certificate is verified against", pre);
+        return -1;
+    }
+    return 0;
+}
+
 int config_validate(const struct config *c, char *err, size_t errlen)
 {
     if (!c->pg_conninfo || !*c->pg_conninfo) {
@@ -1530,7 +1610,9 @@ int config_validate(const struct config *c, char *err, size_t errlen)
                  "password): %s", safe);
         return -1;
     }
+    int auth_rc = validate_pg_auth(c, opts, err, errlen);
     PQconninfoFree(opts);
+    if (auth_rc != 0) return -1;
     if (c->pg_retry_min_ms > c->pg_retry_max_ms) {
         snprintf(err, errlen, "[postgres] retry_min_ms (%d) is larger than retry_max_ms (%d)",
                  c->pg_retry_min_ms, c->pg_retry_max_ms);
@@ -1713,6 +1795,7 @@ static const char *key_value(const struct config *c, const struct outbox_spec *s
         break;
     case KT_PLUGIN: snprintf(out, outlen, "%s", plugin_name(c->pg_plugin)); break;
     case KT_FAILOVER: snprintf(out, outlen, "%s", failover_name(c->pg_failover)); break;
+    case KT_PGAUTH: snprintf(out, outlen, "%s", pg_auth_name(c->pg_auth)); break;
     case KT_SLOTLOSS:
         snprintf(out, outlen, "%s", slot_loss_name(c->pg_on_slot_loss));
         break;

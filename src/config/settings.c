@@ -1,6 +1,6 @@
 /*
  * settings.c - the words of the [postgres] keys other modules act on
- * (plugin, failover, on_slot_loss) and their enums (see settings.h).
+ * (plugin, failover, on_slot_loss, auth) and their enums (see settings.h).
  */
 #include "settings.h"
 
@@ -50,6 +50,18 @@ int slot_loss_parse(const char *s)
 const char *slot_loss_name(enum slot_loss l)
 {
     return l == SLOT_LOSS_REPAIR ? "repair" : "halt";
+}
+
+int pg_auth_parse(const char *s)
+{
+    if (strcmp(s, "password") == 0) return PG_AUTH_PASSWORD;
+    if (strcmp(s, "aws_rds_iam") == 0) return PG_AUTH_AWS_RDS_IAM;
+    return -1;
+}
+
+const char *pg_auth_name(enum pg_auth a)
+{
+    return a == PG_AUTH_AWS_RDS_IAM ? "aws_rds_iam" : "password";
 }
 
 int value_format_parse(const char *s)

@@ -55,6 +55,11 @@ static const struct connerr_rule rules[] = {
     {" value: \"", /* libpq: invalid <option> value: "..." */
      "correct the option's value in [postgres] conninfo"},
     /* Authentication and authorisation. */
+    /* RDS checks an IAM auth token through PAM ([postgres] auth = aws_rds_iam). */
+    {"PAM authentication failed",
+     "with [postgres] auth = aws_rds_iam: GRANT rds_iam TO the role, allow the IAM identity "
+     "rds-db:connect on the role's dbuser ARN, and give outboxd that identity's "
+     "credentials (outboxd check names their source); else correct the password"},
     {"password authentication failed",
      "correct the password ([postgres] password_file, ~/.pgpass or PGPASSWORD) or set the "
      "role's password on the server (ALTER ROLE ... PASSWORD)"},
@@ -78,7 +83,11 @@ static const struct connerr_rule rules[] = {
 
 const char *connerr_fix(const char *msg)
 {
-    if (!msg) return NULL;
+    /* pgconn.c found no AWS credentials for a token (a metadata endpoint
+     * not answering, a web identity token file not there yet): retried,
+     * and its words ("permission denied", "does not exist" of a file) are
+     * not the server's. */
+    if (!msg || strstr(msg, "[postgres] auth = aws_rds_iam: ")) return NULL;
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
         if (strstr(msg, rules[i].pattern)) return rules[i].fix;
     return NULL;

@@ -114,11 +114,7 @@ static int pg_connect(struct verify *v, char *err, size_t errlen)
     v->conn = pgconn_connect(&(struct pgconn_opts){.conninfo = v->cfg->pg_conninfo,
                                                     .app_name = "outboxd-verify",
                                                     .timeout_s = (v->opt->timeout_ms + 999) / 1000});
-    if (!v->conn) {
-        snprintf(err, errlen, "postgres: out of memory");
-        return EXIT_FATAL;
-    }
-    if (PQstatus(v->conn) != CONNECTION_OK) {
+    if (!v->conn || PQstatus(v->conn) != CONNECTION_OK) {
         pgconn_message(v->conn, NULL, v->cfg->pg_conninfo, "postgres: connecting", err, errlen);
         return EXIT_FATAL;
     }
@@ -466,6 +462,7 @@ static int kafka_open(struct verify *v, char *err, size_t errlen)
         snprintf(err, errlen, "kafka consumer: %s", reason);
         return EXIT_USAGE;
     }
+    kafka_conf_started(v->rk);
     rd_kafka_poll_set_consumer(v->rk); /* callbacks served by consumer_poll */
     return 0;
 }

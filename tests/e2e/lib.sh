@@ -71,6 +71,7 @@ BROKER_PID=
 E2E_WATCHDOG_PID=
 E2E_FAILED_CMD_SHOWN=
 E2E_BG_PIDS=()
+E2E_RM_AT_EXIT=()
 declare -A E2E_SESS_FD=() E2E_SESS_PID=() E2E_SESS_N=()
 
 # ---------------------------------------------------------------- logging
@@ -186,6 +187,10 @@ _e2e_cleanup() {
     fi
     # The test hosts of tests/e2e/netns_lib.sh, once nothing runs in them.
     if declare -F netns_teardown >/dev/null; then netns_teardown; fi
+    # Files a test put outside $T (a PAM service in /etc/pam.d: rds_iam.sh).
+    for name in "${E2E_RM_AT_EXIT[@]}"; do
+        rm -f -- "$name"
+    done
     if [[ -n "$T" && -d "$T" ]]; then
         if [[ $rc -ne 0 && -n "${E2E_KEEP:-}" ]]; then
             printf 'e2e: kept %s\n' "$T" >&2

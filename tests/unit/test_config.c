@@ -966,6 +966,80 @@ START_TEST(test_validate_message_larger_than_queue)
 }
 END_TEST
 
+/* [postgres] auth (issue 57): password by default; aws_rds_iam refuses a
+ * password of another source (it would win over the token: libpq uses a
+ * given password before the password file outboxd fills) and a server
+ * that is not authenticated (the token is sent as a cleartext password),
+ * each naming what to change. */
+START_TEST(test_validate_rds_iam)
+{
+    const char *good = "host=db.example port=5432 user=outboxd dbname=app "
+                       "sslmode=verify-full sslrootcert=/etc/rds-ca.pem";
+    char buf[512];
+    unsetenv("PGPASSWORD");
+    unsetenv("PGSSLMODE");
+    unsetenv("PGSSLROOTCERT");
+    unsetenv("AWS_DEFAULT_REGION");
+    setenv("AWS_REGION", "eu-west-1", 1);
+    ck_assert_int_eq(C.pg_auth, PG_AUTH_PASSWORD);
+    ck_assert_int_eq(config_set(&C, "kafka", "bootstrap.servers", "h:9092", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "postgres", "auth", "aws_iam", err, sizeof(err)), -1);
+    ERR_HAS("not one of password|aws_rds_iam");
+    ck_assert_int_eq(config_set(&C, "postgres", "auth", "aws_rds_iam", err, sizeof(err)), 0);
+    ck_assert_int_eq(C.pg_auth, PG_AUTH_AWS_RDS_IAM);
+    ck_assert_str_eq(config_key_value(&C, config_key_index("postgres", "auth"), buf, sizeof(buf)),
+                     "aws_rds_iam");
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", good, err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "good: %s", err);
+    /* a password of another source */
+    snprintf(buf, sizeof(buf), "%s password=hunter2", good);
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", buf, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("the conninfo has a password");
+    ck_assert_ptr_null(strstr(err, "hunter2"));
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", good, err, sizeof(err)), 0);
+    setenv("PGPASSWORD", "hunter2", 1);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("PGPASSWORD is set");
+    unsetenv("PGPASSWORD");
+    /* TLS that does not authenticate the server */
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo",
+                                "host=db.example user=outboxd sslmode=require "
+                                "sslrootcert=/etc/rds-ca.pem", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("needs sslmode=verify-full in the conninfo (it is \"require\")");
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo",
+                                "host=db.example user=outboxd sslrootcert=/etc/rds-ca.pem", err,
+                                sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("it is not set: libpq's default prefer");
+    setenv("PGSSLMODE", "verify-full", 1); /* libpq's environment counts */
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "PGSSLMODE: %s", err);
+    unsetenv("PGSSLMODE");
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo",
+                                "host=db.example user=outboxd sslmode=verify-full", err,
+                                sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("needs sslrootcert");
+    ck_assert_int_eq(config_set(&C, "postgres", "conninfo", good, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&C, "postgres", "password_file", "/run/pw", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("password_file are both set");
+    ck_assert_int_eq(config_set(&C, "postgres", "password_file", "", err, sizeof(err)), 0);
+    unsetenv("AWS_REGION"); /* a token is signed for a region */
+    ck_assert_int_eq(config_validate(&C, err, sizeof(err)), -1);
+    ERR_HAS("needs an AWS region");
+    setenv("AWS_DEFAULT_REGION", "eu-west-1", 1);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "AWS_DEFAULT_REGION: %s", err);
+    unsetenv("AWS_DEFAULT_REGION");
+    ck_assert_int_eq(config_set(&C, "aws", "region", "us-east-2", err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "[aws] region: %s", err);
+    /* password (the default) asks none of this */
+    ck_assert_int_eq(config_set(&C, "postgres", "auth", "password", err, sizeof(err)), 0);
+    ck_assert_msg(config_validate(&C, err, sizeof(err)) == 0, "password: %s", err);
+}
+END_TEST
+
 /* More than one produce request in flight lost events on a real 3-broker
  * Kafka (real.faults): refused, naming the key; 1 and the default pass. */
 START_TEST(test_validate_in_flight)
@@ -1427,6 +1501,7 @@ int main(void)
     tcase_add_test(tc, test_password_file_errors);
     tcase_add_test(tc, test_secret_in_file_and_set);
     tcase_add_test(tc, test_registry_url_credentials);
+    tcase_add_test(tc, test_validate_rds_iam);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);

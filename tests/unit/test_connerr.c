@@ -56,6 +56,8 @@ START_TEST(test_auth)
     has_fix("FATAL:  role \"nobody\" does not exist", "role (user) or database");
     has_fix("FATAL:  database \"nope\" does not exist", "role (user) or database");
     has_fix("FATAL:  must be superuser or replication role to start walsender", "REPLICATION");
+    /* RDS refuses an IAM token through PAM */
+    has_fix("FATAL:  PAM authentication failed for user \"outboxd\"", "GRANT rds_iam");
 }
 END_TEST
 
@@ -71,6 +73,9 @@ START_TEST(test_transient)
         "could not translate host name \"db\" to address: Temporary failure in name resolution",
         "timeout expired",
         "",
+        /* no AWS credentials for an RDS IAM token (pgconn.c): they may come */
+        "cannot connect to postgres: [postgres] auth = aws_rds_iam: no AWS credentials: web "
+        "identity: /var/run/secrets/token: Permission denied; instance: does not exist",
     };
     for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++)
         ck_assert_msg(connerr_fix(transient[i]) == NULL, "taken as permanent: %s",
