@@ -12,10 +12,20 @@
 #ifndef OUTBOXD_CONNERR_H
 #define OUTBOXD_CONNERR_H
 
+#include <stdbool.h>
+
 /* The fix for a connection error message msg that cannot heal by waiting,
  * or NULL when it may be transient (also pgconn.c's own reasons for making
  * no RDS IAM token: the AWS credentials may come later). The string is
  * static. */
 const char *connerr_fix(const char *msg);
+
+/* Whether a failure connerr_fix() names is still retried by a daemon that
+ * has streamed from this server before: with [postgres] auth = aws_rds_iam
+ * (token_auth), RDS refusing a token through PAM after tokens have worked
+ * is IAM throttling or propagation, or a policy an operator is changing,
+ * not a configuration that a restart would repeat (exit 2 is not restarted
+ * by systemd). At start it stays fatal: there it is the set-up. */
+bool connerr_heals_once_streamed(const char *msg, bool token_auth);
 
 #endif

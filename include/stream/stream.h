@@ -152,10 +152,6 @@ const char *stream_sqlstate(const struct stream *s);
  * opposed to a statement the server refused. */
 bool stream_broken(const struct stream *s);
 
-/* True when a connection error from stream_connect() cannot be fixed by
- * retrying (authentication, certificate verification, missing role or
- * database, bad conninfo): connerr_fix() gives the fix. */
-bool stream_error_is_fatal(const char *err);
 
 /* True when the stream is read from the socket directly (see stream.c),
  * false when through libpq. */

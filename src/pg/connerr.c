@@ -81,6 +81,11 @@ static const struct connerr_rule rules[] = {
     {"does not exist", "correct the role (user) or database (dbname) in [postgres] conninfo"},
 };
 
+bool connerr_heals_once_streamed(const char *msg, bool token_auth)
+{
+    return token_auth && msg && strstr(msg, "PAM authentication failed");
+}
+
 const char *connerr_fix(const char *msg)
 {
     /* pgconn.c found no AWS credentials for a token (a metadata endpoint

@@ -73,6 +73,14 @@ static enum step connect_server(struct slot_setup *s)
     char err[1024];
     if (!(s->st = stream_connect(s->cfg->pg_conninfo, err, sizeof(err)))) {
         const char *fix = connerr_fix(err);
+        if (fix && s->streamed &&
+            connerr_heals_once_streamed(err, s->cfg->pg_auth == PG_AUTH_AWS_RDS_IAM)) {
+            /* Retried and folded like any outage, with the fix in its cause. */
+            snprintf(s->retry_err, sizeof(s->retry_err), "%.300s (if it lasts: %.180s)", err,
+                     fix);
+            s->retry_cause = "connect_failed";
+            return STEP_BROKEN;
+        }
         if (fix) {
             /* Waiting cannot heal it: an operator must (exit 2, not restarted). */
             log_error("%s; not retrying: %s", err, fix);

@@ -31,7 +31,6 @@
 #include <time.h>
 
 #include "clock.h"
-#include "connerr.h"
 #include "decoder.h" /* plugin_listed() */
 #include "fixit.h"
 #include "log.h"
@@ -769,12 +768,6 @@ const char *stream_sqlstate(const struct stream *s) { return s->sqlstate; }
 bool stream_broken(const struct stream *s)
 {
     return s->broken || PQstatus(s->conn) == CONNECTION_BAD;
-}
-
-bool stream_error_is_fatal(const char *err)
-{
-    /* Retrying cannot fix these: the server or libpq said no (connerr.c). */
-    return connerr_fix(err) != NULL;
 }
 
 int stream_read(struct stream *s, char **buf, int *len, char *err, size_t errlen)

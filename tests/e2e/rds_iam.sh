@@ -190,8 +190,26 @@ date_nb=$(date -u -d "@$nb" +%Y%m%dT%H%M%SZ)
 last=$(grep ' ACCEPTED ' "$RDS/verify.log" | tail -n 1 | sed 's/.*date=//')
 [[ ! "$last" < "$date_nb" ]] || fail "the last token accepted was signed at $last, before $date_nb"
 info "ok: reconnected with a token signed at $last (not before $date_nb)"
-outboxd_stop
+
+step "tokens refused for a while once outboxd has streamed: retried, not exit 2"
+# IAM throttling, or a policy an operator is changing: RDS refuses tokens
+# through PAM for a while. At start that is the set-up (exit 2, the step
+# below); once outboxd has streamed it waits, as for a server that is down.
+echo $(($(date +%s) + 3600)) >"$RDS/not_before"
+old_pid=$(psql_q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'outboxd'")
+assert_eq t "$(psql_q "SELECT pg_terminate_backend($old_pid)")" "walsender $old_pid terminated"
+# Two attempts refused (the log folds them into the outage's lines, which
+# name the last error every 30 s); an old build exited 2 at the first.
+refused_at=$(grep -c ' REFUSED ' "$RDS/verify.log" || true)
+refused_more() { (($(grep -c ' REFUSED ' "$RDS/verify.log") >= refused_at + $1)); }
+wait_until 30 "two attempts refused" refused_more 2
+outboxd_assert_running
 rm -f "$RDS/not_before"
+pg_wait 30 "SELECT active_pid IS NOT NULL AND active_pid <> $old_pid FROM pg_replication_slots WHERE slot_name = 'outboxd'" >/dev/null ||
+    fail "outboxd did not reconnect once tokens were accepted again"
+wait_caught_up 30
+info "ok: $(grep -c ' REFUSED ' "$RDS/verify.log") refusals in all; reconnected once tokens were accepted again"
+outboxd_stop
 
 step "a wrong secret key: the server's answer, exit 2, nothing confirmed"
 confirmed=$(slot_confirmed_lsn)

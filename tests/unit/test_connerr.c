@@ -84,6 +84,20 @@ START_TEST(test_transient)
 }
 END_TEST
 
+/* RDS refusing a token once outboxd has streamed is retried (connerr.h);
+ * a password refused is not, and no token auth means no exception. */
+START_TEST(test_heals_once_streamed)
+{
+    const char *pam = "FATAL:  PAM authentication failed for user \"outboxd\"";
+    ck_assert(connerr_heals_once_streamed(pam, true));
+    ck_assert(!connerr_heals_once_streamed(pam, false));
+    ck_assert(!connerr_heals_once_streamed(
+        "FATAL:  password authentication failed for user \"outboxd\"", true));
+    ck_assert(!connerr_heals_once_streamed("FATAL:  no pg_hba.conf entry for host", true));
+    ck_assert(!connerr_heals_once_streamed(NULL, true));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("connerr");
@@ -92,6 +106,7 @@ int main(void)
     tcase_add_test(tc, test_options);
     tcase_add_test(tc, test_auth);
     tcase_add_test(tc, test_transient);
+    tcase_add_test(tc, test_heals_once_streamed);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
