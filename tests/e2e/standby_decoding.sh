@@ -61,13 +61,23 @@ WRITERS=()
 # slot_active PORT: outboxd's slot streams on the server at PORT.
 slot_active() { [[ $(at "$1" "SELECT coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = 'outboxd'") == t ]]; }
 
+# streams_since N: outboxd has logged more than N "streaming slot" lines.
+# (The slot alone says too little: a slot being created on a standby is
+# active while its creation waits for a running-transactions record, and a
+# kill -9 then leaves no slot, so the next start begins afresh after the
+# writers' first events: 810 missing in pg16/pg18's exactly_once, where
+# the producer's start makes that window wider.)
+streams_since() { (($(grep -c 'streaming slot "outboxd" from' "$T/outboxd.log" || true) > $1)); }
+
 # start_on_standby: outboxd against the standby; while its slot is being
 # created there, a running-transactions record from the primary now and
-# then (pg_log_standby_snapshot()), until the slot streams.
+# then (pg_log_standby_snapshot()), until outboxd streams from the slot.
 start_on_standby() {
+    local n0
+    n0=$(grep -c 'streaming slot "outboxd" from' "$T/outboxd.log" 2>/dev/null || true)
     outboxd_start --no-wait "${MODE_ARGS[@]}"
     local t0=$SECONDS
-    until slot_active "$P2"; do
+    until slot_active "$P2" && streams_since "${n0:-0}"; do
         ((SECONDS - t0 < 60)) || fail "outboxd's slot on the standby did not stream within 60 s"
         outboxd_assert_running
         at "$P1" "SELECT pg_log_standby_snapshot()" >/dev/null

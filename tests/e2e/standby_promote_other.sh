@@ -78,7 +78,9 @@ step "1. outboxd reads from S1"
 PG_CONNINFO="host=127.0.0.1 port=$P2 user=postgres dbname=postgres"
 outboxd_start --no-wait
 t0=$SECONDS
-until [[ $(slot_at "$P2" "coalesce(bool_or(active), false)") == t ]]; do
+# active while its creation waits, too: outboxd's own line says it streams
+until [[ $(slot_at "$P2" "coalesce(bool_or(active), false)") == t ]] &&
+    grep -q 'streaming slot "outboxd" from' "$T/outboxd.log"; do
     ((SECONDS - t0 < 60)) || fail "outboxd's slot on S1 did not stream within 60 s"
     outboxd_assert_running
     at "$P1" "SELECT pg_log_standby_snapshot()" >/dev/null
@@ -168,7 +170,8 @@ EOF
     # from S2's table, read on S1 in the new slot's exported snapshot.
     outboxd_start --no-wait --set postgres.on_slot_loss=repair --set outbox.repair_margin=5s
     t0=$(date +%s%3N)
-    until [[ $(slot_at "$P2" "coalesce(bool_or(active), false)") == t ]]; do
+    until [[ $(slot_at "$P2" "coalesce(bool_or(active), false)") == t ]] &&
+        (($(grep -c 'streaming slot "outboxd" from' "$T/outboxd.log") > 1)); do
         (($(date +%s%3N) - t0 < 60000)) || fail "outboxd's slot on the rebuilt S1 did not stream within 60 s"
         outboxd_assert_running
         at "$P3" "SELECT pg_log_standby_snapshot()" >/dev/null
