@@ -62,6 +62,10 @@ struct monitor_report {
     int64_t lag_bytes;   /* -1 when the slot has no confirmed position */
     char wal_status[16]; /* "" when NULL */
     bool failover;       /* a failover slot (false below PostgreSQL 17) */
+    char receiver[16];   /* on a standby, its WAL receiver's status
+                          * (pg_stat_wal_receiver: "streaming", "waiting", ...;
+                          * "none": no receiver; "?": not visible to this
+                          * role); "" on a primary (standby.h) */
     bool heartbeat_sent; /* a heartbeat was written */
     bool pub_answer;     /* a publication check was answered (fields below) */
     bool pub_found;      /* ... the publication exists */

@@ -76,7 +76,7 @@ slot_at() { at "$1" "SELECT $2 FROM pg_replication_slots WHERE slot_name = 'outb
 
 step "1. outboxd reads from S1"
 PG_CONNINFO="host=127.0.0.1 port=$P2 user=postgres dbname=postgres"
-outboxd_start --no-wait
+outboxd_start --no-wait --set postgres.monitor_interval_ms=1000
 t0=$SECONDS
 # active while its creation waits, too: outboxd's own line says it streams
 until [[ $(slot_at "$P2" "coalesce(bool_or(active), false)") == t ]] &&
@@ -141,6 +141,13 @@ if ((S1_AHEAD)); then
     assert_eq 1 "$(at "$P2" "SELECT coalesce((SELECT received_tli FROM pg_stat_wal_receiver), 1)")" "S1's timeline"
     assert_eq f "$(slot_at "$P2" "confirmed_flush_lsn > '$s1_replay'")" "outboxd's slot on S1 moved past S1's replay point"
     outboxd_assert_running # nothing tells outboxd: it waits on a standby that replays nothing more
+    # what an operator's monitoring of outboxd shows meanwhile (reported)
+    http_get /readyz >/dev/null
+    info "meanwhile: /readyz $HTTP_STATUS, outboxd_slot_lag_bytes $(metric_value outboxd_slot_lag_bytes), S1's wal receiver $(at "$P2" "SELECT coalesce((SELECT status FROM pg_stat_wal_receiver), 'none')")"
+    # outboxd says it: its monitor reads S1's WAL receiver (standby.h),
+    # and warns once it has not streamed for 30 s
+    outboxd_log_wait 'WARN: the standby this slot is on has received no WAL for [0-9]+ s' 90
+    info "outboxd: $(grep -o 'WARN: the standby this slot is on has received no WAL for [0-9]* s ([^)]*)' "$T/outboxd.log" | head -n 1)"
 
     step "4b. S1 rebuilt from S2 (a cold copy: its slot is gone), outboxd with on_slot_loss = repair"
     outboxd_stop
