@@ -18,7 +18,8 @@
 #     rest of timeline 1 and goes on on timeline 2. outboxd stays connected
 #     to S1 throughout; the time from the promotion to the first event
 #     committed on S2 being confirmed on S1's slot (so ACKed) is measured;
-#     writers go on against S2;
+#     writers go on against S2, and outboxd is killed (-9) and started
+#     again on S1 (its offset file names timeline 1, S1 is on 2);
 #  5. judged against S2's table: a dump of every topic (check_delivery:
 #     each committed event, its headers, per-key order) and outboxd verify
 #     (0 missing, 0 unknown, 0 order violations); outboxd has not exited.
@@ -224,6 +225,21 @@ reconnects=$(tail -n "+$log_at_promotion" "$T/outboxd.log" | grep -c 'streaming 
 info "promotion of S2 to its first event confirmed on S1: $took_ms ms ($reconnects reconnects of outboxd meanwhile)"
 tail -n "+$log_at_promotion" "$T/outboxd.log" | grep -E 'WARN|ERROR|reconnect|timeline' | head -n 20 >&2 || true
 writers "$P3" b 150
+# A start on S1 after its switch: the offset file names timeline 1, S1 is
+# on 2 (its history read from S1, a standby); kill -9 and start again
+# while the writers go on against S2.
+wait_until 60 "the writers committing on S2" \
+    eval '[[ $(at "$P3" "SELECT count(*) FROM public.outbox_events WHERE aggregate_id LIKE '"'b%'"'") -ge 100 ]]'
+kill -KILL "$OUTBOXD_PID"
+wait "$OUTBOXD_PID" 2>/dev/null || true
+OUTBOXD_PID=
+n0=$(grep -c 'streaming slot "outboxd" from' "$T/outboxd.log")
+outboxd_start --no-wait --set postgres.monitor_interval_ms=1000
+restarted() { (($(grep -c 'streaming slot "outboxd" from' "$T/outboxd.log") > n0)); }
+wait_until 60 "outboxd streaming again from S1 after a kill -9" restarted
+outboxd_assert_running
+info "restarted on S1: $(grep -o 'streaming slot "outboxd" from .*' "$T/outboxd.log" | tail -n 1 | cut -c1-220)"
+grep -ao "WARN: the server's timeline is 2, the offset file's 1[^;]*" "$T/outboxd.log" | head -n 1 >&2 || true
 writers_wait
 caught_up() {
     [[ $(at "$P2" "SELECT confirmed_flush_lsn >= pg_last_wal_replay_lsn() - 64 AND pg_last_wal_replay_lsn() >= '$(at "$P3" "SELECT pg_current_wal_lsn()")'::pg_lsn - 64 FROM pg_replication_slots WHERE slot_name = 'outboxd'") == t ]]
