@@ -16,10 +16,11 @@
 #     then a quiet outbox while other tables are written on the primary:
 #     the standby's slot still advances (no heartbeat can be written there);
 #  4. the primary killed, the standby promoted: outboxd goes on from the same
-#     slot on the promoted server (its walsender ends at the promotion; the
-#     reconnect finds the slot and the new timeline); the time from the
-#     promotion to streaming again is measured; writers go on against the
-#     promoted server;
+#     slot on the promoted server (its walsender outlives the promotion);
+#     the time from the promotion to streaming again is measured; outboxd
+#     is killed (-9) and started again there (its offset file names
+#     timeline 1, the server is on 2); writers go on against the promoted
+#     server;
 #  5. judged against the promoted server's table: a dump of every topic
 #     (check_delivery: each committed event, its headers, per-key order)
 #     and outboxd verify (0 missing, 0 unknown, 0 order violations),
@@ -154,6 +155,17 @@ took_ms=$(($(date +%s%3N) - PROMOTE_T))
 reconnects=$(tail -n "+$log_at_promotion" "$T/outboxd.log" | grep -c 'streaming slot "outboxd"' || true)
 info "promotion to the first new event confirmed: $took_ms ms ($reconnects reconnects of outboxd meanwhile)"
 echo "$took_ms" >"$T/takeover_ms"
+# A start on the promoted server: the offset file was written on timeline
+# 1 by a stream that crossed the promotion, with a position on timeline 2
+# (resume.c, past_fork(); refused before as "someone else moved the slot")
+kill -KILL "$OUTBOXD_PID"
+wait "$OUTBOXD_PID" 2>/dev/null || true
+OUTBOXD_PID=
+n0=$(grep -c 'streaming slot "outboxd" from' "$T/outboxd.log")
+outboxd_start --no-wait "${MODE_ARGS[@]}"
+wait_until 60 "outboxd streaming again on the promoted server after a kill -9" streams_since "$n0"
+outboxd_assert_running
+info "restarted: $(grep -o 'streaming slot "outboxd" from .*' "$T/outboxd.log" | tail -n 1 | cut -c1-200)"
 writers "$P2" p
 writers_wait
 caught_up_promoted() {
