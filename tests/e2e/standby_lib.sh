@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 #
-# tests/e2e/standby_lib.sh - a primary with a physical streaming standby,
-# for the tests of the database's own failures (failover_slots.sh on
-# PostgreSQL 17, failover_repair.sh on 15). Source it after lib.sh.
+# tests/e2e/standby_lib.sh - a primary with a physical streaming standby
+# (or two), for the tests of the database's own failures (failover_slots.sh
+# on PostgreSQL 17, failover_repair.sh on 15, standby_decoding.sh and
+# standby_promote_other.sh on 16+). Source it after lib.sh.
 #
 #   pg_start                         # the primary (lib.sh)
 #   standby_create standby1 [LINE...] # a standby on physical slot standby1;
