@@ -4,7 +4,9 @@
  *
  *   - every [postgres] monitor_interval_ms, the slot's lag as the server
  *     sees it (pg_current_wal_lsn() - confirmed_flush_lsn) and its
- *     wal_status, from pg_replication_slots;
+ *     wal_status, from pg_replication_slots; on a standby, also the status
+ *     of its WAL receiver (standby.h: one that receives nothing decodes
+ *     nothing);
  *   - every [postgres] heartbeat_interval_ms (when not 0), a heartbeat:
  *     pg_logical_emit_message(false, 'outboxd.heartbeat', 'slot=S sent_us=T')
  *     (heartbeat.h). The WAL record it writes is in this database, so the

@@ -4,7 +4,8 @@
  * by another process checks again, and the fence that keeps an active
  * instance that stalled from handing Kafka anything more from a stream the
  * server may already have given to the other instance. Pure: no clock, no
- * I/O (tests/unit/test_standby.c); relaystate.c applies them.
+ * I/O (tests/unit/test_standby.c); relaystate.c applies them (relayobs.c
+ * the last, a standby server's WAL receiver).
  *
  * Exclusivity itself is the server's: a slot has one walsender at a time,
  * and START_REPLICATION on an active slot fails (SQLSTATE 55006). What the

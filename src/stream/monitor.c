@@ -1,6 +1,7 @@
 /*
- * monitor.c - slot lag, wal_status and heartbeats on a normal connection,
- * non-blocking, stepped by the relay's event loop (see monitor.h).
+ * monitor.c - slot lag, wal_status (and a standby's WAL receiver) and
+ * heartbeats on a normal connection, non-blocking, stepped by the relay's
+ * event loop (see monitor.h).
  *
  * One statement at a time: the connection is DOWN, CONNECTING, IDLE, or
  * BUSY with one query (slot or heartbeat). libpq is only called when
