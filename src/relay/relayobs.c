@@ -200,7 +200,7 @@ static void on_receiver(struct relay *r, const char *status, int64_t now)
     if (stalled < STANDBY_RECEIVER_WARN_MS || now < o->receiver_warn_ms) return;
     log_warn("the standby this slot is on has received no WAL for %lld s (its WAL receiver "
              "is %s): slot \"%s\" decodes nothing more, and its lag, measured against the "
-             "standby's own replay position, stays 0. Its primary is down, or another "
+             "standby's own replay position, does not grow. Its primary is down, or another "
              "server was promoted and this standby cannot follow it (its log: \"new "
              "timeline ... forked off current database system timeline ... before current "
              "recovery point\": then it must be rebuilt from the new primary, without "
