@@ -284,7 +284,8 @@ static bool past_fork(const struct offset_state *file, const struct resume_serve
     if (!file->has_identity || file->timeline >= srv->timeline ||
         srv->file_timeline_end == 0 || file->lsn <= srv->file_timeline_end)
         return false;
-    bool crossed = srv->slot_confirmed > srv->file_timeline_end && file->lsn <= srv->wal_end;
+    bool crossed =
+        srv->slot_confirmed > srv->file_timeline_end && file->lsn <= srv->wal_end;
     return !crossed;
 }
 

@@ -198,15 +198,15 @@ static void on_receiver(struct relay *r, const char *status, int64_t now)
         return;
     }
     if (stalled < STANDBY_RECEIVER_WARN_MS || now < o->receiver_warn_ms) return;
-    log_warn("the standby this slot is on has received no WAL for %lld s (its WAL receiver "
-             "is %s): slot \"%s\" decodes nothing more, and its lag, measured against the "
-             "standby's own replay position, does not grow. Its primary is down, or another "
-             "server was promoted and this standby cannot follow it (its log: \"new "
-             "timeline ... forked off current database system timeline ... before current "
-             "recovery point\": then it must be rebuilt from the new primary, without "
-             "the slot, and the gap repaired, deploy/standby-failover.md)",
-             (long long)(stalled / 1000), strcmp(status, "none") == 0 ? "not running" : status,
-             r->cfg->pg_slot);
+    log_warn("the standby this slot is on has received no WAL for %lld s (its WAL "
+             "receiver is %s): slot \"%s\" decodes nothing more, and its lag, measured "
+             "against the standby's own replay position, does not grow. Its primary is "
+             "down, or another server was promoted and this standby cannot follow it (its "
+             "log: \"new timeline ... forked off current database system timeline ... "
+             "before current recovery point\": then it must be rebuilt from the new "
+             "primary, without the slot, and the gap repaired, deploy/standby-failover.md)",
+             (long long)(stalled / 1000),
+             strcmp(status, "none") == 0 ? "not running" : status, r->cfg->pg_slot);
     o->receiver_warn_ms = now + STANDBY_RECEIVER_WARN_EVERY_MS;
 }
 

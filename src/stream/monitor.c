@@ -160,8 +160,8 @@ static const char *query_name(enum mon_query q)
 #define SQL_SLOT                                                                           \
     "SELECT ((" SQL_WAL_POS ") - confirmed_flush_lsn)::bigint, wal_status, "              \
     "coalesce((to_jsonb(s) ->> 'failover')::boolean, false), "                             \
-    "CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce((SELECT coalesce(status, '?') " \
-    "FROM pg_catalog.pg_stat_wal_receiver), 'none') END "                                  \
+    "CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce((SELECT "                      \
+    "coalesce(status, '?') FROM pg_catalog.pg_stat_wal_receiver), 'none') END "            \
     "FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1"
 /* A standby cannot write WAL: there the heartbeat is not written (NULL);
  * the slot still advances, with the primary's WAL replayed and the

@@ -36,7 +36,8 @@ int64_t standby_kafka_lost(int brokers_up, int64_t now_ms, int64_t *lost_since_m
 
 int64_t standby_receiver_stalled(const char *status, int64_t now_ms, int64_t *since_ms)
 {
-    if (!status || !*status || strcmp(status, "?") == 0 || strcmp(status, "streaming") == 0) {
+    if (!status || !*status || strcmp(status, "?") == 0 ||
+        strcmp(status, "streaming") == 0) {
         *since_ms = 0;
         return 0;
     }

@@ -211,8 +211,8 @@ static int make_slot(struct repair *r)
                  c->pg_slot);
     }
     if ((r->created_at_us = server_now_us(r)) < 0) return EXIT_FATAL;
-    struct slot_create_opts so = {.export_snapshot = true,
-                                  .failover = slotcmd_failover_at_create(failover, standby)};
+    struct slot_create_opts so = {
+        .export_snapshot = true, .failover = slotcmd_failover_at_create(failover, standby)};
     if (stream_create_slot(r->st, c->pg_slot, plugin_name(c->pg_plugin), &so, &r->created,
                            err, sizeof(err)) != 0) {
         log_error("repair: %s", err);
