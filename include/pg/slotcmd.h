@@ -51,6 +51,14 @@ int slotcmd_alter_failover(const char *slot, bool failover, int server_major, ch
 int slotcmd_failover_wanted(enum failover_mode mode, int server_major, char *err,
                             size_t errlen);
 
+/* Whether CREATE_REPLICATION_SLOT asks for FAILOVER on this server: want
+ * (slotcmd_failover_wanted(): 1 yes), never on a standby (in recovery).
+ * A slot made on a standby is its own; the server refuses the flag there
+ * ("cannot enable failover for a replication slot created on the
+ * standby"). The daemon's start and repair (its own and `outboxd repair`)
+ * both create through this. */
+bool slotcmd_failover_at_create(int want, bool standby);
+
 /* What to do with an existing slot whose failover flag is has, when want
  * (slotcmd_failover_wanted()) says whether it should be one. A flag that
  * is on while failover = off is left alone: off means outboxd does not ask

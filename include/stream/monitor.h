@@ -4,7 +4,9 @@
  *
  *   - every [postgres] monitor_interval_ms, the slot's lag as the server
  *     sees it (pg_current_wal_lsn() - confirmed_flush_lsn) and its
- *     wal_status, from pg_replication_slots;
+ *     wal_status, from pg_replication_slots; on a standby, also the status
+ *     of its WAL receiver (standby.h: one that receives nothing decodes
+ *     nothing);
  *   - every [postgres] heartbeat_interval_ms (when not 0), a heartbeat:
  *     pg_logical_emit_message(false, 'outboxd.heartbeat', 'slot=S sent_us=T')
  *     (heartbeat.h). The WAL record it writes is in this database, so the
@@ -62,6 +64,10 @@ struct monitor_report {
     int64_t lag_bytes;   /* -1 when the slot has no confirmed position */
     char wal_status[16]; /* "" when NULL */
     bool failover;       /* a failover slot (false below PostgreSQL 17) */
+    char receiver[16];   /* on a standby, its WAL receiver's status
+                          * (pg_stat_wal_receiver: "streaming", "waiting", ...;
+                          * "none": no receiver; "?": not visible to this
+                          * role); "" on a primary (standby.h) */
     bool heartbeat_sent; /* a heartbeat was written */
     bool pub_answer;     /* a publication check was answered (fields below) */
     bool pub_found;      /* ... the publication exists */

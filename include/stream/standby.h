@@ -4,7 +4,8 @@
  * by another process checks again, and the fence that keeps an active
  * instance that stalled from handing Kafka anything more from a stream the
  * server may already have given to the other instance. Pure: no clock, no
- * I/O (tests/unit/test_standby.c); relaystate.c applies them.
+ * I/O (tests/unit/test_standby.c); relaystate.c applies them (relayobs.c
+ * the last, a standby server's WAL receiver).
  *
  * Exclusivity itself is the server's: a slot has one walsender at a time,
  * and START_REPLICATION on an active slot fails (SQLSTATE 55006). What the
@@ -68,5 +69,26 @@ bool standby_fenced(int64_t now_ms, int64_t last_status_ms, int64_t fence_ms);
  */
 int64_t standby_kafka_lost(int brokers_up, int64_t now_ms, int64_t *lost_since_ms);
 bool standby_should_yield(int64_t lost_ms, int64_t yield_ms);
+
+/*
+ * Decoding on a standby server (PostgreSQL 16+; not the pair above): the
+ * standby's own WAL receiver. A standby that receives no WAL decodes
+ * nothing more, and neither the stream nor the slot's lag says so (the
+ * lag is measured against the standby's own replay position, which does
+ * not move either): its primary is down, or another standby was promoted
+ * past a point this one had already replayed, so it can never follow it
+ * (its log: "new timeline N forked off current database system timeline
+ * M before current recovery point"). The monitor reads the receiver's
+ * status with the slot (monitor.h).
+ *
+ * standby_receiver_stalled() keeps in *since_ms since when status has not
+ * been "streaming" at now_ms (0 while it is, and while it is not known:
+ * "" on a primary, "?" for a role that may not read it) and returns for
+ * how long. Past STANDBY_RECEIVER_WARN_MS the relay warns, then every
+ * STANDBY_RECEIVER_WARN_EVERY_MS, and says when it streams again.
+ */
+#define STANDBY_RECEIVER_WARN_MS 30000
+#define STANDBY_RECEIVER_WARN_EVERY_MS 300000
+int64_t standby_receiver_stalled(const char *status, int64_t now_ms, int64_t *since_ms);
 
 #endif

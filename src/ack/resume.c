@@ -185,8 +185,9 @@ static bool refuse_other_stream(const struct sides *w, struct resume_decision *o
     if (file->timeline != srv->timeline)
         snprintf(out->note, sizeof(out->note),
                  "the server's timeline is %u, the offset file's %u: the server was "
-                 "promoted (or restored) since the file was written; its position is "
-                 "checked against the server's WAL and the slot",
+                 "promoted (or restored), or as a standby follows a promoted server, since "
+                 "the file was written; its position is checked against the server's WAL "
+                 "and the slot",
                  (unsigned)srv->timeline, (unsigned)file->timeline);
     return false;
 }
@@ -268,11 +269,24 @@ void resume_server_init(struct resume_server *srv, const char *system, uint32_t 
 
 /* Whether the file's position lies past the point where its (older)
  * timeline ended on this server: a standby promoted before it had
- * received what outboxd had already streamed from the old primary. */
+ * received what outboxd had already streamed from the old primary.
+ * Not when the stream crossed the switch itself: a logical walsender on
+ * a standby outlives the standby's promotion and its switch to a promoted
+ * server's timeline, so one connection's file names the old timeline with
+ * positions on the new one (issue 58: the standby decoded for outboxd
+ * followed another, promoted, standby; a restart was refused as "someone
+ * else moved the slot"). That this happened, the slot says: confirmed
+ * here past where the old timeline ended, which only decoding this
+ * server's new timeline does (a synced copy on a promoted standby is never
+ * past what it received), with the file within this server's WAL. */
 static bool past_fork(const struct offset_state *file, const struct resume_server *srv)
 {
-    return file->has_identity && file->timeline < srv->timeline &&
-           srv->file_timeline_end != 0 && file->lsn > srv->file_timeline_end;
+    if (!file->has_identity || file->timeline >= srv->timeline ||
+        srv->file_timeline_end == 0 || file->lsn <= srv->file_timeline_end)
+        return false;
+    bool crossed =
+        srv->slot_confirmed > srv->file_timeline_end && file->lsn <= srv->wal_end;
+    return !crossed;
 }
 
 /* The note of a start at the fork (past_fork()). */

@@ -68,6 +68,11 @@ int slotcmd_failover_wanted(enum failover_mode mode, int server_major, char *err
     return -1;
 }
 
+bool slotcmd_failover_at_create(int want, bool standby)
+{
+    return want == 1 && !standby;
+}
+
 enum slotcmd_failover_action slotcmd_failover_action(bool want, bool has, int server_major)
 {
     if (server_major < SLOTCMD_FAILOVER_MAJOR || want == has) return SLOT_FAILOVER_KEEP;

@@ -101,6 +101,9 @@ struct relay_obs {
     bool pub_lost;           /* the outbox is no longer published: stop */
     bool pub_missing_warned; /* the publication check said it is missing */
     bool server_stopping;    /* the monitor saw the server shut down */
+    /* On a standby: since when its WAL receiver has not streamed (0: it
+     * does, or not known), and when to warn next (0: not warned). */
+    int64_t receiver_since_ms, receiver_warn_ms;
 };
 
 /* The relay. Each part says which file changes it; every file reads what

@@ -6,6 +6,7 @@
 #include "relayobs.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "clock.h"
 #include "fixit.h"
@@ -13,6 +14,7 @@
 #include "log.h"
 #include "relaytxn.h"
 #include "signals.h"
+#include "standby.h"
 
 /* ---- observability -------------------------------------------------------
  * The loop beats on every turn and publishes a snapshot for the HTTP
@@ -180,6 +182,34 @@ static void on_publication_check(struct relay *r, const struct monitor_report *r
     confirmer_proven(&r->confirm, rep->pub_lsn);
 }
 
+/* On a standby, its WAL receiver (standby.h): a warning past
+ * STANDBY_RECEIVER_WARN_MS without streaming, again every
+ * STANDBY_RECEIVER_WARN_EVERY_MS, and a line when it streams again. */
+static void on_receiver(struct relay *r, const char *status, int64_t now)
+{
+    struct relay_obs *o = &r->obs;
+    int64_t stalled = standby_receiver_stalled(status, now, &o->receiver_since_ms);
+    if (stalled == 0) {
+        if (o->receiver_warn_ms)
+            log_info("the standby receives WAL again (its WAL receiver is %s): decoding "
+                     "goes on",
+                     *status ? status : "gone: the server was promoted");
+        o->receiver_warn_ms = 0;
+        return;
+    }
+    if (stalled < STANDBY_RECEIVER_WARN_MS || now < o->receiver_warn_ms) return;
+    log_warn("the standby this slot is on has received no WAL for %lld s (its WAL "
+             "receiver is %s): slot \"%s\" decodes nothing more, and its lag, measured "
+             "against the standby's own replay position, does not grow. Its primary is "
+             "down, or another server was promoted and this standby cannot follow it (its "
+             "log: \"new timeline ... forked off current database system timeline ... "
+             "before current recovery point\": then it must be rebuilt from the new "
+             "primary, without the slot, and the gap repaired, deploy/standby-failover.md)",
+             (long long)(stalled / 1000),
+             strcmp(status, "none") == 0 ? "not running" : status, r->cfg->pg_slot);
+    o->receiver_warn_ms = now + STANDBY_RECEIVER_WARN_EVERY_MS;
+}
+
 /* Steps the monitoring connection and counts what it found. */
 static void monitor_tick(struct relay *r, int64_t now)
 {
@@ -191,6 +221,7 @@ static void monitor_tick(struct relay *r, int64_t now)
         m->slot_lag_bytes = rep.lag_bytes;
         m->slot_wal_status = metrics_wal_status_parse(rep.wal_status);
         m->slot_failover = rep.failover;
+        if (rep.slot_found) on_receiver(r, rep.receiver, now);
     }
     if (rep.heartbeat_sent) m->heartbeats_sent++;
     if (rep.failed) m->monitor_errors++;

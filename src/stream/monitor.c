@@ -1,6 +1,7 @@
 /*
- * monitor.c - slot lag, wal_status and heartbeats on a normal connection,
- * non-blocking, stepped by the relay's event loop (see monitor.h).
+ * monitor.c - slot lag, wal_status (and a standby's WAL receiver) and
+ * heartbeats on a normal connection, non-blocking, stepped by the relay's
+ * event loop (see monitor.h).
  *
  * One statement at a time: the connection is DOWN, CONNECTING, IDLE, or
  * BUSY with one query (slot or heartbeat). libpq is only called when
@@ -154,9 +155,13 @@ static const char *query_name(enum mon_query q)
     "FROM pg_catalog.pg_publication p WHERE p.pubname = $1"
 /* failover through to_jsonb: the column exists from PostgreSQL 17 on, and
  * one statement serves every version (NULL, so false, below). */
+/* On a standby, its WAL receiver's status too (standby.h): "none" when it
+ * has no receiver, "?" when the role may not see it (pg_read_all_stats). */
 #define SQL_SLOT                                                                           \
     "SELECT ((" SQL_WAL_POS ") - confirmed_flush_lsn)::bigint, wal_status, "              \
-    "coalesce((to_jsonb(s) ->> 'failover')::boolean, false) "                              \
+    "coalesce((to_jsonb(s) ->> 'failover')::boolean, false), "                             \
+    "CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce((SELECT "                      \
+    "coalesce(status, '?') FROM pg_catalog.pg_stat_wal_receiver), 'none') END "            \
     "FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1"
 /* A standby cannot write WAL: there the heartbeat is not written (NULL);
  * the slot still advances, with the primary's WAL replayed and the
@@ -235,6 +240,8 @@ static void take_result(struct monitor *m, PGresult *res, struct monitor_report 
     snprintf(out->wal_status, sizeof(out->wal_status), "%s",
              PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
     out->failover = PQnfields(res) > 2 && PQgetvalue(res, 0, 2)[0] == 't';
+    if (PQnfields(res) > 3 && !PQgetisnull(res, 0, 3))
+        snprintf(out->receiver, sizeof(out->receiver), "%s", PQgetvalue(res, 0, 3));
 }
 
 static void continue_query(struct monitor *m, int64_t now_ms, struct monitor_report *out)

@@ -288,7 +288,7 @@ static enum step settle_failover(struct slot_setup *s, const struct slot_info *s
             log_warn("[postgres] failover = on, but this server is a standby: its slot "
                      "cannot be a failover slot (it stays on this standby; promoting it "
                      "keeps the slot, promoting another node loses it)");
-        *want = false;
+        *want = slotcmd_failover_at_create(w, standby);
         return STEP_OK;
     }
     if (*want) warn_standby_slots(s);

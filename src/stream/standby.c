@@ -1,7 +1,10 @@
 /*
- * standby.c - a hot standby pair's check interval and fence (standby.h).
+ * standby.c - a hot standby pair's check interval and fence, and a standby
+ * server's WAL receiver (standby.h).
  */
 #include "standby.h"
+
+#include <string.h>
 
 int standby_check_ms(int retry_max_ms)
 {
@@ -29,6 +32,17 @@ int64_t standby_kafka_lost(int brokers_up, int64_t now_ms, int64_t *lost_since_m
     }
     if (*lost_since_ms == 0) *lost_since_ms = now_ms > 0 ? now_ms : 1;
     return now_ms - *lost_since_ms;
+}
+
+int64_t standby_receiver_stalled(const char *status, int64_t now_ms, int64_t *since_ms)
+{
+    if (!status || !*status || strcmp(status, "?") == 0 ||
+        strcmp(status, "streaming") == 0) {
+        *since_ms = 0;
+        return 0;
+    }
+    if (*since_ms == 0) *since_ms = now_ms > 0 ? now_ms : 1;
+    return now_ms > *since_ms ? now_ms - *since_ms : 0;
 }
 
 bool standby_should_yield(int64_t lost_ms, int64_t yield_ms)

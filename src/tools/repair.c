@@ -190,6 +190,17 @@ static int make_slot(struct repair *r)
         log_error("repair: %s", err);
         return EXIT_USAGE;
     }
+    /* On a standby (decoding there, PostgreSQL 16+) the slot is the
+     * standby's own and cannot be a failover slot: asking for one fails the
+     * repair with the server's refusal. */
+    bool standby = false;
+    if (failover == 1 && stream_in_recovery(r->st, &standby, err, sizeof(err)) != 0) {
+        log_error("repair: %s", err);
+        return EXIT_FATAL;
+    }
+    if (standby && c->pg_failover == FAILOVER_ON)
+        log_warn("repair: [postgres] failover = on, but this server is a standby: its slot "
+                 "cannot be a failover slot (it stays on this standby)");
     if (r->plan.drop_slot) {
         if (stream_drop_slot(r->st, c->pg_slot, err, sizeof(err)) != 0) {
             log_error("repair: %s", err);
@@ -200,7 +211,8 @@ static int make_slot(struct repair *r)
                  c->pg_slot);
     }
     if ((r->created_at_us = server_now_us(r)) < 0) return EXIT_FATAL;
-    struct slot_create_opts so = {.export_snapshot = true, .failover = failover == 1};
+    struct slot_create_opts so = {
+        .export_snapshot = true, .failover = slotcmd_failover_at_create(failover, standby)};
     if (stream_create_slot(r->st, c->pg_slot, plugin_name(c->pg_plugin), &so, &r->created,
                            err, sizeof(err)) != 0) {
         log_error("repair: %s", err);

@@ -1,13 +1,17 @@
 # shellcheck shell=bash
 #
-# tests/e2e/standby_lib.sh - a primary with a physical streaming standby,
-# for the tests of the database's own failures (failover_slots.sh on
-# PostgreSQL 17, failover_repair.sh on 15). Source it after lib.sh.
+# tests/e2e/standby_lib.sh - a primary with a physical streaming standby
+# (or two), for the tests of the database's own failures (failover_slots.sh
+# on PostgreSQL 17, failover_repair.sh on 15, standby_decoding.sh and
+# standby_promote_other.sh on 16+). Source it after lib.sh.
 #
 #   pg_start                         # the primary (lib.sh)
 #   standby_create standby1 [LINE...] # a standby on physical slot standby1;
 #                                    # LINEs go to its postgresql.conf
 #   at "$P2" "SELECT pg_is_in_recovery()"
+#   standby_create_second standby2 [LINE...] # (optional, right after
+#                                    # standby_create) a second standby
+#   standby_start                    # all started, streaming
 #   primary_kill                     # SIGKILL of the postmaster and children
 #   standby_promote
 #   verify_promoted                  # outboxd verify against its table
@@ -16,7 +20,8 @@
 # clean stop (Debian's pg_basebackup is 15 and refuses a newer server), so
 # both have the same system identifier, and the promoted standby starts a
 # new timeline. Sets P1 and P2 (the ports) and SB (the standby's data
-# directory); the standby is stopped at exit like the primary.
+# directory); the standby is stopped at exit like the primary. A second
+# standby (standby_create_second) is P3 in SB2.
 
 # at PORT SQL: one query on the server at PORT (not following the primary).
 at() { PGTARGETSESSIONATTRS=any psql -XAtq -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -c "$2"; }
@@ -27,6 +32,9 @@ _standby_cleanup() {
     trap - ERR
     if [[ -n "${SB:-}" && -f "$SB/postmaster.pid" ]]; then
         _as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -m immediate -w -t 30 stop >/dev/null 2>&1
+    fi
+    if [[ -n "${SB2:-}" && -f "$SB2/postmaster.pid" ]]; then
+        _as_pg "$PG_BINDIR/pg_ctl" -D "$SB2" -m immediate -w -t 30 stop >/dev/null 2>&1
     fi
     (exit "$rc")
     _e2e_cleanup
@@ -66,20 +74,56 @@ EOF
     [[ $(id -u) -ne 0 ]] || chown postgres "$SB/standby.signal"
 }
 
-# standby_start: starts the primary again and the standby (after
-# standby_create and any change to the primary's configuration), and
-# waits until the standby streams.
+# standby_create_second PHYS [CONF_LINE...]: after standby_create (the
+# primary stopped), a second copy in $T/standby2 on port P3, streaming from
+# the primary on physical slot PHYS, which must exist on the primary already
+# (created before standby_create: the copy must not need WAL the primary
+# has recycled). standby_start starts it too.
+standby_create_second() {
+    local phys=${1:?standby_create_second PHYS} line
+    shift
+    SB2=$T/standby2
+    cp -a "$T/pgdata" "$SB2"
+    rm -rf "${SB2:?}/pg_replslot/"* "$SB2/postmaster.pid" # the primary's slots
+    mkdir -p "$T/pgsock3"
+    [[ $(id -u) -ne 0 ]] || chown postgres "$T/pgsock3"
+    P3=$(_free_port)
+    while [[ $P3 == "$P1" || $P3 == "$P2" ]]; do P3=$(_free_port); done
+    cat >>"$SB2/postgresql.conf" <<EOF
+
+# the second standby (standby_lib.sh)
+port = $P3
+unix_socket_directories = '$T/pgsock3'
+primary_conninfo = 'host=127.0.0.1 port=$P1 user=postgres dbname=postgres application_name=$phys'
+primary_slot_name = '$phys'
+hot_standby = on
+EOF
+    for line in "$@"; do echo "$line" >>"$SB2/postgresql.conf"; done
+    touch "$SB2/standby.signal"
+    [[ $(id -u) -ne 0 ]] || chown postgres "$SB2/standby.signal"
+}
+
+# standby_start: starts the primary again and the standby (and the second
+# one, if made) after standby_create and any change to the primary's
+# configuration, and waits until they stream.
 standby_start() {
     _as_pg "$PG_BINDIR/pg_ctl" -D "$T/pgdata" -l "$T/postgres.log" -w -t 60 -o "$PG_CTL_OPTS" \
         start >>"$T/pg_ctl.log" 2>&1 || fail "the primary did not start again"
     _as_pg "$PG_BINDIR/pg_ctl" -D "$SB" -l "$T/standby.log" -w -t 60 -o "$PG_CTL_OPTS" \
         start >>"$T/pg_ctl.log" 2>&1 ||
         { tail -n 20 "$T/standby.log" >&2; fail "the standby did not start"; }
+    local n=1
+    if [[ -n "${SB2:-}" ]]; then
+        n=2
+        _as_pg "$PG_BINDIR/pg_ctl" -D "$SB2" -l "$T/standby2.log" -w -t 60 -o "$PG_CTL_OPTS" \
+            start >>"$T/pg_ctl.log" 2>&1 ||
+            { tail -n 20 "$T/standby2.log" >&2; fail "the second standby did not start"; }
+    fi
     for ((i = 0; i < 300; i++)); do
-        [[ $(at "$P1" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == 1 ]] && break
+        [[ $(at "$P1" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == "$n" ]] && break
         sleep 0.2
     done
-    assert_eq 1 "$(at "$P1" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" \
+    assert_eq "$n" "$(at "$P1" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" \
         "standbys streaming from the primary"
     assert_eq t "$(at "$P2" "SELECT pg_is_in_recovery()")" "the standby is in recovery"
 }

@@ -171,6 +171,8 @@ START_TEST(test_slot_between_lsn_and_acked)
     s.timeline = 2;
     s.slot_confirmed = 0x3850000;
     s.file_timeline_end = 0x3800000;
+    s.wal_end = 0x3900000; /* the file is not of this server's WAL (else the
+                            * stream crossed the switch: test_crossed_the_switch) */
     resume_decide(&g, &s, "/x", "/etc/o.ini", &d);
     ck_assert_int_eq(d.verdict, RESUME_SLOT_AHEAD);
 }
@@ -308,8 +310,45 @@ START_TEST(test_past_the_fork)
     /* the slot confirmed past the fork: someone else moved it */
     s.file_timeline_end = 0x3800000;
     s.slot_confirmed = 0x3850000;
+    s.wal_end = 0x3900000;
     resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
     ck_assert_int_eq(d.verdict, RESUME_SLOT_AHEAD);
+}
+END_TEST
+
+/* The stream crossed the timeline switch itself (issue 58): outboxd's
+ * walsender on a standby outlived the standby's switch to the timeline of
+ * another, promoted, standby, and the file (timeline 1) holds a position
+ * on timeline 2, past where timeline 1 ended here; the slot was confirmed
+ * there by that stream. Resumed from the file, not taken for a fork (nor
+ * refused as a slot someone else moved, as pg17.standby_promote_other's
+ * restart was). */
+START_TEST(test_crossed_the_switch)
+{
+    struct resume_server s = server();
+    struct offset_state f = file_of(&s, 0x1527FA8); /* timeline 1 */
+    s.timeline = 2;
+    s.wal_end = 0x1530000;
+    s.file_timeline_end = 0x1527DF0;
+    s.slot_confirmed = 0x1527FA8;
+    struct resume_decision d;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_msg(!d.refused, "%s", d.message);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    ck_assert(!d.forked);
+    ck_assert_uint_eq(d.start, 0x1527FA8);
+    ck_assert_msg(strstr(d.note, "timeline is 2"), "%s", d.note);
+    /* killed after the write, before the status: the slot between the
+     * end of timeline 1 and the file */
+    s.slot_confirmed = 0x1527F00;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert_int_eq(d.verdict, RESUME_FROM_FILE);
+    ck_assert_uint_eq(d.start, 0x1527FA8);
+    /* the slot at or before the end of timeline 1: a fork, as before */
+    s.slot_confirmed = 0x1527DF0;
+    resume_decide(&f, &s, "/x", "/etc/o.ini", &d);
+    ck_assert(d.forked);
+    ck_assert_uint_eq(d.start, 0x1527DF0);
 }
 END_TEST
 
@@ -412,6 +451,7 @@ int main(void)
     tcase_add_test(tc, test_slot_lost);
     tcase_add_test(tc, test_notes);
     tcase_add_test(tc, test_past_the_fork);
+    tcase_add_test(tc, test_crossed_the_switch);
     tcase_add_test(tc, test_old_timeline_refused);
     tcase_add_test(tc, test_timeline_history);
     tcase_add_test(tc, test_clamp_flush);

@@ -114,6 +114,17 @@ START_TEST(test_wanted)
 }
 END_TEST
 
+/* A slot created on a standby never asks for FAILOVER (the server refuses
+ * it there): repair on a standby with failover = auto on 17+ failed so. */
+START_TEST(test_at_create)
+{
+    ck_assert(slotcmd_failover_at_create(1, false));
+    ck_assert(!slotcmd_failover_at_create(1, true));
+    ck_assert(!slotcmd_failover_at_create(0, false));
+    ck_assert(!slotcmd_failover_at_create(0, true));
+}
+END_TEST
+
 START_TEST(test_action)
 {
     ck_assert_int_eq(slotcmd_failover_action(true, false, 17), SLOT_FAILOVER_ENABLE);
@@ -166,6 +177,7 @@ static Suite *slotcmd_suite(void)
     tcase_add_test(tc, test_too_small);
     tcase_add_test(tc, test_parse);
     tcase_add_test(tc, test_wanted);
+    tcase_add_test(tc, test_at_create);
     tcase_add_test(tc, test_action);
     tcase_add_test(tc, test_lost_cause);
     suite_add_tcase(s, tc);

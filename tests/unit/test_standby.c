@@ -75,6 +75,28 @@ START_TEST(test_should_yield)
 }
 END_TEST
 
+/* A standby server's WAL receiver: not streaming for how long; a primary
+ * ("") and a status the role may not read ("?") are never stalled. */
+START_TEST(test_receiver_stalled)
+{
+    int64_t since = 0;
+    ck_assert_int_eq(standby_receiver_stalled("streaming", 1000, &since), 0);
+    ck_assert_int_eq(standby_receiver_stalled("waiting", 2000, &since), 0); /* starts */
+    ck_assert_int_eq(since, 2000);
+    ck_assert_int_eq(standby_receiver_stalled("waiting", 32000, &since), 30000);
+    ck_assert_int_eq(standby_receiver_stalled("none", 40000, &since), 38000);
+    ck_assert_int_eq(standby_receiver_stalled("streaming", 41000, &since), 0); /* back */
+    ck_assert_int_eq(since, 0);
+    ck_assert_int_eq(standby_receiver_stalled("restarting", 50000, &since), 0);
+    ck_assert_int_eq(standby_receiver_stalled("", 51000, &since), 0); /* promoted */
+    ck_assert_int_eq(since, 0);
+    ck_assert_int_eq(standby_receiver_stalled("?", 52000, &since), 0);
+    ck_assert_int_eq(standby_receiver_stalled(NULL, 53000, &since), 0);
+    ck_assert_int_eq(standby_receiver_stalled("stopped", 0, &since), 0); /* clock at 0 */
+    ck_assert_int_eq(since, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("standby");
@@ -84,6 +106,7 @@ int main(void)
     tcase_add_test(tc, test_fenced);
     tcase_add_test(tc, test_kafka_lost);
     tcase_add_test(tc, test_should_yield);
+    tcase_add_test(tc, test_receiver_stalled);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
