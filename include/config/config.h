@@ -187,6 +187,10 @@ struct config {
     int errors_policy; /* ERRORS_HALT or ERRORS_DLQ */
     char *errors_dlq_topic;
 
+    /* [aws] (awscreds.h): NULL, the environment's fallbacks */
+    char *aws_region;
+    char *aws_profile;
+
     /* [registry] (registry.h) */
     char *registry_url; /* NULL: no registry */
     char *registry_user;

@@ -42,6 +42,13 @@ rd_kafka_conf_t *kafka_conf_producer(const struct config *c, bool without_broker
                                      kafka_conf_refused_fn refused, void *ctx, char *err,
                                      size_t errlen);
 
+/* To call on each client made from kafka_conf_producer()'s or
+ * kafka_conf_consumer()'s configuration, right after rd_kafka_new(): with
+ * [kafka] sasl.mechanism = AWS_MSK_IAM, the token refresh callback is
+ * served on librdkafka's background thread from then on (mskiam.c);
+ * otherwise it does nothing. */
+void kafka_conf_started(rd_kafka_t *rk);
+
 /* The configuration of a consumer (verify, the progress topic's reader):
  * every [kafka] property of c except those that only mean something to a
  * producer (which would warn about each), then own[0..nown) (key, value).

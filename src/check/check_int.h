@@ -196,8 +196,10 @@ void check_failover(struct ck *k);
  * producer handle built as the daemon's (part of the configuration check,
  * what), the broker and the topics. check_kafka_free() releases k->kafka. */
 void check_kafka_config(struct ck *k, const char *what);
-/* The "kafka token" line (check_oidc.c): only with OAUTHBEARER by OIDC. */
+/* The "kafka token" line (check_oidc.c): only with OAUTHBEARER by OIDC,
+ * or with AWS_MSK_IAM (check_mskiam.c's, which it calls). */
 void check_kafka_token(struct ck *k);
+void check_kafka_msk_token(struct ck *k);
 void check_broker(struct ck *k);
 void check_topics(struct ck *k);
 void check_progress_topic(struct ck *k); /* [delivery] mode = exactly_once only */

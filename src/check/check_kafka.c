@@ -71,6 +71,7 @@ void check_kafka_config(struct ck *k, const char *what)
                   reason);
         return;
     }
+    kafka_conf_started(kc->rk);
     k->kafka = kc; /* conf is kc->rk's now */
 }
 

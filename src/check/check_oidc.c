@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "grow.h"
+#include "mskiam.h"
 #include "oidc.h"
 #include "redact.h"
 
@@ -96,6 +97,7 @@ static int fetch_token(const struct oidc_settings *s, struct oidc_token *t, bool
 void check_kafka_token(struct ck *k)
 {
     const char *what = "kafka token";
+    if (msk_iam_configured(k->cfg)) return check_kafka_msk_token(k);
     struct oidc_settings s;
     const char *why;
     enum oidc_use use = oidc_settings_from(k->cfg, &s, &why);

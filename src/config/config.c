@@ -173,6 +173,10 @@ static const struct key_def key_defs[] = {
       "an event that cannot be published: halt or dlq"),
     K("errors", "dlq_topic", KT_STRING, errors_dlq_topic, "outbox.dlq",
       "dead-letter topic (policy = dlq)"),
+    K("aws", "region", KT_PATH, aws_region, NULL,
+      "AWS region of MSK's IAM tokens and RDS's (unset: AWS_REGION, then AWS_DEFAULT_REGION)"),
+    K("aws", "profile", KT_PATH, aws_profile, NULL,
+      "profile of the shared credentials and config files (unset: AWS_PROFILE, then default)"),
     K("registry", "url", KT_PATH, registry_url, NULL,
       "Schema Registry base URL (Confluent API; Apicurio: http://host:8080/apis/ccompat/v7)"),
     K("registry", "user", KT_PATH, registry_user, NULL, "HTTP basic auth user (unset: none)"),
@@ -240,9 +244,9 @@ const char *config_source_name(enum config_source s)
 }
 
 static const char *const known_sections[] = {"postgres", "outbox",  "kafka",
-                                             "offsets",  "delivery", "errors",
-                                             "registry", "log",     "http",
-                                             "source",   "polling"};
+                                             "aws",      "offsets",  "delivery",
+                                             "errors",   "registry", "log",
+                                             "http",     "source",   "polling"};
 
 const char *config_section_at(size_t i)
 {

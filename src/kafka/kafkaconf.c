@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "kafkasock.h"
 #include "log.h"
+#include "mskiam.h"
 #include "outage.h"
 
 int kafka_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err,
@@ -216,6 +217,22 @@ void kafka_conf_route_logs(rd_kafka_conf_t *conf)
     rd_kafka_conf_set_log_cb(conf, on_log);
 }
 
+/* Whether k=v is [kafka] sasl.mechanism = AWS_MSK_IAM (mskiam.h), which
+ * librdkafka does not know: outboxd sets OAUTHBEARER and signs the tokens. */
+static bool is_msk_iam(const char *k, const char *v)
+{
+    return !strcmp(k, "sasl.mechanism") && !strcmp(v, MSK_IAM_MECHANISM);
+}
+
+void kafka_conf_started(rd_kafka_t *rk)
+{
+    /* Fails (not configured) unless the configuration enabled a SASL queue:
+     * only AWS_MSK_IAM's does (mskiam.c says why its callback must not run
+     * on the relay's loop). */
+    rd_kafka_error_t *e = rd_kafka_sasl_background_callbacks_enable(rk);
+    if (e) rd_kafka_error_destroy(e);
+}
+
 /* Sets k=v on conf; a refusal goes to refused (when set) and, the first,
  * to err. Returns 0 or -1. */
 static int set_noting(rd_kafka_conf_t *conf, const char *k, const char *v,
@@ -243,6 +260,15 @@ rd_kafka_conf_t *kafka_conf_producer(const struct config *c, bool without_broker
             goto fail;
     for (size_t i = 0; i < c->nkafka; i++) {
         if (without_brokers && !strcmp(c->kafka[i].key, "bootstrap.servers")) continue;
+        if (is_msk_iam(c->kafka[i].key, c->kafka[i].value)) {
+            char why[1024];
+            if (msk_iam_conf(conf, c, why, sizeof(why)) == 0) continue;
+            if (!failed) snprintf(err, errlen, "%s", why);
+            failed = true;
+            if (refused) refused(ctx, why);
+            if (!refused) goto fail;
+            continue;
+        }
         if (set_noting(conf, c->kafka[i].key, c->kafka[i].value, refused, ctx, &failed, err,
                        errlen) != 0 &&
             !refused)
@@ -316,6 +342,13 @@ rd_kafka_conf_t *kafka_conf_consumer(const struct config *c, const char *const o
         const char *k = mine ? own[i - c->nkafka][0] : c->kafka[i].key;
         const char *val = mine ? own[i - c->nkafka][1] : c->kafka[i].value;
         if (!mine && is_producer_only(k)) continue;
+        if (!mine && is_msk_iam(k, val)) {
+            if (msk_iam_conf(conf, c, err, errlen) != 0) {
+                rd_kafka_conf_destroy(conf);
+                return NULL;
+            }
+            continue;
+        }
         if (kafka_conf_set(conf, k, val, err, errlen) != 0) {
             rd_kafka_conf_destroy(conf);
             return NULL;

@@ -235,6 +235,7 @@ static int open_rk(struct producer *p, char *err, size_t errlen)
         goto fail_conf;
     }
     /* conf is owned by p->rk from here on. */
+    kafka_conf_started(p->rk);
     p->mainq = rd_kafka_queue_get_main(p->rk);
     rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "w", 1);
     return 0;

@@ -40,6 +40,7 @@ static rd_kafka_t *open_reader(const struct config *c, const char *isolation, ch
         snprintf(err, errlen, "kafka consumer: %s", reason);
         return NULL;
     }
+    kafka_conf_started(rk);
     rd_kafka_poll_set_consumer(rk);
     return rk;
 }

@@ -466,6 +466,7 @@ static int kafka_open(struct verify *v, char *err, size_t errlen)
         snprintf(err, errlen, "kafka consumer: %s", reason);
         return EXIT_USAGE;
     }
+    kafka_conf_started(v->rk);
     rd_kafka_poll_set_consumer(v->rk); /* callbacks served by consumer_poll */
     return 0;
 }
