@@ -48,6 +48,9 @@
 #   KAFKA_JVM_OPTS  more options of every node's JVM (kept in DIR/jvm.opts for
 #       restarts), e.g. Kafka 4's -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls
 #       (the JWKS and token URLs a broker may fetch)
+#   KAFKA_EXTRA_CLASSPATH  more jars or class folders (':'-separated) on every
+#       node's classpath, after Kafka's (kept in DIR/extra.classpath), e.g. a
+#       test's SASL callback handler (tests/aws/MskIamValidator.java)
 #   KAFKA_HOSTS="ID=NETNS@ADDR ..."  runs node ID (1..N, or 100 for the
 #       controller) inside network namespace NETNS, listening on ADDR
 #       instead of 127.0.0.1 (the partition tests' test hosts,
@@ -189,10 +192,12 @@ java_cmd() { # DIR ID MAINCLASS ARGS...
     local lib opts=
     lib=$(cat "$dir/lib")
     [[ -f "$dir/jvm.opts" ]] && opts=$(cat "$dir/jvm.opts")
+    local cp="$lib/*"
+    [[ -s "$dir/extra.classpath" ]] && cp+=":$(cat "$dir/extra.classpath")"
     # shellcheck disable=SC2086
     exec java ${KAFKA_HEAP:--Xms256m -Xmx768m} $opts -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
         -Djava.awt.headless=true -Dlog4j.configuration="file:$dir/node$id/log4j.properties" \
-        -cp "$lib/*" "$main" "$@"
+        -cp "$cp" "$main" "$@"
 }
 
 format_node() { # DIR ID
@@ -283,6 +288,7 @@ start_cluster() {
     echo "$n" >"$dir/brokers"
     echo "$version" >"$dir/version"
     echo "${KAFKA_JVM_OPTS:-}" >"$dir/jvm.opts"
+    echo "${KAFKA_EXTRA_CLASSPATH:-}" >"$dir/extra.classpath"
     free_port >"$dir/controller.port"
     : >"$dir/listeners"
     local l h
