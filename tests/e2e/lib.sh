@@ -298,7 +298,15 @@ _close_sess_fds() {
 # e2e_bg CMD...: runs CMD in the background, killed at exit; sets E2E_BG_PID.
 E2E_BG_PID=
 e2e_bg() {
-    { _close_sess_fds; "$@"; } &
+    # A program is exec'd, so that the pid killed at exit is its own (a
+    # subshell around it died alone and left the program running: a stand-in
+    # server of tests/aws/ outlived its test); a shell function runs in the
+    # subshell.
+    if declare -F "$1" >/dev/null; then
+        { _close_sess_fds; "$@"; } &
+    else
+        { _close_sess_fds; exec "$@"; } &
+    fi
     E2E_BG_PID=$!
     E2E_BG_PIDS+=("$E2E_BG_PID")
 }
