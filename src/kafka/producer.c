@@ -702,7 +702,7 @@ int producer_refused(const struct producer *p, char *err, size_t errlen)
 {
     if (!p->refusal.err) return 0;
     snprintf(err, errlen, "%s: %s; %s", rd_kafka_err2name(p->refusal.err), p->refusal.reason,
-             kafka_refusal_fix(p->refusal.err, rd_kafka_version()));
+             kafka_refusal_fix(p->refusal.err, p->refusal.reason, rd_kafka_version()));
     return 1;
 }
 

@@ -74,8 +74,8 @@ START_TEST(test_note_keeps_the_first_refusal)
     kafka_refusal_note(&r, RD_KAFKA_RESP_ERR__SSL, CERT_REASON);
     ck_assert_int_eq(r.err, RD_KAFKA_RESP_ERR__AUTHENTICATION);
     ck_assert_str_eq(r.reason, SASL_REASON);
-    ck_assert(strstr(kafka_refusal_fix(r.err, 0x020e02ff), "sasl.password") != NULL);
-    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, 0x020e02ff), "ssl.ca.location") !=
+    ck_assert(strstr(kafka_refusal_fix(r.err, NULL, 0x020e02ff), "sasl.password") != NULL);
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, NULL, 0x020e02ff), "ssl.ca.location") !=
               NULL);
 }
 END_TEST
@@ -89,13 +89,13 @@ START_TEST(test_refusal_fix_names_the_scram_bug_of_old_clients)
     ck_assert(kafka_scram_kafka4_bug(0x020600ff));  /* 2.6.0 */
     ck_assert(!kafka_scram_kafka4_bug(0x020601ff)); /* 2.6.1: fixed */
     ck_assert(!kafka_scram_kafka4_bug(0x020e02ff)); /* 2.14.2 */
-    const char *old = kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, 0x020002ff);
+    const char *old = kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, NULL, 0x020002ff);
     ck_assert(strstr(old, "sasl.password") != NULL);
     ck_assert(strstr(old, "librdkafka#4895") != NULL);
     ck_assert(strstr(old, "deploy/librdkafka.sh") != NULL);
-    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, 0x020e02ff),
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, NULL, 0x020e02ff),
                      "librdkafka#4895") == NULL);
-    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, 0x020002ff), "librdkafka#4895") ==
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, NULL, 0x020002ff), "librdkafka#4895") ==
               NULL);
 }
 END_TEST
