@@ -6,7 +6,10 @@
 #    with events on (each token issued is a CLIENT_LOGIN event, which is
 #    how the test counts outboxd's token fetches), two confidential clients
 #    with the client-credentials grant, "outboxd" and "reader", whose
-#    tokens carry the audience "kafka";
+#    tokens carry the audience "kafka", and "stranger", whose tokens carry
+#    "billing"; its token endpoint HTTPS with a certificate of a throw-away
+#    CA (outboxd's https.ca.location; the issuer the broker expects is
+#    that URL), its admin API and JWKS plain HTTP;
 #  - Kafka 4.4 with a SASL_SSL listener (a throw-away CA, as in
 #    kafka_security.sh) taking OAUTHBEARER tokens validated against
 #    Keycloak's JWKS (OAuthBearerValidatorCallbackHandler: issuer,
@@ -24,9 +27,13 @@
 #  1. outboxd check: "kafka token" shows principal outboxd (claim azp) and
 #     the expiry; the broker answers; `outboxd config` masks the secret.
 #  2. at_least_once under a steady load until Keycloak has issued
-#     OIDC_REFRESHES (default 3) more tokens to outboxd than the first:
-#     every event delivered exactly once (check_delivery), no failed
-#     event, the secret in no output.
+#     OIDC_REFRESHES (default 3; 2 at least) more tokens to outboxd than the
+#     first: every event delivered exactly once (check_delivery), no failed
+#     event, the secret in no output. Inside the first refresh window the
+#     provider goes down (its HTTPS port refusing connections) until a
+#     refresh failed, while the token held is still valid: deliveries go
+#     on (no delivery over 5 s), the failed fetches are one ERROR line and
+#     a recovery line, and the refreshes resume.
 #  3. exactly_once (its own slot, transactional id outboxd-oidc) the same.
 #  4. a wrong secret (in a file readable by others: warned): check FAILs
 #     with the endpoint's 401 and its error; outboxd exits 2 naming it; the
@@ -39,8 +46,15 @@
 #     up to the broker; outboxd stops with exit 1 naming the event and
 #     TOPIC_AUTHORIZATION_FAILED; the slot does not move past the unsent
 #     events.
-# E2E_KAFKA=real always. Keycloak's token endpoint is plain HTTP on
-# 127.0.0.1 (https.ca.location applies to an https one: not tested here).
+#  7. no https.ca.location (the system's CAs do not know the test's): check
+#     FAILs naming the certificate problem; outboxd exits 2 naming it and
+#     the setting; the slot does not move.
+#  8. the principal stranger, whose token has the wrong audience: check's
+#     token line is ok and shows audience billing, its broker line FAILs
+#     saying the broker rejected the token; outboxd exits 2 saying the
+#     same; the slot does not move (the broker's audience check is all
+#     that stops it: stranger has the ACLs outboxd has).
+# E2E_KAFKA=real always. Needs root (iptables, for the provider's outage).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export E2E_KAFKA=real
 e2e_init oauth_oidc
