@@ -119,6 +119,13 @@ bool kafka_scram_kafka4_bug(int rdk_version);
  * has the SCRAM bug above also names that). Pure. */
 const char *kafka_refusal_fix(int err, const char *reason, int rdk_version);
 
+/* Who refused, for the log line of a refusal of err and reason (a static
+ * string): "the broker refused the connection for good", "the broker
+ * rejected the OAUTHBEARER token", "the identity provider refused the
+ * token request for good", "the identity provider's certificate did not
+ * verify". Pure. */
+const char *kafka_refusal_who(int err, const char *reason);
+
 /* The first refusal a handle's error callback saw (err 0: none yet). */
 struct kafka_refusal {
     int err;

@@ -45,12 +45,15 @@ static uint64_t unreach_total; /* under unreach_mu */
  * failed fetch ("OIDC" facility, LOG_ERR) and retries every 10 s for as
  * long as the identity provider does not answer, from each handle; the
  * token it holds lasts until it expires, so deliveries go on. The first
- * failure is said at once, then one line per OUTAGE_EVERY_MS while they
- * last. librdkafka says nothing when a fetch succeeds (unless debugging),
- * so the outage is over once no fetch failed for TOKEN_QUIET_MS: more
- * than the 10 s between two tries plus the 20 s a try may wait for an
- * answer. */
+ * failure is said at once (an error: without a token yet nothing can be
+ * delivered), then at most one line per OUTAGE_EVERY_MS, at a failure,
+ * while they last. librdkafka says nothing when a fetch succeeds (unless
+ * debugging), so the outage is over once no fetch failed for
+ * TOKEN_QUIET_MS: more than the 10 s between two tries plus the 20 s a try
+ * may wait for an answer (or librdkafka's 4 retries, 5 s apart, of a 5xx
+ * answer). */
 #define TOKEN_QUIET_MS 45000
+#define TOKEN_RETRY_MS 10000 /* librdkafka's next try after a failed fetch */
 #define OIDC_TOKEN_FAILED "Failed to acquire SASL OAUTHBEARER token"
 static struct outage token_out; /* under unreach_mu */
 static bool token_init;
@@ -62,6 +65,8 @@ static void token_failed(const char *cause, bool counted)
 {
     char line[1024];
     bool say = false;
+    if (strncmp(cause, "[thrd:", 6) == 0 && strstr(cause, "]: "))
+        cause = strstr(cause, "]: ") + 3; /* "[thrd:background]: " */
     pthread_mutex_lock(&unreach_mu);
     if (!token_init) outage_init(&token_out, "kafka: OIDC", NULL, OUTAGE_EVERY_MS);
     token_init = true;
@@ -81,26 +86,22 @@ static void token_failed(const char *cause, bool counted)
         log_warn("%s", line);
 }
 
-/* The stats callback's turn: the end of a fetch outage (see above). */
+/* The stats callback's turn: the end of a fetch outage (see above). No
+ * interval line without a new failure: between two, nothing failed. The
+ * outage lasted until librdkafka's next try after the last failure (10 s
+ * later), the first that did not fail. */
 static void token_tick(int64_t now)
 {
     char line[1024];
-    bool ok = false, say = false;
+    bool say = false;
     pthread_mutex_lock(&unreach_mu);
-    if (token_init && token_out.down) {
-        if (now - token_out.last_ms >= TOKEN_QUIET_MS)
-            ok = say = outage_ok(&token_out, token_out.last_ms, line, sizeof(line));
-        else
-            say = outage_tick(&token_out, now, line, sizeof(line));
-    }
+    if (token_init && token_out.down && now - token_out.last_ms >= TOKEN_QUIET_MS)
+        say = outage_ok(&token_out, token_out.last_ms + TOKEN_RETRY_MS, line, sizeof(line));
     pthread_mutex_unlock(&unreach_mu);
-    if (!say) return;
-    if (ok)
+    if (say)
         log_info("%s; no fetch failed in the %d s since: the identity provider answers "
                  "again",
                  line, TOKEN_QUIET_MS / 1000);
-    else
-        log_warn("%s", line);
 }
 
 static bool err_is_unreachable(int err)
@@ -227,12 +228,16 @@ static bool token_cert_failed(const char *reason)
 }
 
 /* The broker's refusal of an OAUTHBEARER token (the identity provider
- * issued it; the broker's validation refused it): librdkafka's "SASL
- * OAUTHBEARER authentication failed" or the broker's SaslAuthenticate
- * error naming the mechanism. */
+ * issued it; the broker's validation refused it): the broker's answer is
+ * RFC 7628's error status ({"status":"invalid_token"}, Kafka's for a
+ * token that fails its checks; "insufficient_scope"), which librdkafka
+ * passes on ("SASL authentication error: ..." or "SASL OAUTHBEARER
+ * authentication failed (principal=...): ..."). */
 static bool token_rejected(const char *reason)
 {
-    return reason && !strstr(reason, OIDC_TOKEN_FAILED) && strstr(reason, "OAUTHBEARER");
+    return reason && !strstr(reason, OIDC_TOKEN_FAILED) &&
+           (strstr(reason, "OAUTHBEARER authentication failed") ||
+            strstr(reason, "invalid_token") || strstr(reason, "insufficient_scope"));
 }
 
 bool kafka_err_is_refusal(int err, const char *reason)
@@ -258,16 +263,27 @@ bool kafka_scram_kafka4_bug(int rdk_version)
     "answer) and the token's claims against the broker's sasl.oauthbearer.expected.* and " \
     "sub.claim.name"
 
+const char *kafka_refusal_who(int err, const char *reason)
+{
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && token_cert_failed(reason))
+        return "the identity provider's certificate did not verify";
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && reason && strstr(reason, OIDC_TOKEN_FAILED))
+        return "the identity provider refused the token request for good";
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && token_rejected(reason))
+        return "the broker rejected the OAUTHBEARER token";
+    return "the broker refused the connection for good";
+}
+
 const char *kafka_refusal_fix(int err, const char *reason, int rdk_version)
 {
     if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && token_cert_failed(reason))
-        return "the identity provider's certificate did not verify: set [kafka] "
-               "https.ca.location to the CA that signed it (a PEM file or a directory; "
+        return "set [kafka] https.ca.location to the CA that signed the identity "
+               "provider's certificate (a PEM file or a directory; "
                "https.ca.pem for the PEM text), and name the provider in "
                "sasl.oauthbearer.token.endpoint.url as its certificate does";
     if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && token_rejected(reason))
-        return "the broker rejected the OAUTHBEARER token the identity provider issued: "
-               "its claims (outboxd check prints its principal, audience and issuer) do "
+        return "the identity provider issued it, the broker refused it: its claims "
+               "(outboxd check prints its principal, audience and issuer) do "
                "not "
                "match the broker's sasl.oauthbearer.expected.audience, expected.issuer or "
                "sub.claim.name, or the broker cannot verify its signature (its "

@@ -108,7 +108,7 @@ drain() {
     step "$name: the drain of $EVENTS events"
     export OUTBOXD_SLOT=drain_$name
     rm -f "$T/outboxd.offset"
-    psql_q "SELECT pg_create_logical_replication_slot('$OUTBOXD_SLOT', 'pgoutput')" >/dev/null
+    psql_q "SELECT pg_create_logical_replication_slot('$OUTBOXD_SLOT', '$OUTBOXD_TEST_PLUGIN')" >/dev/null
     psql_q "CALL bench_load($EVENTS, 0)" >/dev/null
     end=$(psql_q "SELECT pg_current_wal_lsn()")
     slot_wait_bg "$OUTBOXD_SLOT" "confirmed_flush_lsn >= '$end'" "$T/drain.$name.end"

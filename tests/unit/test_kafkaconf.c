@@ -37,11 +37,40 @@
     "Failed to acquire SASL OAUTHBEARER token: Failed to connect to 127.0.0.1 port 1 "     \
     "after 0 ms: Couldn't connect to server"
 
+/* librdkafka 2.14.2's reason when the token endpoint's certificate does not
+ * verify (curl's error: no https.ca.location for a private CA). */
+#define OIDC_CERT                                                                        \
+    "Failed to acquire SASL OAUTHBEARER token: SSL certificate problem: unable to get "   \
+    "local issuer certificate"
+
+/* What librdkafka reports when the broker rejects a token (Kafka 4.4 on a
+ * token with the wrong audience). */
+#define TOKEN_REJECTED                                                                   \
+    "sasl_ssl://127.0.0.1:9094/bootstrap: SASL authentication error: "                  \
+    "{\"status\":\"invalid_token\"} (after 3ms in state AUTH_REQ)"
+
 START_TEST(test_refusals)
 {
     ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, SASL_REASON));
     ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__SSL, CERT_REASON));
     ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_REFUSED));
+    /* waiting does not make the provider's certificate verify */
+    ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_CERT));
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_CERT, 0x020e02ff),
+                     "https.ca.location") != NULL);
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_CERT),
+                     "the identity provider's certificate did not verify");
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_REFUSED),
+                     "the identity provider refused the token request for good");
+    /* the broker's RFC 7628 answer to a token with the wrong audience */
+    ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, TOKEN_REJECTED));
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION, TOKEN_REJECTED),
+                     "the broker rejected the OAUTHBEARER token");
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, TOKEN_REJECTED,
+                                       0x020e02ff),
+                     "expected.audience") != NULL);
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION, SASL_REASON),
+                     "the broker refused the connection for good");
 }
 END_TEST
 
