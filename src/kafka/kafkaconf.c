@@ -133,8 +133,7 @@ static void unreachable(int err, const char *cause)
     char trimmed[512];
     const char *sup = strstr(cause, " identical error(s) suppressed)");
     const char *comma = sup ? sup : NULL;
-    while (comma && comma > cause && comma[-1] >= '0' && comma[-1] <= '9')
-        comma--;
+    while (comma && comma > cause && comma[-1] >= '0' && comma[-1] <= '9') comma--;
     if (sup && comma > cause + 1 && comma[-1] == ' ' && comma[-2] == ',') {
         snprintf(trimmed, sizeof(trimmed), "%.*s)%s", (int)(comma - 2 - cause), cause,
                  sup + strlen(" identical error(s) suppressed)"));
