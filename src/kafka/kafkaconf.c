@@ -231,12 +231,14 @@ static bool token_cert_failed(const char *reason)
  * RFC 7628's error status ({"status":"invalid_token"}, Kafka's for a
  * token that fails its checks; "insufficient_scope"), which librdkafka
  * passes on ("SASL authentication error: ..." or "SASL OAUTHBEARER
- * authentication failed (principal=...): ..."). */
+ * authentication failed (principal=...): ..."), or Kafka's generic
+ * "... invalid credentials with SASL mechanism OAUTHBEARER". */
 static bool token_rejected(const char *reason)
 {
     return reason && !strstr(reason, OIDC_TOKEN_FAILED) &&
            (strstr(reason, "OAUTHBEARER authentication failed") ||
-            strstr(reason, "invalid_token") || strstr(reason, "insufficient_scope"));
+            strstr(reason, "mechanism OAUTHBEARER") || strstr(reason, "invalid_token") ||
+            strstr(reason, "insufficient_scope"));
 }
 
 bool kafka_err_is_refusal(int err, const char *reason)

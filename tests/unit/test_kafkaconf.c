@@ -71,6 +71,12 @@ START_TEST(test_refusals)
                      "expected.audience") != NULL);
     ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION, SASL_REASON),
                      "the broker refused the connection for good");
+    /* Kafka's generic answer, naming the mechanism */
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION,
+                                       "SASL authentication error: Authentication failed "
+                                       "during authentication due to invalid credentials "
+                                       "with SASL mechanism OAUTHBEARER"),
+                     "the broker rejected the OAUTHBEARER token");
 }
 END_TEST
 
