@@ -289,6 +289,28 @@ START_TEST(test_other_errors_not_folded)
 }
 END_TEST
 
+/* A token endpoint that does not answer: librdkafka's error callback
+ * repeats the failed fetch (once per change of its error; its OIDC log
+ * line, every 10 s, takes the same fold): one error line, at once. */
+static void token_endpoint_down(void)
+{
+    for (int i = 0; i < 3; i++)
+        kafka_log_error(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_UNREACHABLE);
+}
+
+START_TEST(test_token_fetch_failures_folded)
+{
+    char *out = stderr_of(token_endpoint_down);
+    int lines = 0;
+    for (const char *c = out; *c; c++) lines += *c == '\n';
+    ck_assert_msg(lines == 1, "%d lines:\n%.400s", lines, out);
+    ck_assert_msg(strstr(out, "ERROR: kafka: OIDC: " OIDC_UNREACHABLE
+                              " (repeats are folded into one line every 30 s"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kafkaconf");
@@ -297,6 +319,7 @@ int main(void)
     tcase_add_test(tc, test_not_refusals);
     tcase_add_test(tc, test_note_keeps_the_first_refusal);
     tcase_add_test(tc, test_refusal_fix_names_the_scram_bug_of_old_clients);
+    tcase_add_test(tc, test_token_fetch_failures_folded);
     suite_add_tcase(s, tc);
     tc = tcase_create("producer configuration");
     tcase_add_checked_fixture(tc, conf_setup, conf_teardown);
