@@ -68,7 +68,10 @@ long long kafka_queue_max_bytes(const struct config *c);
  * Pure. */
 bool kafka_value_fits_queue(size_t value_len, long long queue_max_bytes);
 
-/* Installs the error and log callbacks that write to outboxd's log. */
+/* Installs the error and log callbacks that write to outboxd's log. A
+ * broker that cannot be reached and a failing OIDC token fetch (librdkafka
+ * retries every 10 s while the token it holds lasts) are each folded into
+ * one line at once and one per OUTAGE_EVERY_MS (outage.h). */
 void kafka_conf_route_logs(rd_kafka_conf_t *conf);
 
 /* What the error callback of kafka_conf_route_logs() logs, for a handle
@@ -79,7 +82,8 @@ void kafka_log_error(int err, const char *reason);
  * statistics): some up and none down (or none reported unreachable for
  * 20 s) ends a broker outage the callbacks above are folding, with one
  * line saying how long it lasted; otherwise the interval's line is said
- * when it is due. Any thread. */
+ * when it is due. Also the turn of the token fetches' outage: over once
+ * none failed for 45 s. Any thread. */
 void kafka_brokers_seen(int up, int down, int total);
 
 /* librdkafka's reports of a broker not reached since the start, each one
@@ -90,12 +94,14 @@ uint64_t kafka_unreachable_total(void);
  * A refusal: a connection error that waiting cannot heal, unlike a broker
  * that is down or unreachable (_TRANSPORT, _ALL_BROKERS_DOWN, timeouts):
  *  - _AUTHENTICATION: the broker answered and refused the SASL credentials
- *    (a wrong password, user or mechanism), or, with OAUTHBEARER by OIDC,
- *    the identity provider refused the client's credentials (librdkafka's
+ *    (a wrong password, user or mechanism) or the OAUTHBEARER token (its
+ *    audience, issuer or signature), or, with OAUTHBEARER by OIDC, the
+ *    identity provider refused the client's credentials (librdkafka's
  *    "Failed to acquire SASL OAUTHBEARER token" with the provider's RFC
- *    6749 error answer). When it did not answer (down, unreachable; no
- *    "error" in the reason), librdkafka tries again in 10 s and the
- *    token it has lasts until it expires: transient;
+ *    6749 error answer), or its certificate did not verify against
+ *    https.ca.location ("... certificate ..."). When it did not answer
+ *    (down, unreachable), librdkafka tries again in 10 s and the token it
+ *    has lasts until it expires: transient;
  *  - _SSL whose reason says the certificate did not verify ("certificate
  *    verify failed": the broker's certificate is not signed by
  *    ssl.ca.location, or does not name the host). Other _SSL errors (a
@@ -113,10 +119,19 @@ bool kafka_err_is_refusal(int err, const char *reason);
  * Pure. */
 bool kafka_scram_kafka4_bug(int rdk_version);
 
-/* The fix to log with a refusal of err (a static string), for a client of
- * librdkafka rdk_version (an authentication failure with one that has the
- * SCRAM bug above also names that). Pure. */
-const char *kafka_refusal_fix(int err, int rdk_version);
+/* The fix to log with a refusal of err and reason (NULL: not known) (a
+ * static string), for a client of librdkafka rdk_version: the identity
+ * provider's certificate, the broker's rejection of an OAUTHBEARER token,
+ * else the credentials (an authentication failure with a librdkafka that
+ * has the SCRAM bug above also names that). Pure. */
+const char *kafka_refusal_fix(int err, const char *reason, int rdk_version);
+
+/* Who refused, for the log line of a refusal of err and reason (a static
+ * string): "the broker refused the connection for good", "the broker
+ * rejected the OAUTHBEARER token", "the identity provider refused the
+ * token request for good", "the identity provider's certificate did not
+ * verify". Pure. */
+const char *kafka_refusal_who(int err, const char *reason);
 
 /* The first refusal a handle's error callback saw (err 0: none yet). */
 struct kafka_refusal {

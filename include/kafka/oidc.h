@@ -49,6 +49,9 @@ struct oidc_token {
     char *principal;     /* the sub claim's value (malloc'ed; oidc_token_clear frees) */
     long long exp;       /* the token's exp claim, seconds since the epoch */
     long long issued_at; /* its iat claim; -1 when absent */
+    char *audience;      /* its aud claim, an array's strings joined by ", "; NULL when
+                            absent (malloc'ed; oidc_token_clear frees) */
+    char *issuer;        /* its iss claim; NULL when absent (likewise) */
 };
 
 void oidc_token_clear(struct oidc_token *t);

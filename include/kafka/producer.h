@@ -95,8 +95,10 @@ int producer_send(struct producer *p, const struct outbox_event *ev, uint64_t ta
 
 /* 1 when the brokers refused the connection in a way waiting cannot heal
  * (kafka_err_is_refusal(): SASL authentication failed, the broker's
- * certificate did not verify), with the error, librdkafka's reason and the
- * fix in err; 0 otherwise. The relay exits 2 on it. */
+ * certificate did not verify, the identity provider refused or its
+ * certificate did not verify), with who refused (kafka_refusal_who()), the
+ * error, librdkafka's reason and the fix in err; 0 otherwise. The relay
+ * exits 2 on it. */
 int producer_refused(const struct producer *p, char *err, size_t errlen);
 
 /* True for errors about one message or its topic (too large, invalid or

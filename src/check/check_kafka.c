@@ -97,7 +97,8 @@ void check_broker(struct ck *k)
     rd_kafka_poll(k->kafka->rk, 0); /* serves the error callback: a refusal? */
     if (e && k->kafka->refusal.err) {
         ck_report(k, CHECK_FAIL, what,
-                  kafka_refusal_fix(k->kafka->refusal.err, rd_kafka_version()),
+                  kafka_refusal_fix(k->kafka->refusal.err, k->kafka->refusal.reason,
+                                    rd_kafka_version()),
                   "%s refused the connection: %s: %s", servers ? servers : "(none)",
                   rd_kafka_err2name(k->kafka->refusal.err), k->kafka->refusal.reason);
         return;

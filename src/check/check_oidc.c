@@ -5,8 +5,9 @@
  * the broker check only as a failed authentication. This check fetches one
  * token the way librdkafka does (oidc.h: the same settings, request and
  * reading of the answer) over libcurl, and prints its principal and
- * expiry, or the token endpoint's own answer (HTTP status, error,
- * error_description) or why none came.
+ * expiry, audience and issuer (the claims a broker checks), or the token
+ * endpoint's own answer (HTTP status, error, error_description), its
+ * certificate's problem (https.ca.location) or why no answer came.
  */
 #include "check_int.h"
 
@@ -45,12 +46,12 @@ static void set_ca(CURL *c, const struct oidc_settings *s)
 
 /* One token by client credentials: 0 with *t, or -1 with err (the
  * endpoint's refusal, or why it did not answer) and *answered (whether an
- * HTTP answer came). */
+ * HTTP answer came) and *cert (whether its certificate did not verify). */
 static int fetch_token(const struct oidc_settings *s, struct oidc_token *t, bool *answered,
-                       char *err, size_t errlen)
+                       bool *cert, char *err, size_t errlen)
 {
     char curlerr[CURL_ERROR_SIZE] = "";
-    *answered = false;
+    *answered = *cert = false;
     char *form = oidc_request_body(s->scope);
     CURL *c = curl_easy_init();
     if (!form || !c) {
@@ -82,6 +83,7 @@ static int fetch_token(const struct oidc_settings *s, struct oidc_token *t, bool
     curl_easy_cleanup(c);
     free(form);
     int ret = -1;
+    *cert = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE;
     if (rc != CURLE_OK)
         snprintf(err, errlen, "%s%s", curlerr[0] ? curlerr : curl_easy_strerror(rc),
                  b.too_large ? " (the answer is larger than 1 MiB)" : "");
@@ -107,8 +109,23 @@ void check_kafka_token(struct ck *k)
     char url[1024], err[1024];
     redact_url(s.token_url ? s.token_url : "", url, sizeof(url));
     struct oidc_token t;
-    bool answered;
-    if (fetch_token(&s, &t, &answered, err, sizeof(err)) != 0) {
+    bool answered, cert;
+    if (fetch_token(&s, &t, &answered, &cert, err, sizeof(err)) != 0) {
+        if (cert) {
+            ck_report(k, CHECK_FAIL, what,
+                      "set [kafka] https.ca.location to the CA that signed the "
+                      "identity provider's certificate (a PEM file or a directory; "
+                      "https.ca.pem for the PEM text), and name the provider in the "
+                      "URL as its certificate does",
+                      "the token endpoint %s: its certificate did not verify%s; "
+                      "client %s: %s",
+                      url,
+                      s.ca_location || s.ca_pem ? " against https.ca.location/pem"
+                                                : " (no https.ca.location: the "
+                                                  "system's CAs)",
+                      s.client_id ? s.client_id : "(none)", err);
+            return;
+        }
         ck_report(k, CHECK_FAIL, what,
                   answered
                       ? "correct [kafka] sasl.oauthbearer.client.id and the secret "
@@ -131,8 +148,11 @@ void check_kafka_token(struct ck *k)
     ck_report(
         k, left > 0 ? CHECK_OK : CHECK_FAIL, what,
         left > 0 ? NULL : "correct the clock of this machine or of the identity provider",
-        "principal %s (claim %s) from %s; the token expires %s (%s %lld s)%s", t.principal,
-        s.sub_claim, url, when, left > 0 ? "in" : "already, by", left > 0 ? left : -left,
-        left > 0 ? "; librdkafka fetches a new one before then" : "");
+        "principal %s (claim %s) from %s; the token expires %s (%s %lld s)%s; audience %s, "
+        "issuer %s",
+        t.principal, s.sub_claim, url, when, left > 0 ? "in" : "already, by",
+        left > 0 ? left : -left,
+        left > 0 ? "; librdkafka fetches a new one before then" : "",
+        t.audience ? t.audience : "(none)", t.issuer ? t.issuer : "(none)");
     oidc_token_clear(&t);
 }

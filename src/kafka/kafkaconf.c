@@ -41,6 +41,70 @@ static struct outage unreach;
 static bool unreach_init;
 static uint64_t unreach_total; /* under unreach_mu */
 
+/* ---- failed OIDC token fetches, folded (outage.h) ----
+ * librdkafka's OIDC client (sasl.oauthbearer.method = oidc) logs each
+ * failed fetch ("OIDC" facility, LOG_ERR) and retries every 10 s for as
+ * long as the identity provider does not answer, from each handle; the
+ * token it holds lasts until it expires, so deliveries go on. The first
+ * failure is said at once (an error: without a token yet nothing can be
+ * delivered), then at most one line per OUTAGE_EVERY_MS, at a failure,
+ * while they last. librdkafka says nothing when a fetch succeeds (unless
+ * debugging), so the outage is over once no fetch failed for
+ * TOKEN_QUIET_MS: more than the 10 s between two tries plus the 20 s a try
+ * may wait for an answer (or librdkafka's 4 retries, 5 s apart, of a 5xx
+ * answer). */
+#define TOKEN_QUIET_MS 45000
+#define TOKEN_RETRY_MS 10000 /* librdkafka's next try after a failed fetch */
+#define OIDC_TOKEN_FAILED "Failed to acquire SASL OAUTHBEARER token"
+static struct outage token_out; /* under unreach_mu */
+static bool token_init;
+
+/* One failed fetch (cause: librdkafka's text). counted: false for the
+ * error callback's copy of a failure the OIDC log line already counted
+ * (it comes right after it, once per change of the error). */
+static void token_failed(const char *cause, bool counted)
+{
+    char line[1024];
+    bool say = false;
+    if (strncmp(cause, "[thrd:", 6) == 0 && strstr(cause, "]: "))
+        cause = strstr(cause, "]: ") + 3; /* "[thrd:background]: " */
+    pthread_mutex_lock(&unreach_mu);
+    if (!token_init) outage_init(&token_out, "kafka: OIDC", NULL, OUTAGE_EVERY_MS);
+    token_init = true;
+    if (counted || !token_out.down)
+        say = outage_fail(&token_out, clock_mono_ms(), cause, line, sizeof(line));
+    bool first = say && token_out.attempts == 1;
+    pthread_mutex_unlock(&unreach_mu);
+    if (!say) {
+        log_debug("kafka: OIDC: %s", cause);
+        return;
+    }
+    /* The first line an error (a daemon without a token yet cannot
+     * deliver), the interval's a warning. */
+    if (first)
+        log_error("%s", line);
+    else
+        log_warn("%s", line);
+}
+
+/* The stats callback's turn: the end of a fetch outage (see above). No
+ * interval line without a new failure: between two, nothing failed. The
+ * outage lasted until librdkafka's next try after the last failure (10 s
+ * later), the first that did not fail. */
+static void token_tick(int64_t now)
+{
+    char line[1024];
+    bool say = false;
+    pthread_mutex_lock(&unreach_mu);
+    if (token_init && token_out.down && now - token_out.last_ms >= TOKEN_QUIET_MS)
+        say = outage_ok(&token_out, token_out.last_ms + TOKEN_RETRY_MS, line, sizeof(line));
+    pthread_mutex_unlock(&unreach_mu);
+    if (say)
+        log_info("%s; no fetch failed in the %d s since: the identity provider answers "
+                 "again",
+                 line, TOKEN_QUIET_MS / 1000);
+}
+
 static bool err_is_unreachable(int err)
 {
     return err == RD_KAFKA_RESP_ERR__TRANSPORT ||
@@ -106,6 +170,7 @@ void kafka_brokers_seen(int up, int down, int total)
 {
     char line[1024];
     bool say;
+    token_tick(clock_mono_ms());
     pthread_mutex_lock(&unreach_mu);
     if (!unreach_init) {
         pthread_mutex_unlock(&unreach_mu);
@@ -140,6 +205,9 @@ void kafka_log_error(int err, const char *reason)
         log_error("kafka: fatal: %s", reason);
     else if (err_is_unreachable(err))
         unreachable(err, reason);
+    else if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && reason &&
+             strstr(reason, OIDC_TOKEN_FAILED) && !kafka_err_is_refusal(err, reason))
+        token_failed(reason, false); /* the OIDC line's copy */
     else
         log_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);
 }
@@ -151,13 +219,34 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     kafka_log_error(err, reason);
 }
 
-/* What librdkafka's failure to fetch an OIDC token starts with. */
-#define OIDC_TOKEN_FAILED "Failed to acquire SASL OAUTHBEARER token"
+/* An OIDC token fetch that failed on the identity provider's certificate
+ * (curl's "SSL certificate problem: ...", "SSL peer certificate ... was
+ * not OK"): https.ca.location does not hold the CA that signed it. */
+static bool token_cert_failed(const char *reason)
+{
+    return reason && strstr(reason, OIDC_TOKEN_FAILED) && strstr(reason, "certificate");
+}
+
+/* The broker's refusal of an OAUTHBEARER token (the identity provider
+ * issued it; the broker's validation refused it): the broker's answer is
+ * RFC 7628's error status ({"status":"invalid_token"}, Kafka's for a
+ * token that fails its checks; "insufficient_scope"), which librdkafka
+ * passes on ("SASL authentication error: ..." or "SASL OAUTHBEARER
+ * authentication failed (principal=...): ..."), or Kafka's generic
+ * "... invalid credentials with SASL mechanism OAUTHBEARER". */
+static bool token_rejected(const char *reason)
+{
+    return reason && !strstr(reason, OIDC_TOKEN_FAILED) &&
+           (strstr(reason, "OAUTHBEARER authentication failed") ||
+            strstr(reason, "mechanism OAUTHBEARER") || strstr(reason, "invalid_token") ||
+            strstr(reason, "insufficient_scope"));
+}
 
 bool kafka_err_is_refusal(int err, const char *reason)
 {
     if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION)
-        return !reason || !strstr(reason, OIDC_TOKEN_FAILED) || strstr(reason, "\"error\"");
+        return !reason || !strstr(reason, OIDC_TOKEN_FAILED) ||
+               strstr(reason, "\"error\"") || token_cert_failed(reason);
     return err == RD_KAFKA_RESP_ERR__SSL && reason &&
            strstr(reason, "certificate verify failed") != NULL;
 }
@@ -176,8 +265,31 @@ bool kafka_scram_kafka4_bug(int rdk_version)
     "answer) and the token's claims against the broker's sasl.oauthbearer.expected.* and " \
     "sub.claim.name"
 
-const char *kafka_refusal_fix(int err, int rdk_version)
+const char *kafka_refusal_who(int err, const char *reason)
 {
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && token_cert_failed(reason))
+        return "the identity provider's certificate did not verify";
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && reason && strstr(reason, OIDC_TOKEN_FAILED))
+        return "the identity provider refused the token request for good";
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && token_rejected(reason))
+        return "the broker rejected the OAUTHBEARER token";
+    return "the broker refused the connection for good";
+}
+
+const char *kafka_refusal_fix(int err, const char *reason, int rdk_version)
+{
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && token_cert_failed(reason))
+        return "set [kafka] https.ca.location to the CA that signed the identity "
+               "provider's certificate (a PEM file or a directory; "
+               "https.ca.pem for the PEM text), and name the provider in "
+               "sasl.oauthbearer.token.endpoint.url as its certificate does";
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION && token_rejected(reason))
+        return "the identity provider issued it, the broker refused it: its claims "
+               "(outboxd check prints its principal, audience and issuer) do "
+               "not "
+               "match the broker's sasl.oauthbearer.expected.audience, expected.issuer or "
+               "sub.claim.name, or the broker cannot verify its signature (its "
+               "sasl.oauthbearer.jwks.endpoint.url); the broker's log says which";
     if (err != RD_KAFKA_RESP_ERR__AUTHENTICATION)
         return "set [kafka] ssl.ca.location to the CA that signed the broker's "
                "certificate, and name the broker in bootstrap.servers as its "
@@ -202,6 +314,12 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
     (void)rk;
     /* syslog levels: 0-3 error, 4 warning, 5-7 (notice, info, debug) debug */
     enum log_level l = level <= 3 ? LOG_ERROR : level == 4 ? LOG_WARN : LOG_DEBUG;
+    /* A failed OIDC token fetch, every 10 s while the provider is down:
+     * folded. */
+    if (l == LOG_ERROR && strcmp(fac, "OIDC") == 0 && strstr(buf, "Failed to retrieve")) {
+        token_failed(buf, true);
+        return;
+    }
     /* A broker's connection failed: the error callback's _TRANSPORT says
      * the same; both are folded. */
     if (l <= LOG_WARN && strcmp(fac, "FAIL") == 0) {
@@ -256,7 +374,8 @@ rd_kafka_conf_t *kafka_conf_producer(const struct config *c, bool without_broker
     const char *key, *value, *meaning;
     for (size_t i = 0; config_kafka_producer_default(i, &key, &value, &meaning); i++)
         if (!config_kafka_get(c, key) &&
-            set_noting(conf, key, value, refused, ctx, &failed, err, errlen) != 0 && !refused)
+            set_noting(conf, key, value, refused, ctx, &failed, err, errlen) != 0 &&
+            !refused)
             goto fail;
     for (size_t i = 0; i < c->nkafka; i++) {
         if (without_brokers && !strcmp(c->kafka[i].key, "bootstrap.servers")) continue;
@@ -285,8 +404,8 @@ fail:
 
 long long kafka_queue_max_bytes(const struct config *c)
 {
-    long long kb =
-        config_kafka_number(c, "queue.buffering.max.kbytes", KAFKA_DEFAULT_QUEUE_MAX_KBYTES);
+    long long kb = config_kafka_number(c, "queue.buffering.max.kbytes",
+                                       KAFKA_DEFAULT_QUEUE_MAX_KBYTES);
     return kb < 0 ? -1 : kb * 1024;
 }
 

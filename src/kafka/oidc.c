@@ -72,6 +72,8 @@ char *oidc_request_body(const char *scope)
 void oidc_token_clear(struct oidc_token *t)
 {
     free(t->principal);
+    free(t->audience);
+    free(t->issuer);
     memset(t, 0, sizeof(*t));
 }
 
@@ -134,6 +136,34 @@ static void refusal(long status, const char *body, size_t len, char *err, size_t
     json_decref(j);
 }
 
+/* A string claim, or an array's strings joined by ", " (RFC 7519's aud),
+ * into *out (malloc'ed; NULL when the claim is absent or holds no string).
+ * -1: out of memory. */
+static int claim_text(const json_t *v, char **out)
+{
+    *out = NULL;
+    if (json_is_string(v)) return (*out = strdup(json_string_value(v))) ? 0 : -1;
+    if (!json_is_array(v)) return 0;
+    size_t n = 1, i;
+    const json_t *e;
+    json_array_foreach(v, i, e)
+    {
+        if (json_is_string(e)) n += strlen(json_string_value(e)) + 2;
+    }
+    if (n == 1) return 0;
+    char *s = malloc(n);
+    if (!s) return -1;
+    s[0] = '\0';
+    json_array_foreach(v, i, e)
+    {
+        if (!json_is_string(e)) continue;
+        if (s[0]) strcat(s, ", ");
+        strcat(s, json_string_value(e));
+    }
+    *out = s;
+    return 0;
+}
+
 int oidc_parse_answer(long status, const char *body, size_t len, const char *sub_claim,
                       struct oidc_token *t, char *err, size_t errlen)
 {
@@ -173,7 +203,11 @@ int oidc_parse_answer(long status, const char *body, size_t len, const char *sub
                  sub_claim);
     else if (!(t->principal = strdup(sub)))
         snprintf(err, errlen, "out of memory");
-    else {
+    else if (claim_text(json_object_get(claims, "aud"), &t->audience) != 0 ||
+             claim_text(json_object_get(claims, "iss"), &t->issuer) != 0) {
+        snprintf(err, errlen, "out of memory");
+        oidc_token_clear(t);
+    } else {
         t->exp = (long long)json_number_value(exp);
         t->issued_at = json_is_number(iat) ? (long long)json_number_value(iat) : -1;
         rc = 0;

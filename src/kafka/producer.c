@@ -702,8 +702,9 @@ static const rd_kafka_resp_err_t poison_errs[] = {
 int producer_refused(const struct producer *p, char *err, size_t errlen)
 {
     if (!p->refusal.err) return 0;
-    snprintf(err, errlen, "%s: %s; %s", rd_kafka_err2name(p->refusal.err), p->refusal.reason,
-             kafka_refusal_fix(p->refusal.err, rd_kafka_version()));
+    snprintf(err, errlen, "%s: %s: %s; %s", kafka_refusal_who(p->refusal.err, p->refusal.reason),
+             rd_kafka_err2name(p->refusal.err), p->refusal.reason,
+             kafka_refusal_fix(p->refusal.err, p->refusal.reason, rd_kafka_version()));
     return 1;
 }
 

@@ -180,8 +180,7 @@ static enum step stream_health(struct relay *r)
         return STEP_FATAL;
     }
     if (producer_refused(r->prod, err, sizeof(err))) {
-        log_error("kafka: the broker refused the connection for good: %s; stopping "
-                  "without confirming anything not ACKed (exit %d)",
+        log_error("kafka: %s; stopping without confirming anything not ACKed (exit %d)",
                   err, EXIT_USAGE);
         return STEP_USAGE;
     }

@@ -7,11 +7,14 @@
 #                                    once for the way the tests run it
 #                                    (kc.sh build: an in-memory database, a
 #                                    local cache, no clustering); prints it
-#   keycloak.sh start DIR            starts it (plain HTTP on 127.0.0.1, a
+#   keycloak.sh start DIR [CERT KEY] starts it (plain HTTP on 127.0.0.1, a
 #                                    bootstrap admin "admin" whose password
-#                                    is in DIR/admin.password); waits until
-#                                    it serves the master realm; prints the
-#                                    base URL
+#                                    is in DIR/admin.password; with CERT and
+#                                    KEY, PEM files, also HTTPS on 127.0.0.1
+#                                    on a port of its own); waits until it
+#                                    serves the master realm; prints the
+#                                    base URL (http)
+#   keycloak.sh https-url DIR        the HTTPS base URL (started with CERT)
 #   keycloak.sh token DIR            an admin access token (master realm)
 #   keycloak.sh stop DIR             SIGTERM, waits
 #
@@ -74,7 +77,7 @@ source "$KC_TOOLS/../free_port.sh"
 base_url() { echo "http://127.0.0.1:$(cat "$1/port")"; }
 
 start() {
-    local dir=$1 jh i
+    local dir=$1 jh i https=()
     resolve >/dev/null
     jh=$(java_home)
     mkdir -p "$dir/home/data"
@@ -82,13 +85,18 @@ start() {
     for d in lib providers themes; do ln -sfn "$DIST/$d" "$dir/home/$d"; done
     free_port >"$dir/port"
     head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/admin.password"
+    if [[ -n "${2:-}" ]]; then # HTTPS binds to --http-host's address too
+        free_port >"$dir/https_port"
+        https=(--https-port="$(cat "$dir/https_port")" --https-certificate-file="$2"
+            --https-certificate-key-file="$3")
+    fi
     (
         exec </dev/null >>"$dir/keycloak.log" 2>&1
         JAVA_HOME=$jh JAVA_OPTS_KC_HEAP="${KEYCLOAK_HEAP:--Xms64m -Xmx512m}" \
             KC_BOOTSTRAP_ADMIN_USERNAME=admin \
             KC_BOOTSTRAP_ADMIN_PASSWORD=$(cat "$dir/admin.password") \
             setsid "$dir/home/bin/kc.sh" start --optimized --http-enabled=true \
-            --http-host=127.0.0.1 --http-port="$(cat "$dir/port")" --hostname-strict=false &
+            --http-host=127.0.0.1 --http-port="$(cat "$dir/port")" --hostname-strict=false "${https[@]}" &
         echo $! >"$dir/pid"
     )
     for ((i = 0; i < 900; i++)); do
@@ -129,8 +137,12 @@ cmd=${1:-}
 shift || true
 case $cmd in
 resolve) resolve ;;
-start) (($# == 1)) || die "usage: start DIR"; start "$1" ;;
+start) (($# == 1 || $# == 3)) || die "usage: start DIR [CERT KEY]"; start "$@" ;;
+https-url)
+    (($# == 1)) && [[ -s "$1/https_port" ]] || die "usage: https-url DIR (of a start with CERT KEY)"
+    echo "https://127.0.0.1:$(cat "$1/https_port")"
+    ;;
 token) (($# == 1)) || die "usage: token DIR"; token "$1" ;;
 stop) (($# == 1)) || die "usage: stop DIR"; stop "$1" ;;
-*) die "usage: keycloak.sh resolve|start DIR|token DIR|stop DIR" ;;
+*) die "usage: keycloak.sh resolve|start DIR [CERT KEY]|https-url DIR|token DIR|stop DIR" ;;
 esac

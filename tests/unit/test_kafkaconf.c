@@ -37,11 +37,46 @@
     "Failed to acquire SASL OAUTHBEARER token: Failed to connect to 127.0.0.1 port 1 "     \
     "after 0 ms: Couldn't connect to server"
 
+/* librdkafka 2.14.2's reason when the token endpoint's certificate does not
+ * verify (curl's error: no https.ca.location for a private CA). */
+#define OIDC_CERT                                                                        \
+    "Failed to acquire SASL OAUTHBEARER token: SSL certificate problem: unable to get "   \
+    "local issuer certificate"
+
+/* What librdkafka reports when the broker rejects a token (Kafka 4.4 on a
+ * token with the wrong audience). */
+#define TOKEN_REJECTED                                                                   \
+    "sasl_ssl://127.0.0.1:9094/bootstrap: SASL authentication error: "                  \
+    "{\"status\":\"invalid_token\"} (after 3ms in state AUTH_REQ)"
+
 START_TEST(test_refusals)
 {
     ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, SASL_REASON));
     ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__SSL, CERT_REASON));
     ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_REFUSED));
+    /* waiting does not make the provider's certificate verify */
+    ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_CERT));
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_CERT, 0x020e02ff),
+                     "https.ca.location") != NULL);
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_CERT),
+                     "the identity provider's certificate did not verify");
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_REFUSED),
+                     "the identity provider refused the token request for good");
+    /* the broker's RFC 7628 answer to a token with the wrong audience */
+    ck_assert(kafka_err_is_refusal(RD_KAFKA_RESP_ERR__AUTHENTICATION, TOKEN_REJECTED));
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION, TOKEN_REJECTED),
+                     "the broker rejected the OAUTHBEARER token");
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, TOKEN_REJECTED,
+                                       0x020e02ff),
+                     "expected.audience") != NULL);
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION, SASL_REASON),
+                     "the broker refused the connection for good");
+    /* Kafka's generic answer, naming the mechanism */
+    ck_assert_str_eq(kafka_refusal_who(RD_KAFKA_RESP_ERR__AUTHENTICATION,
+                                       "SASL authentication error: Authentication failed "
+                                       "during authentication due to invalid credentials "
+                                       "with SASL mechanism OAUTHBEARER"),
+                     "the broker rejected the OAUTHBEARER token");
 }
 END_TEST
 
@@ -74,8 +109,8 @@ START_TEST(test_note_keeps_the_first_refusal)
     kafka_refusal_note(&r, RD_KAFKA_RESP_ERR__SSL, CERT_REASON);
     ck_assert_int_eq(r.err, RD_KAFKA_RESP_ERR__AUTHENTICATION);
     ck_assert_str_eq(r.reason, SASL_REASON);
-    ck_assert(strstr(kafka_refusal_fix(r.err, 0x020e02ff), "sasl.password") != NULL);
-    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, 0x020e02ff), "ssl.ca.location") !=
+    ck_assert(strstr(kafka_refusal_fix(r.err, NULL, 0x020e02ff), "sasl.password") != NULL);
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, NULL, 0x020e02ff), "ssl.ca.location") !=
               NULL);
 }
 END_TEST
@@ -89,13 +124,13 @@ START_TEST(test_refusal_fix_names_the_scram_bug_of_old_clients)
     ck_assert(kafka_scram_kafka4_bug(0x020600ff));  /* 2.6.0 */
     ck_assert(!kafka_scram_kafka4_bug(0x020601ff)); /* 2.6.1: fixed */
     ck_assert(!kafka_scram_kafka4_bug(0x020e02ff)); /* 2.14.2 */
-    const char *old = kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, 0x020002ff);
+    const char *old = kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, NULL, 0x020002ff);
     ck_assert(strstr(old, "sasl.password") != NULL);
     ck_assert(strstr(old, "librdkafka#4895") != NULL);
     ck_assert(strstr(old, "deploy/librdkafka.sh") != NULL);
-    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, 0x020e02ff),
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__AUTHENTICATION, NULL, 0x020e02ff),
                      "librdkafka#4895") == NULL);
-    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, 0x020002ff), "librdkafka#4895") ==
+    ck_assert(strstr(kafka_refusal_fix(RD_KAFKA_RESP_ERR__SSL, NULL, 0x020002ff), "librdkafka#4895") ==
               NULL);
 }
 END_TEST
@@ -254,6 +289,28 @@ START_TEST(test_other_errors_not_folded)
 }
 END_TEST
 
+/* A token endpoint that does not answer: librdkafka's error callback
+ * repeats the failed fetch (once per change of its error; its OIDC log
+ * line, every 10 s, takes the same fold): one error line, at once. */
+static void token_endpoint_down(void)
+{
+    for (int i = 0; i < 3; i++)
+        kafka_log_error(RD_KAFKA_RESP_ERR__AUTHENTICATION, OIDC_UNREACHABLE);
+}
+
+START_TEST(test_token_fetch_failures_folded)
+{
+    char *out = stderr_of(token_endpoint_down);
+    int lines = 0;
+    for (const char *c = out; *c; c++) lines += *c == '\n';
+    ck_assert_msg(lines == 1, "%d lines:\n%.400s", lines, out);
+    ck_assert_msg(strstr(out, "ERROR: kafka: OIDC: " OIDC_UNREACHABLE
+                              " (repeats are folded into one line every 30 s"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kafkaconf");
@@ -262,6 +319,7 @@ int main(void)
     tcase_add_test(tc, test_not_refusals);
     tcase_add_test(tc, test_note_keeps_the_first_refusal);
     tcase_add_test(tc, test_refusal_fix_names_the_scram_bug_of_old_clients);
+    tcase_add_test(tc, test_token_fetch_failures_folded);
     suite_add_tcase(s, tc);
     tc = tcase_create("producer configuration");
     tcase_add_checked_fixture(tc, conf_setup, conf_teardown);

@@ -97,6 +97,35 @@ START_TEST(test_token)
 }
 END_TEST
 
+/* The audience and issuer check prints for a token the broker rejects:
+ * aud a string or an array (its strings), iss; NULL when absent. */
+START_TEST(test_audience_and_issuer)
+{
+    struct oidc_token t;
+    char err[512];
+    /* {"exp":1796576106,"azp":"outboxd","aud":"kafka","iss":"https://idp/realms/r"} */
+    const char *a = ANSWER("eyJhbGciOiJSUzI1NiJ9."
+                           "eyJleHAiOjE3OTY1NzYxMDYsImF6cCI6Im91dGJveGQiLCJhdWQiOiJrYWZrYSI"
+                           "sImlzcyI6Imh0dHBzOi8vaWRwL3JlYWxtcy9yIn0.c2ln");
+    ck_assert_int_eq(oidc_parse_answer(200, a, strlen(a), "azp", &t, err, sizeof(err)), 0);
+    ck_assert_str_eq(t.audience, "kafka");
+    ck_assert_str_eq(t.issuer, "https://idp/realms/r");
+    oidc_token_clear(&t);
+    /* {"exp":1796576106,"azp":"outboxd","aud":["kafka","account",7]} */
+    const char *b = ANSWER("eyJhbGciOiJSUzI1NiJ9."
+                           "eyJleHAiOjE3OTY1NzYxMDYsImF6cCI6Im91dGJveGQiLCJhdWQiOlsia2Fma2E"
+                           "iLCJhY2NvdW50Iiw3XX0.c2ln");
+    ck_assert_int_eq(oidc_parse_answer(200, b, strlen(b), "azp", &t, err, sizeof(err)), 0);
+    ck_assert_str_eq(t.audience, "kafka, account");
+    ck_assert_ptr_null(t.issuer);
+    oidc_token_clear(&t);
+    const char *c = ANSWER("eyJhbGciOiJSUzI1NiJ9." PAYLOAD ".c2ln");
+    ck_assert_int_eq(oidc_parse_answer(200, c, strlen(c), "azp", &t, err, sizeof(err)), 0);
+    ck_assert_ptr_null(t.audience);
+    oidc_token_clear(&t);
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     struct oidc_token t;
@@ -184,6 +213,7 @@ int main(void)
     tcase_add_test(tc, test_settings);
     tcase_add_test(tc, test_request_body);
     tcase_add_test(tc, test_token);
+    tcase_add_test(tc, test_audience_and_issuer);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_jwt_payload);
     tcase_add_test(tc, test_secret_file);
