@@ -19,8 +19,9 @@
 #include "offset.h"
 
 /* Creates topic with one partition and cleanup.policy = compact unless it
- * exists (replication factor: the broker's default). Returns 0, or -1
- * with a reason in err. Waits up to timeout_ms. */
+ * exists (replication factor: the broker's default); an existing topic
+ * needs no CREATE right. Returns 0, or -1 with a reason in err. Waits up
+ * to timeout_ms for each of its two requests. */
 int progress_topic_ensure(const struct config *c, const char *topic, int timeout_ms,
                           char *err, size_t errlen);
 

@@ -104,9 +104,45 @@ out:
     return rc;
 }
 
+/* Whether topic exists, from a metadata request for it alone (DESCRIBE on
+ * the topic, a right the producer needs anyway; a consumer's handle never
+ * has the broker create it). 1 yes, 0 no, -1 with the reason in err. */
+static int topic_exists(const struct config *c, const char *topic, int timeout_ms, char *err,
+                        size_t errlen)
+{
+    rd_kafka_t *rk = open_reader(c, "read_uncommitted", err, errlen);
+    if (!rk) return -1;
+    int rc = -1;
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    rd_kafka_resp_err_t e = rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
+                                : rd_kafka_last_error();
+    if (e)
+        snprintf(err, errlen, "kafka: metadata of topic %s: %s", topic, rd_kafka_err2str(e));
+    else if (md->topic_cnt != 1)
+        snprintf(err, errlen, "kafka: metadata of topic %s: %d topics in the answer", topic,
+                 md->topic_cnt);
+    else if (md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+        rc = 0;
+    else if (md->topics[0].err)
+        snprintf(err, errlen, "kafka: metadata of topic %s: %s", topic,
+                 rd_kafka_err2str(md->topics[0].err));
+    else
+        rc = 1;
+    if (md) rd_kafka_metadata_destroy(md);
+    if (rkt) rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
 int progress_topic_ensure(const struct config *c, const char *topic, int timeout_ms,
                           char *err, size_t errlen)
 {
+    /* Asked first: Kafka checks CREATE before it looks whether a topic
+     * exists, so a principal without it (a progress topic its operator
+     * made) would have every start refused by CreateTopics. */
+    int exists = topic_exists(c, topic, timeout_ms, err, errlen);
+    if (exists != 0) return exists > 0 ? 0 : -1;
     return create_topic(c, topic, timeout_ms, false, err, errlen);
 }
 

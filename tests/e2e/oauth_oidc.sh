@@ -151,7 +151,9 @@ SASL_SERVERS=$("$KAFKA_SH" bootstrap "$E2E_KAFKA_DIR" SASL_SSL)
 step "topics and ACLs by principal"
 "$KAFKA_SH" admin "$E2E_KAFKA_DIR" topic:outbox.event.Load:4 topic:outbox.event.Neg:2 \
     topic:outboxd.progress:1:cleanup.policy=compact \
-    'allow:User:outboxd:ALL:*' 'allow:User:outboxd:ALL:group/*' \
+    'allow:User:outboxd:WRITE:*' 'allow:User:outboxd:READ:*' 'allow:User:outboxd:DESCRIBE:*' \
+    'allow:User:outboxd:DESCRIBE_CONFIGS:*' \
+    'allow:User:outboxd:READ:group/*' 'allow:User:outboxd:DESCRIBE:group/*' \
     allow:User:outboxd:WRITE:transactional_id/outboxd-oidc \
     allow:User:outboxd:DESCRIBE:transactional_id/outboxd-oidc \
     'allow:User:reader:DESCRIBE:*' 'allow:User:reader:READ:*' \
