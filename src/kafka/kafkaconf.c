@@ -289,7 +289,10 @@ const char *kafka_refusal_fix(int err, const char *reason, int rdk_version)
                "not "
                "match the broker's sasl.oauthbearer.expected.audience, expected.issuer or "
                "sub.claim.name, or the broker cannot verify its signature (its "
-               "sasl.oauthbearer.jwks.endpoint.url); the broker's log says which";
+               "sasl.oauthbearer.jwks.endpoint.url); the broker's log says which. With "
+               "sasl.mechanism = AWS_MSK_IAM outboxd signed it: the IAM identity of its "
+               "credentials (outboxd check names their source) needs kafka-cluster:Connect "
+               "on the cluster, and [aws] region must be the cluster's";
     if (err != RD_KAFKA_RESP_ERR__AUTHENTICATION)
         return "set [kafka] ssl.ca.location to the CA that signed the broker's "
                "certificate, and name the broker in bootstrap.servers as its "

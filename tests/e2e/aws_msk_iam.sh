@@ -181,9 +181,9 @@ grep -E '^FAIL +kafka broker' "$T/check_unknown.out" >/dev/null ||
 outboxd_start --no-wait "${MSK[@]}"
 outboxd_wait_exit 90
 assert_eq 2 "$OUTBOXD_RC" "exit status (credentials the broker refuses)"
-outboxd_log_last_start | grep -E 'the broker refused the connection for good: _AUTHENTICATION' >/dev/null ||
+outboxd_log_last_start | grep -E 'the broker rejected the OAUTHBEARER token: _AUTHENTICATION.*AWS_MSK_IAM outboxd signed it' >/dev/null ||
     fail "no refusal line: $(outboxd_log_last_start | grep -E 'ERROR|WARN' | tail -3)"
-info "ok: $(outboxd_log_last_start | grep -E 'refused the connection for good' | tail -1 | cut -c1-300)"
+info "ok: $(outboxd_log_last_start | grep -E 'rejected the OAUTHBEARER token' | tail -1 | cut -c1-300)"
 assert_eq "$before" "$(slot_confirmed_lsn)" "slot position after the refusal"
 grep -q 'MskIamValidator: invalid token: credential AKIAUNKNOWNTOBROKER/' "$BROKER_LOG" ||
     fail "the validator did not refuse the unknown key id"
