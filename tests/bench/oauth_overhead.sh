@@ -26,23 +26,12 @@ RATE=${2:-5000}
 SECS=${3:-30}
 E2E_TIMEOUT=$((2 * SECS + EVENTS / 500 + 600))
 e2e_init oauth_overhead
-command -v openssl >/dev/null || fail "openssl is not installed (Debian: apt-get install openssl)"
 KC_SH=$E2E_SRC_DIR/tests/keycloak/keycloak.sh
 KAFKA_SH=$E2E_SRC_DIR/tests/kafka/kafka.sh
 
 step "a throw-away CA, the certificate of the broker and of Keycloak's HTTPS"
 TLS=$T/tls
-mkdir -p "$TLS"
-{
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TLS/ca.key" -out "$TLS/ca.pem" \
-        -days 2 -subj "/CN=outboxd bench ca"
-    openssl req -newkey rsa:2048 -nodes -keyout "$TLS/broker.key" -out "$TLS/broker.csr" \
-        -subj "/CN=127.0.0.1"
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$TLS/san.ext"
-    openssl x509 -req -in "$TLS/broker.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" \
-        -CAcreateserial -out "$TLS/broker.crt" -days 2 -extfile "$TLS/san.ext"
-} >"$T/openssl.log" 2>&1 || fail "openssl failed: $(tail -5 "$T/openssl.log")"
-cat "$TLS/broker.key" "$TLS/broker.crt" >"$TLS/broker.pem"
+tls_throwaway "$TLS"
 
 step "Keycloak: realm outboxd, client outboxd (audience kafka, tokens live 300 s)"
 E2E_KEYCLOAK_DIR=$T/keycloak

@@ -25,7 +25,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export E2E_KAFKA=real
 e2e_init aws_msk_iam
-command -v openssl >/dev/null || fail "openssl is not installed (Debian: apt-get install openssl)"
 command -v javac >/dev/null || fail "javac not found (Debian: openjdk-17-jdk-headless)"
 KAFKA_SH=$E2E_SRC_DIR/tests/kafka/kafka.sh
 LIFE=${AWS_LIFE:-20}
@@ -57,17 +56,7 @@ export AWS_CONTAINER_AUTHORIZATION_TOKEN="Bearer container-secret"
 
 step "a throw-away CA and the broker's certificate"
 TLS=$T/tls
-mkdir -p "$TLS"
-{
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TLS/ca.key" -out "$TLS/ca.pem" \
-        -days 2 -subj "/CN=outboxd test ca"
-    openssl req -newkey rsa:2048 -nodes -keyout "$TLS/broker.key" -out "$TLS/broker.csr" \
-        -subj "/CN=127.0.0.1"
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$TLS/san.ext"
-    openssl x509 -req -in "$TLS/broker.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" \
-        -CAcreateserial -out "$TLS/broker.crt" -days 2 -extfile "$TLS/san.ext"
-} >"$T/openssl.log" 2>&1 || fail "openssl failed: $(tail -5 "$T/openssl.log")"
-cat "$TLS/broker.key" "$TLS/broker.crt" >"$TLS/broker.pem"
+tls_throwaway "$TLS"
 
 pg_start
 judge_slot

@@ -19,24 +19,15 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export E2E_KAFKA=real
 e2e_init kafka_security
-command -v openssl >/dev/null || fail "openssl is not installed (Debian: apt-get install openssl)"
 pg_start
 
 step "a throw-away CA, the broker's certificate, and a second CA nobody uses"
 TLS=$T/tls
-mkdir -p "$TLS"
-{
-    for ca in ca rogue-ca; do
-        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TLS/$ca.key" -out "$TLS/$ca.pem" \
-            -days 2 -subj "/CN=outboxd test $ca"
-    done
-    openssl req -newkey rsa:2048 -nodes -keyout "$TLS/broker.key" -out "$TLS/broker.csr" \
-        -subj "/CN=127.0.0.1"
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$TLS/san.ext"
-    openssl x509 -req -in "$TLS/broker.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" \
-        -CAcreateserial -out "$TLS/broker.crt" -days 2 -extfile "$TLS/san.ext"
-} >"$T/openssl.log" 2>&1 || fail "openssl failed: $(tail -5 "$T/openssl.log")"
-cat "$TLS/broker.key" "$TLS/broker.crt" >"$TLS/broker.pem"
+tls_throwaway "$TLS"
+# and a CA that signed nothing of this broker's
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TLS/rogue-ca.key" -out "$TLS/rogue-ca.pem" \
+    -days 2 -subj "/CN=outboxd test rogue-ca" >>"$T/openssl.log" 2>&1 ||
+    fail "openssl failed: $(tail -5 "$T/openssl.log")"
 grep -q 'BEGIN PRIVATE KEY' "$TLS/broker.pem" || fail "openssl did not write a PKCS#8 key"
 
 PASSWORD='Scram-pw-4711-kafka'

@@ -706,6 +706,26 @@ wait_caught_up() {
 
 # ---------------------------------------------------------------- broker
 
+# tls_throwaway DIR: a throw-away CA (DIR/ca.key, DIR/ca.pem, two days) and
+# a certificate it signed for 127.0.0.1 and localhost (DIR/broker.key,
+# DIR/broker.crt, and both in DIR/broker.pem for a Kafka listener or an
+# HTTPS server); openssl's output in $T/openssl.log.
+tls_throwaway() {
+    local d=$1
+    command -v openssl >/dev/null || fail "openssl is not installed (Debian: apt-get install openssl)"
+    mkdir -p "$d"
+    {
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.pem" \
+            -days 2 -subj "/CN=outboxd test ca"
+        openssl req -newkey rsa:2048 -nodes -keyout "$d/broker.key" -out "$d/broker.csr" \
+            -subj "/CN=127.0.0.1"
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$d/san.ext"
+        openssl x509 -req -in "$d/broker.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
+            -CAcreateserial -out "$d/broker.crt" -days 2 -extfile "$d/san.ext"
+    } >>"$T/openssl.log" 2>&1 || fail "openssl failed: $(tail -5 "$T/openssl.log")"
+    cat "$d/broker.key" "$d/broker.crt" >"$d/broker.pem"
+}
+
 # broker_start [mockbroker options: --partitions N --brokers N --topic T]
 broker_start() {
     if [[ "${E2E_KAFKA:-mock}" == real ]]; then
