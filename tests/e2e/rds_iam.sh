@@ -45,15 +45,10 @@ broker_start
 step "TLS: a throw-away CA and a server certificate for localhost"
 RDS=$T/rds # the verifier's directory: the server (user postgres) runs it
 mkdir -p "$RDS"
-{
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/ca.key" -out "$T/rds-ca.pem" \
-        -days 2 -subj "/CN=outboxd test rds ca (stand-in)"
-    openssl req -newkey rsa:2048 -nodes -keyout "$T/server.key" -out "$T/server.csr" \
-        -subj "/CN=localhost"
-    printf 'subjectAltName=DNS:localhost\n' >"$T/san.ext"
-    openssl x509 -req -in "$T/server.csr" -CA "$T/rds-ca.pem" -CAkey "$T/ca.key" \
-        -CAcreateserial -out "$T/server.crt" -days 2 -extfile "$T/san.ext"
-} >"$T/openssl.log" 2>&1 || fail "openssl failed: $(tail -5 "$T/openssl.log")"
+tls_throwaway "$T/tls" # its certificate names localhost (and 127.0.0.1)
+cp "$T/tls/ca.pem" "$T/rds-ca.pem"
+cp "$T/tls/broker.key" "$T/server.key"
+cp "$T/tls/broker.crt" "$T/server.crt"
 chmod 600 "$T/server.key"
 chown postgres "$T/server.key" "$T/server.crt"
 psql_q "ALTER SYSTEM SET ssl_cert_file = '$T/server.crt'" >/dev/null
